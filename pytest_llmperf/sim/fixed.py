@@ -1,0 +1,76 @@
+"""The fixed-latency back end: constant TTFT and ITL, no batching limits.
+
+Measurement tests need a server whose latencies are known exactly, so that a
+reported p99 can be compared with the truth. Each request's token times are
+planned at arrival — ``ttft`` then one token every ``itl`` — and nothing else
+in the server can delay them. Optional load dependence adds a fixed amount per
+request already in flight, which makes latency rise with concurrency in a way
+a test can predict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from .clock import sleep_until
+from .profiles import Profile
+from .streams import BackendStats, Submission
+
+__all__ = ["FixedBackend", "FixedStream"]
+
+
+class FixedStream:
+    """Tokens at ``start + ttft + i * itl`` (loop time), scaled by speedup."""
+
+    cached_tokens = 0
+
+    def __init__(
+        self, backend: FixedBackend, start: float, ttft_s: float, itl_s: float, n: int
+    ) -> None:
+        self._backend = backend
+        self._start = start + ttft_s
+        self._itl = itl_s
+        self._n = n
+        self._i = 0
+        self._closed = False
+
+    async def next_token(self) -> float | None:
+        if self._i >= self._n:
+            self.close()
+            return None
+        when = self._start + self._i * self._itl
+        self._i += 1
+        await sleep_until(when)
+        return when
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._backend.active -= 1
+
+
+class FixedBackend:
+    """Back end for ``kind: fixed`` profiles."""
+
+    def __init__(self, profile: Profile, speedup: float = 1.0) -> None:
+        self.profile = profile
+        self.speedup = speedup
+        self.active = 0
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    def submit(self, sub: Submission) -> FixedStream:
+        p = self.profile
+        load = self.active
+        ttft_s = (p.ttft_ms + p.ttft_per_active_ms * load) / 1000.0 / self.speedup
+        itl_s = (p.itl_ms + p.itl_per_active_ms * load) / 1000.0 / self.speedup
+        self.active += 1
+        start = asyncio.get_running_loop().time()
+        return FixedStream(self, start, ttft_s, itl_s, sub.output_tokens)
+
+    def stats(self) -> BackendStats:
+        return BackendStats(running=self.active)

@@ -1,0 +1,230 @@
+"""Named simulator profiles, loaded from the YAML file shipped in the package.
+
+A profile is a flat set of parameters (latency model, scheduler limits, KV
+cache size, faults). Keeping them in data rather than code lets a test or the
+command line override any single parameter (``--set itl_ms=10``) and lets
+``docs/simulator.md`` describe them in one table. Every key is validated up
+front so a typo is a clear error naming the profile, the key and the value,
+never a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+__all__ = ["Profile", "ProfileError", "load_profile", "profile_names"]
+
+KINDS = ("fixed", "engine")
+POLICIES = ("fcfs", "priority", "sjf")
+ERROR_CODES = (429, 500, 503)
+
+
+class ProfileError(ValueError):
+    """A profile name, key or value that the simulator cannot use."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Every parameter of one simulator profile (see profiles.yaml for units)."""
+
+    name: str
+    kind: str
+    model: str
+    ttft_ms: float
+    itl_ms: float
+    ttft_per_active_ms: float
+    itl_per_active_ms: float
+    beta0_us: float
+    beta1_us: float
+    beta2_us: float
+    beta3_us: float
+    alpha0_us: float
+    alpha1_us: float
+    alpha2_us: float
+    block_size: int
+    num_blocks: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    long_prefill_token_threshold: int
+    max_model_len: int
+    enable_prefix_caching: bool
+    scheduling_policy: str
+    default_max_tokens: int
+    early_stop_prob: float
+    error_rate: float
+    error_codes: tuple[int, ...]
+    retry_after_s: int
+    stall_first_prob: float
+    stall_first_ms: float
+    stall_mid_prob: float
+    stall_mid_ms: float
+    cut_rate: float
+    malformed_rate: float
+    multi_token_rate: float
+    multi_token_max: int
+    keepalive_rate: float
+    keepalive_interval_ms: float
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """Tokens the whole KV cache can hold."""
+        return self.block_size * self.num_blocks
+
+    def replace(self, **overrides: Any) -> Profile:
+        """A copy with ``overrides`` applied and validated like the YAML."""
+        values = dataclasses.asdict(self)
+        values.pop("extra")
+        name = values.pop("name")
+        for key, raw in overrides.items():
+            values[key] = _coerce(name, key, raw)
+        return _build(name, values)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Profile) if f.name not in ("name", "extra")}
+_FLOAT_KEYS = {n for n, f in _FIELDS.items() if f.type == "float"}
+_INT_KEYS = {n for n, f in _FIELDS.items() if f.type == "int"}
+_BOOL_KEYS = {n for n, f in _FIELDS.items() if f.type == "bool"}
+_PROB_KEYS = {
+    "early_stop_prob",
+    "error_rate",
+    "stall_first_prob",
+    "stall_mid_prob",
+    "cut_rate",
+    "malformed_rate",
+    "multi_token_rate",
+    "keepalive_rate",
+}
+
+
+@cache
+def _raw_profiles() -> dict[str, Any]:
+    text = resources.files(__package__).joinpath("profiles.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict) or "defaults" not in data or "profiles" not in data:
+        raise ProfileError("profiles.yaml must have 'defaults' and 'profiles' mappings")
+    return data
+
+
+def profile_names() -> list[str]:
+    """Names of the shipped profiles."""
+    return sorted(_raw_profiles()["profiles"])
+
+
+def _coerce(profile: str, key: str, raw: Any) -> Any:
+    """Convert a YAML or ``--set`` value to the type of ``key`` or fail clearly."""
+    if key not in _FIELDS:
+        raise ProfileError(
+            f"profile {profile!r}: unknown key {key!r} (value {raw!r}); "
+            f"known keys: {', '.join(sorted(_FIELDS))}"
+        )
+
+    def bad(why: str) -> ProfileError:
+        return ProfileError(f"profile {profile!r}: bad value {raw!r} for {key!r}: {why}")
+
+    try:
+        if key in _BOOL_KEYS:
+            if isinstance(raw, bool):
+                return raw
+            if isinstance(raw, str) and raw.lower() in (
+                "1",
+                "true",
+                "yes",
+                "on",
+                "0",
+                "false",
+                "no",
+                "off",
+            ):
+                return raw.lower() in ("1", "true", "yes", "on")
+            raise bad("expected true or false")
+        if key in _INT_KEYS:
+            if isinstance(raw, bool):
+                raise bad("expected an integer")
+            value = float(raw)
+            if value != int(value):
+                raise bad("expected an integer")
+            return int(value)
+        if key in _FLOAT_KEYS:
+            if isinstance(raw, bool):
+                raise bad("expected a number")
+            return float(raw)
+        if key == "error_codes":
+            items = raw.split(",") if isinstance(raw, str) else raw
+            if isinstance(items, int):
+                items = [items]
+            return tuple(int(x) for x in items)
+        if not isinstance(raw, str):
+            raise bad("expected a string")
+        return raw
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ProfileError):
+            raise
+        raise bad(str(exc)) from None
+
+
+def _build(name: str, values: dict[str, Any]) -> Profile:
+    missing = sorted(set(_FIELDS) - set(values))
+    if missing:
+        raise ProfileError(f"profile {name!r}: missing keys {missing}")
+    prof = Profile(name=name, **values)
+    _validate(prof)
+    return prof
+
+
+def _validate(p: Profile) -> None:
+    def bad(key: str, why: str) -> ProfileError:
+        return ProfileError(f"profile {p.name!r}: bad value {getattr(p, key)!r} for {key!r}: {why}")
+
+    if p.kind not in KINDS:
+        raise bad("kind", f"expected one of {KINDS}")
+    if p.scheduling_policy not in POLICIES:
+        raise bad("scheduling_policy", f"expected one of {POLICIES}")
+    for key in _FLOAT_KEYS:
+        if getattr(p, key) < 0:
+            raise bad(key, "must not be negative")
+    for key in _PROB_KEYS:
+        if not 0.0 <= getattr(p, key) <= 1.0:
+            raise bad(key, "must be a probability between 0 and 1")
+    for key in (
+        "block_size",
+        "num_blocks",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "max_model_len",
+        "default_max_tokens",
+        "multi_token_max",
+    ):
+        if getattr(p, key) < 1:
+            raise bad(key, "must be at least 1")
+    for key in ("long_prefill_token_threshold", "retry_after_s"):
+        if getattr(p, key) < 0:
+            raise bad(key, "must not be negative")
+    if not p.error_codes or any(c not in ERROR_CODES for c in p.error_codes):
+        raise bad("error_codes", f"expected a non-empty list drawn from {ERROR_CODES}")
+    if not p.model:
+        raise bad("model", "must not be empty")
+
+
+def load_profile(name: str = "fixed", **overrides: Any) -> Profile:
+    """The named profile with ``overrides`` applied (strings are parsed).
+
+    Raises ProfileError naming the profile, key and value on any problem.
+    """
+    data = _raw_profiles()
+    profiles = data["profiles"]
+    if name not in profiles:
+        raise ProfileError(
+            f"unknown simulator profile {name!r}; known profiles: {', '.join(profile_names())}"
+        )
+    values: dict[str, Any] = {}
+    for source in (data["defaults"], profiles[name] or {}, overrides):
+        for key, raw in source.items():
+            values[key] = _coerce(name, key, raw)
+    return _build(name, values)

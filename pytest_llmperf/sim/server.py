@@ -1,0 +1,390 @@
+"""The simulator's HTTP front end (aiohttp.web): OpenAI endpoints over a back end.
+
+The handlers parse and admit a request (wire.py), decide its output length and
+its faults, submit it to the back end (fixed-latency model or the
+continuous-batching engine) and stream each token at the instant the back end
+planned for it. A client that disconnects cancels its handler (aiohttp's
+``handler_cancellation``), and the ``finally`` releases the request in the
+engine, as vLLM aborts a request whose client went away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from typing import Any
+
+from aiohttp import web
+
+from .clock import sleep_until
+from .faults import FaultPlan, plan_faults
+from .fixed import FixedBackend
+from .kv_cache import prompt_block_hashes
+from .profiles import Profile, load_profile
+from .prometheus import ServerCounters, render_metrics
+from .streams import Backend, Submission, TokenStream
+from .text import token_text
+from .wire import (
+    DONE,
+    ChunkWriter,
+    ParsedRequest,
+    WireError,
+    error_body,
+    models_body,
+    parse_request,
+)
+
+__all__ = ["SIM_VERSION", "SimApp", "SimServer"]
+
+SIM_VERSION = "pytest-llmperf-sim 0.1"
+MALFORMED_FRAME = b'data: {"id": "malformed", "choices": [{"index": 0, "delta": {"content": \n\n'
+KEEPALIVE_FRAME = b": keep-alive\n\n"
+
+
+def make_backend(profile: Profile, seed: int, speedup: float) -> Backend:
+    """The back end a profile asks for."""
+    if profile.kind == "fixed":
+        return FixedBackend(profile, speedup)
+    from .realtime import EngineBackend
+
+    return EngineBackend(profile, seed=seed, speedup=speedup)
+
+
+class SimApp:
+    """Request handling state shared by all connections of one simulator."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        seed: int = 0,
+        speedup: float = 1.0,
+        record_emit_lag: bool = False,
+    ) -> None:
+        if speedup <= 0:
+            raise ValueError(f"speedup must be positive, got {speedup!r}")
+        self.profile = profile
+        self.seed = seed
+        self.speedup = speedup
+        self.backend = make_backend(profile, seed, speedup)
+        self.counters = ServerCounters()
+        self.next_index = 0
+        self.emit_lags: list[float] | None = [] if record_emit_lag else None
+        self.app = web.Application()
+        self.app.add_routes(
+            [
+                web.get("/v1/models", self.models),
+                web.get("/health", self.health),
+                web.get("/version", self.version),
+                web.get("/metrics", self.metrics),
+                web.post("/v1/chat/completions", self.chat),
+                web.post("/v1/completions", self.completions),
+            ]
+        )
+        self.app.on_startup.append(self._on_startup)
+        self.app.on_cleanup.append(self._on_cleanup)
+
+    async def _on_startup(self, _app: web.Application) -> None:
+        await self.backend.start()
+
+    async def _on_cleanup(self, _app: web.Application) -> None:
+        await self.backend.stop()
+
+    # -- simple endpoints -------------------------------------------------
+    async def models(self, _request: web.Request) -> web.Response:
+        return web.json_response(models_body(self.profile.model, self.profile.max_model_len))
+
+    async def health(self, _request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def version(self, _request: web.Request) -> web.Response:
+        return web.json_response({"version": SIM_VERSION, "profile": self.profile.name})
+
+    async def metrics(self, _request: web.Request) -> web.Response:
+        text = render_metrics(self.profile.model, self.backend.stats(), self.counters)
+        return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._handle(request, "chat")
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._handle(request, "completions")
+
+    # -- completions ------------------------------------------------------
+    def _error(
+        self, status: int, message: str, param: str | None = None, retry_after: int | None = None
+    ) -> web.Response:
+        self.counters.errors += 1
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+        return web.json_response(error_body(status, message, param), status=status, headers=headers)
+
+    def _admit(self, parsed: ParsedRequest, index: int) -> tuple[int, str]:
+        """Output length and finish reason, or WireError(400) if it cannot fit."""
+        p = self.profile
+        n_prompt = parsed.num_prompt_tokens
+        prompt_param = "messages" if parsed.api == "chat" else "prompt"
+        if parsed.max_tokens is None:
+            n_out, finish = min(p.default_max_tokens, max(1, p.max_model_len - n_prompt)), "stop"
+        else:
+            n_out, finish = parsed.max_tokens, "length"
+        total = max(1, n_prompt) + n_out
+        if total > p.max_model_len:
+            raise WireError(
+                400,
+                f"This model's maximum context length is {p.max_model_len} tokens. "
+                f"However, you requested "
+                f"{total} tokens ({n_prompt} in the {prompt_param}, {n_out} in the completion). "
+                "Please reduce the length of the messages or completion.",
+                prompt_param if parsed.max_tokens is None else "max_tokens",
+            )
+        if p.kind == "engine" and -(-total // p.block_size) > p.num_blocks:
+            raise WireError(
+                400,
+                f"The request needs {total} tokens of KV cache but the whole cache holds "
+                f"{p.kv_capacity_tokens} tokens.",
+                prompt_param,
+            )
+        if p.early_stop_prob and not parsed.ignore_eos and n_out > 1:
+            rng = random.Random(f"eos:{self.seed}:{index}")
+            if rng.random() < p.early_stop_prob:
+                n_out, finish = rng.randint(1, n_out - 1), "stop"
+        return n_out, finish
+
+    async def _handle(self, request: web.Request, api: str) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return self._error(400, "request body is not valid JSON")
+        index = self.next_index
+        self.next_index += 1
+        try:
+            parsed = parse_request(api, body, self.profile.model)
+            n_out, finish = self._admit(parsed, index)
+        except WireError as exc:
+            return self._error(exc.status, exc.message, exc.param)
+        faults = plan_faults(self.profile, self.seed, index, n_out, self.speedup)
+        if faults.error_status is not None:
+            status = faults.error_status
+            messages = {
+                429: "Too many requests (simulated).",
+                500: "Internal server error (simulated).",
+                503: "Service unavailable (simulated).",
+            }
+            return self._error(
+                status,
+                messages[status],
+                None,
+                faults.retry_after_s if status in (429, 503) else None,
+            )
+        hashes: tuple[int, ...] = ()
+        if self.profile.kind == "engine" and self.profile.enable_prefix_caching:
+            hashes = prompt_block_hashes(parsed.prompt_tokens, self.profile.block_size)
+        stream = self.backend.submit(
+            Submission(
+                prompt_tokens=max(1, parsed.num_prompt_tokens),
+                output_tokens=n_out,
+                block_hashes=hashes,
+                priority=parsed.priority,
+            )
+        )
+        self.counters.prompt_tokens += parsed.num_prompt_tokens
+        try:
+            if parsed.stream:
+                return await self._stream(request, parsed, stream, n_out, finish, faults, index)
+            return await self._full(request, parsed, stream, n_out, finish, faults, index)
+        finally:
+            stream.close()
+
+    async def _stall(
+        self, resp: web.StreamResponse | None, seconds: float, faults: FaultPlan
+    ) -> None:
+        """Hold the stream for ``seconds``, with comment lines if configured."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        if resp is not None and faults.keepalive_interval_s > 0:
+            while end - loop.time() > faults.keepalive_interval_s:
+                await asyncio.sleep(faults.keepalive_interval_s)
+                await resp.write(KEEPALIVE_FRAME)
+        await sleep_until(end)
+
+    def _cut(self, request: web.Request) -> None:
+        """Drop the connection mid-response (no [DONE], no chunked terminator)."""
+        if request.transport is not None:
+            request.transport.abort()
+
+    async def _stream(
+        self,
+        request: web.Request,
+        parsed: ParsedRequest,
+        stream: TokenStream,
+        n_out: int,
+        finish: str,
+        faults: FaultPlan,
+        index: int,
+    ) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        arrival = loop.time()
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await resp.prepare(request)
+        w = ChunkWriter(parsed.api, self.profile.model)
+        if parsed.api == "chat":
+            await resp.write(w.role_chunk())
+        lags = self.emit_lags if not faults.delays_tokens else None
+        counters = self.counters
+        salt = index * 13
+        last = 0.0
+        i = 0
+        while i < n_out:
+            size = min(faults.chunk_size(), n_out - i) if faults.per_chunk else 1
+            planned = 0.0
+            for _ in range(size):
+                got = await stream.next_token()
+                if got is None:  # pragma: no cover - back end ended early
+                    raise RuntimeError("back end ended a stream early")
+                planned = got
+            if i == 0 and faults.stall_first_s:
+                await self._stall(resp, faults.stall_first_s, faults)
+            if faults.stall_mid_at is not None and i <= faults.stall_mid_at < i + size:
+                await self._stall(resp, faults.stall_mid_s, faults)
+            if faults.cut_at is not None and i <= faults.cut_at < i + size:
+                self._cut(request)
+                return resp
+            if faults.per_chunk:
+                if faults.keepalive():
+                    await resp.write(KEEPALIVE_FRAME)
+                if faults.malformed():
+                    await resp.write(MALFORMED_FRAME)
+            if size == 1:
+                text = token_text(i, salt)
+            else:
+                text = "".join(token_text(j, salt) for j in range(i, i + size))
+            i += size
+            now = loop.time()
+            if lags is not None:
+                lags.append(now - planned)
+            await resp.write(w.token_chunk(text, finish if i == n_out else None))
+            if last:
+                counters.itl.observe(now - last)
+            else:
+                counters.ttft.observe(now - arrival)
+            last = now
+        counters.generation_tokens += n_out
+        counters.success[finish] = counters.success.get(finish, 0) + 1
+        if parsed.include_usage:
+            await resp.write(w.usage_chunk(parsed.num_prompt_tokens, n_out, stream.cached_tokens))
+        await resp.write(DONE)
+        await resp.write_eof()
+        return resp
+
+    async def _full(
+        self,
+        request: web.Request,
+        parsed: ParsedRequest,
+        stream: TokenStream,
+        n_out: int,
+        finish: str,
+        faults: FaultPlan,
+        index: int,
+    ) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        arrival = loop.time()
+        first = last = 0.0
+        for _ in range(n_out):
+            await stream.next_token()
+            last = loop.time()
+            if not first:
+                first = last
+        stall = faults.stall_first_s + (
+            faults.stall_mid_s if faults.stall_mid_at is not None else 0.0
+        )
+        if stall:
+            await self._stall(None, stall, faults)
+        if faults.cut_at is not None:
+            self._cut(request)
+            return web.Response(status=200)
+        self.counters.ttft.observe(first - arrival)
+        if n_out > 1:
+            # one pooled observation per gap would need every time; use the mean gap per token
+            gap = (last - first) / (n_out - 1)
+            for _ in range(n_out - 1):
+                self.counters.itl.observe(gap)
+        self.counters.generation_tokens += n_out
+        self.counters.success[finish] = self.counters.success.get(finish, 0) + 1
+        salt = index * 13
+        text = "".join(token_text(j, salt) for j in range(n_out))
+        body = ChunkWriter(parsed.api, self.profile.model).full_body(
+            text, finish, parsed.num_prompt_tokens, n_out, stream.cached_tokens
+        )
+        return web.json_response(body)
+
+
+class SimServer:
+    """The simulator serving HTTP in the current event loop.
+
+    ``async with SimServer("fixed", ttft_ms=50, itl_ms=10) as sim: sim.url``.
+    Keyword overrides are profile keys (see profiles.yaml).
+    """
+
+    def __init__(
+        self,
+        profile: str = "fixed",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        seed: int = 0,
+        speedup: float = 1.0,
+        record_emit_lag: bool = False,
+        **overrides: Any,
+    ) -> None:
+        self.profile = load_profile(profile, **overrides)
+        self.host = host
+        self.port = port
+        self.seed = seed
+        self.speedup = speedup
+        self.record_emit_lag = record_emit_lag
+        self.sim: SimApp | None = None
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``http://127.0.0.1:PORT`` (valid once started)."""
+        if self._runner is None:
+            raise RuntimeError("SimServer is not running")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def emit_lags(self) -> list[float]:
+        """Actual minus planned emit time of each token, seconds (record_emit_lag=True)."""
+        if self.sim is None or self.sim.emit_lags is None:
+            raise RuntimeError("start the SimServer with record_emit_lag=True")
+        return self.sim.emit_lags
+
+    async def start(self) -> SimServer:
+        self.sim = SimApp(
+            self.profile, seed=self.seed, speedup=self.speedup, record_emit_lag=self.record_emit_lag
+        )
+        runner = web.AppRunner(self.sim.app, handler_cancellation=True, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = runner.addresses[0][1]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def __aenter__(self) -> SimServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

@@ -1,0 +1,61 @@
+"""The interface between the HTTP front end and a token-producing back end.
+
+The server does not care whether tokens come from the fixed-latency model or
+from the continuous-batching engine: it submits a request and then awaits, one
+by one, the planned emission instant of each output token. Keeping that
+interface tiny is what lets both back ends share every wire-format and fault
+code path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["Backend", "BackendStats", "Submission", "TokenStream"]
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A request as the back end sees it."""
+
+    prompt_tokens: int
+    output_tokens: int  # exactly this many tokens are produced
+    block_hashes: tuple[int, ...] = ()  # chained hashes of the prompt's full KV blocks
+    priority: int = 0
+
+
+class TokenStream(Protocol):
+    """Planned emission times of one request's output tokens."""
+
+    cached_tokens: int
+
+    async def next_token(self) -> float | None:
+        """Wait for the next token; return its planned loop time, or None when done."""
+
+    def close(self) -> None:
+        """Release the request (abort it if unfinished). Idempotent."""
+
+
+@dataclass
+class BackendStats:
+    """Gauges and counters the back end reports for ``/metrics``."""
+
+    running: int = 0
+    waiting: int = 0
+    kv_usage: float = 0.0
+    preemptions: int = 0
+    prefix_hit_tokens: int = 0
+    prefix_query_tokens: int = 0
+
+
+class Backend(Protocol):
+    """Produces token streams, in real time, inside the running event loop."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def submit(self, sub: Submission) -> TokenStream: ...
+
+    def stats(self) -> BackendStats: ...

@@ -1,0 +1,24 @@
+"""Output text: one approximate token per streamed token.
+
+Each generated token is a word with a leading space, so ``count_tokens`` of the
+concatenated output equals ``completion_tokens`` (see pytest_llmperf.tokens).
+The words cycle through a fixed list from a per-request offset: cheap,
+deterministic, and readable in a captured stream.
+"""
+
+from __future__ import annotations
+
+__all__ = ["WORDS", "token_text"]
+
+_TEXT = (
+    "the of and to in is that for it as was with be by on not he this are or his from at which "
+    "but have an they you were her she there been one all we their has would when if so no will "
+    "can more model server token batch cache queue load time step block prefix decode prefill "
+    "stream latency"
+)
+WORDS = tuple(" " + w for w in _TEXT.split())
+
+
+def token_text(index: int, salt: int) -> str:
+    """Text of output token ``index`` of a request whose offset is ``salt``."""
+    return WORDS[(salt + index * 7) % len(WORDS)]

@@ -1,0 +1,293 @@
+"""OpenAI wire format, shaped the way vLLM sends it.
+
+The plugin's client must cope with what real servers send, so the simulator
+reproduces vLLM's shapes exactly: a role-only first chat chunk, one chunk per
+token, ``finish_reason`` on the last token's chunk, a usage chunk with
+``"choices": []`` when ``stream_options.include_usage`` is set, and errors as
+``{"error": {message, type, param, code}}``. Parsing a request into a
+``ParsedRequest`` here keeps the HTTP handlers free of JSON details.
+
+Streaming chunks are built from pre-rendered prefix/suffix strings around the
+JSON-encoded token, because the server writes one per token and ``json.dumps``
+of a whole dict per token would dominate its CPU time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..tokens import split_tokens
+
+__all__ = [
+    "DONE",
+    "ChunkWriter",
+    "ParsedRequest",
+    "WireError",
+    "error_body",
+    "models_body",
+    "parse_request",
+    "usage_body",
+]
+
+DONE = b"data: [DONE]\n\n"
+
+_ERROR_TYPES = {
+    400: "BadRequestError",
+    404: "NotFoundError",
+    429: "RateLimitError",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
+}
+
+
+class WireError(Exception):
+    """A request the server answers with an OpenAI error body."""
+
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+
+
+def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    """The OpenAI error JSON for ``status``."""
+    return {
+        "error": {
+            "message": message,
+            "type": _ERROR_TYPES.get(status, "APIError"),
+            "param": param,
+            "code": status,
+        }
+    }
+
+
+def models_body(model: str, max_model_len: int) -> dict[str, Any]:
+    """Body of ``GET /v1/models`` for a server that serves ``model``."""
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": model,
+                "object": "model",
+                "created": int(time.time()),
+                "owned_by": "pytest-llmperf-sim",
+                "root": model,
+                "parent": None,
+                "max_model_len": max_model_len,
+                "permission": [],
+            }
+        ],
+    }
+
+
+@dataclass
+class ParsedRequest:
+    """What the simulator needs from a chat or completions request body."""
+
+    api: str  # "chat" | "completions"
+    model: str
+    prompt_tokens: list[str]
+    max_tokens: int | None
+    ignore_eos: bool
+    stream: bool
+    include_usage: bool
+    priority: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_tokens)
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+        return "\n".join(parts)
+    raise WireError(400, "message content must be a string or a list of content parts", "messages")
+
+
+def _int_field(body: dict[str, Any], key: str, minimum: int) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WireError(400, f"{key} must be an integer, got {value!r}", key)
+    if value < minimum:
+        raise WireError(400, f"{key} must be at least {minimum}, got {value}", key)
+    return value
+
+
+def parse_request(api: str, body: Any, served_model: str) -> ParsedRequest:
+    """Validate a request body; raise WireError (400/404) as vLLM would.
+
+    Chat prompts are the message contents joined by newlines, so their token
+    count is the sum of each content's ``count_tokens``.
+    """
+    if not isinstance(body, dict):
+        raise WireError(400, "request body must be a JSON object")
+    model = body.get("model", served_model)
+    if model != served_model:
+        raise WireError(404, f"The model `{model}` does not exist.", "model")
+    if api == "chat":
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise WireError(400, "messages must be a non-empty list", "messages")
+        tokens: list[str] = []
+        for msg in messages:
+            if not isinstance(msg, dict):
+                raise WireError(400, "each message must be an object", "messages")
+            tokens.extend(split_tokens(_content_text(msg.get("content"))))
+        max_tokens = _int_field(body, "max_completion_tokens", 1)
+        if max_tokens is None:
+            max_tokens = _int_field(body, "max_tokens", 1)
+    else:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            tokens = split_tokens(prompt)
+        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            tokens = [str(t) for t in prompt]
+        else:
+            raise WireError(
+                400,
+                "prompt must be a string or a list of token ids (one prompt per request)",
+                "prompt",
+            )
+        max_tokens = _int_field(body, "max_tokens", 1)
+    n = body.get("n", 1)
+    if n != 1:
+        raise WireError(400, "the simulator supports only n=1", "n")
+    stream = bool(body.get("stream", False))
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise WireError(400, "stream_options must be an object", "stream_options")
+    priority = body.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise WireError(400, f"priority must be an integer, got {priority!r}", "priority")
+    return ParsedRequest(
+        api=api,
+        model=model,
+        prompt_tokens=tokens,
+        max_tokens=max_tokens,
+        ignore_eos=bool(body.get("ignore_eos", False)),
+        stream=stream,
+        include_usage=stream and bool(options.get("include_usage", False)),
+        priority=priority,
+    )
+
+
+def usage_body(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:
+    """The ``usage`` object, with vLLM's ``prompt_tokens_details``."""
+    return {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+    }
+
+
+class ChunkWriter:
+    """Renders the SSE frames (and the non-streaming body) of one response."""
+
+    def __init__(self, api: str, model: str) -> None:
+        self.api = api
+        self.model = model
+        self.created = int(time.time())
+        if api == "chat":
+            self.id = "chatcmpl-" + uuid.uuid4().hex
+            head = {
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": model,
+            }
+        else:
+            self.id = "cmpl-" + uuid.uuid4().hex
+            head = {
+                "id": self.id,
+                "object": "text_completion",
+                "created": self.created,
+                "model": model,
+            }
+        self._head = head
+        head_json = json.dumps(head)[:-1]  # without the closing brace
+        if api == "chat":
+            self._prefix = head_json + ', "choices": [{"index": 0, "delta": {"content": '
+            self._mid = '}, "logprobs": null, "finish_reason": '
+            self._suffix = "}]}\n\n"
+        else:
+            self._prefix = head_json + ', "choices": [{"index": 0, "text": '
+            self._mid = ', "logprobs": null, "finish_reason": '
+            self._suffix = ', "stop_reason": null}]}\n\n'
+
+    def role_chunk(self) -> bytes:
+        """vLLM's first chat chunk: role only, empty content."""
+        body = dict(self._head)
+        body["choices"] = [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": ""},
+                "logprobs": None,
+                "finish_reason": None,
+            }
+        ]
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    def token_chunk(self, text: str, finish_reason: str | None = None) -> bytes:
+        """One content chunk; ``finish_reason`` set on the last token's chunk."""
+        fr = "null" if finish_reason is None else f'"{finish_reason}"'
+        return ("data: " + self._prefix + json.dumps(text) + self._mid + fr + self._suffix).encode()
+
+    def usage_chunk(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> bytes:
+        """Final chunk with ``choices: []`` and the usage (include_usage)."""
+        body = dict(self._head)
+        body["choices"] = []
+        body["usage"] = usage_body(prompt_tokens, completion_tokens, cached_tokens)
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    def full_body(
+        self,
+        text: str,
+        finish_reason: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int,
+    ) -> dict[str, Any]:
+        """The non-streaming response body."""
+        body = dict(self._head)
+        if self.api == "chat":
+            body["object"] = "chat.completion"
+            body["choices"] = [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "tool_calls": []},
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                    "stop_reason": None,
+                }
+            ]
+        else:
+            body["choices"] = [
+                {
+                    "index": 0,
+                    "text": text,
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                    "stop_reason": None,
+                }
+            ]
+        body["usage"] = usage_body(prompt_tokens, completion_tokens, cached_tokens)
+        return body

@@ -1,0 +1,49 @@
+"""Profiles: shipped names, overrides, and clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_llmperf.sim import ProfileError, load_profile, profile_names
+
+
+def test_shipped_profiles() -> None:
+    assert {"fixed", "llama-3.1-8b-h100", "tiny"} <= set(profile_names())
+    fixed = load_profile("fixed")
+    assert fixed.kind == "fixed" and fixed.ttft_ms == 20 and fixed.itl_ms == 5
+    h100 = load_profile("llama-3.1-8b-h100")
+    assert h100.block_size == 16 and 28_000 <= h100.num_blocks <= 30_000
+    assert h100.beta0_us == 6500 and h100.beta1_us == 20
+    assert load_profile("tiny").num_blocks < 1000
+
+
+def test_overrides_are_parsed_from_strings() -> None:
+    p = load_profile(
+        "fixed", ttft_ms="50", itl_ms=10, enable_prefix_caching="false", error_codes="429,503"
+    )
+    assert (p.ttft_ms, p.itl_ms, p.enable_prefix_caching, p.error_codes) == (
+        50.0,
+        10.0,
+        False,
+        (429, 503),
+    )
+    assert p.replace(max_num_seqs="8").max_num_seqs == 8
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "words"),
+    [
+        ("nope", {}, ["nope", "known profiles"]),
+        ("fixed", {"itl_msec": "3"}, ["fixed", "itl_msec", "3"]),
+        ("tiny", {"ttft_ms": "fast"}, ["tiny", "ttft_ms", "fast"]),
+        ("tiny", {"error_rate": "1.5"}, ["tiny", "error_rate", "1.5"]),
+        ("tiny", {"scheduling_policy": "lifo"}, ["tiny", "scheduling_policy", "lifo"]),
+        ("tiny", {"error_codes": "418"}, ["tiny", "error_codes", "418"]),
+        ("tiny", {"max_num_seqs": "2.5"}, ["tiny", "max_num_seqs", "2.5"]),
+    ],
+)
+def test_errors_name_profile_key_and_value(name: str, overrides: dict, words: list[str]) -> None:
+    with pytest.raises(ProfileError) as info:
+        load_profile(name, **overrides)
+    for word in words:
+        assert word in str(info.value)
