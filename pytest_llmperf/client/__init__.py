@@ -1,0 +1,17 @@
+"""The endpoint client: OpenAI chat and completions over streaming SSE."""
+
+from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url, redact_url
+from pytest_llmperf.client.models import resolve_model
+from pytest_llmperf.client.records import ErrorKind, RequestRecord
+from pytest_llmperf.client.request import send_request
+
+__all__ = [
+    "Endpoint",
+    "ErrorKind",
+    "RequestRecord",
+    "Timeouts",
+    "normalize_base_url",
+    "redact_url",
+    "resolve_model",
+    "send_request",
+]

@@ -1,0 +1,150 @@
+"""The endpoint under test: where, which model, which API, which key.
+
+The API key is held out of ``repr`` and every printable form; the only place
+it is used is the ``Authorization`` header built in :meth:`Endpoint.headers`.
+User:password in a URL is likewise stripped from :attr:`Endpoint.label`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from pytest_llmperf.client.openai import API_PATHS, ApiKind
+from pytest_llmperf.errors import LlmPerfUsageError
+
+__all__ = ["Endpoint", "Timeouts", "normalize_base_url", "redact_url"]
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Per-request limits in seconds; each one turns a hang into a failed request.
+
+    ``connect``: TCP/TLS connection; ``first_token``: send to first generated
+    text; ``stall``: longest silence between two reads of a stream;
+    ``total``: send to end of stream.
+    """
+
+    connect: float = 10.0
+    first_token: float = 120.0
+    stall: float = 60.0
+    total: float = 600.0
+
+    @classmethod
+    def from_seconds(cls, seconds: float) -> Timeouts:
+        """The ``--llm-timeout=S`` shorthand: total, first token and stall all bounded by S."""
+        if not seconds > 0:
+            raise LlmPerfUsageError(f"timeout must be > 0 seconds, got {seconds!r}")
+        return cls(
+            connect=min(10.0, seconds),
+            first_token=seconds,
+            stall=seconds,
+            total=seconds,
+        )
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user info, for display."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        parts = parts._replace(netloc=f"***@{host}")
+    return urlunsplit(parts)
+
+
+def normalize_base_url(url: str) -> str:
+    """``http://h:8000``, ``http://h:8000/`` and ``http://h:8000/v1/`` all become ``.../v1``."""
+    raw = url.strip()
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise LlmPerfUsageError(
+            f"endpoint URL must look like http://host:port[/v1], got {redact_url(raw)!r}"
+        )
+    path = parts.path.rstrip("/")
+    if not path.endswith("/v1"):
+        path = f"{path}/v1"
+    return urlunsplit(parts._replace(path=path, query="", fragment=""))
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A configured OpenAI-compatible endpoint.
+
+    ``base_url`` ends in ``/v1``. ``model`` may be ``None`` until resolved
+    from ``GET /v1/models`` (see :func:`pytest_llmperf.client.resolve_model`).
+    ``sim_profile`` is set when this is the embedded simulator.
+    """
+
+    base_url: str
+    model: str | None = None
+    api: ApiKind = "chat"
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    api_key: str | None = field(default=None, repr=False, compare=False)
+    sim_profile: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.api not in API_PATHS:
+            raise LlmPerfUsageError(f"api must be 'chat' or 'completions', got {self.api!r}")
+
+    @classmethod
+    def from_env(
+        cls, url: str, *, api_key_env: str | None = "OPENAI_API_KEY", **kwargs: Any
+    ) -> Endpoint:
+        key = os.environ.get(api_key_env) if api_key_env else None
+        return cls(base_url=normalize_base_url(url), api_key=key or None, **kwargs)
+
+    @property
+    def label(self) -> str:
+        """Printable identity: URL without credentials, plus the simulator profile."""
+        text = redact_url(self.base_url)
+        return (
+            f"{text} (embedded simulator, profile {self.sim_profile})" if self.sim_profile else text
+        )
+
+    @property
+    def request_url(self) -> str:
+        return self.base_url + API_PATHS[self.api]
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def with_model(self, model: str) -> Endpoint:
+        return replace(self, model=model)
+
+    def describe(self) -> dict[str, Any]:
+        """The endpoint's identity for reports (never the key)."""
+        return {
+            "url": redact_url(self.base_url),
+            "model": self.model,
+            "api": self.api,
+            "simulator": self.sim_profile,
+            "api_key": "set" if self.api_key else "none",
+        }
+
+    def client(self, *, max_connections: int = 1024) -> httpx.AsyncClient:
+        """A fresh ``httpx.AsyncClient`` on the aiohttp transport.
+
+        Must be called inside the running event loop that will use it. The
+        aiohttp transport keeps httpx's API at about ten times the streaming
+        throughput of httpx's own (DESIGN.md, Dependencies).
+        """
+        from httpx_aiohttp import AiohttpTransport
+
+        limits = httpx.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=30.0,
+        )
+        t = self.timeouts
+        return httpx.AsyncClient(
+            transport=AiohttpTransport(limits=limits, trust_env=False),
+            timeout=httpx.Timeout(connect=t.connect, read=t.stall, write=t.stall, pool=None),
+            headers=self.headers(),
+            trust_env=False,
+        )

@@ -1,0 +1,104 @@
+"""The OpenAI wire format: request bodies out, stream chunks in.
+
+Kept apart from the transport so the tolerance rules for what real servers
+send (vLLM, SGLang, TGI, llama.cpp, gateways) live in one readable place:
+a role-only first chunk carries no text; ``finish_reason`` may come with the
+last token or on an empty chunk of its own; ``usage`` may ride on the last
+chunk or on a chunk with ``choices: []``; one chunk may hold several tokens;
+reasoning models stream ``reasoning_content`` before ``content``; an error may
+arrive as a frame in the middle of a 200 stream.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pytest_llmperf.workloads.base import Sample
+
+__all__ = ["API_PATHS", "ApiKind", "ChunkInfo", "build_payload", "error_message", "parse_chunk"]
+
+ApiKind = Literal["chat", "completions"]
+API_PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions"}
+
+
+def build_payload(api: str, model: str, sample: Sample) -> dict[str, Any]:
+    """The streaming request body for ``sample``.
+
+    ``ignore_eos`` (vLLM, SGLang) together with ``max_tokens`` makes the
+    server generate the planned output length, so runs are comparable;
+    servers that do not know it ignore unknown fields.
+    """
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": sample.max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+        "temperature": 0.0,
+    }
+    if api == "chat":
+        body["messages"] = sample.messages()
+    else:
+        history = "".join(f"{turn['content']}\n" for turn in sample.history)
+        body["prompt"] = history + sample.prompt
+    if sample.extra_body:
+        body.update(sample.extra_body)
+    return body
+
+
+@dataclass(slots=True)
+class ChunkInfo:
+    """What one decoded stream event means for the measurement."""
+
+    text: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    error: str | None = None
+    done: bool = False
+
+
+def parse_chunk(data: str) -> ChunkInfo:
+    """Interpret one SSE ``data`` payload; malformed JSON raises ``ValueError``."""
+    if data.strip() == "[DONE]":
+        return ChunkInfo(done=True)
+    obj = json.loads(data)
+    if not isinstance(obj, dict):
+        raise ValueError(f"stream chunk is not a JSON object: {data[:80]!r}")
+    info = ChunkInfo()
+    if obj.get("error"):
+        info.error = error_message(obj)
+        return info
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        info.usage = usage
+    choices = obj.get("choices") or []
+    if choices and isinstance(choices[0], dict):
+        choice = choices[0]
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            parts = (delta.get("reasoning_content"), delta.get("reasoning"), delta.get("content"))
+            info.text = "".join(p for p in parts if isinstance(p, str))
+        elif isinstance(choice.get("text"), str):
+            info.text = choice["text"]
+        elif isinstance(choice.get("message"), dict):  # a non-streamed chat answer
+            content = choice["message"].get("content")
+            info.text = content if isinstance(content, str) else ""
+        info.finish_reason = choice.get("finish_reason")
+    return info
+
+
+def error_message(obj: Any) -> str:
+    """The human message of an OpenAI error body, or a short dump of what came."""
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("detail") or ""
+            code = err.get("code") or err.get("type") or ""
+            return f"{msg} ({code})" if code and msg else str(msg or code or err)[:300]
+        if isinstance(err, str):
+            return err[:300]
+        if "detail" in obj:
+            return str(obj["detail"])[:300]
+    return str(obj)[:300]

@@ -1,0 +1,77 @@
+"""The measurement of one request, filled in as its bytes arrive.
+
+All times are ``time.monotonic_ns()`` integers taken in the process and at
+the point where the socket's bytes are read. A record is fed to the metrics
+accumulator when the request ends and then dropped, so memory stays bounded
+however long the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["ErrorKind", "RequestRecord"]
+
+
+class ErrorKind:
+    """Reason categories for failed requests (strings, so reports stay plain JSON)."""
+
+    CONNECT = "connect_error"
+    CONNECT_TIMEOUT = "connect_timeout"
+    FIRST_TOKEN_TIMEOUT = "first_token_timeout"
+    READ_TIMEOUT = "stall_timeout"
+    TOTAL_TIMEOUT = "total_timeout"
+    HTTP = "http_error"
+    STREAM_ERROR = "stream_error_frame"
+    PROTOCOL = "protocol_error"
+    TRUNCATED = "truncated_stream"
+    EMPTY = "empty_response"
+    INCOMPLETE = "incomplete_at_cap"
+    CLIENT = "client_error"
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """Timestamps and counts of one request.
+
+    ``t_sched`` is when the load pattern planned the send (equal to ``t_send``
+    for closed-loop loads); ``t_first``/``t_last`` are the arrival times of
+    the first and last chunks that carried generated text; ``gaps_ns`` are the
+    gaps between consecutive such chunks (the pooled ITL samples).
+    """
+
+    index: int
+    t_sched: int
+    category: str = ""
+    tracked: bool = True
+    t_send: int = 0
+    t_first: int = 0
+    t_last: int = 0
+    t_end: int = 0
+    content_chunks: int = 0
+    gaps_ns: list[int] = field(default_factory=list)
+    usage_prompt_tokens: int | None = None
+    usage_completion_tokens: int | None = None
+    usage_cached_tokens: int | None = None
+    finish_reason: str | None = None
+    status: int | None = None
+    error: str | None = None
+    error_detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def output_tokens(self) -> int:
+        """Server-reported completion tokens when given, else the content-chunk count."""
+        if self.usage_completion_tokens is not None:
+            return self.usage_completion_tokens
+        return self.content_chunks
+
+    def fail(self, kind: str, detail: str = "", *, now: int | None = None) -> None:
+        if self.error is None:  # the first cause wins; later ones are consequences
+            self.error = kind
+            self.error_detail = detail[:500]
+        if now is not None and not self.t_end:
+            self.t_end = now

@@ -1,0 +1,65 @@
+"""Incremental Server-Sent Events parsing.
+
+Servers split events across reads and pack several events into one read; the
+parser keeps the partial tail between ``feed`` calls so each event is handed
+out exactly once, with the timestamp of the read that completed it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SSEParser"]
+
+
+class SSEParser:
+    """Feed bytes, get the ``data`` payload of each complete event.
+
+    Follows the WHATWG rules that matter for LLM servers: lines end in LF,
+    CRLF or CR; a blank line ends an event; ``:`` lines are comments
+    (keep-alives); several ``data:`` lines join with newlines; other fields
+    (``event:``, ``id:``, ``retry:``) are recorded in ``last_event_type`` or
+    ignored.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._data: list[str] = []
+        self.last_event_type = ""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        data = self._buffer + chunk
+        # A CR at the very end may be the first half of a CRLF split across reads.
+        held = b"\r" if data.endswith(b"\r") else b""
+        if held:
+            data = data[:-1]
+        events: list[str] = []
+        *lines, tail = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        self._buffer = tail + held
+        for raw in lines:
+            self._line(raw, events)
+        return events
+
+    def close(self) -> list[str]:
+        """Events still pending when the stream ends without a final blank line."""
+        events: list[str] = []
+        if self._buffer:
+            self._line(self._buffer, events)
+            self._buffer = b""
+        self._line(b"", events)
+        return events
+
+    def _line(self, raw: bytes, events: list[str]) -> None:
+        if not raw:
+            if self._data:
+                events.append("\n".join(self._data))
+                self._data = []
+            return
+        line = raw.decode("utf-8", errors="replace")
+        if line.startswith(":"):
+            return
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self.last_event_type = value

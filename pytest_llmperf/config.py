@@ -1,0 +1,206 @@
+"""Run specifications: what the markers (and ``run()`` overrides) ask for.
+
+``llm_workload`` says *what* to send and how many, ``llm_load`` says *when*;
+:class:`RunSpec` is the validated combination. Everything is checked here, at
+collection time, so a typo fails the test before any request is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.loadgen.patterns import LOAD_PATTERNS, LoadSpec
+from pytest_llmperf.slo.expressions import Slo, parse_slo
+from pytest_llmperf.slo.rulesets import load_ruleset
+from pytest_llmperf.workloads import Workload, build_workload
+
+__all__ = ["DEFAULT_REQUESTS", "PerfSpec", "RunSpec"]
+
+DEFAULT_REQUESTS = 100
+_LOAD_KEYS = {"pattern", "rate", "concurrency", "seed"}
+_STOP_KEYS = {"requests", "duration", "warmup"}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A validated run: workload, load pattern and when to stop.
+
+    Stop after ``requests`` requests or after ``duration`` seconds of
+    issuing, whichever is given (``requests`` defaults to 100 when neither
+    is). ``warmup`` requests go first, with the same pattern, and are
+    excluded from every metric.
+    """
+
+    workload_name: str
+    workload_params: Mapping[str, Any]
+    workload_seed: int
+    load: LoadSpec
+    requests: int | None = DEFAULT_REQUESTS
+    duration: float | None = None
+    warmup: int = 0
+    workload: Workload = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "workload",
+            build_workload(self.workload_name, seed=self.workload_seed, **self.workload_params),
+        )
+
+    @classmethod
+    def from_markers(
+        cls,
+        workload_args: tuple[Any, ...] = (),
+        workload_kwargs: Mapping[str, Any] | None = None,
+        load_args: tuple[Any, ...] = (),
+        load_kwargs: Mapping[str, Any] | None = None,
+    ) -> RunSpec:
+        """Build from ``llm_workload(name, **kw)`` and ``llm_load(pattern, **kw)`` arguments."""
+        wkw = dict(workload_kwargs or {})
+        lkw = dict(load_kwargs or {})
+        if len(workload_args) > 1:
+            raise LlmPerfUsageError(
+                f"llm_workload takes one positional name, got {workload_args!r}"
+            )
+        if len(load_args) > 1:
+            raise LlmPerfUsageError(f"llm_load takes one positional pattern, got {load_args!r}")
+        name = workload_args[0] if workload_args else wkw.pop("name", "synthetic")
+        if not isinstance(name, str):
+            raise LlmPerfUsageError(f"workload name must be a string, got {name!r}")
+        seed = wkw.pop("seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise LlmPerfUsageError(f"workload seed must be an integer, got {seed!r}")
+        stops = {k: wkw.pop(k) for k in list(wkw) if k in _STOP_KEYS}
+        for key in [k for k in lkw if k in _STOP_KEYS]:
+            if key in stops:
+                raise LlmPerfUsageError(f"{key}= is given in both llm_workload and llm_load")
+            stops[key] = lkw.pop(key)
+        pattern = load_args[0] if load_args else lkw.pop("pattern", None)
+        if pattern is None:
+            pattern, lkw = "concurrency", {"concurrency": 4, **lkw}
+        lkw.setdefault("seed", seed)
+        load = LoadSpec.parse(pattern, lkw)
+        requests, duration, warmup = _stop_values(stops)
+        return cls(name, wkw, seed, load, requests, duration, warmup)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> RunSpec:
+        """This spec changed by ``run(**overrides)``; a new pattern drops the old load params."""
+        known = _LOAD_KEYS | _STOP_KEYS | {"workload", "workload_params"}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise LlmPerfUsageError(
+                f"run() does not take {', '.join(unknown)}; it takes "
+                f"{', '.join(sorted(_LOAD_KEYS | _STOP_KEYS))}, workload=, workload_params="
+            )
+        spec = self
+        if any(k in overrides for k in _LOAD_KEYS):
+            pattern = overrides.get("pattern", self.load.pattern)
+            if pattern not in LOAD_PATTERNS:
+                raise LlmPerfUsageError(f"unknown load pattern {pattern!r}")
+            base: dict[str, Any] = {"seed": self.load.seed}
+            if pattern == self.load.pattern:
+                base.update({"rate": self.load.rate, "concurrency": self.load.concurrency})
+            params = {
+                **base,
+                **{k: v for k, v in overrides.items() if k in _LOAD_KEYS - {"pattern"}},
+            }
+            if "concurrency" in overrides and "rate" not in overrides:
+                params.pop("rate", None)
+            if "rate" in overrides and "concurrency" not in overrides:
+                params.pop("concurrency", None)
+            params = {k: v for k, v in params.items() if v is not None}
+            if self.load.pattern == "max-throughput" and pattern == "max-throughput":
+                params.setdefault("concurrency", self.load.concurrency)
+            spec = replace(spec, load=LoadSpec.parse(pattern, params))
+        stop_given = {k: overrides[k] for k in _STOP_KEYS if k in overrides}
+        if stop_given:
+            merged = {"warmup": spec.warmup}
+            if "requests" not in stop_given and "duration" not in stop_given:
+                merged.update({"requests": spec.requests, "duration": spec.duration})
+            merged.update(stop_given)
+            requests, duration, warmup = _stop_values(merged)
+            spec = replace(spec, requests=requests, duration=duration, warmup=warmup)
+        if "workload" in overrides or "workload_params" in overrides:
+            spec = replace(
+                spec,
+                workload_name=overrides.get("workload", spec.workload_name),
+                workload_params={**spec.workload_params, **overrides.get("workload_params", {})},
+            )
+        return spec
+
+    def scaled(self, factor: float) -> RunSpec:
+        """Request counts and durations multiplied by ``factor`` (``--llm-scale``), at least 1."""
+        if factor == 1.0:
+            return self
+        return replace(
+            self,
+            requests=max(1, round(self.requests * factor)) if self.requests else None,
+            duration=self.duration * factor if self.duration else None,
+            warmup=round(self.warmup * factor),
+        )
+
+    def describe_workload(self) -> dict[str, Any]:
+        out = self.workload.describe()
+        out["requests"] = self.requests
+        out["duration_s"] = self.duration
+        out["warmup"] = self.warmup
+        return out
+
+
+def _stop_values(stops: Mapping[str, Any]) -> tuple[int | None, float | None, int]:
+    requests = stops.get("requests")
+    duration = stops.get("duration")
+    warmup = stops.get("warmup", 0) or 0
+    if requests is not None and (
+        isinstance(requests, bool) or not isinstance(requests, int) or requests < 1
+    ):
+        raise LlmPerfUsageError(f"requests must be an integer >= 1, got {requests!r}")
+    if duration is not None and (
+        isinstance(duration, bool) or not isinstance(duration, (int, float)) or not duration > 0
+    ):
+        raise LlmPerfUsageError(f"duration must be a number of seconds > 0, got {duration!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise LlmPerfUsageError(f"warmup must be an integer >= 0 requests, got {warmup!r}")
+    if requests is None and duration is None:
+        requests = DEFAULT_REQUESTS
+    return requests, (float(duration) if duration is not None else None), warmup
+
+
+@dataclass(frozen=True)
+class PerfSpec:
+    """Everything one test's markers declare: the run and its SLOs."""
+
+    run: RunSpec
+    slos: tuple[Slo, ...] = ()
+    rulesets: tuple[str, ...] = ()
+
+    @classmethod
+    def from_markers(
+        cls,
+        workload: tuple[tuple[Any, ...], Mapping[str, Any]] | None,
+        load: tuple[tuple[Any, ...], Mapping[str, Any]] | None,
+        slo_markers: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
+    ) -> PerfSpec:
+        run = RunSpec.from_markers(
+            workload[0] if workload else (),
+            workload[1] if workload else None,
+            load[0] if load else (),
+            load[1] if load else None,
+        )
+        slos: list[Slo] = []
+        rulesets: list[str] = []
+        for args, kwargs in slo_markers:
+            unknown = sorted(set(kwargs) - {"ruleset"})
+            if unknown:
+                raise LlmPerfUsageError(
+                    f"llm_slo does not take {', '.join(unknown)}= (takes ruleset=)"
+                )
+            slos.extend(parse_slo(expr) for expr in args)
+            if "ruleset" in kwargs:
+                ruleset = load_ruleset(kwargs["ruleset"])
+                rulesets.append(ruleset.name)
+                slos.extend(ruleset.slos)
+        return cls(run, tuple(slos), tuple(rulesets))

@@ -1,0 +1,31 @@
+"""Errors that the plugin turns into usage errors rather than tracebacks.
+
+A wrong marker argument, SLO string, option or file must stop the run *before*
+any load is sent, with a message that names where the bad value came from and
+what it was. Library code raises :class:`LlmPerfUsageError`; the plugin adds
+the test id or option name and reports it through pytest's usage-error path.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LlmPerfUsageError"]
+
+
+class LlmPerfUsageError(ValueError):
+    """A bad marker, option, SLO expression or input file.
+
+    ``where`` names the source (a test id, ``--llm-timeout``, a file path); the
+    message names the bad value. ``str()`` joins the two.
+    """
+
+    def __init__(self, message: str, *, where: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+    def located(self, where: str) -> LlmPerfUsageError:
+        """The same error attributed to ``where`` (kept if already set)."""
+        return LlmPerfUsageError(self.message, where=self.where or where)
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message

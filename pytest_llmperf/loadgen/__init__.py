@@ -1,0 +1,7 @@
+"""The load generator: when to send which request, and the run's lifecycle."""
+
+from pytest_llmperf.loadgen.patterns import LOAD_PATTERNS, LoadSpec, arrival_offsets_ns
+from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.loadgen.session import LoadRun, run_load
+
+__all__ = ["LOAD_PATTERNS", "LoadRun", "LoadSpec", "RunResult", "arrival_offsets_ns", "run_load"]

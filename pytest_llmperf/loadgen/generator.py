@@ -1,0 +1,81 @@
+"""The load generator as a test sees it: configured from markers, run on demand.
+
+``await gen.run()`` runs the test's declared workload and load; keyword
+overrides change one run (a sweep calls ``run(rate=r)`` per rate). Every
+result is kept in :attr:`LoadGenerator.results` so the test's SLOs can be
+judged on all of them after the test body returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.config import PerfSpec
+from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.loadgen.session import LoadRun, RecordObserver
+from pytest_llmperf.slo.verdicts import request_limits
+
+__all__ = ["LoadGenerator"]
+
+
+class LoadGenerator:
+    """Runs a :class:`PerfSpec` against an endpoint and keeps the results."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        spec: PerfSpec,
+        *,
+        scale: float = 1.0,
+        observers: Iterable[RecordObserver] = (),
+        on_result: Callable[[RunResult], None] | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.spec = spec
+        self.scale = scale
+        self.observers = list(observers)
+        self.on_result = on_result
+        self.results: list[RunResult] = []
+        self._current: LoadRun | None = None
+
+    async def run(
+        self, *, gate: bool = True, label: str | None = None, **overrides: Any
+    ) -> RunResult:
+        """Run the declared workload and load once, with ``overrides`` applied.
+
+        ``gate=False`` keeps the run in reports but out of the test's SLO
+        verdicts (probe runs of a search, warm-up runs).
+        """
+        run_spec = self.spec.run.with_overrides(overrides).scaled(self.scale)
+        label = label or _label(len(self.results), overrides)
+        run = LoadRun(
+            self.endpoint,
+            run_spec,
+            request_limits_ms=request_limits(self.spec.slos),
+            observers=self.observers,
+            label=label,
+        )
+        self._current = run
+        try:
+            result = await run.execute()
+        finally:
+            self._current = None
+        self.endpoint = run.endpoint  # keeps the resolved model for later runs
+        result.gated = gate
+        self.results.append(result)
+        if self.on_result:
+            self.on_result(result)
+        return result
+
+    def stop(self) -> None:
+        """Stop issuing in the current run (it still drains and returns its result)."""
+        if self._current is not None:
+            self._current.stop()
+
+
+def _label(index: int, overrides: dict[str, Any]) -> str:
+    if not overrides:
+        return f"run{index}"
+    return f"run{index}(" + ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())) + ")"

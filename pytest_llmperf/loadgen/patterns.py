@@ -1,0 +1,109 @@
+"""Load patterns: when requests are sent.
+
+Open-loop patterns (``poisson``, ``constant``) fix every request's planned
+send time in advance as a cumulative offset from the run's start, so one late
+send never delays the ones after it, and latency is counted from the plan.
+Closed-loop patterns (``concurrency``, ``max-throughput``) send the next
+request when a slot frees, and count latency from the actual send.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pytest_llmperf.errors import LlmPerfUsageError
+
+__all__ = ["LOAD_PATTERNS", "LoadSpec", "arrival_offsets_ns"]
+
+LOAD_PATTERNS: tuple[str, ...] = ("poisson", "constant", "concurrency", "max-throughput")
+OPEN_LOOP = ("poisson", "constant")
+DEFAULT_MAX_THROUGHPUT_CONCURRENCY = 256
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """A validated load pattern.
+
+    ``rate`` (requests/s) is for open-loop patterns; ``concurrency`` is the
+    number of requests in flight for ``concurrency`` and the cap for
+    ``max-throughput``; ``seed`` drives Poisson inter-arrival times.
+    """
+
+    pattern: str
+    rate: float | None = None
+    concurrency: int | None = None
+    seed: int = 0
+
+    @property
+    def open_loop(self) -> bool:
+        return self.pattern in OPEN_LOOP
+
+    @classmethod
+    def parse(cls, pattern: Any, params: Mapping[str, Any]) -> LoadSpec:
+        """Check a marker's ``llm_load(pattern, **params)``; errors name the bad word."""
+        if pattern not in LOAD_PATTERNS:
+            raise LlmPerfUsageError(
+                f"unknown load pattern {pattern!r}; use one of {', '.join(LOAD_PATTERNS)}"
+            )
+        allowed = {"rate", "concurrency", "seed"}
+        unknown = sorted(set(params) - allowed)
+        if unknown:
+            raise LlmPerfUsageError(
+                f"llm_load({pattern!r}) does not take {', '.join(unknown)} "
+                f"(takes rate=, concurrency=, seed=, requests=, duration=)"
+            )
+        rate = params.get("rate")
+        concurrency = params.get("concurrency")
+        seed = params.get("seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise LlmPerfUsageError(f"seed must be an integer, got {seed!r}")
+        if pattern in OPEN_LOOP:
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+                raise LlmPerfUsageError(
+                    f"llm_load({pattern!r}) needs rate= > 0 requests/s, got {rate!r}"
+                )
+            if concurrency is not None:
+                raise LlmPerfUsageError(
+                    f"llm_load({pattern!r}) is open-loop: it takes rate=, not concurrency= "
+                    f"(got concurrency={concurrency!r}); use 'concurrency' for a closed loop"
+                )
+            return cls(pattern, rate=float(rate), seed=seed)
+        if rate is not None:
+            raise LlmPerfUsageError(
+                f"llm_load({pattern!r}) is closed-loop: it takes concurrency=, not rate= "
+                f"(got rate={rate!r})"
+            )
+        if pattern == "concurrency" and concurrency is None:
+            raise LlmPerfUsageError("llm_load('concurrency') needs concurrency= >= 1")
+        if concurrency is None:
+            concurrency = DEFAULT_MAX_THROUGHPUT_CONCURRENCY
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise LlmPerfUsageError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+        return cls(pattern, concurrency=concurrency, seed=seed)
+
+    def describe(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def arrival_offsets_ns(spec: LoadSpec) -> Iterator[int]:
+    """Planned send offsets from the run start, cumulative and without end.
+
+    The first request is due at 0. Poisson gaps are exponential with mean
+    1/rate from ``random.Random(seed)``; constant gaps are exactly 1/rate,
+    computed as ``i / rate`` rather than summed so rounding never drifts.
+    """
+    if spec.rate is None:
+        raise ValueError(f"{spec.pattern} has no arrival schedule")
+    if spec.pattern == "constant":
+        i = 0
+        while True:
+            yield round(i * 1e9 / spec.rate)
+            i += 1
+    rng = random.Random(spec.seed)
+    offset = 0.0
+    while True:
+        yield round(offset * 1e9)
+        offset += rng.expovariate(spec.rate)

@@ -1,0 +1,236 @@
+"""Per-run metrics, accumulated request by request (DESIGN.md, Metric definitions).
+
+For each request, with ``t_sched`` the planned send time, ``t_first`` and
+``t_last`` the arrival of the first and last chunks carrying generated text,
+and ``n_out`` its output tokens:
+
+- ``ttft = t_first - t_sched``  (open loop counts from the plan, so a client
+  that fell behind cannot hide server queueing: coordinated omission)
+- ``e2e = t_last - t_sched``
+- ``tpot = (t_last - t_first) / (n_out - 1)`` per request, for n_out >= 2
+  (request-weighted; ``tpot_token_weighted`` weights each by n_out - 1)
+- ``itl``: every gap between consecutive text chunks, pooled over requests
+- ``schedule_lag = t_send - t_sched``
+
+Run-level: ``window`` = first planned send to last request end;
+``request_throughput = completed / window``; ``output_throughput = Σ n_out /
+window`` (completed requests); ``error_rate = failed / issued`` (requests
+still in flight at a hard cap count as failed and are listed as
+incomplete); ``goodput`` = share of issued requests that completed within
+every per-request limit of the test. Failed requests never enter latency
+histograms.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_llmperf.client.records import ErrorKind, RequestRecord
+from pytest_llmperf.metrics.histogram import LatencyHistogram
+
+__all__ = ["LATENCY_METRICS", "RATE_METRICS", "MetricsAccumulator"]
+
+LATENCY_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e", "schedule_lag")
+RATE_METRICS: tuple[str, ...] = (
+    "error_rate",
+    "goodput",
+    "request_throughput",
+    "output_throughput",
+    "input_throughput",
+)
+_EXTRA_HISTOGRAMS = ("tpot_token_weighted",)
+
+
+class MetricsAccumulator:
+    """Counts and histograms of one run (or of many, after :meth:`merge`).
+
+    ``request_limits_ms`` are the per-request limits that define goodput,
+    e.g. ``{"ttft": 500.0, "tpot": 50.0}``: a completed request is *good*
+    when each named metric of it is within its limit.
+    """
+
+    def __init__(self, *, request_limits_ms: Mapping[str, float] | None = None) -> None:
+        self.histograms: dict[str, LatencyHistogram] = {
+            name: LatencyHistogram() for name in (*LATENCY_METRICS, *_EXTRA_HISTOGRAMS)
+        }
+        self.request_limits_ns = {k: v * 1e6 for k, v in (request_limits_ms or {}).items()}
+        self.issued = 0
+        self.completed = 0
+        self.failed = 0
+        self.incomplete = 0
+        self.good = 0
+        self.output_tokens = 0
+        self.input_tokens = 0
+        self.cached_tokens = 0
+        self.errors: Counter[str] = Counter()
+        self.token_sources: Counter[str] = Counter()
+        self.window_start_ns: int | None = None
+        self.window_end_ns: int | None = None
+        self.timeline: dict[int, list[int]] = {}  # second of window -> [completed, output tokens]
+
+    # -- writing ---------------------------------------------------------------
+
+    def add(self, record: RequestRecord) -> None:
+        if not record.tracked:
+            return
+        self.issued += 1
+        end = record.t_end or record.t_last or record.t_send or record.t_sched
+        self._extend_window(record.t_sched, end)
+        if record.t_send:
+            self.histograms["schedule_lag"].record_ns(record.t_send - record.t_sched)
+        if not record.ok:
+            self.failed += 1
+            self.errors[record.error or ErrorKind.CLIENT] += 1
+            if record.error == ErrorKind.INCOMPLETE:
+                self.incomplete += 1
+            return
+        self.completed += 1
+        n_out = record.output_tokens
+        self.output_tokens += n_out
+        self.token_sources["usage" if record.usage_completion_tokens is not None else "chunks"] += 1
+        if record.usage_prompt_tokens is not None:
+            self.input_tokens += record.usage_prompt_tokens
+        if record.usage_cached_tokens:
+            self.cached_tokens += record.usage_cached_tokens
+        ttft = record.t_first - record.t_sched
+        e2e = record.t_last - record.t_sched
+        h = self.histograms
+        h["ttft"].record_ns(ttft)
+        h["e2e"].record_ns(e2e)
+        values = {"ttft": ttft, "e2e": e2e}
+        if n_out >= 2:
+            tpot = (record.t_last - record.t_first) // (n_out - 1)
+            h["tpot"].record_ns(tpot)
+            h["tpot_token_weighted"].record_ns(tpot, n_out - 1)
+            values["tpot"] = tpot
+        itl = h["itl"]
+        for gap in record.gaps_ns:
+            itl.record_ns(gap)
+        if all(values.get(k, 0) <= limit for k, limit in self.request_limits_ns.items()):
+            self.good += 1
+        if self.window_start_ns is not None:
+            second = max(0, (record.t_last - self.window_start_ns) // 1_000_000_000)
+            bucket = self.timeline.setdefault(int(second), [0, 0])
+            bucket[0] += 1
+            bucket[1] += n_out
+
+    def _extend_window(self, start: int, end: int) -> None:
+        if self.window_start_ns is None or start < self.window_start_ns:
+            self.window_start_ns = start
+        if self.window_end_ns is None or end > self.window_end_ns:
+            self.window_end_ns = end
+
+    def merge(self, other: MetricsAccumulator) -> None:
+        """Add ``other``'s requests to this one (for sessions and worker processes)."""
+        for name, hist in other.histograms.items():
+            self.histograms[name].merge(hist)
+        for attr in (
+            "issued",
+            "completed",
+            "failed",
+            "incomplete",
+            "good",
+            "output_tokens",
+            "input_tokens",
+            "cached_tokens",
+        ):
+            setattr(self, attr, getattr(self, attr) + getattr(other, attr))
+        self.errors.update(other.errors)
+        self.token_sources.update(other.token_sources)
+        if other.window_start_ns is not None and other.window_end_ns is not None:
+            self._extend_window(other.window_start_ns, other.window_end_ns)
+        for second, (done, tokens) in other.timeline.items():
+            bucket = self.timeline.setdefault(second, [0, 0])
+            bucket[0] += done
+            bucket[1] += tokens
+
+    # -- reading ---------------------------------------------------------------
+
+    @property
+    def window_s(self) -> float:
+        if self.window_start_ns is None or self.window_end_ns is None:
+            return 0.0
+        return max(0, self.window_end_ns - self.window_start_ns) / 1e9
+
+    def rate(self, name: str) -> float:
+        """A rate metric: fractions for error_rate/goodput, per second for throughputs."""
+        window = self.window_s
+        if name == "error_rate":
+            return self.failed / self.issued if self.issued else 0.0
+        if name == "goodput":
+            return self.good / self.issued if self.issued else 0.0
+        if name == "request_throughput":
+            return self.completed / window if window else 0.0
+        if name == "output_throughput":
+            return self.output_tokens / window if window else 0.0
+        if name == "input_throughput":
+            return self.input_tokens / window if window else 0.0
+        raise KeyError(name)
+
+    @property
+    def token_count_source(self) -> str:
+        """Where ``n_out`` came from: ``usage``, ``chunks`` or ``mixed``."""
+        if not self.token_sources:
+            return "none"
+        if len(self.token_sources) == 1:
+            return next(iter(self.token_sources))
+        return "mixed"
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON report's ``metrics`` object (ms, per second, fractions)."""
+        out: dict[str, Any] = {name: self.histograms[name].summary() for name in LATENCY_METRICS}
+        out["tpot_token_weighted"] = self.histograms["tpot_token_weighted"].summary()
+        for name in RATE_METRICS:
+            out[name] = round(self.rate(name), 6)
+        out["window_s"] = round(self.window_s, 6)
+        out["output_tokens"] = self.output_tokens
+        out["input_tokens"] = self.input_tokens
+        out["cached_tokens"] = self.cached_tokens
+        out["token_count_source"] = self.token_count_source
+        return out
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "issued": self.issued,
+            "completed": self.completed,
+            "failed": self.failed,
+            "incomplete": self.incomplete,
+        }
+
+    def to_state(self) -> dict[str, Any]:
+        """A lossless JSON-able form, for worker processes and baselines."""
+        return {
+            "histograms": {k: v.to_state() for k, v in self.histograms.items()},
+            "counts": {
+                k: getattr(self, k)
+                for k in (
+                    "issued",
+                    "completed",
+                    "failed",
+                    "incomplete",
+                    "good",
+                    "output_tokens",
+                    "input_tokens",
+                    "cached_tokens",
+                )
+            },
+            "errors": dict(self.errors),
+            "token_sources": dict(self.token_sources),
+            "window_ns": [self.window_start_ns, self.window_end_ns],
+            "timeline": {str(k): v for k, v in self.timeline.items()},
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> MetricsAccumulator:
+        acc = cls()
+        for name, hist in state["histograms"].items():
+            acc.histograms[name] = LatencyHistogram.from_state(hist)
+        for key, value in state["counts"].items():
+            setattr(acc, key, int(value))
+        acc.errors.update(state.get("errors", {}))
+        acc.token_sources.update(state.get("token_sources", {}))
+        acc.window_start_ns, acc.window_end_ns = state.get("window_ns", [None, None])
+        acc.timeline = {int(k): list(v) for k, v in state.get("timeline", {}).items()}
+        return acc

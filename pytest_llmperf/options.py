@@ -1,0 +1,162 @@
+"""The ``--llm-*`` options and their ini twins, parsed and checked in one place.
+
+Each option can be given on the command line or as an ini key of the same
+name with underscores (``llm_endpoint = sim``); the command line wins. A bad
+value is a usage error naming the option and the value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_llmperf.client.endpoint import Timeouts, normalize_base_url
+from pytest_llmperf.errors import LlmPerfUsageError
+
+__all__ = ["DEFAULT_SIM_PROFILE", "INCONCLUSIVE_POLICIES", "OPTIONS", "LlmPerfOptions", "OptionDef"]
+
+DEFAULT_SIM_PROFILE = "fixed"
+INCONCLUSIVE_POLICIES = ("fail", "warn", "skip")
+
+
+@dataclass(frozen=True)
+class OptionDef:
+    flag: str
+    help: str
+    default: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+OPTIONS: tuple[OptionDef, ...] = (
+    OptionDef(
+        "--llm-endpoint",
+        "base URL of an OpenAI-compatible server (http://host:8000 or "
+        ".../v1); 'sim' or 'sim:PROFILE' for the embedded simulator (the default)",
+    ),
+    OptionDef("--llm-model", "model name sent in requests (default: first id of GET /v1/models)"),
+    OptionDef("--llm-api", "API to drive: chat or completions (default chat)", "chat"),
+    OptionDef(
+        "--llm-api-key-env",
+        "environment variable holding the API key "
+        "(default OPENAI_API_KEY); the key never appears in any output",
+        "OPENAI_API_KEY",
+    ),
+    OptionDef(
+        "--llm-ruleset",
+        "YAML ruleset file or built-in name (e.g. "
+        "mlperf-llama3.1-8b-server) of session-wide targets",
+    ),
+    OptionDef("--llm-html", "write an HTML report to this path"),
+    OptionDef("--llm-json", "write the JSON report to this path"),
+    OptionDef("--llm-events", "keep each run's event log (SQLite) in this directory"),
+    OptionDef("--llm-baseline-save", "store this session's histograms as a baseline file"),
+    OptionDef("--llm-baseline-compare", "fail tests that regressed against this baseline file"),
+    OptionDef("--llm-scale", "multiply every request count and duration (e.g. 0.1)", "1.0"),
+    OptionDef("--llm-workers", "load-generator worker processes (default 1)", "1"),
+    OptionDef(
+        "--llm-timeout",
+        "per-request timeout in seconds (connect, first token, stall "
+        "and total are each bounded; default 120)",
+        "120",
+    ),
+    OptionDef(
+        "--llm-inconclusive",
+        "what an inconclusive SLO does to its test: fail (default), "
+        "warn (pass with a warning) or skip",
+        "fail",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class LlmPerfOptions:
+    """The resolved options; ``endpoint_url`` is None when the simulator is used."""
+
+    endpoint_url: str | None
+    sim_profile: str | None
+    model: str | None
+    api: str
+    api_key_env: str
+    ruleset: str | None
+    html: str | None
+    json: str | None
+    events: str | None
+    baseline_save: str | None
+    baseline_compare: str | None
+    scale: float
+    workers: int
+    timeouts: Timeouts
+    inconclusive: str
+    endpoint_given: bool
+
+    @classmethod
+    def resolve(cls, get: Callable[[OptionDef], Any]) -> LlmPerfOptions:
+        """Build from ``get(option) -> raw value or None`` (the plugin reads CLI then ini)."""
+        raw = {o.dest: _value(get, o) for o in OPTIONS}
+        endpoint = (raw["llm_endpoint"] or "").strip()
+        url: str | None = None
+        profile: str | None = None
+        if not endpoint or endpoint == "sim":
+            profile = DEFAULT_SIM_PROFILE
+        elif endpoint.startswith("sim:"):
+            profile = endpoint[4:] or DEFAULT_SIM_PROFILE
+        else:
+            url = _checked("--llm-endpoint", endpoint, normalize_base_url)
+        api = raw["llm_api"]
+        if api not in ("chat", "completions"):
+            raise LlmPerfUsageError(f"must be chat or completions, got {api!r}", where="--llm-api")
+        inconclusive = raw["llm_inconclusive"]
+        if inconclusive not in INCONCLUSIVE_POLICIES:
+            raise LlmPerfUsageError(
+                f"must be one of {', '.join(INCONCLUSIVE_POLICIES)}, got {inconclusive!r}",
+                where="--llm-inconclusive",
+            )
+        scale = _number("--llm-scale", raw["llm_scale"], float)
+        workers = _number("--llm-workers", raw["llm_workers"], int)
+        timeout = _number("--llm-timeout", raw["llm_timeout"], float)
+        return cls(
+            endpoint_url=url,
+            sim_profile=profile,
+            model=raw["llm_model"] or None,
+            api=api,
+            api_key_env=raw["llm_api_key_env"] or "OPENAI_API_KEY",
+            ruleset=raw["llm_ruleset"] or None,
+            html=raw["llm_html"] or None,
+            json=raw["llm_json"] or None,
+            events=raw["llm_events"] or None,
+            baseline_save=raw["llm_baseline_save"] or None,
+            baseline_compare=raw["llm_baseline_compare"] or None,
+            scale=scale,
+            workers=workers,
+            timeouts=Timeouts.from_seconds(timeout),
+            inconclusive=inconclusive,
+            endpoint_given=bool(endpoint),
+        )
+
+
+def _value(get: Callable[[OptionDef], Any], option: OptionDef) -> Any:
+    value = get(option)
+    if value is None or value == "":
+        return option.default
+    return value.strip() if isinstance(value, str) else value
+
+
+def _number(flag: str, value: Any, kind: type[int] | type[float]) -> Any:
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise LlmPerfUsageError(f"expected a {kind.__name__}, got {value!r}", where=flag) from None
+    if not number > 0:
+        raise LlmPerfUsageError(f"must be > 0, got {value!r}", where=flag)
+    return number
+
+
+def _checked(flag: str, value: str, parse: Callable[[str], str]) -> str:
+    try:
+        return parse(value)
+    except LlmPerfUsageError as exc:
+        raise exc.located(flag) from None

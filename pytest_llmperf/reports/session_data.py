@@ -1,0 +1,76 @@
+"""What a session measured, gathered from test reports.
+
+Each test's runs travel on its call-phase ``TestReport`` (as plain JSON:
+summaries plus lossless histogram states), so the same collector works in a
+plain run and in a pytest-xdist controller, where reports arrive from the
+workers. The session merges every run's histograms per endpoint exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+
+__all__ = ["SessionData", "TestEntry"]
+
+
+@dataclass
+class TestEntry:
+    """One test's contribution: outcome, runs (report dicts) and SLO verdicts."""
+
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    outcome: str
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    slos: list[dict[str, Any]] = field(default_factory=list)
+    states: list[dict[str, Any]] = field(default_factory=list)
+    endpoint: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "outcome": self.outcome,
+            "endpoint": self.endpoint,
+            "runs": self.runs,
+            "slos": self.slos,
+        }
+
+
+class SessionData:
+    """All tests' entries, plus the merged session-wide metrics."""
+
+    def __init__(self) -> None:
+        self.tests: dict[str, TestEntry] = {}
+        self.interrupted = False
+
+    def add(self, nodeid: str, outcome: str, payload: Mapping[str, Any] | None) -> None:
+        """Record a test's outcome; ``payload`` is what the plugin put on its report."""
+        entry = self.tests.get(nodeid)
+        if entry is None:
+            entry = self.tests[nodeid] = TestEntry(nodeid, outcome)
+        if outcome != "passed" or entry.outcome == "passed":
+            entry.outcome = outcome if entry.outcome in ("passed", outcome) else entry.outcome
+        if payload:
+            entry.runs.extend(payload.get("runs", []))
+            entry.slos.extend(payload.get("slos", []))
+            entry.states.extend(payload.get("states", []))
+            entry.endpoint = dict(payload.get("endpoint", entry.endpoint))
+
+    def merged(self) -> dict[str, MetricsAccumulator]:
+        """Gated runs' histograms merged per endpoint (``url model``)."""
+        out: dict[str, MetricsAccumulator] = {}
+        for entry in self.tests.values():
+            key = f"{entry.endpoint.get('url', '?')} {entry.endpoint.get('model', '?')}"
+            for run, state in zip(entry.runs, entry.states, strict=False):
+                if not run.get("gated", True):
+                    continue
+                acc = out.setdefault(key, MetricsAccumulator())
+                acc.merge(MetricsAccumulator.from_state(state))
+        return out
+
+    def measured_tests(self) -> list[TestEntry]:
+        return [t for t in self.tests.values() if t.runs or t.slos]

@@ -1,0 +1,116 @@
+"""Verdicts: does a run meet an SLO, fail it, or not say enough to tell?
+
+``inconclusive`` is a verdict of its own, never a pass:
+
+- a percentile needs at least ``10 × 100/(100 − p)`` samples (p50: 20,
+  p90: 100, p99: 1,000, p99.9: 10,000): below that the nearest-rank
+  estimate leans on the few slowest samples;
+- a run where the load generator, not the server, was the bottleneck
+  (``self_check.generator_bound``) cannot judge latency or throughput.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.slo.expressions import Slo
+
+__all__ = [
+    "GOODPUT_METRICS",
+    "SloVerdict",
+    "evaluate",
+    "evaluate_runs",
+    "min_samples",
+    "request_limits",
+]
+
+GOODPUT_METRICS = ("ttft", "tpot", "e2e")
+
+
+def min_samples(percentile: float | None) -> int:
+    """Samples needed before ``percentile`` is meaningful (1 for mean/max)."""
+    if percentile is None or percentile >= 100:
+        return 1
+    return math.ceil(10 * 100 / (100 - percentile) - 1e-9)
+
+
+@dataclass(frozen=True)
+class SloVerdict:
+    """One SLO judged on one run."""
+
+    expr: str
+    observed: float | None
+    target: float
+    unit: str
+    verdict: str  # "pass" | "fail" | "inconclusive"
+    run: str = ""
+    samples: int = 0
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def evaluate(slo: Slo, result: RunResult) -> SloVerdict:
+    acc = result.accumulator
+    run = result.label
+    if slo.is_latency:
+        hist = acc.histograms[slo.metric]
+        samples = hist.count
+        observed = hist.stat(slo.stat or "") if samples else None
+    else:
+        samples = acc.issued
+        observed = acc.rate(slo.metric) if samples else None
+    common = {"expr": slo.expr, "target": slo.target, "unit": slo.unit, "run": run}
+    if observed is None or (isinstance(observed, float) and math.isnan(observed)):
+        return SloVerdict(
+            observed=None,
+            verdict="inconclusive",
+            samples=samples,
+            reason=f"no {'successful ' if slo.is_latency else ''}requests to measure",
+            **common,
+        )
+    observed = round(float(observed), 4)
+    needed = min_samples(slo.percentile)
+    if samples < needed:
+        return SloVerdict(
+            observed=observed,
+            verdict="inconclusive",
+            samples=samples,
+            reason=f"{slo.stat} needs >= {needed} samples, run has {samples}",
+            **common,
+        )
+    if result.self_check.get("generator_bound") and slo.metric != "error_rate":
+        why = "; ".join(result.self_check.get("reasons", [])) or "load generator was the bottleneck"
+        return SloVerdict(
+            observed=observed,
+            verdict="inconclusive",
+            samples=samples,
+            reason=f"load generator bound: {why}",
+            **common,
+        )
+    verdict = "pass" if slo.holds(observed) else "fail"
+    return SloVerdict(observed=observed, verdict=verdict, samples=samples, **common)
+
+
+def evaluate_runs(slos: Sequence[Slo], results: Iterable[RunResult]) -> list[SloVerdict]:
+    """Every SLO on every gated run of a test."""
+    return [evaluate(slo, r) for r in results if getattr(r, "gated", True) for slo in slos]
+
+
+def request_limits(slos: Iterable[Slo]) -> dict[str, float]:
+    """Per-request limits (ms) implied by upper-bound latency SLOs, for goodput.
+
+    ``ttft.p99 < 500ms`` means each request should see TTFT under 500 ms;
+    the tightest bound per metric wins. ITL has no per-request form (a
+    request's TPOT stands for it), so only ttft, tpot and e2e count.
+    """
+    limits: dict[str, float] = {}
+    for slo in slos:
+        if slo.metric in GOODPUT_METRICS and slo.op in ("<", "<="):
+            limits[slo.metric] = min(limits.get(slo.metric, math.inf), slo.target)
+    return limits

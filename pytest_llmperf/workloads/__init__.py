@@ -1,0 +1,23 @@
+"""Workloads: what requests to send (prompts, lengths, classes), seeded.
+
+Importing this package registers the built-in workloads.
+"""
+
+from pytest_llmperf.workloads import synthetic as _synthetic  # noqa: F401  (registers)
+from pytest_llmperf.workloads.base import (
+    WORKLOADS,
+    Sample,
+    Workload,
+    build_workload,
+    register_workload,
+    workload_names,
+)
+
+__all__ = [
+    "WORKLOADS",
+    "Sample",
+    "Workload",
+    "build_workload",
+    "register_workload",
+    "workload_names",
+]

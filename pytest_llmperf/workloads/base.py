@@ -1,0 +1,98 @@
+"""What a workload is: a deterministic, lazily built sequence of samples.
+
+Every sample is a pure function of ``(workload parameters, seed, index)``, so
+a run can be repeated request for request (the methodology's comparisons need
+the same requests in the same order), and a 200,000-request run never holds
+200,000 prompts in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pytest_llmperf.errors import LlmPerfUsageError
+
+__all__ = [
+    "WORKLOADS",
+    "Sample",
+    "Workload",
+    "build_workload",
+    "register_workload",
+    "workload_names",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One request to send.
+
+    ``prompt`` is the text of the last user turn (the whole prompt for the
+    completions API); ``history`` holds earlier chat turns for multi-turn
+    workloads. ``input_tokens`` is the prompt's size by the approximate
+    tokenizer (the server's ``usage`` is authoritative when it reports one).
+    ``category`` labels the request class for per-class analyses.
+    """
+
+    index: int
+    prompt: str
+    input_tokens: int
+    max_tokens: int
+    history: tuple[Mapping[str, str], ...] = ()
+    category: str = ""
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+    def messages(self) -> list[dict[str, str]]:
+        return [*map(dict, self.history), {"role": "user", "content": self.prompt}]
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """A named, seeded source of samples.
+
+    ``size`` is the number of distinct samples when the workload is finite
+    (a dataset file) and ``None`` when any index is valid (synthetic).
+    ``describe()`` is what the report prints: name, parameters and seed.
+    """
+
+    name: str
+    seed: int
+    size: int | None
+
+    def sample(self, index: int) -> Sample: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+WorkloadFactory = Callable[..., Workload]
+WORKLOADS: dict[str, WorkloadFactory] = {}
+
+
+def register_workload(name: str) -> Callable[[WorkloadFactory], WorkloadFactory]:
+    """Register a factory ``f(seed=..., **params) -> Workload`` under ``name``."""
+
+    def decorate(factory: WorkloadFactory) -> WorkloadFactory:
+        WORKLOADS[name] = factory
+        return factory
+
+    return decorate
+
+
+def workload_names() -> list[str]:
+    return sorted(WORKLOADS)
+
+
+def build_workload(name: str, *, seed: int = 0, **params: Any) -> Workload:
+    """The workload ``name`` with ``params``; bad names or values are usage errors."""
+    try:
+        factory = WORKLOADS[name]
+    except KeyError:
+        raise LlmPerfUsageError(
+            f"unknown workload {name!r}; known workloads: {', '.join(workload_names())}"
+        ) from None
+    try:
+        return factory(seed=seed, **params)
+    except TypeError as exc:
+        # An unexpected keyword: name it rather than show the factory's signature.
+        raise LlmPerfUsageError(f"workload {name!r}: {exc}") from None

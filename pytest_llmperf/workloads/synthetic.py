@@ -1,0 +1,75 @@
+"""Synthetic workloads: prompts of chosen lengths cut from real text.
+
+``synthetic`` takes explicit lengths; ``synthetic-uniform`` is the
+methodology draft's standard uniform mix (input 128-512, output 64-256).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_llmperf.workloads.base import Sample, register_workload
+from pytest_llmperf.workloads.corpus import Corpus, default_corpus
+from pytest_llmperf.workloads.params import TokenRange, token_range
+
+__all__ = ["SyntheticWorkload"]
+
+
+@dataclass(frozen=True)
+class SyntheticWorkload:
+    """Uniformly drawn input and output lengths; any index is a valid sample.
+
+    Each sample draws from its own ``random.Random((seed, index))`` stream, so
+    sample ``i`` is the same whatever order samples are requested in.
+    """
+
+    name: str
+    seed: int
+    input_tokens: TokenRange
+    output_tokens: TokenRange
+    corpus: Corpus
+    size: int | None = None
+
+    def sample(self, index: int) -> Sample:
+        rng = random.Random(f"{self.seed}:{index}")
+        n_in = rng.randint(*self.input_tokens)
+        n_out = rng.randint(*self.output_tokens)
+        prompt = self.corpus.window(rng.randrange(len(self.corpus)), n_in)
+        return Sample(index=index, prompt=prompt, input_tokens=n_in, max_tokens=n_out)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "seed": self.seed,
+            "input_tokens": list(self.input_tokens),
+            "output_tokens": list(self.output_tokens),
+            "tokenizer": "approximate (words and punctuation)",
+        }
+
+
+@register_workload("synthetic")
+def synthetic(
+    *, seed: int = 0, input_tokens: Any = 128, output_tokens: Any = 64
+) -> SyntheticWorkload:
+    return SyntheticWorkload(
+        name="synthetic",
+        seed=seed,
+        input_tokens=token_range("input_tokens", input_tokens),
+        output_tokens=token_range("output_tokens", output_tokens),
+        corpus=default_corpus(),
+    )
+
+
+@register_workload("synthetic-uniform")
+def synthetic_uniform(
+    *, seed: int = 0, input_tokens: Any = (128, 512), output_tokens: Any = (64, 256)
+) -> SyntheticWorkload:
+    return SyntheticWorkload(
+        name="synthetic-uniform",
+        seed=seed,
+        input_tokens=token_range("input_tokens", input_tokens),
+        output_tokens=token_range("output_tokens", output_tokens),
+        corpus=default_corpus(),
+    )
