@@ -233,6 +233,7 @@ class LlmPerfPlugin:
                 "runs": [r.to_dict() for r in results],
                 "slos": [v.to_dict() for v in verdicts],
                 "states": [r.accumulator.to_state() for r in results],
+                "analyses": list(generator.analyses) if generator else [],
             }
             item.user_properties.extend(junit_properties(verdicts))
         if not raise_failures:

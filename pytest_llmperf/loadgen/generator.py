@@ -8,7 +8,7 @@ judged on all of them after the test body returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pytest_llmperf.client.endpoint import Endpoint
@@ -38,6 +38,7 @@ class LoadGenerator:
         self.observers = list(observers)
         self.on_result = on_result
         self.results: list[RunResult] = []
+        self.analyses: list[dict[str, Any]] = []
         self._current: LoadRun | None = None
 
     async def run(
@@ -68,6 +69,15 @@ class LoadGenerator:
         if self.on_result:
             self.on_result(result)
         return result
+
+    def attach(self, analysis: Mapping[str, Any]) -> None:
+        """Add a table or curve to this test's reports (JSON ``analyses``, HTML).
+
+        ``analysis`` is plain JSON: ``{"title": str, "kind": "table" | "curve",
+        "columns": [str, ...], "rows": [[value, ...], ...]}``; a curve also names
+        ``"x"`` (a column) and ``"y"`` (a list of columns) to plot.
+        """
+        self.analyses.append(dict(analysis))
 
     def stop(self) -> None:
         """Stop issuing in the current run (it still drains and returns its result)."""

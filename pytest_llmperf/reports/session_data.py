@@ -28,6 +28,7 @@ class TestEntry:
     runs: list[dict[str, Any]] = field(default_factory=list)
     slos: list[dict[str, Any]] = field(default_factory=list)
     states: list[dict[str, Any]] = field(default_factory=list)
+    analyses: list[dict[str, Any]] = field(default_factory=list)
     endpoint: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -37,6 +38,7 @@ class TestEntry:
             "endpoint": self.endpoint,
             "runs": self.runs,
             "slos": self.slos,
+            "analyses": self.analyses,
         }
 
 
@@ -58,6 +60,7 @@ class SessionData:
             entry.runs.extend(payload.get("runs", []))
             entry.slos.extend(payload.get("slos", []))
             entry.states.extend(payload.get("states", []))
+            entry.analyses.extend(payload.get("analyses", []))
             entry.endpoint = dict(payload.get("endpoint", entry.endpoint))
 
     def merged(self) -> dict[str, MetricsAccumulator]:
