@@ -1,0 +1,179 @@
+"""The engine: one continuous-batching iteration at a time, on a given clock.
+
+``Engine.step(now)`` forms a batch (scheduler.py), prices it with the latency
+model and applies its effects: prefill progress, one token per decoding
+request, completions and the KV blocks they free. Tokens are stamped with the
+step's end time. The engine owns no clock of its own — the virtual-time driver
+(virtual.py) calls it from an event queue without sleeping, the real-time
+driver (realtime.py) calls it and sleeps until each step's planned end — so
+both modes run exactly the same model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .kv_cache import KVCache
+from .latency_model import LatencyModel
+from .profiles import Profile
+from .request import Request
+from .scheduler import Scheduler
+
+__all__ = ["Engine", "InvariantError", "StepResult"]
+
+
+class InvariantError(AssertionError):
+    """An engine invariant does not hold (a simulator bug)."""
+
+
+@dataclass
+class StepResult:
+    """What one step did. Token times are ``end + output delay``."""
+
+    start: float
+    end: float
+    batch_size: int = 0
+    prefill_tokens: int = 0
+    decode_tokens: int = 0
+    emitted: list[Request] = field(default_factory=list)
+    finished: list[Request] = field(default_factory=list)
+
+
+class Engine:
+    """Scheduler + KV cache + latency model, stepped by a driver."""
+
+    def __init__(self, profile: Profile, *, debug: bool = False) -> None:
+        self.profile = profile
+        self.kv = KVCache(profile.num_blocks, profile.block_size, profile.enable_prefix_caching)
+        self.scheduler = Scheduler(profile, self.kv)
+        self.latency = LatencyModel.from_profile(profile)
+        self.debug = debug
+        self.now = 0.0
+        self.steps = 0
+        self.completed = 0
+        self.aborted = 0
+        self.prompt_tokens_computed = 0
+        self.generation_tokens = 0
+        self.max_running = 0
+        self.max_waiting = 0
+        self._output_delay = self.latency.output_delay_s
+        self._max_model_len = profile.max_model_len
+        self._capacity = profile.kv_capacity_tokens
+
+    # -- admission --------------------------------------------------------
+    def unservable(self, prompt_len: int, max_tokens: int) -> str | None:
+        """Why a request can never run (context or whole cache too small), else None."""
+        total = prompt_len + max_tokens
+        if total > self._max_model_len:
+            return f"needs {total} tokens, more than max_model_len {self._max_model_len}"
+        if total > self._capacity:
+            return f"needs {total} tokens of KV cache, more than the whole cache ({self._capacity})"
+        return None
+
+    def enqueue(self, req: Request, now: float) -> None:
+        """Put an admitted request in the wait queue."""
+        req.enqueue_time = now
+        req.state = "waiting"
+        self.scheduler.waiting.push(req)
+
+    def abort(self, req: Request) -> None:
+        """Drop a request wherever it is (client went away) and free its blocks."""
+        sched = self.scheduler
+        if req.state == "running":
+            sched.running.remove(req)
+            self.kv.release(req)
+        elif req.state == "waiting":
+            sched.waiting.remove(req)
+        else:
+            return
+        req.state = "aborted"
+        self.aborted += 1
+
+    # -- stepping ---------------------------------------------------------
+    @property
+    def has_work(self) -> bool:
+        return bool(self.scheduler.running) or bool(self.scheduler.waiting)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.scheduler.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.scheduler.waiting)
+
+    def step(self, now: float) -> StepResult:
+        """Run one iteration starting at ``now``; returns its end time and effects."""
+        if now < self.now:
+            raise InvariantError(f"clock went back: {now} < {self.now}")
+        sched = self.scheduler
+        reqs, ns = sched.schedule(now)
+        if not reqs and sched.waiting and not sched.running:
+            raise InvariantError("idle while work waits: nothing schedulable with an empty batch")
+        prefill = decode = context = 0
+        for r, n in zip(reqs, ns, strict=True):
+            c = r.num_computed
+            if n == 1 and r.generated and c == r.prompt_len + r.generated - 1:
+                decode += 1
+            else:
+                prefill += n
+            context += c + n
+        end = now + self.latency.step_s(prefill, decode, context)
+        t_tok = end + self._output_delay
+        res = StepResult(now, end, len(reqs), prefill, decode)
+        emitted = res.emitted
+        finished = res.finished
+        kv = self.kv
+        for r, n in zip(reqs, ns, strict=True):
+            c = r.num_computed + n
+            r.num_computed = c
+            if r.block_hashes and len(r.held) < len(r.block_hashes):
+                kv.publish(r, c)
+            if c == r.prompt_len + r.generated:
+                g = r.generated + 1
+                r.generated = g
+                r.token_times.append(t_tok)
+                emitted.append(r)
+                if g == 1:
+                    r.first_token_time = t_tok
+                if g == r.max_tokens:
+                    finished.append(r)
+        if finished:
+            for r in finished:
+                kv.release(r)
+                r.state = "finished"
+                r.finish_time = t_tok
+            sched.running = [r for r in sched.running if r.state == "running"]
+            self.completed += len(finished)
+        self.generation_tokens += len(emitted)
+        self.prompt_tokens_computed += prefill
+        self.steps += 1
+        self.now = now
+        if len(sched.running) > self.max_running:
+            self.max_running = len(sched.running)
+        if len(sched.waiting) > self.max_waiting:
+            self.max_waiting = len(sched.waiting)
+        if kv.allocated + kv.free != kv.total:
+            raise InvariantError(
+                f"KV blocks: allocated {kv.allocated} + free {kv.free} != {kv.total}"
+            )
+        if self.debug:
+            self.check()
+        return res
+
+    def check(self) -> None:
+        """Full invariant check (debug mode and tests)."""
+        sched = self.scheduler
+        running = sched.running
+        if len(running) > sched.max_num_seqs:
+            raise InvariantError(f"{len(running)} running > max_num_seqs {sched.max_num_seqs}")
+        try:
+            self.kv.check(running)
+        except AssertionError as exc:
+            raise InvariantError(f"KV cache inconsistent: {exc}") from exc
+        for r in running:
+            if r.state != "running" or r.blocks * self.kv.block_size < r.num_computed:
+                raise InvariantError(f"bad running request {r!r}")
+        for r in sched.waiting:
+            if r.state != "waiting" or r.blocks:
+                raise InvariantError(f"bad waiting request {r!r}")

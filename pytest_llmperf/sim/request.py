@@ -1,0 +1,77 @@
+"""One request's state inside the engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Request"]
+
+
+class Request:
+    """A request's progress, KV holdings and timestamps (seconds, simulated clock).
+
+    Progress follows vLLM: ``num_computed`` tokens have KV; the request's
+    known tokens are its prompt plus what it generated so far, and a step that
+    computes up to the last known token emits the next one. Preemption
+    (recompute) sets ``num_computed`` back to 0, keeping what was generated.
+    """
+
+    __slots__ = (
+        "arrival",
+        "block_hashes",
+        "blocks",
+        "cached_tokens",
+        "enqueue_time",
+        "finish_time",
+        "first_token_time",
+        "generated",
+        "held",
+        "max_tokens",
+        "num_computed",
+        "owner",
+        "preemptions",
+        "priority",
+        "prompt_len",
+        "rid",
+        "schedule_time",
+        "seq",
+        "state",
+        "token_times",
+    )
+
+    def __init__(
+        self,
+        rid: int,
+        arrival: float,
+        prompt_len: int,
+        max_tokens: int,
+        block_hashes: tuple[int, ...] = (),
+        priority: int = 0,
+        owner: Any = None,
+    ) -> None:
+        self.rid = rid
+        self.arrival = arrival
+        self.prompt_len = prompt_len
+        self.max_tokens = max_tokens
+        self.block_hashes = block_hashes
+        self.priority = priority
+        self.owner = owner  # real time: the token stream to deliver to
+        self.seq = rid
+        self.num_computed = 0
+        self.generated = 0
+        self.blocks = 0
+        self.held: list[int] = []
+        self.cached_tokens = -1  # set at first scheduling
+        self.preemptions = 0
+        self.state = "new"  # new | waiting | running | finished | aborted | dropped
+        self.enqueue_time = -1.0
+        self.schedule_time = -1.0
+        self.first_token_time = -1.0
+        self.finish_time = -1.0
+        self.token_times: list[float] = []
+
+    def __repr__(self) -> str:
+        return (
+            f"Request(rid={self.rid}, state={self.state}, prompt={self.prompt_len}, "
+            f"gen={self.generated}/{self.max_tokens}, computed={self.num_computed}, blocks={self.blocks})"
+        )

@@ -1,0 +1,222 @@
+"""Wait queue policies and vLLM-style batch formation with recompute preemption.
+
+Each step the scheduler first continues the running requests in admission
+order (a decode token each, or the next prefill chunk), growing their KV
+allocation; when the cache is full it preempts from the tail of the batch —
+the most recently admitted requests lose the least work — and puts them back
+at the front of the wait queue. Only if nothing was preempted does it admit
+waiting requests, in policy order, while the batch has room (max_num_seqs),
+the step has token budget (max_num_batched_tokens) and the cache has blocks.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+from .kv_cache import KVCache
+from .profiles import Profile
+from .request import Request
+
+__all__ = ["FcfsQueue", "KeyedQueue", "Scheduler", "WaitQueue", "make_wait_queue"]
+
+
+class WaitQueue:
+    """Interface of the wait queues (``push_front`` is for preempted requests)."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def push(self, req: Request) -> None:
+        raise NotImplementedError
+
+    def push_front(self, req: Request) -> None:
+        raise NotImplementedError
+
+    def peek(self) -> Request:
+        raise NotImplementedError
+
+    def pop(self) -> Request:
+        raise NotImplementedError
+
+    def remove(self, req: Request) -> None:
+        raise NotImplementedError
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+
+class FcfsQueue(WaitQueue):
+    """Arrival order; preempted requests go back to the front."""
+
+    def __init__(self) -> None:
+        self.q: deque[Request] = deque()
+
+    def __len__(self) -> int:
+        return len(self.q)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.q)
+
+    def push(self, req: Request) -> None:
+        self.q.append(req)
+
+    def push_front(self, req: Request) -> None:
+        self.q.appendleft(req)
+
+    def peek(self) -> Request:
+        return self.q[0]
+
+    def pop(self) -> Request:
+        return self.q.popleft()
+
+    def remove(self, req: Request) -> None:
+        self.q.remove(req)
+
+
+class KeyedQueue(WaitQueue):
+    """A heap on a policy key; preempted requests are served before it."""
+
+    def __init__(self, policy: str) -> None:
+        self.policy = policy
+        self.front: deque[Request] = deque()
+        self.heap: list[tuple[int, float, int, Request]] = []
+        self.removed: set[int] = set()
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        yield from self.front
+        for *_, r in sorted(self.heap, key=lambda e: e[:3]):
+            if id(r) not in self.removed:
+                yield r
+
+    def _key(self, req: Request) -> tuple[int, float, int, Request]:
+        if self.policy == "priority":  # lower value first, as in vLLM
+            return (req.priority, req.arrival, req.seq, req)
+        return (req.prompt_len, req.arrival, req.seq, req)  # sjf: shortest prompt first
+
+    def push(self, req: Request) -> None:
+        heapq.heappush(self.heap, self._key(req))
+        self.n += 1
+
+    def push_front(self, req: Request) -> None:
+        self.front.appendleft(req)
+        self.n += 1
+
+    def _clean(self) -> None:
+        while self.heap and id(self.heap[0][3]) in self.removed:
+            self.removed.discard(id(heapq.heappop(self.heap)[3]))
+
+    def peek(self) -> Request:
+        if self.front:
+            return self.front[0]
+        self._clean()
+        return self.heap[0][3]
+
+    def pop(self) -> Request:
+        self.n -= 1
+        if self.front:
+            return self.front.popleft()
+        self._clean()
+        return heapq.heappop(self.heap)[3]
+
+    def remove(self, req: Request) -> None:
+        if req in self.front:
+            self.front.remove(req)
+        else:
+            self.removed.add(id(req))
+        self.n -= 1
+
+
+def make_wait_queue(policy: str) -> WaitQueue:
+    """The wait queue for ``fcfs``, ``priority`` or ``sjf``."""
+    return FcfsQueue() if policy == "fcfs" else KeyedQueue(policy)
+
+
+class Scheduler:
+    """Batch formation over a running list, a wait queue and a KV cache."""
+
+    def __init__(self, profile: Profile, kv: KVCache) -> None:
+        self.kv = kv
+        self.waiting = make_wait_queue(profile.scheduling_policy)
+        self.running: list[Request] = []
+        self.max_num_seqs = profile.max_num_seqs
+        self.token_budget = profile.max_num_batched_tokens
+        self.chunk_limit = profile.long_prefill_token_threshold or profile.max_num_batched_tokens
+        self.block_size = profile.block_size
+        self.preemptions = 0
+
+    def preempt(self, victim: Request) -> None:
+        """Recompute preemption: free its KV, back to the front of the queue."""
+        self.kv.release(victim)
+        victim.num_computed = 0
+        victim.preemptions += 1
+        victim.state = "waiting"
+        self.preemptions += 1
+        self.waiting.push_front(victim)
+
+    def schedule(self, now: float) -> tuple[list[Request], list[int]]:
+        """Requests to run this step and the tokens each computes."""
+        kv = self.kv
+        bs = self.block_size
+        budget = self.token_budget
+        chunk = self.chunk_limit
+        running = self.running
+        reqs: list[Request] = []
+        ns: list[int] = []
+        preempted = False
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            n = r.prompt_len + r.generated - r.num_computed
+            if n > chunk:
+                n = chunk
+            if n > budget:
+                n = budget
+            need = (r.num_computed + n + bs - 1) // bs - r.blocks
+            if need > 0 and not kv.grow(r, need):
+                victim = None
+                while True:  # evict from the tail until r fits (or r itself is evicted)
+                    victim = running.pop()
+                    self.preempt(victim)
+                    preempted = True
+                    if victim is r or kv.grow(r, need):
+                        break
+                if victim is r:
+                    break
+            reqs.append(r)
+            ns.append(n)
+            budget -= n
+            i += 1
+        if preempted and reqs:
+            return reqs, ns
+        waiting = self.waiting
+        max_seqs = self.max_num_seqs
+        while waiting and len(running) < max_seqs and budget > 0:
+            r = waiting.peek()
+            known = r.prompt_len + r.generated
+            hit = kv.match_prefix(r, known) if r.num_computed == 0 and r.block_hashes else 0
+            start = hit * bs
+            n = known - start
+            if n > chunk:
+                n = chunk
+            if n > budget:
+                n = budget
+            if not kv.allocate_new(r, hit, n):
+                kv.query_tokens -= known  # not admitted: do not count the lookup
+                kv.hit_tokens -= start
+                break
+            waiting.pop()
+            r.num_computed = start
+            if r.cached_tokens < 0:
+                r.cached_tokens = start
+                r.schedule_time = now
+            r.state = "running"
+            running.append(r)
+            reqs.append(r)
+            ns.append(n)
+            budget -= n
+        return reqs, ns

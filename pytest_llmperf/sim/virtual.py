@@ -1,0 +1,347 @@
+"""Virtual time: the engine driven by an arrival schedule, without sleeping.
+
+Capacity planning ("what p99 TTFT at 30 req/s?") needs minutes of load in
+seconds of CPU. The driver is a discrete-event loop over a min-heap of
+(time, seq, kind) events — arrival, enqueue (after the API overhead), engine
+step — exactly the seed design's event queue; the engine is the same one the
+real-time server runs. Arrivals follow the load generator's patterns: Poisson
+or constant rate on an absolute schedule (open loop), or a fixed number of
+requests in flight (closed loop, a new request when one completes). Same seed
+gives byte-identical results.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .engine import Engine, InvariantError
+from .profiles import Profile, load_profile
+from .request import Request
+from .summary import summarize
+
+__all__ = ["VirtualResult", "arrival_times", "format_result", "run_cli", "run_virtual"]
+
+_ARRIVAL, _QUEUED, _STEP = 0, 1, 2
+
+
+def arrival_times(load: str, rate: float, duration: float, rng: np.random.Generator) -> np.ndarray:
+    """Planned send times in [0, duration) for an open-loop pattern."""
+    if rate <= 0:
+        raise ValueError(f"rate must be positive, got {rate}")
+    if load == "constant":
+        return np.arange(0.0, duration, 1.0 / rate)
+    if load != "poisson":
+        raise ValueError(f"unknown open-loop pattern {load!r}")
+    n_guess = int(rate * duration * 1.2) + 64
+    times = np.cumsum(rng.exponential(1.0 / rate, n_guess))
+    while times[-1] < duration:
+        more = times[-1] + np.cumsum(rng.exponential(1.0 / rate, n_guess))
+        times = np.concatenate([times, more])
+    return times[times < duration]
+
+
+@dataclass
+class VirtualResult:
+    """A virtual run: its requests, the engine afterwards, and the summary."""
+
+    profile: Profile
+    load: dict[str, Any]
+    workload: dict[str, Any]
+    seed: int
+    requests: list[Request]
+    engine: Engine
+    dropped: int
+    summary: dict[str, Any] = field(default_factory=dict)
+    end_time: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run in the JSON report's shape, plus engine statistics."""
+        e = self.engine
+        kv = e.kv
+        return {
+            "profile": self.profile.name,
+            "model": self.profile.model,
+            "seed": self.seed,
+            "load": self.load,
+            "workload": self.workload,
+            **self.summary,
+            "engine": {
+                "simulated_s": round(self.end_time, 6),
+                "steps": e.steps,
+                "preemptions": e.scheduler.preemptions,
+                "dropped_unservable": self.dropped,
+                "max_running": e.max_running,
+                "max_waiting": e.max_waiting,
+                "prefix_cache_hit_rate": round(kv.hit_tokens / kv.query_tokens, 6)
+                if kv.query_tokens
+                else 0.0,
+            },
+        }
+
+
+class _Workload:
+    """Seeded request sizes and prompt block hashes."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        input_tokens: tuple[int, int],
+        output_tokens: tuple[int, int],
+        shared_prefix: int,
+        rng: np.random.Generator,
+    ) -> None:
+        self.rng = rng
+        self.inp = input_tokens
+        self.out = output_tokens
+        self.bs = profile.block_size
+        self.hashing = profile.enable_prefix_caching
+        shared_blocks = shared_prefix // self.bs
+        h = 0
+        prefix = []
+        for i in range(shared_blocks):
+            h = hash((h, -1, i))
+            prefix.append(h)
+        self.prefix = tuple(prefix)
+
+    def make(self, rid: int, arrival: float) -> Request:
+        lo, hi = self.inp
+        p = int(self.rng.integers(lo, hi + 1)) if hi > lo else lo
+        lo, hi = self.out
+        o = int(self.rng.integers(lo, hi + 1)) if hi > lo else lo
+        hashes: tuple[int, ...] = ()
+        if self.hashing:
+            n_blocks = p // self.bs
+            shared = self.prefix[:n_blocks]
+            h = shared[-1] if shared else 0
+            own = []
+            for i in range(len(shared), n_blocks):
+                h = hash((h, rid, i))
+                own.append(h)
+            hashes = shared + tuple(own)
+        return Request(rid, arrival, p, o, hashes)
+
+
+def run_virtual(
+    profile: str | Profile = "llama-3.1-8b-h100",
+    *,
+    load: str = "poisson",
+    rate: float | None = None,
+    concurrency: int | None = None,
+    duration: float = 60.0,
+    input_tokens: int | tuple[int, int] = 1000,
+    output_tokens: int | tuple[int, int] = 128,
+    shared_prefix: int = 0,
+    seed: int = 0,
+    debug: bool = False,
+    **overrides: Any,
+) -> VirtualResult:
+    """Simulate a load pattern in virtual time and summarize it.
+
+    ``load`` is ``poisson`` or ``constant`` (with ``rate`` req/s) or
+    ``concurrency`` (with ``concurrency`` requests in flight); arrivals stop at
+    ``duration`` simulated seconds and every admitted request is drained.
+    """
+    prof = profile if isinstance(profile, Profile) else load_profile(profile, **overrides)
+    if isinstance(profile, Profile) and overrides:
+        prof = prof.replace(**overrides)
+    if prof.kind != "engine":
+        raise ValueError(
+            f"profile {prof.name!r} is kind {prof.kind!r}; virtual time needs an engine profile"
+        )
+    inp = (input_tokens, input_tokens) if isinstance(input_tokens, int) else tuple(input_tokens)
+    out = (output_tokens, output_tokens) if isinstance(output_tokens, int) else tuple(output_tokens)
+    root = np.random.SeedSequence(seed)
+    arrival_rng, size_rng = (np.random.default_rng(s) for s in root.spawn(2))
+    workload = _Workload(prof, inp, out, shared_prefix, size_rng)  # type: ignore[arg-type]
+    engine = Engine(prof, debug=debug)
+    latency = engine.latency
+    heap: list[tuple[float, int, int, Request | None]] = []
+    seq = 0
+    requests: list[Request] = []
+
+    def new_request(t: float) -> None:
+        nonlocal seq
+        req = workload.make(len(requests), t)
+        requests.append(req)
+        heapq.heappush(heap, (t, seq, _ARRIVAL, req))
+        seq += 1
+
+    if load in ("poisson", "constant"):
+        if rate is None:
+            raise ValueError(f"load {load!r} needs a rate")
+        for t in arrival_times(load, rate, duration, arrival_rng):
+            new_request(float(t))
+        load_info: dict[str, Any] = {"pattern": load, "rate": rate, "duration": duration}
+    elif load == "concurrency":
+        if not concurrency or concurrency < 1:
+            raise ValueError("load 'concurrency' needs concurrency >= 1")
+        for _ in range(concurrency):
+            new_request(0.0)
+        load_info = {"pattern": load, "concurrency": concurrency, "duration": duration}
+    else:
+        raise ValueError(f"unknown load pattern {load!r} (poisson, constant, concurrency)")
+    closed = load == "concurrency"
+
+    clock = 0.0
+    step_pending = False
+    dropped = 0
+    pop = heapq.heappop
+    push = heapq.heappush
+    while heap:
+        t, _, kind, req = pop(heap)
+        if t < clock:
+            raise InvariantError(f"clock went back: {t} < {clock}")
+        clock = t
+        if kind == _STEP:
+            res = engine.step(t)
+            if closed:
+                for r in res.finished:
+                    if r.finish_time < duration:
+                        new_request(r.finish_time)
+            if engine.has_work:
+                push(heap, (res.end, seq, _STEP, None))
+                seq += 1
+            else:
+                step_pending = False
+        elif kind == _ARRIVAL:
+            assert req is not None
+            if engine.unservable(req.prompt_len, req.max_tokens):
+                req.state = "dropped"
+                dropped += 1
+                if closed and t < duration:
+                    new_request(t)
+                continue
+            push(heap, (t + latency.queue_delay_s(req.prompt_len), seq, _QUEUED, req))
+            seq += 1
+        else:
+            assert req is not None
+            engine.enqueue(req, t)
+            if not step_pending:
+                step_pending = True
+                push(heap, (t, seq, _STEP, None))
+                seq += 1
+    _check_conservation(requests, engine, dropped)
+    result = VirtualResult(
+        profile=prof,
+        load=load_info,
+        workload={
+            "input_tokens": list(inp),
+            "output_tokens": list(out),
+            "shared_prefix": shared_prefix,
+        },
+        seed=seed,
+        requests=requests,
+        engine=engine,
+        dropped=dropped,
+        end_time=clock,
+    )
+    result.summary = summarize(requests, issued=len(requests), failed=dropped)
+    return result
+
+
+def _check_conservation(requests: list[Request], engine: Engine, dropped: int) -> None:
+    """Every request is accounted for and causally ordered (INV-1, INV-5)."""
+    finished = sum(1 for r in requests if r.state == "finished")
+    if finished + dropped + engine.num_running + engine.num_waiting != len(requests):
+        raise InvariantError(
+            f"request conservation: {len(requests)} issued != {finished} finished + {dropped} dropped + "
+            f"{engine.num_running} running + {engine.num_waiting} waiting"
+        )
+    if engine.num_running or engine.num_waiting:
+        raise InvariantError("drained run left requests in the engine")
+    for r in requests:
+        if r.state == "finished" and not (
+            r.arrival <= r.enqueue_time <= r.schedule_time <= r.first_token_time <= r.finish_time
+        ):
+            raise InvariantError(f"causality violated by {r!r}")
+    if engine.kv.allocated != 0:
+        raise InvariantError(f"{engine.kv.allocated} KV blocks still allocated after drain")
+
+
+def format_result(d: dict[str, Any]) -> str:
+    """Human-readable table of a run (deterministic: no wall-clock values)."""
+    load = d["load"]
+    what = (
+        f"rate {load['rate']:g} req/s" if "rate" in load else f"concurrency {load['concurrency']}"
+    )
+    lines = [
+        f"profile {d['profile']} ({d['model']}), {load['pattern']} {what}, duration {load['duration']:g} s, "
+        f"seed {d['seed']}",
+        f"workload: input {d['workload']['input_tokens']} output {d['workload']['output_tokens']} tokens"
+        + (
+            f", shared prefix {d['workload']['shared_prefix']}"
+            if d["workload"]["shared_prefix"]
+            else ""
+        ),
+        "counts: " + ", ".join(f"{k} {v}" for k, v in d["counts"].items()),
+        "",
+        f"{'metric':<8}{'p50':>11}{'p90':>11}{'p95':>11}{'p99':>11}{'p99.9':>11}{'mean':>11}{'max':>11}",
+    ]
+    m = d["metrics"]
+    for name in ("ttft", "tpot", "itl", "e2e"):
+        s = m[name]
+        cells = [s[k] for k in ("p50", "p90", "p95", "p99", "p99.9", "mean", "max")]
+        lines.append(
+            f"{name + ' ms':<8}"
+            + "".join(f"{c:>11.3f}" if c is not None else f"{'-':>11}" for c in cells)
+        )
+    lines.append("")
+
+    def num(v: float | None, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
+    lines.append(
+        f"request_throughput {num(m['request_throughput'], '.3f')} req/s, "
+        f"output_throughput {num(m['output_throughput'], '.1f')} tok/s, "
+        f"input_throughput {num(m['input_throughput'], '.1f')} tok/s, error_rate {num(m['error_rate'], '.4f')}"
+    )
+    e = d["engine"]
+    lines.append(
+        f"engine: {e['steps']} steps over {e['simulated_s']:.3f} simulated s, {e['preemptions']} preemptions, "
+        f"max running {e['max_running']}, max waiting {e['max_waiting']}, "
+        f"prefix cache hit rate {e['prefix_cache_hit_rate']:.3f}, dropped {e['dropped_unservable']}"
+    )
+    return "\n".join(lines)
+
+
+def run_cli(args: Any, overrides: dict[str, str]) -> int:
+    """``--virtual`` mode of ``python -m pytest_llmperf.sim``."""
+    if args.load in ("poisson", "constant") and not args.rate:
+        print(f"error: --load {args.load} needs --rate", file=sys.stderr)
+        return 2
+    if args.load == "concurrency" and not args.concurrency:
+        print("error: --load concurrency needs --concurrency", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    try:
+        result = run_virtual(
+            args.profile,
+            load=args.load,
+            rate=args.rate,
+            concurrency=args.concurrency,
+            duration=args.duration,
+            input_tokens=args.input_tokens,
+            output_tokens=args.output_tokens,
+            shared_prefix=args.shared_prefix,
+            seed=args.seed,
+            **overrides,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    wall = time.perf_counter() - t0
+    d = result.to_dict()
+    print(format_result(d))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(d, f, indent=2, sort_keys=True)
+            f.write("\n")
+    print(f"(wall time {wall:.2f} s)", file=sys.stderr)
+    return 0
