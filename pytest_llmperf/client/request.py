@@ -16,6 +16,7 @@ import time
 import httpx
 
 from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.failures import classify_transport_error
 from pytest_llmperf.client.openai import build_payload, error_message, parse_chunk
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.sse import SSEParser
@@ -39,7 +40,7 @@ async def send_request(
     record.t_send = time.monotonic_ns()
     start = loop.time()
     try:
-        async with asyncio.timeout(start + timeouts.first_token) as deadline:
+        async with asyncio.timeout_at(start + timeouts.first_token) as deadline:
             async with http.stream(
                 "POST",
                 endpoint.request_url,
@@ -58,20 +59,9 @@ async def send_request(
     except TimeoutError:
         kind = ErrorKind.FIRST_TOKEN_TIMEOUT if not record.t_first else ErrorKind.TOTAL_TIMEOUT
         record.fail(kind, f"no {'first token' if not record.t_first else 'end of stream'} in time")
-    except httpx.ConnectTimeout as exc:
-        record.fail(ErrorKind.CONNECT_TIMEOUT, str(exc) or "connect timed out")
-    except httpx.ReadTimeout as exc:
-        record.fail(ErrorKind.READ_TIMEOUT, str(exc) or "server went silent mid-stream")
-    except httpx.TimeoutException as exc:
-        record.fail(ErrorKind.READ_TIMEOUT, str(exc) or type(exc).__name__)
-    except httpx.ConnectError as exc:
-        record.fail(ErrorKind.CONNECT, str(exc) or "connection failed")
-    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-        record.fail(ErrorKind.TRUNCATED, str(exc) or "connection closed mid-response")
-    except httpx.HTTPError as exc:
-        record.fail(ErrorKind.CLIENT, f"{type(exc).__name__}: {exc}")
-    except OSError as exc:  # e.g. EMFILE from the OS when out of file descriptors
-        record.fail(ErrorKind.CLIENT, f"{type(exc).__name__}: {exc}")
+    except (httpx.HTTPError, OSError) as exc:  # OSError: e.g. EMFILE when out of descriptors
+        kind, detail = classify_transport_error(exc)
+        record.fail(kind, detail)
     finally:
         if not record.t_end:
             record.t_end = time.monotonic_ns()
