@@ -25,9 +25,14 @@ def sse(obj: Any) -> bytes:
     return f"data: {data}\n\n".encode()
 
 
-def chat_chunk(content: str | None = None, *, role: str | None = None,
-               finish: str | None = None, usage: dict | None = None,
-               choices: bool = True) -> bytes:
+def chat_chunk(
+    content: str | None = None,
+    *,
+    role: str | None = None,
+    finish: str | None = None,
+    usage: dict | None = None,
+    choices: bool = True,
+) -> bytes:
     delta: dict[str, Any] = {}
     if role:
         delta["role"] = role

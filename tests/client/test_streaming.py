@@ -18,10 +18,12 @@ SAMPLE = Sample(index=0, prompt="Tell me about harbours.", input_tokens=5, max_t
 USAGE = {"prompt_tokens": 5, "completion_tokens": 8, "total_tokens": 13}
 
 
-async def _send(url: str, *, api: str = "chat", timeouts: Timeouts | None = None,
-                sample: Sample = SAMPLE) -> RequestRecord:
-    endpoint = Endpoint.from_env(url, api_key_env=None, model="m", api=api,
-                                 timeouts=timeouts or Timeouts())
+async def _send(
+    url: str, *, api: str = "chat", timeouts: Timeouts | None = None, sample: Sample = SAMPLE
+) -> RequestRecord:
+    endpoint = Endpoint.from_env(
+        url, api_key_env=None, model="m", api=api, timeouts=timeouts or Timeouts()
+    )
     record = RequestRecord(index=0, t_sched=0)
     async with endpoint.client() as http:
         record.t_sched = time.monotonic_ns()
@@ -74,8 +76,11 @@ async def test_vllm_style_stream_role_chunk_separate_finish_and_usage() -> None:
 
 
 async def test_multi_token_chunks_without_usage_fall_back_to_chunk_count() -> None:
-    steps = [(0, chat_chunk("Hello there friend")), (0.01, chat_chunk(" again", finish="stop")),
-             (0, sse("[DONE]"))]
+    steps = [
+        (0, chat_chunk("Hello there friend")),
+        (0.01, chat_chunk(" again", finish="stop")),
+        (0, sse("[DONE]")),
+    ]
     async with ScriptedServer(Script(steps)) as srv:
         record = await _send(srv.url)
     assert record.ok
@@ -84,9 +89,13 @@ async def test_multi_token_chunks_without_usage_fall_back_to_chunk_count() -> No
 
 
 async def test_comment_lines_crlf_and_events_split_across_reads() -> None:
-    raw = (b": keep-alive\r\n\r\n" + chat_chunk("Hi").replace(b"\n", b"\r\n")
-           + chat_chunk(" you", finish="stop") + sse("[DONE]"))
-    steps = [(0.002, raw[i:i + 7]) for i in range(0, len(raw), 7)]
+    raw = (
+        b": keep-alive\r\n\r\n"
+        + chat_chunk("Hi").replace(b"\n", b"\r\n")
+        + chat_chunk(" you", finish="stop")
+        + sse("[DONE]")
+    )
+    steps = [(0.002, raw[i : i + 7]) for i in range(0, len(raw), 7)]
     async with ScriptedServer(Script(steps)) as srv:
         record = await _send(srv.url)
     assert record.ok, record.error_detail
@@ -94,9 +103,10 @@ async def test_comment_lines_crlf_and_events_split_across_reads() -> None:
 
 
 async def test_error_frame_mid_stream_is_a_failed_request() -> None:
-    steps = [(0, chat_chunk("Hi")),
-             (0, sse({"error": {"message": "engine overloaded", "type": "server_error",
-                                "code": 503}}))]
+    steps = [
+        (0, chat_chunk("Hi")),
+        (0, sse({"error": {"message": "engine overloaded", "type": "server_error", "code": 503}})),
+    ]
     async with ScriptedServer(Script(steps)) as srv:
         record = await _send(srv.url)
     assert record.error == ErrorKind.STREAM_ERROR
@@ -104,8 +114,16 @@ async def test_error_frame_mid_stream_is_a_failed_request() -> None:
 
 
 async def test_http_error_with_openai_body() -> None:
-    body = json.dumps({"error": {"message": "maximum context length is 8192", "type": "invalid",
-                                 "param": None, "code": 400}}).encode()
+    body = json.dumps(
+        {
+            "error": {
+                "message": "maximum context length is 8192",
+                "type": "invalid",
+                "param": None,
+                "code": 400,
+            }
+        }
+    ).encode()
     script = Script([(0, body)], status=400, content_type="application/json")
     async with ScriptedServer(script) as srv:
         record = await _send(srv.url)
@@ -149,8 +167,12 @@ async def test_first_token_timeout_ends_a_stalled_request() -> None:
 
 
 async def test_non_streaming_json_answer_is_measured_as_one_chunk() -> None:
-    answer = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"},
-                           "finish_reason": "stop"}], "usage": USAGE}
+    answer = {
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}
+        ],
+        "usage": USAGE,
+    }
     script = Script([(0.02, json.dumps(answer).encode())], content_type="application/json")
     async with ScriptedServer(script) as srv:
         record = await _send(srv.url)
@@ -159,9 +181,11 @@ async def test_non_streaming_json_answer_is_measured_as_one_chunk() -> None:
 
 
 async def test_completions_payload_and_text_chunks() -> None:
-    steps = [(0, sse({"choices": [{"index": 0, "text": "Hi", "finish_reason": None}]})),
-             (0, sse({"choices": [{"index": 0, "text": "!", "finish_reason": "length"}]})),
-             (0, sse("[DONE]"))]
+    steps = [
+        (0, sse({"choices": [{"index": 0, "text": "Hi", "finish_reason": None}]})),
+        (0, sse({"choices": [{"index": 0, "text": "!", "finish_reason": "length"}]})),
+        (0, sse("[DONE]")),
+    ]
     async with ScriptedServer(Script(steps)) as srv:
         record = await _send(srv.url, api="completions")
         body = srv.requests[0]
