@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["Script", "ScriptedServer", "sse", "chat_chunk"]
+__all__ = ["Script", "ScriptedServer", "chat_chunk", "sse"]
 
 
 def sse(obj: Any) -> bytes:

@@ -1,5 +1,7 @@
 """The metric definitions of DESIGN.md, checked on hand-built request records."""
 
+import itertools
+
 import pytest
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
@@ -29,7 +31,7 @@ def record(
     r.t_last = int(times[-1] * MS)
     r.t_end = r.t_last
     r.content_chunks = len(times)
-    r.gaps_ns = [int((b - a) * MS) for a, b in zip(times, times[1:], strict=False)]
+    r.gaps_ns = [int((b - a) * MS) for a, b in itertools.pairwise(times)]
     r.usage_completion_tokens = tokens
     return r
 

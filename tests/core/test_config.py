@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 
 from pytest_llmperf.config import PerfSpec, RunSpec
@@ -54,7 +56,7 @@ def test_bad_workload_markers(wkw, message) -> None:
 
 
 def test_unknown_workload_lists_the_known_ones() -> None:
-    with pytest.raises(LlmPerfUsageError, match="unknown workload 'nope'.*synthetic"):
+    with pytest.raises(LlmPerfUsageError, match=r"unknown workload 'nope'.*synthetic"):
         spec(("nope",))
 
 
@@ -98,5 +100,5 @@ def test_poisson_schedule_is_seeded_and_has_the_planned_rate() -> None:
 
     assert take(1, 50) == take(1, 50) and take(1, 50) != take(2, 50)
     offsets = take(3, 20_001)
-    assert offsets[0] == 0 and all(b >= a for a, b in zip(offsets, offsets[1:], strict=False))
+    assert offsets[0] == 0 and all(b >= a for a, b in itertools.pairwise(offsets))
     assert 20_000 / (offsets[-1] / 1e9) == pytest.approx(100.0, rel=0.03)
