@@ -11,7 +11,7 @@ from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 
-__all__ = ["TokenRange", "positive_int", "token_range"]
+__all__ = ["TokenRange", "fraction", "output_controls", "positive_int", "token_range"]
 
 TokenRange = tuple[int, int]
 
@@ -36,3 +36,22 @@ def token_range(name: str, value: Any) -> TokenRange:
             )
         return (low, high)
     raise LlmPerfUsageError(f"{name} must be an int or a (min, max) pair, got {value!r}")
+
+
+def fraction(name: str, value: Any) -> float:
+    """A share between 0 and 1 inclusive."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise LlmPerfUsageError(f"{name} must be a number between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def output_controls(ignore_eos: Any) -> dict[str, Any]:
+    """The request-body fields that control output length beyond ``max_tokens``.
+
+    The client sends ``ignore_eos: true`` by default so every request
+    generates its planned length; ``ignore_eos=False`` lets the model stop
+    early (the draft's "stop sequence" control) and is recorded in the report.
+    """
+    if not isinstance(ignore_eos, bool):
+        raise LlmPerfUsageError(f"ignore_eos must be True or False, got {ignore_eos!r}")
+    return {} if ignore_eos else {"ignore_eos": False}

@@ -7,12 +7,14 @@ methodology draft's standard uniform mix (input 128-512, output 64-256).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.workloads.base import Sample, register_workload
 from pytest_llmperf.workloads.corpus import Corpus, default_corpus
-from pytest_llmperf.workloads.params import TokenRange, token_range
+from pytest_llmperf.workloads.params import TokenRange, output_controls, token_range
+from pytest_llmperf.workloads.tokenizer import Tokenizer, resolve_tokenizer
 
 __all__ = ["SyntheticWorkload"]
 
@@ -30,14 +32,22 @@ class SyntheticWorkload:
     input_tokens: TokenRange
     output_tokens: TokenRange
     corpus: Corpus
+    tokenizer: Tokenizer
+    controls: Mapping[str, Any] = field(default_factory=dict)
     size: int | None = None
 
     def sample(self, index: int) -> Sample:
         rng = random.Random(f"{self.seed}:{index}")
         n_in = rng.randint(*self.input_tokens)
         n_out = rng.randint(*self.output_tokens)
-        prompt = self.corpus.window(rng.randrange(len(self.corpus)), n_in)
-        return Sample(index=index, prompt=prompt, input_tokens=n_in, max_tokens=n_out)
+        prompt = self.tokenizer.window(self.corpus, rng.randrange(len(self.corpus)), n_in)
+        return Sample(
+            index=index,
+            prompt=prompt,
+            input_tokens=n_in,
+            max_tokens=n_out,
+            extra_body=self.controls,
+        )
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -45,13 +55,19 @@ class SyntheticWorkload:
             "seed": self.seed,
             "input_tokens": list(self.input_tokens),
             "output_tokens": list(self.output_tokens),
-            "tokenizer": "approximate (words and punctuation)",
+            "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
+            "tokenizer": self.tokenizer.label,
         }
 
 
 @register_workload("synthetic")
 def synthetic(
-    *, seed: int = 0, input_tokens: Any = 128, output_tokens: Any = 64
+    *,
+    seed: int = 0,
+    input_tokens: Any = 128,
+    output_tokens: Any = 64,
+    ignore_eos: Any = True,
+    tokenizer: Any = None,
 ) -> SyntheticWorkload:
     return SyntheticWorkload(
         name="synthetic",
@@ -59,12 +75,19 @@ def synthetic(
         input_tokens=token_range("input_tokens", input_tokens),
         output_tokens=token_range("output_tokens", output_tokens),
         corpus=default_corpus(),
+        tokenizer=resolve_tokenizer(tokenizer),
+        controls=output_controls(ignore_eos),
     )
 
 
 @register_workload("synthetic-uniform")
 def synthetic_uniform(
-    *, seed: int = 0, input_tokens: Any = (128, 512), output_tokens: Any = (64, 256)
+    *,
+    seed: int = 0,
+    input_tokens: Any = (128, 512),
+    output_tokens: Any = (64, 256),
+    ignore_eos: Any = True,
+    tokenizer: Any = None,
 ) -> SyntheticWorkload:
     return SyntheticWorkload(
         name="synthetic-uniform",
@@ -72,4 +95,6 @@ def synthetic_uniform(
         input_tokens=token_range("input_tokens", input_tokens),
         output_tokens=token_range("output_tokens", output_tokens),
         corpus=default_corpus(),
+        tokenizer=resolve_tokenizer(tokenizer),
+        controls=output_controls(ignore_eos),
     )
