@@ -1,0 +1,16 @@
+"""Helpers for driving pytest-llmperf sessions with pytester (in-process pytest runs)."""
+
+from __future__ import annotations
+
+import pytest
+
+# A small, fast workload against the default embedded simulator ("fixed" profile).
+FAST = (
+    '@pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=4, requests={n})\n'
+    '@pytest.mark.llm_load("concurrency", concurrency=8)\n'
+)
+
+
+@pytest.fixture
+def fast() -> str:
+    return FAST
