@@ -84,6 +84,32 @@ class LoadGenerator:
         if self._current is not None:
             self._current.stop()
 
+    # -- the methodology's sweeps and searches (logic in loadgen/sweeps.py) ------
+
+    async def sweep(self, rates: Iterable[float], **options: Any) -> Any:
+        """Latency-vs-load curve over offered ``rates`` with knee and saturation points."""
+        from pytest_llmperf.loadgen.sweeps import latency_sweep
+
+        return await latency_sweep(self, rates, **options)
+
+    async def max_rate(self, **options: Any) -> Any:
+        """Highest offered rate meeting the SLOs (binary search, probes ungated)."""
+        from pytest_llmperf.loadgen.sweeps import max_rate
+
+        return await max_rate(self, **options)
+
+    async def max_concurrency(self, **options: Any) -> Any:
+        """Highest closed-loop concurrency meeting the SLOs (doubling, then bisection)."""
+        from pytest_llmperf.loadgen.sweeps import max_concurrency
+
+        return await max_concurrency(self, **options)
+
+    async def warm_up(self, **options: Any) -> Any:
+        """Warm-up with verification: probes until latency is stable within 10%."""
+        from pytest_llmperf.loadgen.sweeps import warm_up
+
+        return await warm_up(self, **options)
+
 
 def _label(index: int, overrides: dict[str, Any]) -> str:
     if not overrides:
