@@ -8,6 +8,8 @@ httpx type is only the fallback.
 
 from __future__ import annotations
 
+import ssl
+
 import aiohttp
 import httpx
 
@@ -19,10 +21,14 @@ __all__ = ["classify_transport_error"]
 _AIOHTTP_KINDS: tuple[tuple[type[BaseException], str], ...] = (
     (aiohttp.ConnectionTimeoutError, ErrorKind.CONNECT_TIMEOUT),
     (aiohttp.SocketTimeoutError, ErrorKind.READ_TIMEOUT),
-    (aiohttp.ClientConnectorError, ErrorKind.CONNECT),  # refused, DNS, TLS handshake
+    (aiohttp.ClientConnectorDNSError, ErrorKind.DNS),
+    (aiohttp.ClientSSLError, ErrorKind.TLS),
+    (aiohttp.ClientConnectorError, ErrorKind.CONNECT),  # refused, unreachable
     (aiohttp.ServerDisconnectedError, ErrorKind.TRUNCATED),
     (aiohttp.ClientPayloadError, ErrorKind.TRUNCATED),
     (aiohttp.ClientOSError, ErrorKind.TRUNCATED),  # reset by peer mid-response
+    (aiohttp.ClientResponseError, ErrorKind.PROTOCOL),  # not HTTP (raised unmapped)
+    (ssl.SSLError, ErrorKind.TLS),
 )
 _HTTPX_KINDS: tuple[tuple[type[BaseException], str], ...] = (
     (httpx.ConnectTimeout, ErrorKind.CONNECT_TIMEOUT),
@@ -37,7 +43,7 @@ _HTTPX_KINDS: tuple[tuple[type[BaseException], str], ...] = (
 def classify_transport_error(exc: BaseException) -> tuple[str, str]:
     """``(kind, detail)`` for an exception raised while sending or reading."""
     cause = exc.__cause__
-    for kinds, candidate in ((_AIOHTTP_KINDS, cause), (_HTTPX_KINDS, exc)):
+    for kinds, candidate in ((_AIOHTTP_KINDS, cause), (_AIOHTTP_KINDS, exc), (_HTTPX_KINDS, exc)):
         if candidate is None:
             continue
         for exc_type, kind in kinds:

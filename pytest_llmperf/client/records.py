@@ -18,10 +18,13 @@ class ErrorKind:
 
     CONNECT = "connect_error"
     CONNECT_TIMEOUT = "connect_timeout"
+    DNS = "dns_error"  # the host name resolves nowhere
+    TLS = "tls_error"  # handshake or certificate failure
     FIRST_TOKEN_TIMEOUT = "first_token_timeout"
     READ_TIMEOUT = "stall_timeout"
     TOTAL_TIMEOUT = "total_timeout"
     HTTP = "http_error"
+    RATE_LIMITED = "rate_limited"  # HTTP 429 (never retried: retries would bend the schedule)
     STREAM_ERROR = "stream_error_frame"
     PROTOCOL = "protocol_error"
     TRUNCATED = "truncated_stream"

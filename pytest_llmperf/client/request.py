@@ -20,6 +20,7 @@ from pytest_llmperf.client.failures import classify_transport_error
 from pytest_llmperf.client.openai import build_payload, error_message, parse_chunk
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.sse import SSEParser
+from pytest_llmperf.redaction import scrub
 from pytest_llmperf.workloads.base import Sample
 
 __all__ = ["send_request"]
@@ -48,7 +49,7 @@ async def send_request(
                 headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
             ) as response:
                 record.status = response.status_code
-                if response.status_code >= 400:
+                if response.status_code >= 300:  # redirects are not followed: a wrong URL
                     await _read_error(response, record)
                     return record
                 content_type = response.headers.get("content-type", "")
@@ -59,12 +60,14 @@ async def send_request(
     except TimeoutError:
         kind = ErrorKind.FIRST_TOKEN_TIMEOUT if not record.t_first else ErrorKind.TOTAL_TIMEOUT
         record.fail(kind, f"no {'first token' if not record.t_first else 'end of stream'} in time")
-    except (httpx.HTTPError, OSError) as exc:  # OSError: e.g. EMFILE when out of descriptors
+    except Exception as exc:  # any transport failure (even unmapped aiohttp ones) is a record
         kind, detail = classify_transport_error(exc)
         record.fail(kind, detail)
     finally:
         if not record.t_end:
             record.t_end = time.monotonic_ns()
+        if record.error is not None:  # failure path only: servers may echo the key back
+            record.error_detail = scrub(record.error_detail, endpoint.api_key)
     return record
 
 
@@ -78,7 +81,14 @@ async def _read_error(response: httpx.Response, record: RequestRecord) -> None:
         detail = error_message(json.loads(raw))
     except ValueError:
         detail = raw[:200].decode("utf-8", "replace")
-    record.fail(ErrorKind.HTTP, f"HTTP {response.status_code}: {detail}", now=time.monotonic_ns())
+    status = response.status_code
+    kind = ErrorKind.RATE_LIMITED if status == 429 else ErrorKind.HTTP
+    extra = ""
+    if retry_after := response.headers.get("retry-after"):
+        extra = f" (Retry-After: {retry_after[:40]})"
+    elif status < 400 and (location := response.headers.get("location")):
+        extra = f" (redirect to {location[:200]}; redirects are not followed)"
+    record.fail(kind, f"HTTP {status}: {detail}{extra}", now=time.monotonic_ns())
 
 
 async def _read_whole(response: httpx.Response, record: RequestRecord) -> None:

@@ -1,0 +1,230 @@
+"""Small purpose-built misbehaving HTTP servers on 127.0.0.1 for the hardening tests.
+
+A raw asyncio HTTP/1.1 server (no framework between the test and the bytes on
+the wire), so a test can send exactly what a broken or hostile server sends:
+a stall before the headers, a stream cut mid-way, garbage instead of HTTP, a
+line that never ends. Each server is given one *behaviour*, a coroutine that
+answers a parsed request by writing to the socket; ``GET /v1/models`` is
+answered by the server itself unless the behaviour says otherwise.
+
+Everything listens on 127.0.0.1 with an ephemeral port; nothing leaves the
+machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Behaviour",
+    "OddServer",
+    "Request",
+    "Wire",
+    "chunk",
+    "content_chunk",
+    "error_body",
+    "finish_chunk",
+    "sse_ok",
+]
+
+MODEL = "odd-model"
+
+
+@dataclass
+class Request:
+    """What the client sent: request line, headers (lower-case names), body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+
+class Wire:
+    """The response side of one connection, with HTTP/1.1 chunked-encoding helpers."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.keep_alive = True
+
+    async def raw(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def head(
+        self,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        *,
+        reason: str = "X",
+        chunked: bool = True,
+    ) -> None:
+        lines = [f"HTTP/1.1 {status} {reason}"]
+        hdrs = {"Content-Type": "text/event-stream", **(headers or {})}
+        if chunked:
+            hdrs["Transfer-Encoding"] = "chunked"
+        lines += [f"{k}: {v}" for k, v in hdrs.items()]
+        await self.raw(("\r\n".join(lines) + "\r\n\r\n").encode())
+
+    async def body_chunk(self, data: bytes) -> None:
+        """One HTTP chunk (chunked transfer encoding)."""
+        if data:
+            await self.raw(b"%x\r\n%s\r\n" % (len(data), data))
+
+    async def event(self, payload: str | dict[str, Any]) -> None:
+        """One SSE ``data:`` event in its own HTTP chunk."""
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        await self.body_chunk(f"data: {text}\n\n".encode())
+
+    async def end(self) -> None:
+        """The terminating zero-length chunk: the response is complete."""
+        await self.raw(b"0\r\n\r\n")
+
+    async def whole(
+        self, status: int, body: bytes, headers: dict[str, str] | None = None
+    ) -> None:
+        """A complete non-chunked response with Content-Length."""
+        hdrs = {"Content-Type": "application/json", **(headers or {})}
+        hdrs["Content-Length"] = str(len(body))
+        lines = [f"HTTP/1.1 {status} X", *(f"{k}: {v}" for k, v in hdrs.items())]
+        await self.raw(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+
+    def cut(self) -> None:
+        """Drop the connection now (no terminating chunk)."""
+        self.keep_alive = False
+        transport = self.writer.transport
+        with contextlib.suppress(Exception):
+            transport.abort()
+
+
+Behaviour = Callable[[Request, Wire], Awaitable[None]]
+
+
+def chunk(**fields: Any) -> dict[str, Any]:
+    return {"id": "x", "object": "chat.completion.chunk", "model": MODEL, **fields}
+
+
+def content_chunk(text: str) -> dict[str, Any]:
+    return chunk(choices=[{"index": 0, "delta": {"content": text}, "finish_reason": None}])
+
+
+def finish_chunk(tokens: int = 1) -> dict[str, Any]:
+    return chunk(
+        choices=[{"index": 0, "delta": {}, "finish_reason": "length"}],
+        usage={"prompt_tokens": 4, "completion_tokens": tokens, "total_tokens": 4 + tokens},
+    )
+
+
+def error_body(message: str, kind: str = "server_error", code: int | None = None) -> bytes:
+    return json.dumps({"error": {"message": message, "type": kind, "code": code}}).encode()
+
+
+async def sse_ok(req: Request, wire: Wire, *, tokens: int = 3) -> None:
+    """A well-behaved streaming answer: ``tokens`` content chunks, finish, usage, [DONE]."""
+    await wire.head()
+    for i in range(tokens):
+        await wire.event(content_chunk(f"t{i} "))
+    await wire.event(finish_chunk(tokens))
+    await wire.event("[DONE]")
+    await wire.end()
+
+
+@dataclass
+class OddServer:
+    """``async with OddServer(behaviour) as srv:`` serves on ``srv.url`` until exit.
+
+    ``ssl_context`` makes it an HTTPS server. ``requests`` keeps every
+    request seen (for header checks); ``accepted`` counts connections, and
+    ``open_connections`` those not yet closed (for leak checks).
+    """
+
+    behaviour: Behaviour = sse_ok
+    ssl_context: ssl.SSLContext | None = None
+    models: bool = True
+    keep_requests: bool = True
+    requests: list[Request] = field(default_factory=list)
+    accepted: int = 0
+    open_connections: int = 0
+    _server: asyncio.Server | None = None
+    _handlers: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return self._server.sockets[0].getsockname()[1]
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.ssl_context else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    async def __aenter__(self) -> OddServer:
+        self._server = await asyncio.start_server(
+            self._serve, "127.0.0.1", 0, ssl=self.ssl_context, backlog=4096, limit=1 << 20
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        if self._handlers:
+            await asyncio.wait(self._handlers, timeout=5)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._server.wait_closed(), 5)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        self.accepted += 1
+        self.open_connections += 1
+        wire = Wire(writer)
+        try:
+            while wire.keep_alive:
+                req = await _read_request(reader)
+                if req is None:
+                    break
+                if self.keep_requests:
+                    self.requests.append(req)
+                if self.models and req.method == "GET" and req.path.endswith("/models"):
+                    body = json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode()
+                    await wire.whole(200, body)
+                    continue
+                await self.behaviour(req, wire)
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError, OSError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self.open_connections -= 1
+            self._handlers.discard(task)
+            with contextlib.suppress(Exception):
+                writer.transport.abort()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> Request | None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if ":" in line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    size = int(headers.get("content-length", "0") or 0)
+    body = await reader.readexactly(size) if size else b""
+    return Request(method, path, headers, body)
