@@ -59,8 +59,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("--llm-workers", "load-generator worker processes (default 1)", "1"),
     OptionDef(
         "--llm-timeout",
-        "per-request timeout in seconds (connect, first token, stall "
-        "and total are each bounded; default 120)",
+        "per-request timeouts in seconds: S bounds first token, stall and total (connect "
+        "min(S, 10)); or set each: connect=S,first_token=S,stall=S,total=S (default 120)",
         "120",
     ),
     OptionDef(
@@ -117,7 +117,7 @@ class LlmPerfOptions:
             )
         scale = _number("--llm-scale", raw["llm_scale"], float)
         workers = _number("--llm-workers", raw["llm_workers"], int)
-        timeout = _number("--llm-timeout", raw["llm_timeout"], float)
+        timeouts = _checked_timeouts(raw["llm_timeout"])
         return cls(
             endpoint_url=url,
             sim_profile=profile,
@@ -132,7 +132,7 @@ class LlmPerfOptions:
             baseline_compare=raw["llm_baseline_compare"] or None,
             scale=scale,
             workers=workers,
-            timeouts=Timeouts.from_seconds(timeout),
+            timeouts=timeouts,
             inconclusive=inconclusive,
             endpoint_given=bool(endpoint),
         )
@@ -153,6 +153,13 @@ def _number(flag: str, value: Any, kind: type[int] | type[float]) -> Any:
     if not number > 0:
         raise LlmPerfUsageError(f"must be > 0, got {value!r}", where=flag)
     return number
+
+
+def _checked_timeouts(value: Any) -> Timeouts:
+    try:
+        return Timeouts.parse(value)
+    except LlmPerfUsageError as exc:
+        raise exc.located("--llm-timeout") from None
 
 
 def _checked(flag: str, value: str, parse: Callable[[str], str]) -> str:

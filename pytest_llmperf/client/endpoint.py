@@ -8,7 +8,7 @@ User:password in a URL is likewise stripped from :attr:`Endpoint.label`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,6 +35,41 @@ class Timeouts:
     total: float = 600.0
 
     @classmethod
+    def parse(cls, text: str | float, *, default_s: float = 120.0) -> Timeouts:
+        """The ``--llm-timeout`` value: ``S``, or ``connect=S,first_token=S,stall=S,total=S``.
+
+        Keys not given keep the values of the plain ``S`` form (``default_s``
+        when no plain number is given); a bare number may be mixed in, as in
+        ``60,connect=2``. Every value must be a finite number of seconds > 0,
+        and ``first_token`` may not exceed ``total``.
+        """
+        if isinstance(text, int | float) and not isinstance(text, bool):
+            return cls.from_seconds(float(text))
+        items = [p.strip() for p in str(text).split(",") if p.strip()]
+        if not items:
+            raise LlmPerfUsageError(f"expected seconds or key=seconds pairs, got {text!r}")
+        base = [p for p in items if "=" not in p]
+        if len(base) > 1:
+            raise LlmPerfUsageError(f"give one plain number of seconds at most, got {text!r}")
+        values = asdict(cls.from_seconds(_seconds(base[0], text) if base else default_s))
+        for item in items:
+            if "=" not in item:
+                continue
+            key, _, raw = item.partition("=")
+            key = key.strip().replace("-", "_")
+            if key not in values:
+                raise LlmPerfUsageError(
+                    f"unknown timeout {key!r} in {text!r}; use connect, first_token, stall, total"
+                )
+            values[key] = _seconds(raw, text)
+        if values["first_token"] > values["total"]:
+            raise LlmPerfUsageError(
+                f"first_token={values['first_token']:g}s exceeds total={values['total']:g}s "
+                f"in {text!r}"
+            )
+        return cls(**values)
+
+    @classmethod
     def from_seconds(cls, seconds: float) -> Timeouts:
         """The ``--llm-timeout=S`` shorthand: total, first token and stall all bounded by S."""
         if not seconds > 0:
@@ -45,6 +80,18 @@ class Timeouts:
             stall=seconds,
             total=seconds,
         )
+
+
+def _seconds(raw: str, text: object) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise LlmPerfUsageError(
+            f"{raw.strip()!r} is not a number of seconds (in {text!r})"
+        ) from None
+    if not 0 < value < float("inf"):
+        raise LlmPerfUsageError(f"timeouts must be > 0 seconds, got {raw.strip()!r} in {text!r}")
+    return value
 
 
 def redact_url(url: str) -> str:
