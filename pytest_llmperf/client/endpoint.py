@@ -7,10 +7,11 @@ User:password in a URL is likewise stripped from :attr:`Endpoint.label`.
 
 from __future__ import annotations
 
+import base64
 import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -94,6 +95,15 @@ def _seconds(raw: str, text: object) -> float:
     return value
 
 
+def _without_userinfo(parts: SplitResult) -> str:
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=host))
+
+
 def redact_url(url: str) -> str:
     """``url`` without user info, for display."""
     parts = urlsplit(url)
@@ -134,10 +144,18 @@ class Endpoint:
     timeouts: Timeouts = field(default_factory=Timeouts)
     api_key: str | None = field(default=None, repr=False, compare=False)
     sim_profile: str | None = None
+    url_credentials: tuple[str, str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.api not in API_PATHS:
             raise LlmPerfUsageError(f"api must be 'chat' or 'completions', got {self.api!r}")
+        # user:password@ in the URL moves out of the URL at once (into a Basic auth header),
+        # so no URL this object hands out, prints or puts in a request line carries it.
+        parts = urlsplit(self.base_url)
+        if parts.username is not None or parts.password is not None:
+            user, password = unquote(parts.username or ""), unquote(parts.password or "")
+            object.__setattr__(self, "url_credentials", (user, password))
+            object.__setattr__(self, "base_url", _without_userinfo(parts))
 
     @classmethod
     def from_env(
@@ -159,7 +177,12 @@ class Endpoint:
         return self.base_url + API_PATHS[self.api]
 
     def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        if self.api_key:
+            return {"Authorization": f"Bearer {self.api_key}"}
+        if self.url_credentials:
+            token = base64.b64encode(":".join(self.url_credentials).encode()).decode()
+            return {"Authorization": f"Basic {token}"}
+        return {}
 
     def with_model(self, model: str) -> Endpoint:
         return replace(self, model=model)

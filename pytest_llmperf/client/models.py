@@ -24,10 +24,11 @@ async def resolve_model(endpoint: Endpoint, http: httpx.AsyncClient | None = Non
     url = f"{endpoint.base_url}/models"
     try:
         response = await client.get(url)
-    except httpx.HTTPError as exc:
+    except Exception as exc:  # any transport failure: one clear message, no traceback
+        from pytest_llmperf.client.preflight import unreachable_message  # (import cycle)
+
         raise LlmPerfUsageError(
-            f"cannot reach {endpoint.label}: {type(exc).__name__}: {exc or 'no detail'}",
-            where="--llm-endpoint",
+            unreachable_message(endpoint, exc), where="--llm-endpoint"
         ) from None
     finally:
         if owned:

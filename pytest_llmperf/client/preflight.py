@@ -1,0 +1,83 @@
+"""One check before any load: is there a server at the endpoint at all?
+
+Without it, a session against a wrong address (or a server that is down) would
+send every planned request into a closed port and report N identical
+failures, one test after another. With it, the session stops once, before
+the first test, with a single message that names the URL (never the key),
+the reason category and what to check. When ``--llm-model`` is given the
+model needs no discovery, but the same ``GET /v1/models`` still proves the
+server answers: any HTTP status will do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.failures import classify_transport_error
+from pytest_llmperf.client.models import resolve_model
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.redaction import scrub
+
+__all__ = ["PREFLIGHT_LIMIT_S", "preflight", "preflight_sync", "unreachable_message"]
+
+PREFLIGHT_LIMIT_S = 30.0  # beyond the connect timeout: a server that accepts but never answers
+
+_HINTS = {
+    "connect_error": "is the server running, and is the host and port right?",
+    "dns_error": "the host name does not resolve; check its spelling",
+    "tls_error": "check http:// vs https:// and the server's certificate",
+    "connect_timeout": "nothing answered the connection; check the address and any firewall",
+    "stall_timeout": "the server accepted the connection but never answered",
+    "first_token_timeout": "the server accepted the connection but never answered",
+    "protocol_error": "something answered, but not HTTP; check the port",
+}
+
+
+def unreachable_message(endpoint: Endpoint, exc: BaseException) -> str:
+    """``cannot reach URL: <category>: <detail> (<hint>)``, with secrets scrubbed."""
+    if isinstance(exc, TimeoutError) and type(exc) is TimeoutError:
+        kind, detail = "stall_timeout", f"no answer to GET /models within {_limit(endpoint):g} s"
+    else:
+        kind, detail = classify_transport_error(exc)
+    hint = _HINTS.get(kind, "check --llm-endpoint")
+    text = f"cannot reach {endpoint.label}: {kind}: {detail} ({hint})"
+    return scrub(text, endpoint.api_key)
+
+
+def _limit(endpoint: Endpoint) -> float:
+    t = endpoint.timeouts
+    return min(t.total, t.connect + PREFLIGHT_LIMIT_S)
+
+
+async def preflight(endpoint: Endpoint) -> Endpoint:
+    """``endpoint`` with its model resolved, once a server has been seen to answer.
+
+    Raises one :class:`LlmPerfUsageError` (``where="--llm-endpoint"``) when
+    nothing answers in time.
+    """
+    try:
+        async with asyncio.timeout(_limit(endpoint)):
+            if endpoint.model is None:
+                return await resolve_model(endpoint)
+            async with endpoint.client(max_connections=2) as http:
+                response = await http.get(f"{endpoint.base_url}/models")
+                await response.aclose()
+            return endpoint
+    except LlmPerfUsageError:
+        raise
+    except Exception as exc:
+        raise LlmPerfUsageError(
+            unreachable_message(endpoint, exc), where="--llm-endpoint"
+        ) from None
+
+
+def preflight_sync(endpoint: Endpoint) -> Endpoint:
+    """:func:`preflight` from synchronous code, on a private loop in a private thread.
+
+    The caller may be inside a running event loop (a fixture set up by
+    pytest-asyncio), where ``asyncio.run`` is not allowed.
+    """
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="llmperf-preflight") as pool:
+        return pool.submit(asyncio.run, preflight(endpoint)).result()
