@@ -89,9 +89,7 @@ class Wire:
         """The terminating zero-length chunk: the response is complete."""
         await self.raw(b"0\r\n\r\n")
 
-    async def whole(
-        self, status: int, body: bytes, headers: dict[str, str] | None = None
-    ) -> None:
+    async def whole(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         """A complete non-chunked response with Content-Length."""
         hdrs = {"Content-Type": "application/json", **(headers or {})}
         hdrs["Content-Length"] = str(len(body))
@@ -151,6 +149,7 @@ class OddServer:
     ssl_context: ssl.SSLContext | None = None
     models: bool = True
     keep_requests: bool = True
+    greeting: bytes = b""  # sent on accept, then the connection is dropped (e.g. plain text to TLS)
     requests: list[Request] = field(default_factory=list)
     accepted: int = 0
     open_connections: int = 0
@@ -191,6 +190,9 @@ class OddServer:
         self.open_connections += 1
         wire = Wire(writer)
         try:
+            if self.greeting:
+                await wire.raw(self.greeting)
+                wire.cut()
             while wire.keep_alive:
                 req = await _read_request(reader)
                 if req is None:

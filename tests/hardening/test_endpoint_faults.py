@@ -1,0 +1,134 @@
+"""Endpoint faults end as failed requests with a reason category, never a crash or a hang.
+
+Each case runs the library's real client against a real socket on 127.0.0.1:
+a purpose-built odd server (``faults.py``), a closed port, a ``.invalid`` host
+name (reserved: resolves nowhere, no traffic leaves the machine) or a TLS
+server with a self-signed certificate made for the test. One row each of
+docs/fault-matrix.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+
+import faults
+import pytest
+from faults import FAST, send_one
+from odd_servers import OddServer
+from tls_certs import self_signed_server_context
+
+from pytest_llmperf.client.endpoint import Timeouts
+from pytest_llmperf.client.records import ErrorKind
+
+pytestmark = pytest.mark.asyncio
+
+CASES = [
+    # (behaviour, expected kind, text the detail must contain)
+    (faults.stall_before_headers, ErrorKind.READ_TIMEOUT, "Timeout"),
+    (faults.stall_before_first_token, ErrorKind.READ_TIMEOUT, "Timeout"),
+    (faults.stall_mid_stream, ErrorKind.READ_TIMEOUT, "Timeout"),
+    (faults.keepalives_only, ErrorKind.FIRST_TOKEN_TIMEOUT, "first token"),
+    (faults.never_ending, ErrorKind.TOTAL_TIMEOUT, "end of stream"),
+    (faults.cut_mid_stream, ErrorKind.TRUNCATED, "not completed"),
+    (faults.ends_without_finish, ErrorKind.TRUNCATED, "without finish_reason"),
+    (faults.hang_up_at_once, ErrorKind.TRUNCATED, "disconnected"),
+    (faults.not_http, ErrorKind.PROTOCOL, "Bad status line"),
+    (faults.malformed_json, ErrorKind.PROTOCOL, "malformed stream chunk"),
+    (faults.json_not_object, ErrorKind.PROTOCOL, "not a JSON object"),
+    (faults.error_frame_mid_stream, ErrorKind.STREAM_ERROR, "CUDA out of memory"),
+    (faults.empty_stream, ErrorKind.EMPTY, "no generated text"),
+    (faults.status_429_retry_after, ErrorKind.RATE_LIMITED, "Retry-After: 7"),
+    (faults.status_500_openai_body, ErrorKind.HTTP, "HTTP 500: The engine is dead"),
+    (faults.status_502_html, ErrorKind.HTTP, "HTTP 502: <html>"),
+    (faults.status_503_empty, ErrorKind.HTTP, "HTTP 503"),
+    (faults.status_400_openai_body, ErrorKind.HTTP, "max_tokens is too large"),
+    (faults.status_404_plain, ErrorKind.HTTP, "HTTP 404: Not Found"),
+    (faults.redirect, ErrorKind.HTTP, "redirects are not followed"),
+    (faults.endless_line, ErrorKind.FIRST_TOKEN_TIMEOUT, "first token"),
+]
+
+
+@pytest.mark.parametrize(("behaviour", "kind", "detail"), CASES, ids=[c[0].__name__ for c in CASES])
+async def test_fault_is_a_failed_request_with_its_category(behaviour, kind, detail):
+    async with OddServer(behaviour) as server:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        record = await send_one(server.url)
+        elapsed = loop.time() - started
+    assert record.error == kind, record.error_detail
+    assert detail in record.error_detail
+    assert record.t_end >= record.t_send > 0
+    # Bounded by the configured limits (total 1.5 s), with slack for a loaded machine.
+    assert elapsed < FAST.total + 1.0
+
+
+async def test_huge_chunk_is_measured_not_rejected():
+    async with OddServer(faults.huge_chunk) as server:
+        record = await send_one(server.url, timeouts=Timeouts(5, 10, 10, 20))
+    assert record.ok, record.error_detail
+    assert record.content_chunks == 1
+    assert record.output_tokens == 1
+
+
+async def test_completions_api_sees_the_same_categories():
+    async with OddServer(faults.status_429_retry_after) as server:
+        record = await send_one(server.url, api="completions")
+    assert record.error == ErrorKind.RATE_LIMITED
+    assert server.requests[-1].path == "/v1/completions"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again on exit: nothing listens there
+
+
+async def test_connection_refused():
+    record = await send_one(f"http://127.0.0.1:{_closed_port()}")
+    assert record.error == ErrorKind.CONNECT
+    assert "127.0.0.1" in record.error_detail
+
+
+async def test_dns_failure_on_reserved_invalid_name():
+    record = await send_one("http://llm-server.invalid:8000")
+    assert record.error == ErrorKind.DNS
+    assert "llm-server.invalid" in record.error_detail
+
+
+async def test_connect_timeout_when_the_backlog_is_full():
+    """A listening socket that never accepts, with its backlog full: SYNs go unanswered."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        try:
+            for _ in range(8):  # fill the accept queue so the next connect hangs
+                s = socket.socket()
+                s.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    s.connect(("127.0.0.1", port))
+                fillers.append(s)
+            record = await send_one(
+                f"http://127.0.0.1:{port}", timeouts=Timeouts(0.3, 1.0, 1.0, 1.0)
+            )
+        finally:
+            for s in fillers:
+                s.close()
+    assert record.error == ErrorKind.CONNECT_TIMEOUT, record.error_detail
+
+
+async def test_tls_self_signed_certificate_is_rejected(tmp_path):
+    context = self_signed_server_context(tmp_path)
+    async with OddServer(ssl_context=context) as server:
+        record = await send_one(server.url)
+    assert record.error == ErrorKind.TLS
+    assert "certificate" in record.error_detail.lower()
+
+
+async def test_tls_to_a_plain_http_server():
+    async with OddServer(greeting=b"HTTP/1.1 400 Bad Request\r\n\r\n") as server:
+        record = await send_one(server.url.replace("http://", "https://"))
+    assert record.error == ErrorKind.TLS, record.error_detail
