@@ -202,10 +202,15 @@ class Endpoint:
 
         Must be called inside the running event loop that will use it. The
         aiohttp transport keeps httpx's API at about ten times the streaming
-        throughput of httpx's own (DESIGN.md, Dependencies).
+        throughput of httpx's own (DESIGN.md, Dependencies). The process's
+        file-descriptor limit is raised to fit ``max_connections`` sockets first
+        (a usage error if the OS refuses), so a big run cannot fail half-way on EMFILE.
         """
         from httpx_aiohttp import AiohttpTransport
 
+        from pytest_llmperf.client.fdlimits import ensure_descriptors
+
+        ensure_descriptors(max_connections, what="connections (concurrency)")
         limits = httpx.Limits(
             max_connections=max_connections,
             max_keepalive_connections=max_connections,
