@@ -73,5 +73,6 @@ class Request:
     def __repr__(self) -> str:
         return (
             f"Request(rid={self.rid}, state={self.state}, prompt={self.prompt_len}, "
-            f"gen={self.generated}/{self.max_tokens}, computed={self.num_computed}, blocks={self.blocks})"
+            f"gen={self.generated}/{self.max_tokens}, computed={self.num_computed}, "
+            f"blocks={self.blocks})"
         )

@@ -32,7 +32,7 @@ def nearest_rank(sorted_values: np.ndarray, p: float) -> float:
 
 def latency_stats(values_s: np.ndarray) -> dict[str, float | int | None]:
     """p50..p99.9, mean, max (milliseconds) and count of latencies in seconds."""
-    n = int(len(values_s))
+    n = len(values_s)
     keys = [f"p{p:g}" for p in PERCENTILES]
     if n == 0:
         return {**dict.fromkeys(keys), "mean": None, "max": None, "count": 0}

@@ -251,7 +251,8 @@ def _check_conservation(requests: list[Request], engine: Engine, dropped: int) -
     finished = sum(1 for r in requests if r.state == "finished")
     if finished + dropped + engine.num_running + engine.num_waiting != len(requests):
         raise InvariantError(
-            f"request conservation: {len(requests)} issued != {finished} finished + {dropped} dropped + "
+            f"request conservation: {len(requests)} issued != {finished} finished + "
+            f"{dropped} dropped + "
             f"{engine.num_running} running + {engine.num_waiting} waiting"
         )
     if engine.num_running or engine.num_waiting:
@@ -272,9 +273,11 @@ def format_result(d: dict[str, Any]) -> str:
         f"rate {load['rate']:g} req/s" if "rate" in load else f"concurrency {load['concurrency']}"
     )
     lines = [
-        f"profile {d['profile']} ({d['model']}), {load['pattern']} {what}, duration {load['duration']:g} s, "
+        f"profile {d['profile']} ({d['model']}), {load['pattern']} {what}, "
+        f"duration {load['duration']:g} s, "
         f"seed {d['seed']}",
-        f"workload: input {d['workload']['input_tokens']} output {d['workload']['output_tokens']} tokens"
+        f"workload: input {d['workload']['input_tokens']} "
+        f"output {d['workload']['output_tokens']} tokens"
         + (
             f", shared prefix {d['workload']['shared_prefix']}"
             if d["workload"]["shared_prefix"]
@@ -300,11 +303,13 @@ def format_result(d: dict[str, Any]) -> str:
     lines.append(
         f"request_throughput {num(m['request_throughput'], '.3f')} req/s, "
         f"output_throughput {num(m['output_throughput'], '.1f')} tok/s, "
-        f"input_throughput {num(m['input_throughput'], '.1f')} tok/s, error_rate {num(m['error_rate'], '.4f')}"
+        f"input_throughput {num(m['input_throughput'], '.1f')} tok/s, "
+        f"error_rate {num(m['error_rate'], '.4f')}"
     )
     e = d["engine"]
     lines.append(
-        f"engine: {e['steps']} steps over {e['simulated_s']:.3f} simulated s, {e['preemptions']} preemptions, "
+        f"engine: {e['steps']} steps over {e['simulated_s']:.3f} simulated s, "
+        f"{e['preemptions']} preemptions, "
         f"max running {e['max_running']}, max waiting {e['max_waiting']}, "
         f"prefix cache hit rate {e['prefix_cache_hit_rate']:.3f}, dropped {e['dropped_unservable']}"
     )

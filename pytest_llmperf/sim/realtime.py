@@ -1,0 +1,172 @@
+"""Real time: the engine behind the HTTP server, one step per planned interval.
+
+A single task runs the engine: it forms and prices a step at simulated time
+``t``, sleeps until the step's planned end (wall time = start + t / speedup),
+then hands each emitted token to its request's stream. The next step starts
+at the previous planned end, not at "now", so scheduling jitter never
+accumulates into drift. When the engine has no work the task waits for an
+arrival and restarts the clock there (work-conserving, never idle while work
+waits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+
+from .clock import sleep_until
+from .engine import Engine
+from .profiles import Profile
+from .request import Request
+from .streams import BackendStats, Submission
+
+__all__ = ["EngineBackend", "EngineStream"]
+
+
+class EngineStream:
+    """Token times of one engine request, delivered as the engine emits them."""
+
+    def __init__(self, backend: EngineBackend, req: Request) -> None:
+        self._backend = backend
+        self.req = req
+        self._times: deque[float] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._remaining = req.max_tokens
+        self._closed = False
+
+    @property
+    def cached_tokens(self) -> int:
+        return max(0, self.req.cached_tokens)
+
+    def deliver(self, when: float) -> None:
+        """Called by the engine loop for each emitted token (loop time)."""
+        self._times.append(when)
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def next_token(self) -> float | None:
+        if self._remaining == 0:
+            self.close()
+            return None
+        while not self._times:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+            self._waiter = None
+        self._remaining -= 1
+        when = self._times.popleft()
+        await sleep_until(when)  # only waits if a delivery offset (alpha2) is configured
+        return when
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._backend.release(self.req)
+
+
+class EngineBackend:
+    """Back end for ``kind: engine`` profiles, in real time."""
+
+    def __init__(self, profile: Profile, *, seed: int = 0, speedup: float = 1.0) -> None:
+        self.profile = profile
+        self.engine = Engine(profile)
+        self.speedup = speedup
+        self.seed = seed
+        self._t0 = 0.0
+        self._sim_now = 0.0
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._next_rid = 0
+        self.step_log: list[tuple[float, float, int]] | None = (
+            None  # (start, end, batch) if enabled
+        )
+
+    # -- time mapping ------------------------------------------------------
+    def _wall(self, sim_t: float) -> float:
+        return self._t0 + sim_t / self.speedup
+
+    def _sim(self, wall_t: float) -> float:
+        return (wall_t - self._t0) * self.speedup
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._t0 = loop.time()
+        self._wake = asyncio.Event()
+        self._task = loop.create_task(self._run(), name="sim-engine")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def submit(self, sub: Submission) -> EngineStream:
+        loop = asyncio.get_running_loop()
+        now_sim = self._sim(loop.time())
+        req = Request(
+            self._next_rid,
+            now_sim,
+            sub.prompt_tokens,
+            sub.output_tokens,
+            sub.block_hashes,
+            sub.priority,
+        )
+        self._next_rid += 1
+        stream = EngineStream(self, req)
+        req.owner = stream
+        delay = self.engine.latency.queue_delay_s(sub.prompt_tokens) / self.speedup
+        if delay > 0:
+            loop.call_later(delay, self._enqueue, req)
+        else:
+            self._enqueue(req)
+        return stream
+
+    def _enqueue(self, req: Request) -> None:
+        if req.state != "new":  # aborted before it reached the queue
+            return
+        now_sim = max(self._sim(asyncio.get_running_loop().time()), req.arrival)
+        self.engine.enqueue(req, now_sim)
+        assert self._wake is not None
+        self._wake.set()
+
+    def release(self, req: Request) -> None:
+        """The handler is done with ``req``: abort it if it is still in the engine."""
+        if req.state == "new":
+            req.state = "aborted"
+        else:
+            self.engine.abort(req)
+
+    def stats(self) -> BackendStats:
+        e = self.engine
+        return BackendStats(
+            running=e.num_running,
+            waiting=e.num_waiting,
+            kv_usage=e.kv.usage,
+            preemptions=e.scheduler.preemptions,
+            prefix_hit_tokens=e.kv.hit_tokens,
+            prefix_query_tokens=e.kv.query_tokens,
+        )
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        engine = self.engine
+        wake = self._wake
+        assert wake is not None
+        out_delay = engine.latency.output_delay_s
+        while True:
+            if not engine.has_work:
+                wake.clear()
+                await wake.wait()
+                self._sim_now = max(self._sim_now, self._sim(loop.time()))
+                continue
+            res = engine.step(self._sim_now)
+            if self.step_log is not None:
+                self.step_log.append((res.start, res.end, res.batch_size))
+            await sleep_until(self._wall(res.end))
+            self._sim_now = res.end
+            when = self._wall(res.end + out_delay)
+            for r in res.emitted:
+                if r.state != "aborted":
+                    r.owner.deliver(when)
