@@ -244,7 +244,7 @@ class SearchResult:
             m = result.metrics
             rows.append(
                 [
-                    level,
+                    int(level) if self.axis == "concurrency" else round(level, 4),
                     round(result.counts["completed"] / max(1, result.counts["issued"]), 4),
                     _ms(m["ttft"].p(99)),  # type: ignore[union-attr]
                     _ms(m["tpot"].p(99)),  # type: ignore[union-attr]
@@ -365,7 +365,8 @@ async def max_rate(
         result = await gen.run(
             gate=False, label=f"search rate={rate:.4g}", pattern=pattern, rate=rate, **overrides
         )
-        return (*_meets(chosen, result),)
+        ok, verdicts = _meets(chosen, result)
+        return ok, result, verdicts
 
     out = SearchResult("rate", None)
     out.best = await _search(
@@ -410,7 +411,8 @@ async def max_concurrency(
             concurrency=c,
             **overrides,
         )
-        return (*_meets(chosen, result),)
+        ok, verdicts = _meets(chosen, result)
+        return ok, result, verdicts
 
     out = SearchResult("concurrency", None)
     best = await _search(

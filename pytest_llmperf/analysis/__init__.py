@@ -1,0 +1,49 @@
+"""The methodology draft's analyses, as functions over run results and per-request rows.
+
+Each returns a plain-JSON payload for ``llm_loadgen.attach()`` (``title``,
+``kind`` table|curve, ``columns``, ``rows``; curves add ``x``/``y``) with its
+headline numbers under their own keys. Per-request analyses take rows from
+:func:`collect` (a load-generator observer with bounded memory).
+"""
+
+from pytest_llmperf.analysis.collector import RequestCollector, RequestRow, collect
+from pytest_llmperf.analysis.compare import (
+    ConfigurationRuns,
+    compare_table,
+    guardrail_overhead,
+    metric_value,
+    prefix_cache_effectiveness,
+    run_configurations,
+)
+from pytest_llmperf.analysis.fairness import class_fairness
+from pytest_llmperf.analysis.latency import (
+    DRAFT_INPUT_BUCKETS,
+    itl_distribution,
+    ttft_by_input_length,
+)
+from pytest_llmperf.analysis.memory import PressureLevel, memory_pressure, memory_pressure_table
+from pytest_llmperf.analysis.scaling import context_scaling
+from pytest_llmperf.analysis.server_metrics import counter_deltas, parse_prometheus, scrape_metrics
+
+__all__ = [
+    "DRAFT_INPUT_BUCKETS",
+    "ConfigurationRuns",
+    "PressureLevel",
+    "RequestCollector",
+    "RequestRow",
+    "class_fairness",
+    "collect",
+    "compare_table",
+    "context_scaling",
+    "counter_deltas",
+    "guardrail_overhead",
+    "itl_distribution",
+    "memory_pressure",
+    "memory_pressure_table",
+    "metric_value",
+    "parse_prometheus",
+    "prefix_cache_effectiveness",
+    "run_configurations",
+    "scrape_metrics",
+    "ttft_by_input_length",
+]
