@@ -56,6 +56,8 @@ class Engine:
         self.generation_tokens = 0
         self.max_running = 0
         self.max_waiting = 0
+        # debug: (start, end, batch size, running after, waiting after) of every step
+        self.trace: list[tuple[float, float, int, int, int]] | None = [] if debug else None
         self._output_delay = self.latency.output_delay_s
         self._max_model_len = profile.max_model_len
         self._capacity = profile.kv_capacity_tokens
@@ -105,7 +107,9 @@ class Engine:
     def step(self, now: float) -> StepResult:
         """Run one iteration starting at ``now``; returns its end time and effects."""
         if now < self.now:
-            raise InvariantError(f"clock went back: {now} < {self.now}")
+            raise InvariantError(
+                f"step at {now} starts before the previous step ended ({self.now})"
+            )
         sched = self.scheduler
         reqs, ns = sched.schedule(now)
         if not reqs and sched.waiting and not sched.running:
@@ -148,7 +152,7 @@ class Engine:
         self.generation_tokens += len(emitted)
         self.prompt_tokens_computed += prefill
         self.steps += 1
-        self.now = now
+        self.now = end  # busy until the step ends
         if len(sched.running) > self.max_running:
             self.max_running = len(sched.running)
         if len(sched.waiting) > self.max_waiting:
@@ -157,6 +161,8 @@ class Engine:
             raise InvariantError(
                 f"KV blocks: allocated {kv.allocated} + free {kv.free} != {kv.total}"
             )
+        if self.trace is not None:
+            self.trace.append((now, end, len(reqs), len(sched.running), len(sched.waiting)))
         if self.debug:
             self.check()
         return res

@@ -190,6 +190,7 @@ def run_virtual(
     closed = load == "concurrency"
 
     clock = 0.0
+    busy_until = 0.0
     step_pending = False
     dropped = 0
     pop = heapq.heappop
@@ -201,6 +202,7 @@ def run_virtual(
         clock = t
         if kind == _STEP:
             res = engine.step(t)
+            busy_until = res.end
             if closed:
                 for r in res.finished:
                     if r.finish_time < duration:
@@ -225,8 +227,11 @@ def run_virtual(
             engine.enqueue(req, t)
             if not step_pending:
                 step_pending = True
-                push(heap, (t, seq, _STEP, None))
+                # the engine is busy until the end of its last step, even if that step emptied it
+                push(heap, (max(t, busy_until), seq, _STEP, None))
                 seq += 1
+        if engine.has_work and not step_pending:
+            raise InvariantError(f"idle at {t} while work waits")
     _check_conservation(requests, engine, dropped)
     result = VirtualResult(
         profile=prof,
