@@ -55,6 +55,12 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("--llm-events", "keep each run's event log (SQLite) in this directory"),
     OptionDef("--llm-baseline-save", "store this session's histograms as a baseline file"),
     OptionDef("--llm-baseline-compare", "fail tests that regressed against this baseline file"),
+    OptionDef(
+        "--llm-baseline-threshold",
+        "slowdown allowed against the baseline before a significant change fails: "
+        "'10%' (default) or per metric/statistic, e.g. 'ttft.p99=20%,tpot=15%,10%'",
+        "10%",
+    ),
     OptionDef("--llm-scale", "multiply every request count and duration (e.g. 0.1)", "1.0"),
     OptionDef("--llm-workers", "load-generator worker processes (default 1)", "1"),
     OptionDef(
@@ -87,6 +93,7 @@ class LlmPerfOptions:
     events: str | None
     baseline_save: str | None
     baseline_compare: str | None
+    baseline_threshold: str
     scale: float
     workers: int
     timeouts: Timeouts
@@ -130,6 +137,7 @@ class LlmPerfOptions:
             events=raw["llm_events"] or None,
             baseline_save=raw["llm_baseline_save"] or None,
             baseline_compare=raw["llm_baseline_compare"] or None,
+            baseline_threshold=raw["llm_baseline_threshold"] or "10%",
             scale=scale,
             workers=workers,
             timeouts=timeouts,

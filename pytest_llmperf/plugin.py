@@ -29,13 +29,18 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.options import OPTIONS, LlmPerfOptions
+from pytest_llmperf.reports.baseline import Baseline, build_baseline, load_baseline, write_baseline
+from pytest_llmperf.reports.html import write_html_report
 from pytest_llmperf.reports.json_report import build_report, write_json_report
-from pytest_llmperf.reports.junit import junit_properties
+from pytest_llmperf.reports.junit import junit_properties, regression_properties
+from pytest_llmperf.reports.server_identity import probe_server_identity
 from pytest_llmperf.reports.session_data import SessionData
-from pytest_llmperf.reports.table import verdict_table
+from pytest_llmperf.reports.table import regression_table, verdict_table
 from pytest_llmperf.reports.terminal import write_terminal_summary
+from pytest_llmperf.slo.regression import RegressionCheck, Thresholds
 from pytest_llmperf.slo.rulesets import Ruleset, load_ruleset
-from pytest_llmperf.slo.verdicts import SloVerdict, evaluate, evaluate_runs
+from pytest_llmperf.slo.session import evaluate_session
+from pytest_llmperf.slo.verdicts import SloVerdict, evaluate_runs
 
 __all__ = ["LlmPerfInconclusiveWarning", "LlmPerfPlugin", "llm_endpoint", "llm_loadgen"]
 
@@ -75,10 +80,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
     try:
         options = LlmPerfOptions.resolve(get)
-        ruleset = load_ruleset(options.ruleset) if options.ruleset else None
+        ruleset = (
+            load_ruleset(options.ruleset, base_dir=config.rootpath) if options.ruleset else None
+        )
+        thresholds = Thresholds.parse(options.baseline_threshold)
+        baseline = load_baseline(options.baseline_compare) if options.baseline_compare else None
     except LlmPerfUsageError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
-    plugin = LlmPerfPlugin(config, options, ruleset)
+    plugin = LlmPerfPlugin(config, options, ruleset, baseline=baseline, thresholds=thresholds)
     config.stash[PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "llmperf-session")
 
@@ -130,11 +139,21 @@ class LlmPerfPlugin:
     """Session state: options, the simulator process, collected results."""
 
     def __init__(
-        self, config: pytest.Config, options: LlmPerfOptions, ruleset: Ruleset | None
+        self,
+        config: pytest.Config,
+        options: LlmPerfOptions,
+        ruleset: Ruleset | None,
+        *,
+        baseline: Baseline | None = None,
+        thresholds: Thresholds | None = None,
     ) -> None:
         self.config = config
         self.options = options
         self.ruleset = ruleset
+        self.baseline = baseline
+        self.thresholds = thresholds or Thresholds()
+        self.server_identity: dict[str, Any] = {}
+        self._rulesets: dict[str, Ruleset] = {}
         self.data = SessionData()
         self.session_verdicts: list[SloVerdict] = []
         self._endpoint: Endpoint | None = None
@@ -168,9 +187,11 @@ class LlmPerfPlugin:
             sim_profile=opts.sim_profile,
         )
         try:
-            return resolve_model_sync(endpoint)
+            endpoint = resolve_model_sync(endpoint)
         except LlmPerfUsageError as exc:
             pytest.exit(f"pytest-llmperf: {exc}", 4)
+        self.server_identity = probe_server_identity(endpoint)
+        return endpoint
 
     def close(self) -> None:
         if self._sim is not None:
@@ -226,16 +247,29 @@ class LlmPerfPlugin:
         generator = item.stash.get(GEN_KEY, None)
         results: list[RunResult] = generator.results if generator else []
         slos = spec.slos if spec else ()
-        verdicts = evaluate_runs(slos, results)
+        verdicts = evaluate_runs(slos, results, rulesets=self._test_rulesets(item))
+        checks: list[RegressionCheck] = []
         if results or slos:
+            endpoint = {
+                **(generator.endpoint if generator else self.endpoint()).describe(),
+                **self.server_identity,
+            }
+            if self.baseline is not None and results:
+                checks = self.baseline.compare(
+                    item.nodeid, results, endpoint=endpoint, thresholds=self.thresholds
+                )
+            props = junit_properties(verdicts) + regression_properties(checks)
             item.stash[PAYLOAD_KEY] = {
-                "endpoint": (generator.endpoint if generator else self.endpoint()).describe(),
+                "endpoint": endpoint,
                 "runs": [r.to_dict() for r in results],
                 "slos": [v.to_dict() for v in verdicts],
                 "states": [r.accumulator.to_state() for r in results],
                 "analyses": list(generator.analyses) if generator else [],
+                "baseline": [c.to_dict() for c in checks],
+                "junit": props,
             }
-            item.user_properties.extend(junit_properties(verdicts))
+            if self._junit_testcase_properties():
+                item.user_properties.extend(props)
         if not raise_failures:
             return
         if slos and not any(r.gated for r in results):
@@ -245,8 +279,15 @@ class LlmPerfPlugin:
             )
         failed = [v for v in verdicts if v.verdict == "fail"]
         inconclusive = [v for v in verdicts if v.verdict == "inconclusive"]
-        if failed:
-            pytest.fail(f"SLO violated in {item.nodeid}:\n{verdict_table(verdicts)}", pytrace=False)
+        regressed = [c for c in checks if c.verdict == "regressed"]
+        if failed or regressed:
+            parts = [f"SLO violated in {item.nodeid}:\n{verdict_table(verdicts)}"] if failed else []
+            if regressed and self.baseline is not None:
+                parts.append(
+                    f"Regressed against baseline {self.baseline.path} "
+                    f"({self.baseline.created_at}):\n{regression_table(checks)}"
+                )
+            pytest.fail("\n\n".join(parts), pytrace=False)
         if inconclusive:
             text = f"SLO inconclusive in {item.nodeid}:\n{verdict_table(verdicts)}"
             policy = self.options.inconclusive
@@ -256,6 +297,31 @@ class LlmPerfPlugin:
                 pytest.skip(text)
             else:
                 warnings.warn(LlmPerfInconclusiveWarning(text), stacklevel=1)
+
+    def _test_rulesets(self, item: pytest.Item) -> list[Ruleset]:
+        """The rulesets named by ``llm_slo(ruleset=...)`` (their minimum samples and duration)."""
+        out: list[Ruleset] = []
+        for mark in item.iter_markers("llm_slo"):
+            name = mark.kwargs.get("ruleset")
+            if isinstance(name, str):
+                if name not in self._rulesets:
+                    self._rulesets[name] = load_ruleset(name, base_dir=self.config.rootpath)
+                out.append(self._rulesets[name])
+        return out
+
+    def _junit_testcase_properties(self) -> bool:
+        """xunit1 allows ``<properties>`` in a testcase; xunit2 (the default) only in the suite."""
+        try:
+            return self.config.getini("junit_family") in ("xunit1", "legacy")
+        except ValueError:
+            return False
+
+    def _junit_xml(self) -> Any:
+        try:
+            from _pytest.junitxml import xml_key
+        except ImportError:  # pragma: no cover - pytest moved it
+            return None
+        return self.config.stash.get(xml_key, None)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -270,6 +336,10 @@ class LlmPerfPlugin:
         payload = getattr(report, "llmperf", None)
         if report.when == "call" and payload is not None:
             self.data.add(report.nodeid, report.outcome, payload)
+            xml = self._junit_xml()
+            if xml is not None and not self._junit_testcase_properties():
+                for name, value in payload.get("junit", []):
+                    xml.add_global_property(f"{report.nodeid}::{name}", value)
 
     # -- session ---------------------------------------------------------------
 
@@ -278,27 +348,69 @@ class LlmPerfPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(self.config, "workerinput"):
+            return  # an xdist worker: its reports travel to the controller, which aggregates
+        groups = self.data.groups()
         if self.ruleset:
-            for key, acc in self.data.merged().items():
-                merged = RunResult({}, {}, {}, acc, label=f"session {key}")
-                self.session_verdicts.extend(evaluate(slo, merged) for slo in self.ruleset.slos)
-            if any(v.verdict == "fail" for v in self.session_verdicts) and session.exitstatus == 0:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if self.options.json:
-            report = build_report(
-                self.data,
-                endpoint=self._endpoint.describe() if self._endpoint else self._planned_endpoint(),
-                session={
-                    "ruleset": self.ruleset.describe() if self.ruleset else None,
-                    "slos": [v.to_dict() for v in self.session_verdicts],
-                    "exitstatus": int(session.exitstatus),
-                },
+            self.session_verdicts = evaluate_session(groups, self.ruleset)
+            failing = {"fail"} | (
+                {"inconclusive"} if self.options.inconclusive == "fail" else set()
             )
+            if any(v.verdict in failing for v in self.session_verdicts) and session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            xml = self._junit_xml()
+            if xml is not None:
+                for name, value in junit_properties(self.session_verdicts, prefix="llm_session"):
+                    xml.add_global_property(name, value)
+        endpoint = self._report_endpoint()
+        session_info = {
+            "ruleset": self.ruleset.describe() if self.ruleset else None,
+            "slos": [v.to_dict() for v in self.session_verdicts],
+            "groups": [g.describe() for g in groups.values()],
+            "baseline": {
+                "compared_with": self.baseline.path if self.baseline else None,
+                "baseline_created_at": self.baseline.created_at if self.baseline else None,
+                "baseline_endpoint": self.baseline.endpoint if self.baseline else None,
+                "thresholds": self.thresholds.describe(),
+                "saved_to": self.options.baseline_save,
+            },
+            "options": self._run_options(),
+            "exitstatus": int(session.exitstatus),
+        }
+        if self.options.baseline_save:
+            document = build_baseline(self.data, endpoint=endpoint, options=self._run_options())
+            self.written.append(str(write_baseline(self.options.baseline_save, document)))
+        report = build_report(self.data, endpoint=endpoint, session=session_info)
+        if self.options.json:
             self.written.append(str(write_json_report(self.options.json, report)))
+        if self.options.html:
+            self.written.append(str(write_html_report(self.options.html, report, self.data)))
+
+    def _report_endpoint(self) -> dict[str, Any]:
+        if self._endpoint is not None:
+            return {**self._endpoint.describe(), **self.server_identity}
+        for test in self.data.measured_tests():  # xdist controller: the workers' endpoint
+            if test.endpoint:
+                return dict(test.endpoint)
+        return self._planned_endpoint()
 
     def _planned_endpoint(self) -> dict[str, Any]:
         opts = self.options
         return {"url": opts.endpoint_url, "simulator": opts.sim_profile, "api": opts.api}
+
+    def _run_options(self) -> dict[str, Any]:
+        """The options that shape measurements (never the key, only its variable's name)."""
+        opts = self.options
+        return {
+            "api": opts.api,
+            "model": opts.model,
+            "scale": opts.scale,
+            "workers": opts.workers,
+            "timeout_s": opts.timeouts.total,
+            "inconclusive": opts.inconclusive,
+            "ruleset": opts.ruleset,
+            "api_key_env": opts.api_key_env,
+        }
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write_terminal_summary(terminalreporter, self.data, self.session_verdicts, self.written)

@@ -9,28 +9,60 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.reports.methodology import minimum_viable_report
 from pytest_llmperf.reports.session_data import SessionData
 
-__all__ = ["REPORT_VERSION", "build_report", "write_json_report"]
+__all__ = ["REPORT_VERSION", "UNITS", "build_report", "write_json_report"]
 
 REPORT_VERSION = 1
+UNITS = {
+    "latency": "ms",
+    "throughput": "per second (req/s, tok/s)",
+    "rates": "fraction (error_rate, goodput)",
+    "durations": "s (keys ending _s)",
+}
 
 
 def build_report(
     data: SessionData, *, endpoint: Mapping[str, Any], session: Mapping[str, Any]
 ) -> dict[str, Any]:
+    """The whole report; each run also carries its methodology "minimum viable report"."""
+    groups = data.groups()
     merged = {
-        key: {"counts": acc.counts(), "metrics": acc.summary()}
-        for key, acc in data.merged().items()
+        key: {
+            "counts": g.accumulator.counts(),
+            "metrics": g.accumulator.summary(),
+            "measured_s": round(g.measured_s, 6),
+        }
+        for key, g in groups.items()
     }
+    tests = []
+    for test in data.measured_tests():
+        entry = test.to_dict()
+        entry["runs"] = [
+            {**run, "minimum_report": minimum_viable_report(run, entry["endpoint"] or endpoint)}
+            for run in entry["runs"]
+        ]
+        tests.append(entry)
+    counts: dict[str, int] = {}
+    for test in data.tests.values():
+        counts[test.outcome] = counts.get(test.outcome, 0) + 1
     return {
         "report_version": REPORT_VERSION,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "units": UNITS,
         "endpoint": dict(endpoint),
-        "tests": [t.to_dict() for t in data.measured_tests()],
-        "session": {**session, "interrupted": data.interrupted, "merged": merged},
+        "tests": tests,
+        "session": {
+            **session,
+            "interrupted": data.interrupted,
+            "outcomes": counts,
+            "merged": merged,
+        },
     }
 
 

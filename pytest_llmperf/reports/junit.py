@@ -1,9 +1,16 @@
-"""SLO verdicts as JUnit testcase properties.
+"""SLO verdicts and baseline comparisons as JUnit properties.
 
-pytest's ``--junitxml`` writes ``item.user_properties`` as ``<property>``
-elements under each ``<testcase>`` (valid under the default ``junit_family``
-xunit2 as well as xunit1), which CI dashboards (GitLab, Jenkins, Azure,
-GitHub annotations) display beside the test.
+Where they go depends on pytest's ``junit_family``:
+
+- ``xunit1`` / ``legacy``: ``<property>`` elements under each ``<testcase>``
+  (pytest writes ``item.user_properties`` there);
+- ``xunit2`` (pytest's default): its schema allows ``<properties>`` only on
+  the ``<testsuite>``, so the plugin adds them there, each name prefixed with
+  the test id (``tests/test_x.py::test_chat::llm_slo[ttft.p99 < 500ms].verdict``).
+
+Either way a failing SLO also fails its testcase, whose ``<failure>`` message
+holds the verdict table, which is what CI dashboards (GitLab, Jenkins,
+Azure, GitHub annotations) show first.
 """
 
 from __future__ import annotations
@@ -11,19 +18,41 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pytest_llmperf.reports.table import format_value
+from pytest_llmperf.slo.regression import RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict
 
-__all__ = ["junit_properties"]
+__all__ = ["junit_properties", "regression_properties"]
 
 
-def junit_properties(verdicts: Iterable[SloVerdict]) -> list[tuple[str, str]]:
-    """``(name, value)`` pairs: per SLO its verdict, observed value and target."""
+def junit_properties(
+    verdicts: Iterable[SloVerdict], *, prefix: str = "llm_slo"
+) -> list[tuple[str, str]]:
+    """``(name, value)`` pairs: per SLO its verdict, observed value, target and sample count."""
     props: list[tuple[str, str]] = []
     for v in verdicts:
-        name = f"llm_slo[{v.expr}]" + (f"[{v.run}]" if v.run else "")
+        name = f"{prefix}[{v.expr}]" + (f"[{v.run}]" if v.run else "")
         props.append((f"{name}.verdict", v.verdict))
         props.append((f"{name}.observed", format_value(v.observed, v.unit)))
         props.append((f"{name}.target", format_value(v.target, v.unit)))
+        props.append((f"{name}.samples", str(v.samples)))
         if v.reason:
             props.append((f"{name}.reason", v.reason))
+    return props
+
+
+def regression_properties(checks: Iterable[RegressionCheck]) -> list[tuple[str, str]]:
+    """``(name, value)`` pairs per baseline comparison: verdict, baseline, current, change."""
+    props: list[tuple[str, str]] = []
+    for c in checks:
+        name = f"llm_baseline[{c.name}][{c.run}]"
+        props.append((f"{name}.verdict", c.verdict))
+        if c.baseline is not None or c.current is not None:
+            props.append((f"{name}.baseline", format_value(c.baseline, "ms")))
+            props.append((f"{name}.current", format_value(c.current, "ms")))
+        if c.change is not None:
+            props.append((f"{name}.change", f"{c.change * 100:+.1f}%"))
+        if c.p_value is not None:
+            props.append((f"{name}.p_value", f"{c.p_value:.4g}"))
+        if c.reason:
+            props.append((f"{name}.reason", c.reason))
     return props

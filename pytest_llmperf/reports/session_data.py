@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.slo.session import SessionGroup, group_runs
 
 __all__ = ["SessionData", "TestEntry"]
 
@@ -30,6 +31,7 @@ class TestEntry:
     states: list[dict[str, Any]] = field(default_factory=list)
     analyses: list[dict[str, Any]] = field(default_factory=list)
     endpoint: dict[str, Any] = field(default_factory=dict)
+    baseline: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -39,6 +41,7 @@ class TestEntry:
             "runs": self.runs,
             "slos": self.slos,
             "analyses": self.analyses,
+            "baseline": self.baseline,
         }
 
 
@@ -61,19 +64,16 @@ class SessionData:
             entry.slos.extend(payload.get("slos", []))
             entry.states.extend(payload.get("states", []))
             entry.analyses.extend(payload.get("analyses", []))
+            entry.baseline.extend(payload.get("baseline", []))
             entry.endpoint = dict(payload.get("endpoint", entry.endpoint))
 
+    def groups(self) -> dict[str, SessionGroup]:
+        """Gated runs merged per endpoint and model (see :mod:`pytest_llmperf.slo.session`)."""
+        return group_runs((t.nodeid, t.endpoint, t.runs, t.states) for t in self.tests.values())
+
     def merged(self) -> dict[str, MetricsAccumulator]:
-        """Gated runs' histograms merged per endpoint (``url model``)."""
-        out: dict[str, MetricsAccumulator] = {}
-        for entry in self.tests.values():
-            key = f"{entry.endpoint.get('url', '?')} {entry.endpoint.get('model', '?')}"
-            for run, state in zip(entry.runs, entry.states, strict=False):
-                if not run.get("gated", True):
-                    continue
-                acc = out.setdefault(key, MetricsAccumulator())
-                acc.merge(MetricsAccumulator.from_state(state))
-        return out
+        """Each group's merged accumulator (window = the runs' summed measured time)."""
+        return {key: group.accumulator for key, group in self.groups().items()}
 
     def measured_tests(self) -> list[TestEntry]:
         return [t for t in self.tests.values() if t.runs or t.slos]

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pytest_llmperf.slo.regression import RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict
 
-__all__ = ["MARKS", "format_value", "verdict_table"]
+__all__ = ["MARKS", "format_change", "format_value", "regression_table", "verdict_table"]
 
-MARKS = {"pass": "✓", "fail": "✗", "inconclusive": "?"}
+MARKS = {
+    "pass": "✓",
+    "fail": "✗",
+    "inconclusive": "?",
+    "regressed": "✗",
+    "improved": "↑",
+    "unchanged": "=",
+}
 
 
 def format_value(value: float | None, unit: str) -> str:
@@ -20,6 +28,52 @@ def format_value(value: float | None, unit: str) -> str:
     if unit == "ms":
         return f"{value:.1f} ms" if value >= 10 else f"{value:.3f} ms"
     return f"{value:.2f} {unit}"
+
+
+def format_change(change: float | None) -> str:
+    """``+12.3%``; ``-`` when there is no comparison."""
+    return "-" if change is None else f"{change * 100:+.1f}%"
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def regression_table(checks: Sequence[RegressionCheck]) -> str:
+    """Baseline comparisons: statistic, run, baseline, current, change, threshold, p, verdict."""
+    rows = [("statistic", "run", "baseline", "current", "change", "allowed", "p", "verdict")]
+    notes: list[str] = []
+    for c in checks:
+        if c.metric == "*":
+            notes.append(f"  [{c.run}]: {c.verdict}: {c.reason}")
+            continue
+        rows.append(
+            (
+                c.name,
+                c.run,
+                format_value(c.baseline, "ms"),
+                format_value(c.current, "ms"),
+                format_change(c.change),
+                f"+{c.threshold * 100:g}%",
+                "-" if c.p_value is None else f"{c.p_value:.3g}",
+                f"{MARKS.get(c.verdict, '')} {c.verdict.upper()}",
+            )
+        )
+        if c.reason:
+            notes.append(f"  {c.name} [{c.run}]: {c.reason}")
+    lines = _table(rows) if len(rows) > 1 else []
+    tests = sorted({c.test for c in checks if c.test})
+    if tests:
+        lines += ["", f"  test: {'; '.join(tests)}"]
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines)
 
 
 def verdict_table(verdicts: Sequence[SloVerdict]) -> str:
@@ -39,12 +93,7 @@ def verdict_table(verdicts: Sequence[SloVerdict]) -> str:
         )
         if v.reason:
             notes.append(f"  {v.expr} [{v.run}]: {v.reason}")
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = _table(rows)
     if notes:
         lines += ["", *notes]
     return "\n".join(lines)

@@ -1,17 +1,19 @@
 """The ``llmperf`` section of pytest's terminal summary.
 
-One line per SLO (✓ pass, ✗ fail, ? inconclusive) with observed and target
-values, then the session's merged figures per endpoint and any session-wide
-ruleset verdicts, then the paths of reports written.
+Per test one line per SLO (✓ pass, ✗ fail, ? inconclusive) with observed and
+target values, and its baseline comparisons when they say something
+(regressed, improved, or could not compare); then per endpoint and model the
+session's merged figures and one line per session-wide ruleset target; then
+the paths of reports written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmperf.reports.session_data import SessionData
-from pytest_llmperf.reports.table import MARKS, format_value
+from pytest_llmperf.reports.table import MARKS, format_change, format_value
 from pytest_llmperf.slo.verdicts import SloVerdict
 
 __all__ = ["summary_lines", "write_terminal_summary"]
@@ -22,31 +24,54 @@ def summary_lines(data: SessionData, session_verdicts: Sequence[SloVerdict]) -> 
     for test in data.measured_tests():
         lines.append(f"{test.nodeid} [{test.outcome}]")
         for v in test.slos:
-            mark = MARKS.get(v["verdict"], " ")
-            run = f" [{v['run']}]" if v.get("run") else ""
-            why = f"  ({v['reason']})" if v.get("reason") else ""
-            lines.append(
-                f"  {mark} {v['expr']}{run}: observed {format_value(v['observed'], v['unit'])}"
-                f", target {format_value(v['target'], v['unit'])}{why}"
-            )
+            lines.append("  " + _slo_line(v))
         if not test.slos:
             for run in test.runs:
                 m = run["metrics"]
                 lines.append(f"    {run['label']}: {_brief(m, run['counts'])}")
-    merged = data.merged()
-    if merged:
-        lines.append("session (all gated runs merged):")
-        for key, acc in merged.items():
-            lines.append(f"  {key}: {_brief(acc.summary(), acc.counts())}")
-    for v in session_verdicts:
-        lines.append(
-            f"  {MARKS.get(v.verdict, ' ')} session {v.expr}: observed "
-            f"{format_value(v.observed, v.unit)}, target {format_value(v.target, v.unit)}"
-            + (f"  ({v.reason})" if v.reason else "")
-        )
+        lines.extend("  " + _baseline_line(c) for c in _notable(test.baseline))
+    groups = data.groups()
+    if groups:
+        lines.append("session (gated runs merged per endpoint and model):")
+        for key, group in groups.items():
+            acc = group.accumulator
+            lines.append(
+                f"  {key}: {group.runs} run(s), {group.measured_s:.1f} s measured; "
+                f"{_brief(acc.summary(), acc.counts())}"
+            )
+            for v in session_verdicts:
+                if v.run == f"session {key}":
+                    lines.append("    " + _slo_line({**v.to_dict(), "run": ""}))
     if data.interrupted:
         lines.append("session was interrupted: figures cover what was measured until then")
     return lines
+
+
+def _slo_line(v: Mapping[str, Any]) -> str:
+    mark = MARKS.get(v["verdict"], " ")
+    run = f" [{v['run']}]" if v.get("run") else ""
+    why = f"  ({v['reason']})" if v.get("reason") else ""
+    return (
+        f"{mark} {v['expr']}{run}: observed {format_value(v['observed'], v['unit'])}"
+        f", target {format_value(v['target'], v['unit'])}, n={v.get('samples', 0)}{why}"
+    )
+
+
+def _notable(checks: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [c for c in checks if c["verdict"] in ("regressed", "improved", "inconclusive")]
+
+
+def _baseline_line(c: Mapping[str, Any]) -> str:
+    mark = MARKS.get(c["verdict"], " ")
+    if c["metric"] == "*":
+        return f"{mark} baseline [{c['run']}]: {c['verdict']}: {c['reason']}"
+    why = f"  ({c['reason']})" if c.get("reason") else ""
+    p = f", p={c['p_value']:.3g}" if c.get("p_value") is not None else ""
+    return (
+        f"{mark} baseline {c['name']} [{c['run']}]: {c['verdict']}: "
+        f"{format_value(c['baseline'], 'ms')} -> {format_value(c['current'], 'ms')} "
+        f"({format_change(c['change'])}{p}){why}"
+    )
 
 
 def _brief(metrics: dict[str, Any], counts: dict[str, int]) -> str:

@@ -1,24 +1,51 @@
 """Rulesets: named sets of SLO targets (built-in MLPerf-style, or a YAML file).
 
 A ruleset maps to SLO expressions, so one evaluation path serves markers and
-rulesets alike. The built-ins are the MLPerf Inference LLM server-scenario
-p99 limits (TTFT / TPOT, in ms).
+rulesets alike; it adds the two conditions under which a target may be
+judged at all: a minimum sample count and a minimum measured duration
+(below either, the verdict is inconclusive, never a pass). The built-ins are
+the MLPerf Inference LLM server-scenario p99 limits (TTFT / TPOT, in ms).
+
+A YAML ruleset (loaded with ``yaml.safe_load``)::
+
+    name: chat-tier
+    description: what the chat service promises
+    min_samples: 1000          # every percentile needs at least this many samples
+    min_duration: 60s          # measured time (sum of run windows): 90, 90s, 2m
+    targets:
+      ttft: {p50: 200ms, p99: 500ms}       # "< value" implied for latencies
+      tpot: {p99: "<= 50ms"}
+      error_rate: 1%                       # "<" implied for error_rate,
+      goodput: 95%                         # ">=" for goodput and throughputs
+      output_throughput: 1000 tok/s
+    slos:                      # free-form expressions, as in llm_slo(...)
+      - "itl.p99 < 100ms"
+
+Every error names the file, the key and the bad value.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.slo.expressions import Slo, parse_slo
+from pytest_llmperf.slo.expressions import (
+    LATENCY_SLO_METRICS,
+    RATE_SLO_METRICS,
+    STATS,
+    Slo,
+    parse_slo,
+)
 
-__all__ = ["BUILTIN_RULESETS", "Ruleset", "load_ruleset"]
+__all__ = ["BUILTIN_RULESETS", "MLPERF_SERVER_LIMITS", "Ruleset", "load_ruleset"]
 
-_MLPERF = {
-    # name: (ttft p99 ms, tpot p99 ms)
+MLPERF_SERVER_LIMITS: dict[str, tuple[int, int]] = {
+    # name: (ttft p99 ms, tpot p99 ms) — MLPerf Inference LLM server scenario
     "mlperf-llama2-70b-server": (2000, 200),
     "mlperf-llama2-70b-interactive": (450, 40),
     "mlperf-llama3.1-8b-server": (2000, 100),
@@ -32,27 +59,58 @@ _MLPERF = {
     "mlperf-gpt-oss-120b-interactive": (2000, 20),
 }
 BUILTIN_RULESETS: dict[str, list[str]] = {
-    name: [f"ttft.p99 < {ttft}ms", f"tpot.p99 < {tpot}ms"] for name, (ttft, tpot) in _MLPERF.items()
+    name: [f"ttft.p99 < {ttft}ms", f"tpot.p99 < {tpot}ms"]
+    for name, (ttft, tpot) in MLPERF_SERVER_LIMITS.items()
 }
+_TOP_KEYS = ("name", "description", "min_samples", "min_duration", "targets", "slos")
+# Direction implied when a rate target is written without an operator.
+_RATE_DEFAULT_OP = {
+    "error_rate": "<",
+    "goodput": ">=",
+    "request_throughput": ">=",
+    "output_throughput": ">=",
+    "input_throughput": ">=",
+}
+_OP_PREFIX = re.compile(r"^\s*(<=|>=|<|>)")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
 
 
+@dataclass(frozen=True)
 class Ruleset:
-    """A named list of SLOs."""
+    """A named list of SLOs, plus when they may be judged at all.
 
-    def __init__(self, name: str, slos: list[Slo], source: str = "built-in") -> None:
-        self.name = name
-        self.slos = slos
-        self.source = source
+    ``min_samples`` raises (never lowers) the per-percentile minimum of
+    :func:`~pytest_llmperf.slo.verdicts.min_samples`; ``min_duration_s`` is
+    the least measured time (sum of the runs' windows) a verdict needs.
+    """
+
+    name: str
+    slos: list[Slo]
+    source: str = "built-in"
+    description: str = ""
+    min_samples: int = 0
+    min_duration_s: float = 0.0
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "source": self.source, "slos": [s.expr for s in self.slos]}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "description": self.description,
+            "slos": [s.expr for s in self.slos],
+            "min_samples": self.min_samples,
+            "min_duration_s": self.min_duration_s,
+        }
 
 
-def load_ruleset(name_or_path: str) -> Ruleset:
-    """A built-in ruleset by name, or a YAML file with a ``slos:`` list of expressions."""
+def load_ruleset(name_or_path: str, *, base_dir: str | Path | None = None) -> Ruleset:
+    """A built-in ruleset by name, or a YAML file (relative paths also tried under ``base_dir``)."""
+    if not isinstance(name_or_path, str) or not name_or_path.strip():
+        raise LlmPerfUsageError(f"ruleset must be a built-in name or a file, got {name_or_path!r}")
     if name_or_path in BUILTIN_RULESETS:
         return Ruleset(name_or_path, [parse_slo(e) for e in BUILTIN_RULESETS[name_or_path]])
     path = Path(name_or_path)
+    if not path.is_file() and base_dir is not None and not path.is_absolute():
+        path = Path(base_dir) / path
     if not path.is_file():
         raise LlmPerfUsageError(
             f"ruleset {name_or_path!r} is neither a built-in "
@@ -60,15 +118,121 @@ def load_ruleset(name_or_path: str) -> Ruleset:
         )
     try:
         data = yaml.safe_load(path.read_text("utf-8"))
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise LlmPerfUsageError(f"bad YAML: {exc}", where=str(path)) from None
-    if not isinstance(data, dict) or not isinstance(data.get("slos"), list):
-        raise LlmPerfUsageError("expected a mapping with a 'slos:' list", where=str(path))
-    unknown = sorted(set(data) - {"name", "slos", "description"})
+    return ruleset_from_mapping(data, source=str(path), default_name=path.stem)
+
+
+def ruleset_from_mapping(data: Any, *, source: str, default_name: str = "ruleset") -> Ruleset:
+    """Validate a parsed YAML document; errors read ``<file>: <key>: ... <value>``."""
+    if not isinstance(data, dict):
+        raise LlmPerfUsageError(
+            f"expected a mapping with 'targets:' and/or 'slos:', got {type(data).__name__}",
+            where=source,
+        )
+    unknown = sorted(str(k) for k in data if k not in _TOP_KEYS)
     if unknown:
-        raise LlmPerfUsageError(f"unknown key(s) {', '.join(unknown)}", where=str(path))
-    try:
-        slos = [parse_slo(e) for e in data["slos"]]
-    except LlmPerfUsageError as exc:
-        raise exc.located(f"{path}: slos") from None
-    return Ruleset(str(data.get("name", path.stem)), slos, source=str(path))
+        raise LlmPerfUsageError(
+            f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(_TOP_KEYS)}", where=source
+        )
+    if "targets" not in data and "slos" not in data:
+        raise LlmPerfUsageError("needs 'targets:' and/or 'slos:'", where=source)
+    exprs = _target_exprs(data.get("targets") or {}, source)
+    raw_slos = data.get("slos") or []
+    if not isinstance(raw_slos, list):
+        raise LlmPerfUsageError(
+            f"must be a list of expressions, got {raw_slos!r}", where=f"{source}: slos"
+        )
+    slos: list[Slo] = []
+    for key, expr in [*exprs, *((f"slos[{i}]", e) for i, e in enumerate(raw_slos))]:
+        try:
+            slos.append(parse_slo(expr))
+        except LlmPerfUsageError as exc:
+            raise LlmPerfUsageError(exc.message, where=f"{source}: {key}") from None
+    if not slos:
+        raise LlmPerfUsageError("defines no targets", where=source)
+    name = data.get("name", default_name)
+    if not isinstance(name, str) or not name:
+        raise LlmPerfUsageError(
+            f"must be a non-empty string, got {name!r}", where=f"{source}: name"
+        )
+    min_samples = data.get("min_samples", 0)
+    if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 0:
+        raise LlmPerfUsageError(
+            f"must be an integer >= 0, got {min_samples!r}", where=f"{source}: min_samples"
+        )
+    return Ruleset(
+        name=name,
+        slos=slos,
+        source=source,
+        description=str(data.get("description") or ""),
+        min_samples=min_samples,
+        min_duration_s=parse_duration(data.get("min_duration", 0), where=f"{source}: min_duration"),
+    )
+
+
+def parse_duration(value: Any, *, where: str) -> float:
+    """``90``, ``90s``, ``1.5m``, ``2h`` -> seconds (0 = no minimum)."""
+    if isinstance(value, bool):
+        raise LlmPerfUsageError(f"expected seconds like 90 or '2m', got {value!r}", where=where)
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        m = _DURATION.match(str(value))
+        if not m:
+            raise LlmPerfUsageError(
+                f"expected a duration like 90, '90s', '2m' or '1h', got {value!r}", where=where
+            )
+        factor = {"s": 1.0, None: 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}[m[2]]
+        seconds = float(m[1]) * factor
+    if seconds < 0:
+        raise LlmPerfUsageError(f"must be >= 0, got {value!r}", where=where)
+    return seconds
+
+
+def _target_exprs(targets: Any, source: str) -> list[tuple[str, str]]:
+    """``targets:`` mapping -> ``(yaml key path, SLO expression)`` pairs."""
+    if not isinstance(targets, dict):
+        raise LlmPerfUsageError(
+            f"must be a mapping of metric -> target, got {targets!r}", where=f"{source}: targets"
+        )
+    out: list[tuple[str, str]] = []
+    for metric, spec in targets.items():
+        key = f"targets.{metric}"
+        if metric in RATE_SLO_METRICS:
+            if isinstance(spec, dict):
+                raise LlmPerfUsageError(
+                    f"{metric} is a rate: give one value like '1%' or '> 10 req/s', got {spec!r}",
+                    where=f"{source}: {key}",
+                )
+            out.append((key, _expr(metric, spec, _RATE_DEFAULT_OP[metric], source, key)))
+        elif metric in LATENCY_SLO_METRICS:
+            if not isinstance(spec, dict) or not spec:
+                raise LlmPerfUsageError(
+                    f"expected a mapping of statistic -> limit like {{p99: 500ms}}, got {spec!r}",
+                    where=f"{source}: {key}",
+                )
+            for stat, value in spec.items():
+                stat_key = f"{key}.{stat}"
+                if str(stat) not in STATS:
+                    raise LlmPerfUsageError(
+                        f"unknown statistic {stat!r}; use one of {', '.join(STATS)}",
+                        where=f"{source}: {stat_key}",
+                    )
+                out.append((stat_key, _expr(f"{metric}.{stat}", value, "<", source, stat_key)))
+        else:
+            known = ", ".join((*LATENCY_SLO_METRICS, *RATE_SLO_METRICS))
+            raise LlmPerfUsageError(
+                f"unknown metric {metric!r}; known: {known}", where=f"{source}: {key}"
+            )
+    return out
+
+
+def _expr(lhs: str, value: Any, default_op: str, source: str, key: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise LlmPerfUsageError(
+            f"expected a limit like '500ms', '1%' or '> 10 req/s', got {value!r}",
+            where=f"{source}: {key}",
+        )
+    text = str(value).strip()
+    return f"{lhs} {text}" if _OP_PREFIX.match(text) else f"{lhs} {default_op} {text}"

@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.slo.expressions import Slo
+from pytest_llmperf.slo.rulesets import Ruleset
 
 __all__ = [
     "GOODPUT_METRICS",
@@ -55,7 +56,15 @@ class SloVerdict:
         return asdict(self)
 
 
-def evaluate(slo: Slo, result: RunResult) -> SloVerdict:
+def evaluate(
+    slo: Slo, result: RunResult, *, min_count: int = 0, min_duration_s: float = 0.0
+) -> SloVerdict:
+    """Judge ``slo`` on ``result``.
+
+    ``min_count`` raises the percentile's sample minimum (a ruleset's
+    ``min_samples``); ``min_duration_s`` is the least measured window a
+    verdict needs (a ruleset's ``min_duration``). Neither can lower a bar.
+    """
     acc = result.accumulator
     run = result.label
     if slo.is_latency:
@@ -75,13 +84,21 @@ def evaluate(slo: Slo, result: RunResult) -> SloVerdict:
             **common,
         )
     observed = round(float(observed), 4)
-    needed = min_samples(slo.percentile)
+    needed = max(min_samples(slo.percentile), min_count)
     if samples < needed:
         return SloVerdict(
             observed=observed,
             verdict="inconclusive",
             samples=samples,
             reason=f"{slo.stat} needs >= {needed} samples, run has {samples}",
+            **common,
+        )
+    if min_duration_s and acc.window_s < min_duration_s:
+        return SloVerdict(
+            observed=observed,
+            verdict="inconclusive",
+            samples=samples,
+            reason=f"needs >= {min_duration_s:g} s measured, run has {acc.window_s:.1f} s",
             **common,
         )
     if result.self_check.get("generator_bound") and slo.metric != "error_rate":
@@ -97,9 +114,27 @@ def evaluate(slo: Slo, result: RunResult) -> SloVerdict:
     return SloVerdict(observed=observed, verdict=verdict, samples=samples, **common)
 
 
-def evaluate_runs(slos: Sequence[Slo], results: Iterable[RunResult]) -> list[SloVerdict]:
-    """Every SLO on every gated run of a test."""
-    return [evaluate(slo, r) for r in results if getattr(r, "gated", True) for slo in slos]
+def evaluate_runs(
+    slos: Sequence[Slo], results: Iterable[RunResult], *, rulesets: Sequence[Ruleset] = ()
+) -> list[SloVerdict]:
+    """Every SLO on every gated run of a test.
+
+    An SLO that came from one of ``rulesets`` also needs that ruleset's
+    minimum sample count and measured duration.
+    """
+    bars: dict[Slo, tuple[int, float]] = {}
+    for ruleset in rulesets:
+        for slo in ruleset.slos:
+            count, duration = bars.get(slo, (0, 0.0))
+            bars[slo] = (max(count, ruleset.min_samples), max(duration, ruleset.min_duration_s))
+    return [
+        evaluate(
+            slo, r, min_count=bars.get(slo, (0, 0.0))[0], min_duration_s=bars.get(slo, (0, 0.0))[1]
+        )
+        for r in results
+        if getattr(r, "gated", True)
+        for slo in slos
+    ]
 
 
 def request_limits(slos: Iterable[Slo]) -> dict[str, float]:

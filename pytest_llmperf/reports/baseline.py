@@ -1,0 +1,189 @@
+"""Baseline files: a session's per-test histograms, kept to judge later runs against.
+
+Why histograms, not samples: HDR states are lossless for every percentile at
+3 significant digits, a few KB per run, and merge exactly. The file also
+records *what* was measured (endpoint identity: URL without credentials,
+model, server version when the server tells; the options that shape a run),
+so a comparison against a different model or load is refused as
+inconclusive instead of failing or passing on apples against oranges.
+
+Format (JSON, ``baseline_version`` 1)::
+
+    {"baseline_version": 1, "created_at": ISO-8601, "endpoint": {...},
+     "options": {...}, "tests": {nodeid: {"runs": {label: {"load", "workload",
+     "state"}}}}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.slo.regression import (
+    DEFAULT_ALPHA,
+    RegressionCheck,
+    Thresholds,
+    compare_accumulators,
+)
+
+__all__ = ["BASELINE_VERSION", "Baseline", "build_baseline", "load_baseline", "write_baseline"]
+
+BASELINE_VERSION = 1
+# Workload keys that --llm-scale changes; a scaled run is still the same experiment.
+_SIZE_KEYS = ("requests", "duration_s", "warmup")
+
+
+def build_baseline(
+    data: SessionData, *, endpoint: Mapping[str, Any], options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The baseline document for this session (every run, gated or not, by label)."""
+    tests: dict[str, Any] = {}
+    for entry in data.measured_tests():
+        runs = {
+            run.get("label") or f"run{i}": {
+                "load": run.get("load", {}),
+                "workload": run.get("workload", {}),
+                "gated": run.get("gated", True),
+                "state": state,
+            }
+            for i, (run, state) in enumerate(zip(entry.runs, entry.states, strict=False))
+        }
+        if runs:
+            tests[entry.nodeid] = {"endpoint": entry.endpoint, "runs": runs}
+    first = next(iter(tests.values()), {}).get("endpoint", {})
+    return {
+        "baseline_version": BASELINE_VERSION,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "endpoint": {**dict(endpoint), **{k: v for k, v in first.items() if v is not None}},
+        "options": dict(options),
+        "tests": tests,
+    }
+
+
+def write_baseline(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Path:
+    """Write atomically, so an interrupted save never leaves half a baseline."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", "utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A loaded baseline file."""
+
+    path: str
+    document: dict[str, Any]
+
+    @property
+    def endpoint(self) -> dict[str, Any]:
+        return dict(self.document.get("endpoint", {}))
+
+    @property
+    def created_at(self) -> str:
+        return str(self.document.get("created_at", ""))
+
+    def run(self, nodeid: str, label: str) -> dict[str, Any] | None:
+        return self.document.get("tests", {}).get(nodeid, {}).get("runs", {}).get(label)
+
+    def compare(
+        self,
+        nodeid: str,
+        results: Iterable[RunResult],
+        *,
+        endpoint: Mapping[str, Any],
+        thresholds: Thresholds | None = None,
+        alpha: float = DEFAULT_ALPHA,
+    ) -> list[RegressionCheck]:
+        """Each gated run of ``nodeid`` against the baseline run with the same label."""
+        checks: list[RegressionCheck] = []
+        thresholds = thresholds or Thresholds()
+        mismatch = self._identity_mismatch(endpoint)
+        for result in results:
+            if not result.gated:
+                continue
+            stored = self.run(nodeid, result.label)
+            reason = mismatch
+            if stored is None:
+                reason = f"no baseline for {nodeid} [{result.label}] in {self.path}"
+            elif not reason:
+                reason = _config_mismatch(stored, result)
+            if reason:
+                checks.append(_inconclusive(result.label, reason))
+                continue
+            base = MetricsAccumulator.from_state(stored["state"])
+            checks.extend(
+                compare_accumulators(
+                    base,
+                    result.accumulator,
+                    thresholds=thresholds,
+                    alpha=alpha,
+                    run=result.label,
+                )
+            )
+        return checks
+
+    def _identity_mismatch(self, endpoint: Mapping[str, Any]) -> str:
+        stored = self.endpoint
+        for key in ("model", "api"):
+            if stored.get(key) and endpoint.get(key) and stored[key] != endpoint[key]:
+                return f"baseline {key} {stored[key]!r} differs from current {endpoint[key]!r}"
+        return ""
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+    """Read and check a baseline file; errors name the file and what is wrong."""
+    where = str(path)
+    try:
+        document = json.loads(Path(path).read_text("utf-8"))
+    except FileNotFoundError:
+        raise LlmPerfUsageError(
+            "baseline file not found (create one with --llm-baseline-save)", where=where
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LlmPerfUsageError(f"cannot read baseline: {exc}", where=where) from None
+    if not isinstance(document, dict) or not isinstance(document.get("tests"), dict):
+        raise LlmPerfUsageError("not a pytest-llmperf baseline (no 'tests' mapping)", where=where)
+    version = document.get("baseline_version")
+    if version != BASELINE_VERSION:
+        raise LlmPerfUsageError(
+            f"baseline_version {version!r} is not supported (expected {BASELINE_VERSION})",
+            where=where,
+        )
+    return Baseline(where, document)
+
+
+def _config_mismatch(stored: Mapping[str, Any], result: RunResult) -> str:
+    if dict(stored.get("load", {})) != dict(result.load):
+        return f"load differs from the baseline's ({stored.get('load')} vs {result.load})"
+    a = {k: v for k, v in dict(stored.get("workload", {})).items() if k not in _SIZE_KEYS}
+    b = {k: v for k, v in json.loads(json.dumps(result.workload)).items() if k not in _SIZE_KEYS}
+    if a != b:
+        return "workload differs from the baseline's"
+    return ""
+
+
+def _inconclusive(run: str, reason: str) -> RegressionCheck:
+    return RegressionCheck(
+        metric="*",
+        stat="*",
+        baseline=None,
+        current=None,
+        change=None,
+        threshold=0.0,
+        p_value=None,
+        verdict="inconclusive",
+        run=run,
+        reason=reason,
+    )

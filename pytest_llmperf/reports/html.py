@@ -1,0 +1,120 @@
+"""The HTML report (``--llm-html``): one self-contained file, plots as inline SVG.
+
+Built from the JSON report (so both always say the same) plus the runs' HDR
+states (for whole-distribution plots). No scripts, fonts, stylesheets or
+images are fetched: the file opens offline and as a CI artefact. Rendered
+with jinja2 and autoescaping; only the SVG this package draws is marked safe.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.reports import plots
+from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.reports.table import MARKS, format_change, format_value
+
+__all__ = ["build_html_report", "write_html_report"]
+
+_TEMPLATES = Path(__file__).parent / "templates"
+_LATENCY_ROWS = ("ttft", "tpot", "itl", "e2e", "schedule_lag")
+_STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max", "count")
+
+
+def build_html_report(report: Mapping[str, Any], data: SessionData | None = None) -> str:
+    """Render ``report`` (as built by :func:`~.json_report.build_report`) to HTML text."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["value"] = lambda v, unit="ms": format_value(v, unit)
+    env.filters["change"] = format_change
+    env.filters["mark"] = lambda verdict: MARKS.get(verdict, "")
+    env.filters["cell"] = _cell
+    template = env.get_template("report.html.jinja2")
+    states = {t.nodeid: t.states for t in data.tests.values()} if data else {}
+    tests = [_test_view(t, states.get(t["nodeid"], [])) for t in report.get("tests", [])]
+    return template.render(
+        report=report,
+        endpoint=report.get("endpoint", {}),
+        session=report.get("session", {}),
+        tests=tests,
+        latency_rows=_LATENCY_ROWS,
+        stats=_STATS,
+    )
+
+
+def write_html_report(
+    path: str | os.PathLike[str], report: Mapping[str, Any], data: SessionData | None = None
+) -> Path:
+    """Write atomically (temp file + rename)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(build_html_report(report, data), "utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+def _test_view(test: Mapping[str, Any], states: list[dict[str, Any]]) -> dict[str, Any]:
+    runs = []
+    for i, run in enumerate(test.get("runs", [])):
+        state = states[i] if i < len(states) else None
+        runs.append(_run_view(run, state))
+    analyses = []
+    for analysis in test.get("analyses", []):
+        svg = plots.analysis_curve(analysis) if analysis.get("kind") == "curve" else None
+        analyses.append({**analysis, "svg": Markup(svg) if svg else None})
+    load_curve = plots.latency_vs_load_plot(test.get("runs", []))
+    return {
+        **test,
+        "anchor": "test-" + "".join(c if c.isalnum() else "-" for c in test["nodeid"]),
+        "run_views": runs,
+        "analysis_views": analyses,
+        "load_curve": Markup(load_curve) if load_curve else None,
+        "baseline_rows": [c for c in test.get("baseline", []) if c.get("metric") != "*"],
+        "baseline_notes": [c for c in test.get("baseline", []) if c.get("metric") == "*"],
+    }
+
+
+def _run_view(run: Mapping[str, Any], state: Mapping[str, Any] | None) -> dict[str, Any]:
+    charts: dict[str, list[Markup]] = {"cdf": [], "histogram": [], "throughput": []}
+    if state is not None:
+        acc = MetricsAccumulator.from_state(state)
+        for metric in plots.PLOTTED_METRICS:
+            hist = acc.histograms[metric]
+            charts["cdf"].append(Markup(plots.cdf_plot(hist, metric)))
+            charts["histogram"].append(Markup(plots.histogram_plot(hist, metric)))
+        charts["throughput"] = [Markup(s) for s in plots.throughput_plots(acc)]
+        charts["lag"] = [Markup(plots.cdf_plot(acc.histograms["schedule_lag"], "schedule_lag"))]
+    workload = dict(run.get("workload", {}))
+    config = [
+        ("workload", workload.get("name")),
+        *[(f"workload.{k}", v) for k, v in workload.items() if k != "name"],
+        *[(f"load.{k}", v) for k, v in dict(run.get("load", {})).items()],
+        ("token counts from", run.get("metrics", {}).get("token_count_source")),
+        ("started at", run.get("started_at")),
+        ("wall duration", f"{run.get('duration_s', 0):.2f} s"),
+        ("gated (judged by SLOs)", run.get("gated", True)),
+    ]
+    return {**run, "charts": charts, "config": config}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_cell(v) for v in value)
+    return str(value)

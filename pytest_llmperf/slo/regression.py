@@ -1,0 +1,284 @@
+"""Regression against a baseline: slower by more than a threshold, and significantly so.
+
+A run *regressed* on a statistic (say ``ttft.p99``) when both hold:
+
+1. the change ``current / baseline − 1`` exceeds the threshold (default
+   10%, configurable per metric or per statistic), and
+2. the slowdown is statistically significant: a one-sided bootstrap over the
+   two stored HDR histograms gives p < alpha (default 0.01).
+
+Why both: a threshold alone fails on noise in small runs, significance alone
+fails on real but irrelevant 1% shifts in large ones. The bootstrap
+resamples each histogram's buckets (multinomial with the observed bucket
+shares, same sample count; for percentiles drawn exactly via the order
+statistic's Beta distribution), recomputes the statistic on both, and takes
+``p = (1 + #{resampled change <= 0}) / (B + 1)``. It treats samples as
+independent: true for per-request metrics (TTFT, TPOT, E2E), optimistic for
+ITL, whose gaps within one request are correlated (the threshold guards it).
+
+A run that got *faster* beyond the threshold (and significantly) is
+``improved``: reported, never failed. Percentiles under the minimum-sample
+rule on either side are ``inconclusive``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.slo.expressions import STATS
+from pytest_llmperf.slo.verdicts import min_samples
+
+__all__ = [
+    "COMPARED_METRICS",
+    "COMPARED_STATS",
+    "DEFAULT_ALPHA",
+    "DEFAULT_RESAMPLES",
+    "DEFAULT_THRESHOLD",
+    "RegressionCheck",
+    "Thresholds",
+    "bootstrap_p_value",
+    "compare_accumulators",
+]
+
+DEFAULT_THRESHOLD = 0.10
+DEFAULT_ALPHA = 0.01
+DEFAULT_RESAMPLES = 2000
+COMPARED_METRICS = ("ttft", "tpot", "itl", "e2e")
+COMPARED_STATS = ("p50", "p99")
+_CHUNK = 250  # resamples per numpy batch: bounds memory at B × buckets
+_ITEM = re.compile(
+    r"^\s*(?:(?P<key>[a-z_]+(?:\.p[\d.]+|\.mean)?)\s*=\s*)?(?P<value>[\d.]+)\s*(?P<pct>%?)\s*$"
+)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Allowed slowdown per statistic: ``ttft.p99`` beats ``ttft`` beats the default."""
+
+    default: float = DEFAULT_THRESHOLD
+    overrides: Mapping[str, float] = field(default_factory=dict)
+
+    def for_stat(self, metric: str, stat: str) -> float:
+        key = f"{metric}.{stat}"
+        if key in self.overrides:
+            return self.overrides[key]
+        return self.overrides.get(metric, self.default)
+
+    def stats(self) -> list[tuple[str, str]]:
+        """Statistics compared: ``COMPARED_METRICS × COMPARED_STATS`` plus any named ones."""
+        pairs = [(m, s) for m in COMPARED_METRICS for s in COMPARED_STATS]
+        for key in self.overrides:
+            metric, _, stat = key.partition(".")
+            if stat and (metric, stat) not in pairs:
+                pairs.append((metric, stat))
+        return pairs
+
+    @classmethod
+    def parse(cls, text: str | None, *, where: str = "--llm-baseline-threshold") -> Thresholds:
+        """``10%``, ``0.1`` or ``ttft=5%,tpot.p99=20%,15%`` (a bare value is the default)."""
+        if text is None or not str(text).strip():
+            return cls()
+        default = DEFAULT_THRESHOLD
+        overrides: dict[str, float] = {}
+        for part in str(text).split(","):
+            m = _ITEM.match(part)
+            if not m:
+                raise LlmPerfUsageError(
+                    f"bad threshold {part.strip()!r}; use e.g. '10%' or 'ttft.p99=20%,tpot=15%'",
+                    where=where,
+                )
+            value = float(m["value"]) / (100.0 if m["pct"] else 1.0)
+            if not value > 0:
+                raise LlmPerfUsageError(f"threshold must be > 0, got {part.strip()!r}", where=where)
+            key = m["key"]
+            if key is None:
+                default = value
+                continue
+            metric, _, stat = key.partition(".")
+            if metric not in COMPARED_METRICS or (stat and (stat not in STATS or stat == "max")):
+                raise LlmPerfUsageError(
+                    f"unknown statistic {key!r} in {part.strip()!r}; metrics: "
+                    f"{', '.join(COMPARED_METRICS)}; statistics: {', '.join(STATS)}",
+                    where=where,
+                )
+            overrides[key] = value
+        return cls(default, overrides)
+
+    def describe(self) -> dict[str, Any]:
+        return {"default": self.default, **dict(self.overrides)}
+
+
+@dataclass(frozen=True)
+class RegressionCheck:
+    """One statistic of one run compared with its baseline (values in ms)."""
+
+    metric: str
+    stat: str
+    baseline: float | None
+    current: float | None
+    change: float | None  # current / baseline - 1
+    threshold: float
+    p_value: float | None
+    verdict: str  # regressed | improved | unchanged | inconclusive
+    run: str = ""
+    samples: tuple[int, int] = (0, 0)  # (baseline, current)
+    test: str = ""
+    reason: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}.{self.stat}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["samples"] = {"baseline": self.samples[0], "current": self.samples[1]}
+        out["name"] = self.name
+        return out
+
+
+def compare_accumulators(
+    baseline: MetricsAccumulator,
+    current: MetricsAccumulator,
+    *,
+    thresholds: Thresholds | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    run: str = "",
+) -> list[RegressionCheck]:
+    """Compare every statistic of :meth:`Thresholds.stats` between two runs."""
+    thresholds = thresholds or Thresholds()
+    test = f"one-sided bootstrap, {resamples} resamples of both HDR histograms, alpha {alpha:g}"
+    checks: list[RegressionCheck] = []
+    for metric, stat in thresholds.stats():
+        base_h = baseline.histograms[metric]
+        cur_h = current.histograms[metric]
+        limit = thresholds.for_stat(metric, stat)
+        common: dict[str, Any] = {
+            "metric": metric,
+            "stat": stat,
+            "threshold": limit,
+            "run": run,
+            "samples": (base_h.count, cur_h.count),
+            "test": test,
+        }
+        needed = min_samples(_percentile(stat))
+        if min(base_h.count, cur_h.count) < needed:
+            checks.append(
+                RegressionCheck(
+                    baseline=_value(base_h, stat),
+                    current=_value(cur_h, stat),
+                    change=None,
+                    p_value=None,
+                    verdict="inconclusive",
+                    reason=f"{stat} needs >= {needed} samples on both sides, "
+                    f"have {base_h.count} (baseline) and {cur_h.count} (current)",
+                    **common,
+                )
+            )
+            continue
+        b, c = base_h.stat(stat), cur_h.stat(stat)
+        change = (c / b - 1.0) if b > 0 else (0.0 if c == 0 else math.inf)
+        p_slower, p_faster = bootstrap_p_value(base_h, cur_h, stat, resamples=resamples, seed=seed)
+        if change > limit and p_slower < alpha:
+            verdict, p = "regressed", p_slower
+        elif change < -limit and p_faster < alpha:
+            verdict, p = "improved", p_faster
+        else:
+            verdict, p = "unchanged", (p_slower if change >= 0 else p_faster)
+        checks.append(
+            RegressionCheck(
+                baseline=round(b, 4),
+                current=round(c, 4),
+                change=round(change, 6) if math.isfinite(change) else None,
+                p_value=round(p, 6),
+                verdict=verdict,
+                **common,
+            )
+        )
+    return checks
+
+
+def bootstrap_p_value(
+    baseline: LatencyHistogram,
+    current: LatencyHistogram,
+    stat: str,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """One-sided p-values ``(current not slower, current not faster)`` for ``stat``.
+
+    Resamples each histogram ``resamples`` times (multinomial over its
+    buckets) and counts how often the resampled change is <= 0 (resp. >= 0).
+    """
+    rng = np.random.default_rng(seed)
+    b = _bootstrap_stats(baseline, stat, resamples, rng)
+    c = _bootstrap_stats(current, stat, resamples, rng)
+    diff = c - b
+    not_slower = (1 + int(np.count_nonzero(diff <= 0))) / (resamples + 1)
+    not_faster = (1 + int(np.count_nonzero(diff >= 0))) / (resamples + 1)
+    return not_slower, not_faster
+
+
+def _bootstrap_stats(
+    hist: LatencyHistogram, stat: str, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """The statistic over ``resamples`` bootstrap resamples of ``hist``.
+
+    A percentile is the k-th order statistic of the resample, and for n
+    i.i.d. draws ``F(X_(k)) ~ Beta(k, n - k + 1)``: drawing that uniform order
+    statistic and mapping it through the histogram's inverse CDF gives the
+    exact bootstrap distribution in O(resamples), whatever the sample count.
+    The mean uses multinomial resamples of the buckets.
+    """
+    values, counts = _buckets(hist)
+    n = int(counts.sum())
+    percentile = _percentile(stat)
+    if percentile is not None:
+        rank = max(1, math.ceil(percentile / 100.0 * n))
+        u = rng.beta(rank, n - rank + 1, size=resamples)
+        cdf = np.cumsum(counts) / n
+        index = np.searchsorted(cdf, u, side="left")
+        return values[np.minimum(index, len(values) - 1)]
+    out = np.empty(resamples)
+    shares = counts / n
+    for start in range(0, resamples, _CHUNK):
+        size = min(_CHUNK, resamples - start)
+        out[start : start + size] = rng.multinomial(n, shares, size=size) @ values / n
+    return out
+
+
+def _buckets(hist: LatencyHistogram) -> tuple[np.ndarray, np.ndarray]:
+    """Bucket values (ms) and counts, from the histogram's public CDF."""
+    points = hist.cdf_points(max_points=1 << 30)
+    values = np.array([v for v, _ in points], dtype=float)
+    cum = np.rint(np.array([f for _, f in points]) * hist.count)
+    counts = np.diff(cum, prepend=0.0).clip(min=0)
+    return values, counts
+
+
+def _percentile(stat: str) -> float | None:
+    return float(stat[1:]) if stat.startswith("p") else None
+
+
+def _value(hist: LatencyHistogram, stat: str) -> float | None:
+    return round(hist.stat(stat), 4) if hist.count else None
+
+
+def worst(checks: Iterable[RegressionCheck]) -> str:
+    """``regressed`` if any, else ``improved`` if any, else ``unchanged``/``inconclusive``."""
+    verdicts = {c.verdict for c in checks}
+    for verdict in ("regressed", "improved", "unchanged", "inconclusive"):
+        if verdict in verdicts:
+            return verdict
+    return "unchanged"
