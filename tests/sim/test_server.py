@@ -210,7 +210,11 @@ async def test_server_side_emit_lag_is_small() -> None:
         await asyncio.gather(*(one() for _ in range(8)))
         lags = sorted(abs(x) for x in sim.emit_lags)
     assert len(lags) == 8 * 30
-    assert lags[int(len(lags) * 0.99) - 1] < 0.002
+    # A plain asyncio.sleep wakes 0-1 ms late (epoll rounds up to whole ms): median ~0.5 ms.
+    # The two-stage sleep lands within tens of microseconds. (The median is robust to the
+    # CPU contention of a shared CI box; benchmarks/sim_token_timing.py measures the p99.)
+    assert lags[len(lags) // 2] < 0.0003, lags[len(lags) // 2]
+    assert lags[int(len(lags) * 0.9)] < 0.002
 
 
 async def test_client_disconnect_frees_the_request() -> None:

@@ -1,0 +1,124 @@
+"""The engine behind the real-time server: batching, prefix cache, preemption, aborts."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from pytest_llmperf.sim import SimServer
+from pytest_llmperf.sim.realtime import EngineBackend
+from pytest_llmperf.tokens import count_tokens
+
+pytestmark = pytest.mark.asyncio
+
+WORDS = " ".join(f"w{i}" for i in range(400))
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise KeyError(name)
+
+
+async def test_engine_profile_streams_with_usage_and_prefix_hits(sse) -> None:
+    async with (
+        SimServer("tiny", speedup=4.0) as sim,
+        httpx.AsyncClient(base_url=sim.url, timeout=20) as c,
+    ):
+        models = (await c.get("/v1/models")).json()
+        assert models["data"][0]["id"] == "sim-tiny"
+        body = {
+            "model": "sim-tiny",
+            "messages": [{"role": "user", "content": WORDS}],
+            "max_tokens": 12,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        usages = []
+        for _ in range(2):
+            async with c.stream("POST", "/v1/chat/completions", json=body) as resp:
+                chunks = sse.json(await sse.read(resp))
+            text = "".join(
+                ch["choices"][0]["delta"].get("content", "") for ch in chunks if ch["choices"]
+            )
+            assert count_tokens(text) == 12
+            usages.append(chunks[-1]["usage"])
+    assert usages[0]["prompt_tokens"] == 400
+    assert usages[0]["prompt_tokens_details"]["cached_tokens"] == 0
+    # the second identical prompt reuses every full block but the last token's
+    assert usages[1]["prompt_tokens_details"]["cached_tokens"] == (400 - 1) // 16 * 16
+
+
+async def test_engine_timing_follows_the_step_model() -> None:
+    """One request on the H100 profile: TTFT = one 400-token prefill step, ITL = decode steps."""
+    async with (
+        SimServer("llama-3.1-8b-h100", alpha0_us=0, alpha1_us=0) as sim,
+        httpx.AsyncClient(base_url=sim.url, timeout=20) as c,
+    ):
+        loop = asyncio.get_running_loop()
+        stamps = []
+        t0 = loop.time()
+        async with c.stream(
+            "POST", "/v1/completions", json={"prompt": WORDS, "max_tokens": 21, "stream": True}
+        ) as resp:
+            async for line in resp.aiter_lines():
+                if line.startswith("data: {"):
+                    stamps.append(loop.time())
+    ttft_ms = (stamps[0] - t0) * 1000
+    itl_ms = (stamps[-1] - stamps[0]) / 20 * 1000
+    assert 6.5 + 400 * 0.02 - 1 < ttft_ms < 6.5 + 8 + 15, ttft_ms  # 14.5 ms planned
+    assert 6.5 < itl_ms < 6.8, itl_ms  # beta0 + beta2 + beta3 * ~420 context = 6.57 ms
+
+
+async def test_preemption_shows_in_metrics_and_every_stream_completes() -> None:
+    async with (
+        SimServer("tiny", speedup=20.0) as sim,
+        httpx.AsyncClient(base_url=sim.url, timeout=30) as c,
+    ):
+        prompt = " ".join(f"x{i}" for i in range(300))
+
+        async def one(i: int) -> int:
+            r = await c.post(
+                "/v1/completions", json={"prompt": f"p{i} " + prompt, "max_tokens": 300}
+            )
+            return r.json()["usage"]["completion_tokens"]
+
+        results = await asyncio.gather(*(one(i) for i in range(8)))
+        text = (await c.get("/metrics")).text
+    assert results == [300] * 8
+    assert metric(text, "vllm:num_preemptions_total") > 0
+    assert metric(text, "vllm:num_requests_running") == 0
+    assert metric(text, "vllm:kv_cache_usage_perc") == 0
+
+
+async def test_prompt_larger_than_kv_cache_is_rejected() -> None:
+    async with (
+        SimServer("tiny", max_model_len=100_000) as sim,
+        httpx.AsyncClient(base_url=sim.url) as c,
+    ):
+        r = await c.post("/v1/completions", json={"prompt": "w " * 3000, "max_tokens": 10})
+    assert r.status_code == 400
+    assert "KV cache" in r.json()["error"]["message"]
+
+
+async def test_disconnect_aborts_the_engine_request() -> None:
+    async with SimServer("tiny") as sim, httpx.AsyncClient(base_url=sim.url, timeout=20) as c:
+        backend = sim.sim.backend if sim.sim else None
+        assert isinstance(backend, EngineBackend)
+        async with c.stream(
+            "POST", "/v1/completions", json={"prompt": WORDS, "max_tokens": 1500, "stream": True}
+        ) as resp:
+            async for line in resp.aiter_lines():
+                if line.startswith("data: {"):
+                    break
+            assert backend.engine.num_running == 1
+        for _ in range(200):
+            if backend.engine.num_running == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert backend.engine.num_running == 0
+        assert backend.engine.kv.allocated == 0
+        assert backend.engine.aborted == 1
