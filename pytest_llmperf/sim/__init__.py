@@ -10,6 +10,7 @@ from __future__ import annotations
 from .process import SimProcess, SimStartError, start_sim_process
 from .profiles import Profile, ProfileError, load_profile, profile_names
 from .server import SimServer
+from .virtual import VirtualResult, run_virtual
 
 __all__ = [
     "Profile",
@@ -17,7 +18,9 @@ __all__ = [
     "SimProcess",
     "SimServer",
     "SimStartError",
+    "VirtualResult",
     "load_profile",
     "profile_names",
+    "run_virtual",
     "start_sim_process",
 ]

@@ -258,3 +258,16 @@ async def test_metrics_endpoint_counts_tokens() -> None:
         "vllm:num_preemptions_total",
     ):
         assert name + labels in lines
+
+
+async def test_speedup_scales_wall_clock_time() -> None:
+    async with (
+        SimServer("fixed", ttft_ms=200, itl_ms=100, speedup=10.0) as sim,
+        httpx.AsyncClient(base_url=sim.url) as c,
+    ):
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        r = await c.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 3})
+        elapsed = loop.time() - t0
+    assert r.json()["usage"]["completion_tokens"] == 3
+    assert 0.038 <= elapsed < 0.2, elapsed  # (200 + 2 * 100) ms / 10 = 40 ms
