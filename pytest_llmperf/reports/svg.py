@@ -18,7 +18,7 @@ from html import escape
 __all__ = ["PALETTE", "Series", "bar_chart", "line_chart", "nice_ticks"]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
-_W, _H = 420, 240
+_W, _H = 330, 220
 _M_LEFT, _M_RIGHT, _M_TOP, _M_BOTTOM = 58, 14, 26, 40
 
 
@@ -177,7 +177,7 @@ def line_chart(
         for i, s in enumerate(series):
             y = _M_TOP + 10 + 13 * i
             color = PALETTE[i % len(PALETTE)]
-            x = _W - _M_RIGHT - 110
+            x = _W - _M_RIGHT - 96
             parts.append(
                 f'<line x1="{x}" x2="{x + 14}" y1="{y}" y2="{y}" '
                 f'stroke="{color}" stroke-width="2"/>'

@@ -56,7 +56,7 @@ COMPARED_METRICS = ("ttft", "tpot", "itl", "e2e")
 COMPARED_STATS = ("p50", "p99")
 _CHUNK = 250  # resamples per numpy batch: bounds memory at B × buckets
 _ITEM = re.compile(
-    r"^\s*(?:(?P<key>[a-z_]+(?:\.p[\d.]+|\.mean)?)\s*=\s*)?(?P<value>[\d.]+)\s*(?P<pct>%?)\s*$"
+    r"^\s*(?:(?P<key>[a-z_][a-z0-9_]*(?:\.p[\d.]+|\.mean)?)\s*=\s*)?(?P<value>[\d.]+)\s*(?P<pct>%?)\s*$"
 )
 
 

@@ -1,0 +1,106 @@
+"""Baseline regression: beyond the threshold AND significant; faster is reported, not failed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.slo.regression import Thresholds, bootstrap_p_value, compare_accumulators
+
+Draw = Callable[..., np.ndarray]
+MakeAcc = Callable[..., MetricsAccumulator]
+
+
+def verdicts(checks: list, stat: str = "p50") -> dict[str, str]:
+    return {c.metric: c.verdict for c in checks if c.stat == stat}
+
+
+def test_twenty_percent_slower_regresses_and_names_the_test(
+    make_acc: MakeAcc, lognormal: Draw
+) -> None:
+    base = make_acc(lognormal(100, 1500, seed=1))
+    slow = make_acc(lognormal(120, 1500, seed=2))
+    checks = compare_accumulators(base, slow, run="run0")
+    ttft = {c.stat: c for c in checks if c.metric == "ttft"}
+    for stat in ("p50", "p99"):
+        c = ttft[stat]
+        assert c.verdict == "regressed", c
+        assert c.change == pytest.approx(c.current / c.baseline - 1, abs=1e-4)
+        assert c.change > 0.10 and c.p_value < 0.01
+        assert "bootstrap" in c.test and c.run == "run0"
+    # TPOT did not change: the threshold keeps identical distributions unchanged
+    assert verdicts(checks)["tpot"] == "unchanged"
+
+
+def test_faster_is_improved_not_regressed(make_acc: MakeAcc, lognormal: Draw) -> None:
+    base = make_acc(lognormal(100, 1500, seed=1))
+    fast = make_acc(lognormal(75, 1500, seed=3))
+    assert verdicts(compare_accumulators(base, fast))["ttft"] == "improved"
+
+
+def test_a_small_real_shift_stays_under_the_threshold(make_acc: MakeAcc, lognormal: Draw) -> None:
+    base = make_acc(lognormal(100, 5000, seed=1))
+    cur = make_acc(lognormal(105, 5000, seed=4))
+    (c,) = [c for c in compare_accumulators(base, cur) if c.name == "ttft.p50"]
+    assert c.p_value < 0.01 and 0 < c.change < 0.10 and c.verdict == "unchanged"
+    strict = compare_accumulators(base, cur, thresholds=Thresholds.parse("ttft=2%"))
+    assert verdicts(strict)["ttft"] == "regressed"
+
+
+def test_a_big_change_on_few_samples_is_not_significant(make_acc: MakeAcc) -> None:
+    base = make_acc([10.0, 200.0] * 15)  # 30 samples spread wide
+    cur = make_acc([12.0, 200.0] * 15)
+    (c,) = [c for c in compare_accumulators(base, cur) if c.name == "ttft.p50"]
+    assert c.change > 0.10
+    assert c.verdict == "unchanged" and c.p_value >= 0.01
+
+
+def test_false_alarm_rate_under_identical_distributions_is_near_alpha(
+    make_acc: MakeAcc, lognormal: Draw
+) -> None:
+    """With a negligible threshold only significance guards; alarms must be ~1% of trials."""
+    tiny = Thresholds.parse("0.01%")
+    alarms = trials = 0
+    for seed in range(150):
+        base = make_acc(lognormal(50, 400, seed=2 * seed))
+        cur = make_acc(lognormal(50, 400, seed=2 * seed + 1))
+        checks = [c for c in compare_accumulators(base, cur, thresholds=tiny, seed=seed)]
+        alarms += sum(c.verdict == "regressed" for c in checks if c.name == "ttft.p50")
+        trials += 1
+    assert alarms <= 6, f"{alarms} false regressions in {trials} null trials (alpha 0.01)"
+
+
+def test_percentiles_under_the_minimum_sample_rule_are_inconclusive(make_acc: MakeAcc) -> None:
+    checks = compare_accumulators(make_acc([10.0] * 500), make_acc([50.0] * 500))
+    by = {c.name: c for c in checks}
+    assert by["ttft.p99"].verdict == "inconclusive" and "1000" in by["ttft.p99"].reason
+    assert by["ttft.p50"].verdict == "regressed"
+
+
+def test_bootstrap_p_values_are_one_sided(make_acc: MakeAcc, lognormal: Draw) -> None:
+    base = make_acc(lognormal(100, 2000, seed=1))
+    slow = make_acc(lognormal(130, 2000, seed=2))
+    not_slower, not_faster = bootstrap_p_value(
+        base.histograms["ttft"], slow.histograms["ttft"], "p50"
+    )
+    assert not_slower < 0.01 < 0.99 < not_faster
+
+
+def test_thresholds_parse_defaults_metrics_and_statistics() -> None:
+    t = Thresholds.parse("ttft.p99=20%,tpot=15%,5%")
+    assert t.for_stat("ttft", "p99") == pytest.approx(0.20)
+    assert t.for_stat("ttft", "p50") == pytest.approx(0.05)
+    assert t.for_stat("tpot", "p99") == pytest.approx(0.15)
+    assert Thresholds.parse(None).default == 0.10 and Thresholds.parse("0.25").default == 0.25
+    assert ("e2e", "p90") in Thresholds.parse("e2e.p90=30%").stats()
+
+
+@pytest.mark.parametrize("bad", ["ttfx=5%", "ttft.p98=5%", "fast", "ttft=0%", "ttft.max=5%"])
+def test_bad_thresholds_name_the_option_and_the_value(bad: str) -> None:
+    with pytest.raises(LlmPerfUsageError) as info:
+        Thresholds.parse(bad)
+    assert "--llm-baseline-threshold" in str(info.value) and bad.split("=")[0] in str(info.value)
