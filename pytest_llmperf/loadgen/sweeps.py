@@ -478,7 +478,11 @@ def consecutive_variation(values: Sequence[float]) -> float | None:
 
 
 async def _probe_latencies(gen: LoadGenerator, n: int, label: str) -> list[float]:
-    """``n`` identical-size requests one after another; their e2e latencies in ms."""
+    """``n`` identical-size requests one after another; their e2e latencies in ms.
+
+    One extra request goes first and is not counted: it opens the connection
+    (and resolves the model), which would make the first probe look slow.
+    """
     from pytest_llmperf.analysis.collector import RequestCollector
 
     spec = RunSpec(
@@ -487,6 +491,7 @@ async def _probe_latencies(gen: LoadGenerator, n: int, label: str) -> list[float
         0,
         LoadSpec.parse("concurrency", {"concurrency": 1}),
         requests=n,
+        warmup=1,
     )
     collector = RequestCollector()
     result = await run_load(gen.endpoint, spec, observers=[collector], label=label)

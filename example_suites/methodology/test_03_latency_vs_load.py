@@ -1,0 +1,18 @@
+"""Draft test "Throughput-Latency Tradeoff": a latency-vs-load curve with knee and saturation.
+
+Open-loop Poisson load at rising offered rates, one ungated run each. The
+knee is the first rate whose TTFT P99 exceeds twice the smallest P99; the
+saturation point is where achieved output throughput stops rising. The
+curve (TTFT p50/p99 against offered load) is attached to the report.
+"""
+
+import pytest
+
+
+@pytest.mark.llm_workload("synthetic", input_tokens=(64, 256), output_tokens=(32, 64), requests=80)
+@pytest.mark.llm_load("poisson", rate=10)
+async def test_latency_vs_load_curve(llm_loadgen):
+    curve = await llm_loadgen.sweep(rates=[10, 20, 40, 80, 160, 320])
+    assert curve.knee is not None, "TTFT p99 never doubled: offer more load"
+    assert curve.saturation is not None, "throughput still rising: offer more load"
+    assert curve.knee <= 320

@@ -1,0 +1,16 @@
+"""Draft test "Concurrent Request Capacity": the most concurrent requests meeting the criteria.
+
+Closed loop; concurrency doubles from 4 until the success criteria fail
+(completion >= 99% as error_rate < 1%, TTFT below its threshold), then
+bisects. Fixed output length so every request lasts about as long.
+"""
+
+import pytest
+
+
+@pytest.mark.llm_workload("synthetic", input_tokens=128, output_tokens=32, requests=60)
+@pytest.mark.llm_load("concurrency", concurrency=4)
+@pytest.mark.llm_slo("ttft.p50 < 100ms", "error_rate < 1%")
+async def test_max_concurrency(llm_loadgen):
+    search = await llm_loadgen.max_concurrency(initial=4, maximum=128, confirm=True)
+    assert search.best is not None and search.best >= 4
