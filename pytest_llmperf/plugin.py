@@ -366,7 +366,6 @@ class LlmPerfPlugin:
         session_info = {
             "ruleset": self.ruleset.describe() if self.ruleset else None,
             "slos": [v.to_dict() for v in self.session_verdicts],
-            "groups": [g.describe() for g in groups.values()],
             "baseline": {
                 "compared_with": self.baseline.path if self.baseline else None,
                 "baseline_created_at": self.baseline.created_at if self.baseline else None,

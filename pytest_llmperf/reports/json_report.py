@@ -62,6 +62,7 @@ def build_report(
             "interrupted": data.interrupted,
             "outcomes": counts,
             "merged": merged,
+            "groups": [g.describe() for g in groups.values()],
         },
     }
 

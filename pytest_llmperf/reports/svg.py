@@ -18,7 +18,7 @@ from html import escape
 __all__ = ["PALETTE", "Series", "bar_chart", "line_chart", "nice_ticks"]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
-_W, _H = 330, 220
+_W, _H = 315, 220
 _M_LEFT, _M_RIGHT, _M_TOP, _M_BOTTOM = 58, 14, 26, 40
 
 

@@ -1,0 +1,107 @@
+"""Text artefacts: JUnit property names, regression tables, the methodology's minimum report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_llmperf.reports.json_report import build_report, write_json_report
+from pytest_llmperf.reports.junit import junit_properties, regression_properties
+from pytest_llmperf.reports.methodology import main, minimum_viable_report
+from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.reports.svg import Series, bar_chart, line_chart, nice_ticks
+from pytest_llmperf.reports.table import regression_table
+from pytest_llmperf.slo.regression import RegressionCheck
+from pytest_llmperf.slo.verdicts import SloVerdict
+
+REGRESSED = RegressionCheck(
+    metric="ttft",
+    stat="p50",
+    baseline=40.0,
+    current=52.0,
+    change=0.3,
+    threshold=0.1,
+    p_value=0.0005,
+    verdict="regressed",
+    run="run0",
+    samples=(1200, 1200),
+    test="one-sided bootstrap, 2000 resamples of both HDR histograms, alpha 0.01",
+)
+
+
+def test_junit_properties_carry_verdict_observed_target_samples() -> None:
+    v = SloVerdict("ttft.p99 < 500ms", 612.5, 500.0, "ms", "fail", run="run0", samples=1500)
+    props = dict(junit_properties([v]))
+    assert props == {
+        "llm_slo[ttft.p99 < 500ms][run0].verdict": "fail",
+        "llm_slo[ttft.p99 < 500ms][run0].observed": "612.5 ms",
+        "llm_slo[ttft.p99 < 500ms][run0].target": "500.0 ms",
+        "llm_slo[ttft.p99 < 500ms][run0].samples": "1500",
+    }
+    base = dict(regression_properties([REGRESSED]))
+    assert base["llm_baseline[ttft.p50][run0].verdict"] == "regressed"
+    assert base["llm_baseline[ttft.p50][run0].change"] == "+30.0%"
+
+
+def test_regression_table_shows_baseline_current_change_and_test() -> None:
+    text = regression_table([REGRESSED])
+    for part in ("ttft.p50", "40.0 ms", "52.0 ms", "+30.0%", "+10%", "REGRESSED", "bootstrap"):
+        assert part in text, part
+
+
+def test_minimum_report_follows_the_drafts_layout(session_data: SessionData) -> None:
+    test = session_data.tests["tests/test_chat.py::test_sweep"]
+    text = minimum_viable_report(test.runs[0], test.endpoint)
+    headings = [
+        "=== LLM Benchmark Report (Minimum) ===",
+        "System Identification:",
+        "- Model: sim-model",
+        "- Hardware: not reported",
+        "- Software: pytest-llmperf embedded simulator, profile fixed (version 0.1)",
+        "- SUT Boundary:",
+        "Test Configuration:",
+        "- Workload: synthetic",
+        "- Load Model: open-loop poisson, 10 req/s",
+        "- Request Count: 301 issued, 300 completed, 1 failed",
+        "- Test Duration:",
+        "Key Results:",
+        "- TTFT P50:",
+        "- TTFT P99:",
+        "- TPOT P50:",
+        "- TPOT P99:",
+        "- Max Throughput:",
+        "- Throughput at P99 TTFT < 500ms:",
+        "Notes:",
+        "- Guardrail configuration: not reported",
+        "=== End Report ===",
+    ]
+    positions = [text.index(h) for h in headings]
+    assert positions == sorted(positions)
+    # 300 samples cannot give a p99: the report says so instead of printing a bare number
+    assert "(inconclusive: 300 samples, needs >= 1000)" in text
+
+
+def test_minimum_report_prints_from_a_json_report(
+    session_data: SessionData, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = build_report(session_data, endpoint={}, session={})
+    path = write_json_report(tmp_path / "r.json", report)
+    assert json.loads(path.read_text())["tests"][0]["runs"][0]["minimum_report"]
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("=== LLM Benchmark Report (Minimum) ===") == 4
+
+
+def test_svg_charts_draw_series_and_say_when_empty() -> None:
+    assert nice_ticks(0, 100, 5) == [0, 20, 40, 60, 80, 100]
+    svg = line_chart(
+        [Series("a<b", [(0, 0), (1, 2), (2, 3)])], title="t&t", x_label="x", y_label="y"
+    )
+    assert 'class="series"' in svg and "a<b" not in svg
+    assert 'class="legend"' not in svg  # one series needs no legend
+    assert "t&amp;t" in svg and 'd="M' in svg
+    assert "no data" in line_chart([], title="t", x_label="x", y_label="y")
+    bars = bar_chart([(0, 1, 3), (1, 2, 5)], title="h", x_label="x", y_label="n")
+    assert bars.count('class="bar"') == 2
