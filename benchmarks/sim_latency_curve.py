@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--output-tokens", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--plot", action="store_true", help="also draw the curve in text")
     args = ap.parse_args()
     rows = []
     t0 = time.perf_counter()
@@ -96,7 +97,26 @@ def main() -> None:
             f"\nthroughput plateau ~{peak[6]:.0f} output tok/s ({peak[5]:.1f} req/s); "
             f"TTFT p99 x{rows[-1][2] / rows[0][2]:.0f} from the lowest to the highest rate"
         )
+    if args.plot:
+        print()
+        print(plot(rows))
     print(f"(sweep took {wall:.1f} s wall)", file=sys.stderr)
+
+
+def plot(rows: list[tuple]) -> str:
+    """Horizontal bars: TTFT p99 on a log scale, output throughput on a linear one."""
+    import math
+
+    lo = math.log10(min(r[2] for r in rows))
+    hi = math.log10(max(r[2] for r in rows))
+    top = max(r[6] for r in rows)
+    width = 30
+    out = [f"{'req/s':>6}  {'TTFT p99 (log scale)':<{width}}  {'':>9}  output tok/s"]
+    for r in rows:
+        n = 1 + round((math.log10(r[2]) - lo) / (hi - lo or 1) * (width - 1))
+        m = 1 + round(r[6] / top * (width - 1))
+        out.append(f"{r[0]:>6g}  {'#' * n:<{width}}  {r[2]:>7.0f}ms  {'=' * m} {r[6]:.0f}")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,7 @@ class SimApp:
         self.counters = ServerCounters()
         self.next_index = 0
         self.emit_lags: list[float] | None = [] if record_emit_lag else None
+        self.emit_planned: list[float] = []  # planned loop time of each lag sample
         self.app = web.Application()
         self.app.add_routes(
             [
@@ -265,6 +266,7 @@ class SimApp:
             now = loop.time()
             if lags is not None:
                 lags.append(now - planned)
+                self.emit_planned.append(planned)
             await resp.write(w.token_chunk(text, finish if i == n_out else None))
             if last:
                 counters.itl.observe(now - last)
