@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Callable
 
 from .clock import sleep_until
 from .engine import Engine
@@ -34,13 +35,27 @@ class EngineStream:
         self._waiter: asyncio.Future[None] | None = None
         self._remaining = req.max_tokens
         self._closed = False
+        self._sink: Callable[[float], None] | None = None
 
     @property
     def cached_tokens(self) -> int:
         return max(0, self.req.cached_tokens)
 
+    def attach_sink(self, sink: Callable[[float], None]) -> None:
+        """From now on hand each token to ``sink`` synchronously (tokens already
+        delivered are passed on at once); ``next_token`` is no longer used."""
+        while self._times:
+            self._remaining -= 1
+            sink(self._times.popleft())
+        self._sink = sink
+
     def deliver(self, when: float) -> None:
         """Called by the engine loop for each emitted token (loop time)."""
+        sink = self._sink
+        if sink is not None:
+            self._remaining -= 1
+            sink(when)
+            return
         self._times.append(when)
         w = self._waiter
         if w is not None and not w.done():
@@ -62,6 +77,7 @@ class EngineStream:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._sink = None
             self._backend.release(self.req)
 
 

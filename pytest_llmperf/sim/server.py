@@ -236,6 +236,16 @@ class SimApp:
         lags = self.emit_lags if not faults.delays_tokens else None
         counters = self.counters
         salt = index * 13
+        # After the first token (which flushes the headers through aiohttp), a back end that
+        # can push tokens synchronously gets a sink that writes each chunk straight to the
+        # socket: no task switch per token, which matters when a step emits 64 at once.
+        fast = (
+            hasattr(stream, "attach_sink")
+            and not faults.per_chunk
+            and faults.stall_mid_at is None
+            and faults.cut_at is None
+            and resp.headers.get("Transfer-Encoding") == "chunked"
+        )
         last = 0.0
         i = 0
         while i < n_out:
@@ -273,6 +283,11 @@ class SimApp:
             else:
                 counters.ttft.observe(now - arrival)
             last = now
+            if fast and i < n_out:
+                await self._write_rest_directly(
+                    request, w, stream, i, n_out, finish, salt, last, lags
+                )
+                break
         counters.generation_tokens += n_out
         counters.success[finish] = counters.success.get(finish, 0) + 1
         if parsed.include_usage:
@@ -280,6 +295,48 @@ class SimApp:
         await resp.write(DONE)
         await resp.write_eof()
         return resp
+
+    async def _write_rest_directly(
+        self,
+        request: web.Request,
+        w: ChunkWriter,
+        stream: TokenStream,
+        i: int,
+        n_out: int,
+        finish: str,
+        salt: int,
+        last: float,
+        lags: list[float] | None,
+    ) -> None:
+        """Write tokens ``i..n_out-1`` from the back end's delivery callback."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        itl = self.counters.itl
+        planned_log = self.emit_planned
+        state = [i, last]
+
+        def sink(planned: float) -> None:
+            if done.done():
+                return
+            tr = request.transport
+            if tr is None or tr.is_closing():
+                done.set_exception(ConnectionResetError("client went away"))
+                return
+            k = state[0]
+            data = w.token_chunk(token_text(k, salt), finish if k + 1 == n_out else None)
+            now = loop.time()
+            if lags is not None:
+                lags.append(now - planned)
+                planned_log.append(planned)
+            tr.write(b"%x\r\n%b\r\n" % (len(data), data))
+            itl.observe(now - state[1])
+            state[1] = now
+            state[0] = k + 1
+            if k + 1 == n_out:
+                done.set_result(None)
+
+        stream.attach_sink(sink)  # type: ignore[attr-defined]
+        await done
 
     async def _full(
         self,
