@@ -84,7 +84,7 @@ def _read_stderr(f: object) -> str:
 def start_sim_process(
     profile: str = "fixed",
     *,
-    overrides: dict[str, str | float | int] | None = None,
+    overrides: dict[str, str | float | int | list[int]] | None = None,
     seed: int = 0,
     timeout: float = 30.0,
     speedup: float = 1.0,
@@ -108,6 +108,8 @@ def start_sim_process(
         "--exit-on-stdin-eof",
     ]
     for key, value in (overrides or {}).items():
+        if isinstance(value, list | tuple):
+            value = ",".join(str(v) for v in value)
         cmd += ["--set", f"{key}={value}"]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
+import traceback
 from collections import deque
 from collections.abc import Callable
 
@@ -36,18 +38,36 @@ class EngineStream:
         self._remaining = req.max_tokens
         self._closed = False
         self._sink: Callable[[float], None] | None = None
+        self._on_fail: Callable[[BaseException], None] | None = None
+        self._failed: BaseException | None = None
 
     @property
     def cached_tokens(self) -> int:
         return max(0, self.req.cached_tokens)
 
-    def attach_sink(self, sink: Callable[[float], None]) -> None:
+    def attach_sink(
+        self, sink: Callable[[float], None], fail: Callable[[BaseException], None]
+    ) -> None:
         """From now on hand each token to ``sink`` synchronously (tokens already
-        delivered are passed on at once); ``next_token`` is no longer used."""
+        delivered are passed on at once); ``next_token`` is no longer used.
+        ``fail`` is called instead if the engine dies."""
+        if self._failed is not None:
+            fail(self._failed)
+            return
         while self._times:
             self._remaining -= 1
             sink(self._times.popleft())
         self._sink = sink
+        self._on_fail = fail
+
+    def fail(self, exc: BaseException) -> None:
+        """The engine died: wake the handler with ``exc``."""
+        self._failed = exc
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_exception(exc)
+        if self._on_fail is not None:
+            self._on_fail(exc)
 
     def deliver(self, when: float) -> None:
         """Called by the engine loop for each emitted token (loop time)."""
@@ -66,6 +86,8 @@ class EngineStream:
             self.close()
             return None
         while not self._times:
+            if self._failed is not None:
+                raise self._failed
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter
             self._waiter = None
@@ -94,9 +116,8 @@ class EngineBackend:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._next_rid = 0
-        self.step_log: list[tuple[float, float, int]] | None = (
-            None  # (start, end, batch) if enabled
-        )
+        self.failure: BaseException | None = None
+        self.step_log: list[tuple[float, float, int]] | None = None  # (start, end, batch)
 
     # -- time mapping ------------------------------------------------------
     def _wall(self, sim_t: float) -> float:
@@ -119,6 +140,8 @@ class EngineBackend:
             self._task = None
 
     def submit(self, sub: Submission) -> EngineStream:
+        if self.failure is not None:
+            raise RuntimeError(f"simulator engine failed: {self.failure!r}")
         loop = asyncio.get_running_loop()
         now_sim = self._sim(loop.time())
         req = Request(
@@ -166,6 +189,19 @@ class EngineBackend:
         )
 
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a simulator bug: fail loudly, never hang the clients
+            traceback.print_exc(file=sys.stderr)
+            self.failure = exc
+            err = RuntimeError(f"simulator engine failed: {exc!r}")
+            sched = self.engine.scheduler
+            for r in [*sched.running, *sched.waiting]:
+                r.owner.fail(err)
+
+    async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         engine = self.engine
         wake = self._wake

@@ -181,19 +181,25 @@ class SimApp:
         hashes: tuple[int, ...] = ()
         if self.profile.kind == "engine" and self.profile.enable_prefix_caching:
             hashes = prompt_block_hashes(parsed.prompt_tokens, self.profile.block_size)
-        stream = self.backend.submit(
-            Submission(
-                prompt_tokens=max(1, parsed.num_prompt_tokens),
-                output_tokens=n_out,
-                block_hashes=hashes,
-                priority=parsed.priority,
+        try:
+            stream = self.backend.submit(
+                Submission(
+                    prompt_tokens=max(1, parsed.num_prompt_tokens),
+                    output_tokens=n_out,
+                    block_hashes=hashes,
+                    priority=parsed.priority,
+                )
             )
-        )
+        except RuntimeError as exc:  # the engine died (a simulator bug, already on stderr)
+            return self._error(500, str(exc))
         self.counters.prompt_tokens += parsed.num_prompt_tokens
         try:
             if parsed.stream:
                 return await self._stream(request, parsed, stream, n_out, finish, faults, index)
-            return await self._full(request, parsed, stream, n_out, finish, faults, index)
+            try:
+                return await self._full(request, parsed, stream, n_out, finish, faults, index)
+            except RuntimeError as exc:  # the engine died while we waited
+                return self._error(500, str(exc))
         finally:
             stream.close()
 
@@ -335,7 +341,11 @@ class SimApp:
             if k + 1 == n_out:
                 done.set_result(None)
 
-        stream.attach_sink(sink)  # type: ignore[attr-defined]
+        def fail(exc: BaseException) -> None:
+            if not done.done():
+                done.set_exception(exc)
+
+        stream.attach_sink(sink, fail)  # type: ignore[attr-defined]
         await done
 
     async def _full(
