@@ -177,7 +177,7 @@ def line_chart(
         for i, s in enumerate(series):
             y = _M_TOP + 10 + 13 * i
             color = PALETTE[i % len(PALETTE)]
-            x = _W - _M_RIGHT - 96
+            x = _M_LEFT + 8
             parts.append(
                 f'<line x1="{x}" x2="{x + 14}" y1="{y}" y2="{y}" '
                 f'stroke="{color}" stroke-width="2"/>'
