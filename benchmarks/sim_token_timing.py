@@ -25,11 +25,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_llmperf.sim import SimServer
 
 
-def _client(url: str, streams: int, seconds: float, max_tokens: int, out: mp.Queue) -> None:
+def _client(
+    url: str, streams: int, seconds: float, max_tokens: int, rate: float, out: mp.Queue
+) -> None:
+    import random
+
     import aiohttp
 
-    async def main() -> int:
+    async def main() -> tuple[int, float]:
         done = 0
+        busy = 0.0
         deadline = time.monotonic() + seconds
         body = {
             "prompt": "Tell me a story about a simulated server. " * 4,
@@ -37,33 +42,52 @@ def _client(url: str, streams: int, seconds: float, max_tokens: int, out: mp.Que
             "stream": True,
             "ignore_eos": True,
         }
-        conn = aiohttp.TCPConnector(limit=streams)
+        conn = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(url, connector=conn) as session:
 
-            async def worker() -> None:
-                nonlocal done
-                while time.monotonic() < deadline:
-                    async with session.post("/v1/completions", json=body) as resp:
-                        async for _line in resp.content:
-                            pass
-                    done += 1
+            async def one() -> None:
+                nonlocal done, busy
+                t0 = time.monotonic()
+                async with session.post("/v1/completions", json=body) as resp:
+                    async for _line in resp.content:
+                        pass
+                done += 1
+                busy += time.monotonic() - t0
 
-            await asyncio.gather(*(worker() for _ in range(streams)))
-        return done
+            async def worker() -> None:
+                while time.monotonic() < deadline:
+                    await one()
+
+            if rate <= 0:  # closed loop: `streams` requests always in flight
+                await asyncio.gather(*(worker() for _ in range(streams)))
+            else:  # open loop: Poisson arrivals on an absolute schedule
+                rng = random.Random(0)
+                loop = asyncio.get_running_loop()
+                start = loop.time()
+                t = 0.0
+                tasks = []
+                while t < seconds:
+                    t += rng.expovariate(rate)
+                    await asyncio.sleep(max(0.0, start + t - loop.time()))
+                    tasks.append(asyncio.create_task(one()))
+                await asyncio.gather(*tasks)
+        return done, busy / seconds
 
     out.put(asyncio.run(main()))
 
 
-async def run(profile: str, streams: int, seconds: float, max_tokens: int, overrides: dict) -> dict:
+async def run(
+    profile: str, streams: int, seconds: float, max_tokens: int, overrides: dict, rate: float = 0.0
+) -> dict:
     async with SimServer(profile, record_emit_lag=True, **overrides) as sim:
         ctx = mp.get_context("spawn")
         q: mp.Queue = ctx.Queue()
-        proc = ctx.Process(target=_client, args=(sim.url, streams, seconds, max_tokens, q))
+        proc = ctx.Process(target=_client, args=(sim.url, streams, seconds, max_tokens, rate, q))
         proc.start()
         loop = asyncio.get_running_loop()
         while proc.is_alive():
             await asyncio.sleep(0.2)
-        completed = await loop.run_in_executor(None, q.get)
+        completed, in_flight = await loop.run_in_executor(None, q.get)
         proc.join()
         raw = np.array(sim.emit_lags) * 1000.0
         planned = np.array(sim.sim.emit_planned) if sim.sim else np.zeros(0)
@@ -79,7 +103,7 @@ async def run(profile: str, streams: int, seconds: float, max_tokens: int, overr
         "first_p99_ms": float(np.percentile(first_lags, 99)),
         "group_mean": float(len(lags) / max(1, first.sum())),
         "profile": profile,
-        "streams": streams,
+        "streams": streams if rate <= 0 else f"Poisson {rate:g} req/s, mean {in_flight:.0f}",
         "requests": completed,
         "tokens": int(lags.size),
         "p50_ms": float(np.percentile(lags, 50)),
@@ -94,10 +118,18 @@ def main() -> None:
     ap.add_argument("--streams", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="open loop: Poisson arrivals at this rate instead of --streams closed loop",
+    )
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
     overrides = dict(item.split("=", 1) for item in args.set)
-    r = asyncio.run(run(args.profile, args.streams, args.seconds, args.max_tokens, overrides))
+    r = asyncio.run(
+        run(args.profile, args.streams, args.seconds, args.max_tokens, overrides, args.rate)
+    )
     print(
         f"profile {r['profile']}: {r['streams']} concurrent streams, {r['requests']} requests, "
         f"{r['tokens']} tokens; |actual - planned emit| p50 {r['p50_ms']:.3f} ms, "
