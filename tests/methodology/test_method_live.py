@@ -36,10 +36,11 @@ def generator(url: str, workload: dict, load: dict | None = None, slos=()) -> Lo
 async def test_sweep_finds_knee_and_keeps_probe_runs_ungated() -> None:
     async with SimServer("fixed", ttft_ms=4, ttft_per_active_ms=4, itl_ms=2) as sim:
         gen = generator(sim.url, {"input_tokens": 32, "output_tokens": 16, "requests": 30})
-        curve = await gen.sweep(rates=[40, 10, 200])
-    assert [p.offered for p in curve.points] == [10, 40, 200]
+        # Constant spacing: at 10 and 20 req/s each request (~36 ms) ends before the next.
+        curve = await gen.sweep(rates=[20, 10, 200], pattern="constant")
+    assert [p.offered for p in curve.points] == [10, 20, 200]
     assert curve.knee == 200
-    assert [r.label for r in gen.results] == ["sweep rate=10", "sweep rate=40", "sweep rate=200"]
+    assert [r.label for r in gen.results] == ["sweep rate=10", "sweep rate=20", "sweep rate=200"]
     assert not any(r.gated for r in gen.results)
     attached = gen.analyses[-1]
     assert attached["kind"] == "curve" and attached["knee"] == 200
