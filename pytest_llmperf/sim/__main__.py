@@ -103,6 +103,7 @@ async def _serve(args: argparse.Namespace, overrides: dict[str, str]) -> None:
         port=args.port,
         seed=args.seed,
         speedup=args.speedup,
+        timing="block",  # the loop serves nobody else in this process
         **overrides,
     )
     try:

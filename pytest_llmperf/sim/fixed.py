@@ -40,7 +40,7 @@ class FixedStream:
             return None
         when = self._start + self._i * self._itl
         self._i += 1
-        await sleep_until(when)
+        await sleep_until(when, self._backend.timing)
         return when
 
     def close(self) -> None:
@@ -52,9 +52,10 @@ class FixedStream:
 class FixedBackend:
     """Back end for ``kind: fixed`` profiles."""
 
-    def __init__(self, profile: Profile, speedup: float = 1.0) -> None:
+    def __init__(self, profile: Profile, speedup: float = 1.0, timing: str = "block") -> None:
         self.profile = profile
         self.speedup = speedup
+        self.timing = timing
         self.active = 0
 
     async def start(self) -> None:

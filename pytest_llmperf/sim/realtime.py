@@ -93,7 +93,7 @@ class EngineStream:
             self._waiter = None
         self._remaining -= 1
         when = self._times.popleft()
-        await sleep_until(when)  # only waits if a delivery offset (alpha2) is configured
+        await sleep_until(when, self._backend.timing)  # waits only if alpha2 > 0
         return when
 
     def close(self) -> None:
@@ -106,8 +106,11 @@ class EngineStream:
 class EngineBackend:
     """Back end for ``kind: engine`` profiles, in real time."""
 
-    def __init__(self, profile: Profile, *, seed: int = 0, speedup: float = 1.0) -> None:
+    def __init__(
+        self, profile: Profile, *, seed: int = 0, speedup: float = 1.0, timing: str = "block"
+    ) -> None:
         self.profile = profile
+        self.timing = timing
         self.engine = Engine(profile)
         self.speedup = speedup
         self.seed = seed
@@ -216,7 +219,7 @@ class EngineBackend:
             res = engine.step(self._sim_now)
             if self.step_log is not None:
                 self.step_log.append((res.start, res.end, res.batch_size))
-            await sleep_until(self._wall(res.end))
+            await sleep_until(self._wall(res.end), self.timing)
             self._sim_now = res.end
             when = self._wall(res.end + out_delay)
             for r in res.emitted:

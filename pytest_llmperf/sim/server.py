@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .clock import sleep_until
+from .clock import TIMING_MODES, sleep_until
 from .faults import FaultPlan, plan_faults
 from .fixed import FixedBackend
 from .kv_cache import prompt_block_hashes
@@ -42,13 +42,13 @@ MALFORMED_FRAME = b'data: {"id": "malformed", "choices": [{"index": 0, "delta": 
 KEEPALIVE_FRAME = b": keep-alive\n\n"
 
 
-def make_backend(profile: Profile, seed: int, speedup: float) -> Backend:
+def make_backend(profile: Profile, seed: int, speedup: float, timing: str = "block") -> Backend:
     """The back end a profile asks for."""
     if profile.kind == "fixed":
-        return FixedBackend(profile, speedup)
+        return FixedBackend(profile, speedup, timing)
     from .realtime import EngineBackend
 
-    return EngineBackend(profile, seed=seed, speedup=speedup)
+    return EngineBackend(profile, seed=seed, speedup=speedup, timing=timing)
 
 
 class SimApp:
@@ -61,13 +61,17 @@ class SimApp:
         seed: int = 0,
         speedup: float = 1.0,
         record_emit_lag: bool = False,
+        timing: str = "block",
     ) -> None:
         if speedup <= 0:
             raise ValueError(f"speedup must be positive, got {speedup!r}")
+        if timing not in TIMING_MODES:
+            raise ValueError(f"timing must be one of {TIMING_MODES}, got {timing!r}")
         self.profile = profile
         self.seed = seed
         self.speedup = speedup
-        self.backend = make_backend(profile, seed, speedup)
+        self.timing = timing
+        self.backend = make_backend(profile, seed, speedup, timing)
         self.counters = ServerCounters()
         self.next_index = 0
         self.emit_lags: list[float] | None = [] if record_emit_lag else None
@@ -213,7 +217,7 @@ class SimApp:
             while end - loop.time() > faults.keepalive_interval_s:
                 await asyncio.sleep(faults.keepalive_interval_s)
                 await resp.write(KEEPALIVE_FRAME)
-        await sleep_until(end)
+        await sleep_until(end, self.timing)
 
     def _cut(self, request: web.Request) -> None:
         """Drop the connection mid-response (no [DONE], no chunked terminator)."""
@@ -394,7 +398,10 @@ class SimServer:
     """The simulator serving HTTP in the current event loop.
 
     ``async with SimServer("fixed", ttft_ms=50, itl_ms=10) as sim: sim.url``.
-    Keyword overrides are profile keys (see profiles.yaml).
+    Keyword overrides are profile keys (see profiles.yaml). ``timing`` is how the
+    last fraction of a millisecond before each planned token is waited for (see
+    clock.py): ``spin`` (default here) keeps the loop serving a client that shares
+    it; ``block`` (what the command line uses) burns no CPU but holds the loop.
     """
 
     def __init__(
@@ -406,9 +413,11 @@ class SimServer:
         seed: int = 0,
         speedup: float = 1.0,
         record_emit_lag: bool = False,
+        timing: str = "spin",
         **overrides: Any,
     ) -> None:
         self.profile = load_profile(profile, **overrides)
+        self.timing = timing
         self.host = host
         self.port = port
         self.seed = seed
@@ -433,7 +442,11 @@ class SimServer:
 
     async def start(self) -> SimServer:
         self.sim = SimApp(
-            self.profile, seed=self.seed, speedup=self.speedup, record_emit_lag=self.record_emit_lag
+            self.profile,
+            seed=self.seed,
+            speedup=self.speedup,
+            record_emit_lag=self.record_emit_lag,
+            timing=self.timing,
         )
         runner = web.AppRunner(self.sim.app, handler_cancellation=True, access_log=None)
         await runner.setup()
