@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.loadgen.sample_order import SAMPLE_ORDERS
 
 __all__ = ["LOAD_PATTERNS", "LoadSpec", "arrival_offsets_ns"]
 
@@ -29,13 +30,17 @@ class LoadSpec:
 
     ``rate`` (requests/s) is for open-loop patterns; ``concurrency`` is the
     number of requests in flight for ``concurrency`` and the cap for
-    ``max-throughput``; ``seed`` drives Poisson inter-arrival times.
+    ``max-throughput``; ``seed`` drives Poisson inter-arrival times and the
+    sample order; ``sample_order`` is ``sequential``, ``without-replacement``
+    or ``with-replacement`` (None: the workload's default, see
+    :mod:`~pytest_llmperf.loadgen.sample_order`).
     """
 
     pattern: str
     rate: float | None = None
     concurrency: int | None = None
     seed: int = 0
+    sample_order: str | None = None
 
     @property
     def open_loop(self) -> bool:
@@ -48,18 +53,24 @@ class LoadSpec:
             raise LlmPerfUsageError(
                 f"unknown load pattern {pattern!r}; use one of {', '.join(LOAD_PATTERNS)}"
             )
-        allowed = {"rate", "concurrency", "seed"}
+        allowed = {"rate", "concurrency", "seed", "sample_order"}
         unknown = sorted(set(params) - allowed)
         if unknown:
             raise LlmPerfUsageError(
                 f"llm_load({pattern!r}) does not take {', '.join(unknown)} "
-                f"(takes rate=, concurrency=, seed=, requests=, duration=)"
+                f"(takes rate=, concurrency=, seed=, sample_order=, requests=, duration=)"
             )
         rate = params.get("rate")
         concurrency = params.get("concurrency")
         seed = params.get("seed", 0)
+        order = params.get("sample_order")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise LlmPerfUsageError(f"seed must be an integer, got {seed!r}")
+        if order is not None and order not in SAMPLE_ORDERS:
+            raise LlmPerfUsageError(
+                f"llm_load({pattern!r}): unknown sample_order {order!r}; "
+                f"use one of {', '.join(SAMPLE_ORDERS)}"
+            )
         if pattern in OPEN_LOOP:
             if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
                 raise LlmPerfUsageError(
@@ -70,7 +81,7 @@ class LoadSpec:
                     f"llm_load({pattern!r}) is open-loop: it takes rate=, not concurrency= "
                     f"(got concurrency={concurrency!r}); use 'concurrency' for a closed loop"
                 )
-            return cls(pattern, rate=float(rate), seed=seed)
+            return cls(pattern, rate=float(rate), seed=seed, sample_order=order)
         if rate is not None:
             raise LlmPerfUsageError(
                 f"llm_load({pattern!r}) is closed-loop: it takes concurrency=, not rate= "
@@ -82,7 +93,7 @@ class LoadSpec:
             concurrency = DEFAULT_MAX_THROUGHPUT_CONCURRENCY
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise LlmPerfUsageError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-        return cls(pattern, concurrency=concurrency, seed=seed)
+        return cls(pattern, concurrency=concurrency, seed=seed, sample_order=order)
 
     def describe(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -20,6 +20,10 @@ class RunResult:
     ``.mean``, ``.max``, ``.count``); ``metrics["error_rate"]`` etc. are floats.
     ``self_check["generator_bound"]`` is true when the load generator, not
     the server, limited the run; verdicts on such a run are inconclusive.
+    ``stop_reason`` says why issuing ended (``completed``, ``duration``,
+    ``stop()``, ``SIGINT``, ``cancelled``); ``events_path`` is the run's
+    event log (``--llm-events``), re-analysable with
+    :func:`pytest_llmperf.metrics.event_log.analyse_event_log`.
     """
 
     workload: dict[str, Any]
@@ -32,6 +36,8 @@ class RunResult:
     interrupted: bool = False
     label: str = ""
     gated: bool = True
+    stop_reason: str = ""
+    events_path: str | None = None
 
     @property
     def metrics(self) -> Mapping[str, LatencyHistogram | float]:
@@ -64,5 +70,7 @@ class RunResult:
             "started_at": self.started_at,
             "duration_s": round(self.duration_s, 6),
             "interrupted": self.interrupted,
+            "stop_reason": self.stop_reason,
+            "events": self.events_path,
             "gated": self.gated,
         }

@@ -1,23 +1,44 @@
 """One load-generator run: issue requests on the pattern's clock, drain, report.
 
-Open-loop sends are paced with ``loop.call_at`` against absolute planned
-times (``t0 + offset_i``), never "previous send + delay", so the schedule
-cannot drift; a send that happens late still counts its latency from its
-planned time. Closed-loop workers issue the next request as soon as their
-previous one ends. Every issued request ends in exactly one record: at the
-end of the run the generator waits for all of them (bounded by the
-per-request total timeout), and any still in flight at that hard cap are
-recorded as ``incomplete_at_cap`` failures rather than dropped.
+Phases: the ``warmup`` requests go first (same pattern, not tracked, and not
+drained: the performance phase starts while they are still in flight, so
+it begins at the target load); then the performance phase (tracked, and
+drained at the end).
+
+Open-loop sends are paced against absolute planned times (``t0 +
+offset_i``), never "previous send + delay", so the schedule cannot drift; a
+send that happens late still counts its latency from its planned time
+(:mod:`~pytest_llmperf.loadgen.pacing` wakes up early and finishes on the
+monotonic clock, because asyncio's timers are only millisecond-accurate).
+Closed-loop workers (``concurrency``, ``max-throughput``) issue the next
+request as soon as their previous one ends.
+
+Stopping: after ``requests`` requests, after ``duration`` seconds of the
+performance phase, on :meth:`LoadRun.stop`, or on SIGINT (first Ctrl-C:
+stop issuing and drain; second: stop draining). Every issued request ends in
+exactly one record: the drain waits for tracked requests up to the
+per-request total timeout plus a grace period, and any still in flight at
+that hard cap are recorded as ``incomplete_at_cap`` failures rather than
+dropped from the tail.
+
+With ``workers > 1`` the run is split across processes
+(:mod:`~pytest_llmperf.loadgen.workers`); each issues its share of the same
+planned schedule and the histograms are merged exactly.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import re
+import signal
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -25,14 +46,26 @@ from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
+from pytest_llmperf.loadgen.pacing import Pacer
 from pytest_llmperf.loadgen.patterns import arrival_offsets_ns
 from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.loadgen.sample_order import SampleOrder
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.metrics.recorder import EventRecorder
+from pytest_llmperf.workloads.base import Sample
 
 if TYPE_CHECKING:  # config imports loadgen.patterns; avoid the cycle at run time
     from pytest_llmperf.config import RunSpec
 
-__all__ = ["DRAIN_GRACE_S", "GENERATOR_BOUND_LAG_MS", "LoadRun", "run_load"]
+__all__ = [
+    "DRAIN_GRACE_S",
+    "GENERATOR_BOUND_LAG_MS",
+    "GENERATOR_BOUND_RATE_SHARE",
+    "IssueStats",
+    "LoadRun",
+    "ScheduleShare",
+    "run_load",
+]
 
 RecordObserver = Callable[[RequestRecord], None]
 
@@ -42,8 +75,81 @@ DRAIN_GRACE_S = 5.0
 _YIELD_EVERY = 32  # when behind schedule, still let responses be read this often
 
 
+@dataclass(frozen=True)
+class ScheduleShare:
+    """The part of the planned schedule one process issues.
+
+    Position ``i`` of the run (warm-up included) belongs to worker
+    ``i % count``; every worker walks the same seeded schedule and sample
+    order, so the union of the shares is exactly the planned run. ``t0_ns``
+    is the common start on the system-wide monotonic clock.
+    """
+
+    index: int = 0
+    count: int = 1
+    t0_ns: int | None = None
+    concurrency: int | None = None  # this worker's share of a closed loop's slots
+
+
+@dataclass
+class IssueStats:
+    """What the issuing side did, for the self-check; merges across workers."""
+
+    tracked_issued: int = 0
+    first_send_ns: int = 0
+    last_send_ns: int = 0
+    first_planned_ns: int = 0
+    last_planned_ns: int = 0
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    worker_cpu_s: list[float] = field(default_factory=list)
+
+    def note(self, planned_ns: int, send_ns: int) -> None:
+        if not self.tracked_issued:
+            self.first_send_ns, self.first_planned_ns = send_ns, planned_ns
+        self.tracked_issued += 1
+        self.last_send_ns, self.last_planned_ns = send_ns, planned_ns
+
+    def merge(self, other: IssueStats) -> None:
+        if other.tracked_issued:
+            if not self.tracked_issued:
+                self.first_send_ns, self.first_planned_ns = (
+                    other.first_send_ns,
+                    other.first_planned_ns,
+                )
+                self.last_send_ns, self.last_planned_ns = other.last_send_ns, other.last_planned_ns
+            else:
+                self.first_send_ns = min(self.first_send_ns, other.first_send_ns)
+                self.first_planned_ns = min(self.first_planned_ns, other.first_planned_ns)
+                self.last_send_ns = max(self.last_send_ns, other.last_send_ns)
+                self.last_planned_ns = max(self.last_planned_ns, other.last_planned_ns)
+        self.tracked_issued += other.tracked_issued
+        self.cpu_s += other.cpu_s
+        self.worker_cpu_s.append(round(other.cpu_s, 4))
+
+    def to_state(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> IssueStats:
+        return cls(**state)
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    position: int
+    sample_index: int
+    offset_ns: int | None
+    tracked: bool
+
+
 class LoadRun:
-    """The state of one run; :meth:`stop` ends issuing early (the run still drains)."""
+    """The state of one run; :meth:`stop` ends issuing early (the run still drains).
+
+    ``events_dir``: keep this run's event log there (one SQLite file per
+    run; ``RunResult.events_path`` says which). ``workers``: issue from that
+    many processes (``--llm-workers``).
+    """
 
     def __init__(
         self,
@@ -53,85 +159,235 @@ class LoadRun:
         request_limits_ms: dict[str, float] | None = None,
         observers: Iterable[RecordObserver] = (),
         label: str = "",
+        events_dir: str | Path | None = None,
+        events_path: str | Path | None = None,
+        workers: int = 1,
+        share: ScheduleShare | None = None,
+        handle_sigint: bool = True,
     ) -> None:
         self.endpoint = endpoint
         self.spec = spec
         self.label = label
+        self.request_limits_ms = dict(request_limits_ms or {})
         self.accumulator = MetricsAccumulator(request_limits_ms=request_limits_ms)
         self.observers = list(observers)
+        self.events_dir = Path(events_dir) if events_dir is not None else None
+        self.events_path = Path(events_path) if events_path is not None else None
+        self.workers = max(1, int(workers))
+        self.share = share or ScheduleShare()
+        self.handle_sigint = handle_sigint
+        self.stats = IssueStats()
+        self.stop_reason = ""
+        self.recorder: EventRecorder | None = None
         self._stopping = asyncio.Event()
+        self._abort_drain: asyncio.Future[None] | None = None
+        self._pacer = Pacer()
         self._inflight: dict[asyncio.Task[RequestRecord], RequestRecord] = {}
+        self._positions: dict[int, int] = {}  # id(record) -> run position, for the event log
         self._issued = 0
-        self._first_send_ns = 0
-        self._last_send_ns = 0
+        self._sigints = 0
+        self._worker_pool: Any = None
 
-    def stop(self) -> None:
+    # -- control -----------------------------------------------------------------
+
+    def stop(self, reason: str = "stop()") -> None:
+        """Stop issuing; requests in flight are still awaited and reported."""
+        if not self.stop_reason:
+            self.stop_reason = reason
         self._stopping.set()
+        self._pacer.cancel()
+        if self._worker_pool is not None:
+            self._worker_pool.stop()
+
+    def _on_sigint(self) -> None:
+        self._sigints += 1
+        if self._sigints == 1:
+            self.stop("SIGINT")
+        elif self._abort_drain is not None and not self._abort_drain.done():
+            self._abort_drain.set_result(None)
+            if self._worker_pool is not None:
+                self._worker_pool.abort()
+
+    # -- description -------------------------------------------------------------
+
+    def sample_order(self) -> SampleOrder:
+        spec = self.spec
+        return SampleOrder.for_workload(
+            spec.load.sample_order,
+            spec.load.seed,
+            spec.workload.size,
+            pool=(spec.requests or 0) + spec.warmup or None,
+        )
+
+    def describe_workload(self) -> dict[str, Any]:
+        out = self.spec.describe_workload()
+        out["sample_order"] = self.sample_order().describe()
+        return out
+
+    def _events_file(self, started: datetime) -> Path | None:
+        if self.events_path is not None:
+            return self.events_path
+        if self.events_dir is None:
+            return None
+        slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", self.label or "run").strip("_")[:80] or "run"
+        stamp = started.strftime("%Y%m%dT%H%M%S.%f")
+        for n in itertools.count():
+            path = self.events_dir / f"{stamp}-{slug}{f'-{n}' if n else ''}.sqlite"
+            if not path.exists():
+                return path
+        raise AssertionError("unreachable")
+
+    def _meta(self, started_at: str) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "started_at": started_at,
+            "load": self.spec.load.describe(),
+            "workload": self.describe_workload(),
+            "endpoint": self.endpoint.describe(),
+            "request_limits_ms": self.request_limits_ms,
+            "share": {"index": self.share.index, "count": self.share.count},
+            "clock": "time.monotonic_ns (CLOCK_MONOTONIC), nanoseconds",
+        }
+
+    # -- the run -----------------------------------------------------------------
 
     async def execute(self) -> RunResult:
         endpoint = await resolve_model(self.endpoint)
         self.endpoint = endpoint
-        spec = self.spec
-        concurrency = spec.load.concurrency or 0
-        started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        started = datetime.now(UTC)
+        started_at = started.isoformat(timespec="milliseconds")
+        events_file = self._events_file(started)
+        restore_sigint = self._install_sigint()
         cpu0 = time.process_time()
         wall0 = time.monotonic_ns()
         interrupted = False
-        async with endpoint.client(max_connections=max(64, concurrency)) as http:
-            try:
-                if spec.load.open_loop:
-                    await self._issue_open_loop(http)
-                else:
-                    await self._issue_closed_loop(http, concurrency)
-            except asyncio.CancelledError:
-                interrupted = True
-                self._stopping.set()
-            finally:
-                await self._drain()
+        try:
+            if self.workers > 1:
+                from pytest_llmperf.loadgen.workers import WorkerPool
+
+                self._worker_pool = WorkerPool(self, events_file)
+                await self._worker_pool.run()
+            else:
+                if events_file is not None:
+                    self.recorder = EventRecorder(events_file, meta=self._meta(started_at))
+                try:
+                    interrupted = await self._run_here()
+                finally:
+                    if self.recorder is not None:
+                        self.recorder.set_meta({"summary": self.accumulator.summary()})
+                        await asyncio.get_running_loop().run_in_executor(None, self.recorder.close)
+        finally:
+            restore_sigint()
         wall_s = (time.monotonic_ns() - wall0) / 1e9
-        cpu_s = time.process_time() - cpu0
+        self.stats.cpu_s += time.process_time() - cpu0
+        self.stats.wall_s = wall_s
+        if not self.stop_reason:
+            self.stop_reason = "cancelled" if interrupted else "completed"
         result = RunResult(
-            workload=spec.describe_workload(),
-            load=spec.load.describe(),
+            workload=self.describe_workload(),
+            load=self.spec.load.describe(),
             endpoint=endpoint.describe(),
             accumulator=self.accumulator,
             started_at=started_at,
             duration_s=wall_s,
-            interrupted=interrupted or self._stopping.is_set(),
+            interrupted=interrupted or self.stop_reason in ("stop()", "SIGINT", "cancelled"),
             label=self.label,
         )
-        result.self_check = self._self_check(wall_s, cpu_s)
+        result.stop_reason = self.stop_reason
+        result.events_path = str(events_file) if events_file is not None else None
+        result.self_check = self._self_check(wall_s)
         if interrupted:
             raise asyncio.CancelledError
         return result
 
-    # -- issuing ---------------------------------------------------------------
+    async def _run_here(self) -> bool:
+        """Issue and drain in this process; True when the task was cancelled."""
+        spec = self.spec
+        concurrency = self.share.concurrency or spec.load.concurrency or 0
+        interrupted = False
+        async with self.endpoint.client(max_connections=max(64, concurrency)) as http:
+            try:
+                t0 = self.share.t0_ns or time.monotonic_ns()
+                if spec.load.open_loop:
+                    await self._issue_open_loop(http, t0)
+                else:
+                    await self._issue_closed_loop(http, concurrency, t0)
+            except asyncio.CancelledError:
+                interrupted = True
+                self.stop("cancelled")
+            finally:
+                await self._drain()
+        return interrupted
 
-    def _indices(self) -> Iterable[int]:
-        total = self.spec.warmup + self.spec.requests if self.spec.requests else None
-        return range(total) if total is not None else itertools.count()
+    def _install_sigint(self) -> Callable[[], None]:
+        """First Ctrl-C: stop issuing and drain; second: stop draining."""
+        if not self.handle_sigint or threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        loop = asyncio.get_running_loop()
+        previous = signal.getsignal(signal.SIGINT)
 
-    def _should_stop(self, now_ns: int, t0_ns: int) -> bool:
-        if self._stopping.is_set():
-            return True
-        duration = self.spec.duration
-        return duration is not None and now_ns - t0_ns >= duration * 1e9
+        def handler(signum: int, frame: object) -> None:
+            loop.call_soon_threadsafe(self._on_sigint)
 
-    def _launch(self, http: httpx.AsyncClient, index: int, t_sched: int) -> asyncio.Task:
-        sample = self.spec.workload.sample(index)
+        try:
+            signal.signal(signal.SIGINT, handler)
+        except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+            return lambda: None
+
+        def restore() -> None:
+            signal.signal(signal.SIGINT, previous)
+
+        return restore
+
+    # -- issuing -----------------------------------------------------------------
+
+    def _plan(self) -> Iterator[_Planned]:
+        """This process's share of the planned requests, in order.
+
+        Walks every position of the run (so each worker sees the same
+        schedule and sample order) and yields those of its share.
+        """
+        spec = self.spec
+        warmup = spec.warmup
+        total = warmup + spec.requests if spec.requests else None
+        positions: Iterable[int] = range(total) if total is not None else itertools.count()
+        order = iter(self.sample_order())
+        open_loop = spec.load.open_loop
+        offsets: Iterator[int | None] = (
+            arrival_offsets_ns(spec.load) if open_loop else itertools.repeat(None)
+        )
+        duration_ns = spec.duration * 1e9 if spec.duration is not None else None
+        perf_start: int | None = None
+        share = self.share
+        for position in positions:
+            index = next(order)
+            offset = next(offsets)
+            tracked = position >= warmup
+            if open_loop and duration_ns is not None and tracked:
+                assert offset is not None
+                if perf_start is None:
+                    perf_start = offset
+                if offset - perf_start >= duration_ns:
+                    return
+            if position % share.count == share.index:
+                yield _Planned(position, index, offset, tracked)
+
+    def _launch(
+        self, http: httpx.AsyncClient, item: _Planned, sample: Sample, t_sched: int
+    ) -> asyncio.Task[RequestRecord]:
         record = RequestRecord(
-            index=index,
+            index=item.sample_index,
             t_sched=t_sched,
             category=sample.category,
-            tracked=index >= self.spec.warmup,
+            tracked=item.tracked,
         )
-        now = time.monotonic_ns()
-        if not self._first_send_ns:
-            self._first_send_ns = now
-        self._last_send_ns = now
+        if item.tracked:
+            self.stats.note(t_sched, time.monotonic_ns())
         self._issued += 1
         task = asyncio.create_task(send_request(http, self.endpoint, sample, record))
         self._inflight[task] = record
+        if self.recorder is not None:
+            self._positions[id(record)] = item.position
         task.add_done_callback(self._finished)
         return task
 
@@ -146,56 +402,67 @@ class LoadRun:
 
     def _deliver(self, record: RequestRecord) -> None:
         self.accumulator.add(record)
+        if self.recorder is not None:
+            self.recorder.record(record, self._positions.pop(id(record), -1))
         for observer in self.observers:
             observer(record)
 
-    async def _issue_open_loop(self, http: httpx.AsyncClient) -> None:
-        loop = asyncio.get_running_loop()
-        t0 = time.monotonic_ns()
+    async def _issue_open_loop(self, http: httpx.AsyncClient, t0: int) -> None:
+        workload = self.spec.workload
+        pacer = self._pacer
         behind = 0
-        for index, offset in zip(self._indices(), arrival_offsets_ns(self.spec.load), strict=False):
-            planned = t0 + offset
-            if self.spec.duration is not None and offset >= self.spec.duration * 1e9:
-                break
+        for item in self._plan():
             if self._stopping.is_set():
                 break
+            assert item.offset_ns is not None
+            planned = t0 + item.offset_ns
+            sample = workload.sample(item.sample_index)  # prepared before the wait
             if planned > time.monotonic_ns():
                 behind = 0
-                wake = loop.create_future()
-                handle = loop.call_at(planned / 1e9, _set_if_pending, wake)
-                stop_wait = asyncio.ensure_future(self._stopping.wait())
-                try:
-                    await asyncio.wait((wake, stop_wait), return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    handle.cancel()
-                    stop_wait.cancel()
-                if self._stopping.is_set():
+                if not await pacer.wait_until(planned):
                     break
             else:
                 behind += 1
                 if behind % _YIELD_EVERY == 0:
                     await asyncio.sleep(0)
-            self._launch(http, index, planned)
+            self._launch(http, item, sample, planned)
 
-    async def _issue_closed_loop(self, http: httpx.AsyncClient, concurrency: int) -> None:
-        t0 = time.monotonic_ns()
-        indices = iter(self._indices())
+    async def _issue_closed_loop(self, http: httpx.AsyncClient, concurrency: int, t0: int) -> None:
+        workload = self.spec.workload
+        plan = self._plan()
+        duration_ns = self.spec.duration * 1e9 if self.spec.duration is not None else None
+        deadline: list[float] = [t0 + duration_ns] if duration_ns and not self.spec.warmup else []
+        while time.monotonic_ns() < t0:  # workers start together on the shared clock
+            await asyncio.sleep(min(0.05, (t0 - time.monotonic_ns()) / 1e9))
 
-        async def worker() -> None:
-            for index in indices:
+        async def slot() -> None:
+            for item in plan:
                 now = time.monotonic_ns()
-                if self._should_stop(now, t0):
+                if self._stopping.is_set():
                     return
-                await self._launch(http, index, now)
+                if item.tracked and duration_ns is not None:
+                    if not deadline:
+                        deadline.append(now + duration_ns)
+                    elif now >= deadline[0]:
+                        self.stop_reason = self.stop_reason or "duration"
+                        return
+                await self._launch(http, item, workload.sample(item.sample_index), now)
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(slot() for _ in range(max(1, concurrency))))
 
     async def _drain(self) -> None:
-        """Wait for requests in flight; past the hard cap, record them as incomplete."""
+        """Wait for tracked requests in flight; past the hard cap, record them as incomplete."""
         pending = [t for t, r in self._inflight.items() if r.tracked]
         if pending:
             cap = self.endpoint.timeouts.total + DRAIN_GRACE_S
-            await asyncio.wait(pending, timeout=cap)
+            self._abort_drain = asyncio.get_running_loop().create_future()
+            all_done = asyncio.ensure_future(asyncio.wait(pending))
+            await asyncio.wait(
+                (all_done, self._abort_drain), timeout=cap, return_when=asyncio.FIRST_COMPLETED
+            )
+            all_done.cancel()
+            if not self._abort_drain.done():
+                self._abort_drain.cancel()
         leftovers = list(self._inflight.items())
         for task, _ in leftovers:
             task.cancel()
@@ -206,42 +473,59 @@ class LoadRun:
             if record.tracked:
                 record.fail(ErrorKind.INCOMPLETE, "still in flight when the run ended", now=now)
                 self._deliver(record)
+            else:
+                self._positions.pop(id(record), None)
 
-    # -- self-check ------------------------------------------------------------
+    # -- self-check --------------------------------------------------------------
 
-    def _self_check(self, wall_s: float, cpu_s: float) -> dict[str, object]:
-        """Was the generator, not the server, the bottleneck?"""
-        lag_p99 = self.accumulator.histograms["schedule_lag"].p(99)
-        lag_p50 = self.accumulator.histograms["schedule_lag"].p(50)
+    def _self_check(self, wall_s: float) -> dict[str, object]:
+        """Was the generator, not the server, the bottleneck?
+
+        ``planned_rate`` is the pattern's nominal rate; ``schedule_rate`` the
+        rate of the schedule actually drawn (a Poisson sample differs from
+        its mean); ``achieved_rate`` the rate the sends really happened at.
+        The generator is the bottleneck when it sent at under 90% of the
+        schedule's rate or its schedule_lag p99 exceeds 10 ms.
+        """
+        lag = self.accumulator.histograms["schedule_lag"]
+        lag_p50, lag_p99 = lag.p(50), lag.p(99)
+        stats = self.stats
         check: dict[str, object] = {
             "schedule_lag_p50_ms": None if lag_p50 != lag_p50 else round(lag_p50, 4),
             "schedule_lag_p99_ms": None if lag_p99 != lag_p99 else round(lag_p99, 4),
-            "client_cpu_share": round(cpu_s / wall_s, 4) if wall_s > 0 else None,
+            "client_cpu_s": round(stats.cpu_s, 4),
+            "client_cpu_share": round(stats.cpu_s / wall_s, 4) if wall_s > 0 else None,
+            "workers": self.workers,
             "planned_rate": None,
+            "schedule_rate": None,
             "achieved_rate": None,
         }
+        if stats.worker_cpu_s:
+            check["worker_cpu_s"] = stats.worker_cpu_s
         reasons: list[str] = []
         load = self.spec.load
-        if load.open_loop and load.rate and self._issued > 1:
-            span = (self._last_send_ns - self._first_send_ns) / 1e9
-            achieved = (self._issued - 1) / span if span > 0 else float("inf")
-            check["planned_rate"] = load.rate
+        n = stats.tracked_issued
+        if n > 1:
+            span = (stats.last_send_ns - stats.first_send_ns) / 1e9
+            achieved = (n - 1) / span if span > 0 else float("inf")
             check["achieved_rate"] = round(achieved, 4)
-            stopped_early = self._stopping.is_set()
-            if achieved < GENERATOR_BOUND_RATE_SHARE * load.rate and not stopped_early:
-                reasons.append(
-                    f"achieved send rate {achieved:.1f}/s < 90% of planned {load.rate:g}/s"
-                )
+            if load.open_loop and load.rate:
+                planned_span = (stats.last_planned_ns - stats.first_planned_ns) / 1e9
+                schedule = (n - 1) / planned_span if planned_span > 0 else float("inf")
+                check["planned_rate"] = load.rate
+                check["schedule_rate"] = round(schedule, 4)
+                share = achieved / schedule if schedule else 1.0
+                check["achieved_share"] = round(share, 4)
+                if share < GENERATOR_BOUND_RATE_SHARE and self.stop_reason == "completed":
+                    reasons.append(
+                        f"achieved send rate {achieved:.1f}/s < 90% of the schedule's "
+                        f"{schedule:.1f}/s (planned {load.rate:g}/s)"
+                    )
         if load.open_loop and lag_p99 == lag_p99 and lag_p99 > GENERATOR_BOUND_LAG_MS:
             reasons.append(f"schedule_lag p99 {lag_p99:.1f} ms > {GENERATOR_BOUND_LAG_MS:g} ms")
         check["generator_bound"] = bool(reasons)
         check["reasons"] = reasons
         return check
-
-
-def _set_if_pending(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 async def run_load(
@@ -251,9 +535,17 @@ async def run_load(
     request_limits_ms: dict[str, float] | None = None,
     observers: Iterable[RecordObserver] = (),
     label: str = "",
+    events_dir: str | Path | None = None,
+    workers: int = 1,
 ) -> RunResult:
     """Run ``spec`` against ``endpoint`` and return its result (library entry point)."""
     run = LoadRun(
-        endpoint, spec, request_limits_ms=request_limits_ms, observers=observers, label=label
+        endpoint,
+        spec,
+        request_limits_ms=request_limits_ms,
+        observers=observers,
+        label=label,
+        events_dir=events_dir,
+        workers=workers,
     )
     return await run.execute()

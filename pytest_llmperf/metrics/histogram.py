@@ -6,6 +6,12 @@ bucket by bucket: per-run histograms merge into a session's, worker
 processes ship theirs back encoded, and baselines store them rather than raw
 samples. Count, sum, min and max are tracked exactly beside the buckets.
 
+Recording is on the load generator's hot path (one call per token gap), so
+values are appended to a small buffer and added to the HDR buckets in
+vectorised batches (numpy computes HDR's own bucket index); count, sum, min
+and max are updated at once. Every reader flushes the buffer first, so the
+result is identical to recording one value at a time.
+
 Percentiles are **nearest rank** over the buckets: the smallest recorded
 value such that at least p% of samples are <= it. Three significant digits
 bound the reported value to within 0.05% of the exact sample (1 µs
@@ -15,6 +21,7 @@ resolution below 2 ms, 0.25 ms near 500 ms, 1 ms near 2 s).
 from __future__ import annotations
 
 import math
+from array import array
 from typing import Any
 
 import numpy as np
@@ -26,6 +33,7 @@ LOWEST_US = 1
 HIGHEST_US = 3_600_000_000
 SIGNIFICANT_DIGITS = 3
 PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0, 99.9)
+_FLUSH_AT = 4096  # buffered values before a vectorised flush: bounds memory at 32 KiB
 
 
 def _stat_key(p: float) -> str:
@@ -35,10 +43,11 @@ def _stat_key(p: float) -> str:
 class LatencyHistogram:
     """An HDR histogram of durations recorded in nanoseconds, reported in milliseconds."""
 
-    __slots__ = ("_hdr", "count", "max_ns", "min_ns", "sum_ns")
+    __slots__ = ("_hdr", "_pending", "count", "max_ns", "min_ns", "sum_ns")
 
     def __init__(self) -> None:
         self._hdr = HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
+        self._pending = array("q")
         self.count = 0
         self.sum_ns = 0
         self.min_ns = 0
@@ -46,18 +55,47 @@ class LatencyHistogram:
 
     def record_ns(self, value_ns: int, count: int = 1) -> None:
         """Record ``count`` samples of ``value_ns`` (negative clamps to 0, beyond 1 h to 1 h)."""
-        value_ns = max(0, int(value_ns))
-        us = min(HIGHEST_US, (value_ns + 500) // 1000)
-        self._hdr.record_value(us, count)
+        value_ns = int(value_ns)
+        if value_ns < 0:
+            value_ns = 0
+        if count == 1:
+            self._pending.append(value_ns)
+            if len(self._pending) >= _FLUSH_AT:
+                self._flush()
+        else:
+            self._hdr.record_value(min(HIGHEST_US, (value_ns + 500) // 1000), count)
         if self.count == 0 or value_ns < self.min_ns:
             self.min_ns = value_ns
-        self.max_ns = max(self.max_ns, value_ns)
+        if value_ns > self.max_ns:
+            self.max_ns = value_ns
         self.count += count
         self.sum_ns += value_ns * count
+
+    def _flush(self) -> None:
+        """Add the buffered values to the HDR buckets, exactly as record_value would."""
+        if not self._pending:
+            return
+        hdr = self._hdr
+        us = np.minimum(HIGHEST_US, (np.frombuffer(self._pending, dtype=np.int64) + 500) // 1000)
+        self._pending = array("q")
+        # HDR's index: bucket from the bit length of (value | sub_bucket_mask), then sub-bucket.
+        # Values stay below 2**53, so frexp's exponent is the exact bit length.
+        bits = np.frexp((us | hdr.sub_bucket_mask).astype(np.float64))[1].astype(np.int64)
+        bucket = bits - hdr.unit_magnitude - (hdr.sub_bucket_half_count_magnitude + 1)
+        sub = us >> (bucket + hdr.unit_magnitude)
+        index = ((bucket + 1) << hdr.sub_bucket_half_count_magnitude) + sub
+        index -= hdr.sub_bucket_half_count
+        counts = np.ctypeslib.as_array(hdr.counts)[: hdr.counts_len]
+        counts += np.bincount(index, minlength=hdr.counts_len).astype(counts.dtype)
+        hdr.total_count += len(us)
+        hdr.min_value = min(hdr.min_value, int(us.min()))
+        hdr.max_value = max(hdr.max_value, int(us.max()))
 
     def merge(self, other: LatencyHistogram) -> None:
         if other.count == 0:
             return
+        self._flush()
+        other._flush()
         self._hdr.add(other._hdr)
         self.min_ns = other.min_ns if self.count == 0 else min(self.min_ns, other.min_ns)
         self.max_ns = max(self.max_ns, other.max_ns)
@@ -74,6 +112,7 @@ class LatencyHistogram:
             return math.nan
         if percentile == 100:
             return self.max_ns / 1e6
+        self._flush()
         counts = np.ctypeslib.as_array(self._hdr.counts)[: self._hdr.counts_len]
         rank = max(1, math.ceil(percentile / 100.0 * self.count))
         index = int(np.searchsorted(np.cumsum(counts), rank))
@@ -117,6 +156,7 @@ class LatencyHistogram:
         """(value ms, cumulative fraction) pairs for plotting, at most ``max_points``."""
         if self.count == 0:
             return []
+        self._flush()
         counts = np.ctypeslib.as_array(self._hdr.counts)[: self._hdr.counts_len]
         nonzero = np.flatnonzero(counts)
         cum = np.cumsum(counts[nonzero]) / self.count
@@ -139,6 +179,7 @@ class LatencyHistogram:
 
     def to_state(self) -> dict[str, Any]:
         """A JSON-able, lossless form (HDR's compressed base64 encoding plus exact moments)."""
+        self._flush()
         return {
             "hdr": self._hdr.encode().decode("ascii") if self.count else "",
             "count": self.count,

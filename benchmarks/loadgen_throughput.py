@@ -1,0 +1,121 @@
+"""Max-throughput: our load generator vs a bare aiohttp streaming loop, same server, same run.
+
+Target (issue #3): with 64 concurrent 16-token streams against a zero-delay
+local streaming server, ``LoadRun`` (max-throughput, httpx API on the aiohttp
+transport, full SSE parsing and metrics) sustains at least 90% of the
+requests/s of a bare aiohttp loop that only reads the bytes.
+
+The server is ``benchmarks/streaming_server.py`` (a bare asyncio protocol in
+its own process, cheaper per request than either client). Each client runs
+``--rounds`` times, alternating, and the best round of each is compared.
+
+    python benchmarks/loadgen_throughput.py [--requests 6000] [--rounds 3] [--workers 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import aiohttp
+from streaming_server import start_server
+
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.config import RunSpec
+from pytest_llmperf.loadgen.patterns import LoadSpec
+from pytest_llmperf.loadgen.session import LoadRun
+
+CONCURRENCY = 64
+TOKENS = 16
+
+
+async def bare_aiohttp(url: str, requests: int) -> float:
+    """The reference: 64 tasks posting and reading each stream to its end; req/s."""
+    body = {
+        "model": "bench-model",
+        "messages": [{"role": "user", "content": "hello there"}],
+        "max_tokens": TOKENS,
+        "stream": True,
+    }
+    left = requests
+    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                async with session.post(url + "/v1/chat/completions", json=body) as resp:
+                    async for _ in resp.content.iter_any():
+                        time.monotonic_ns()
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        return requests / (time.perf_counter() - t0)
+
+
+async def ours(url: str, requests: int, workers: int) -> tuple[float, dict]:
+    spec = RunSpec(
+        "synthetic",
+        {"input_tokens": 4, "output_tokens": TOKENS},
+        0,
+        LoadSpec.parse("max-throughput", {"concurrency": CONCURRENCY}),
+        requests=requests,
+    )
+    endpoint = Endpoint(url + "/v1", model="bench-model")
+    run = LoadRun(endpoint, spec, **({"workers": workers} if workers > 1 else {}))
+    t0 = time.perf_counter()
+    result = await run.execute()
+    wall = time.perf_counter() - t0
+    counts = result.counts
+    if counts["completed"] != requests:
+        raise SystemExit(f"our run lost requests: {counts} {result.errors}")
+    return requests / wall, result.self_check
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=6000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=1)
+    args = ap.parse_args()
+    server = start_server(0, 0, record=False)
+    try:
+        bare: list[float] = []
+        mine: list[float] = []
+        for _ in range(args.rounds):
+            bare.append(asyncio.run(bare_aiohttp(server.url, args.requests)))
+            rate, check = asyncio.run(ours(server.url, args.requests, args.workers))
+            mine.append(rate)
+    finally:
+        server.stop()
+    best_bare, best_mine = max(bare), max(mine)
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}"
+    )
+    print(
+        f"max-throughput, {CONCURRENCY} concurrent {TOKENS}-token streams, "
+        f"{args.requests} requests x {args.rounds} rounds, zero-delay benchmark server"
+    )
+    print(
+        f"  bare aiohttp loop:        best {best_bare:7.0f} req/s  rounds "
+        + " ".join(f"{r:.0f}" for r in bare)
+    )
+    print(
+        f"  pytest-llmperf LoadRun:   best {best_mine:7.0f} req/s  rounds "
+        + " ".join(f"{r:.0f}" for r in mine)
+        + f"  (workers={args.workers})"
+    )
+    print(f"  ratio ours/bare: {best_mine / best_bare:.2f}  (target >= 0.90)")
+    print(f"  last run self-check: cpu share {check.get('client_cpu_share')}")
+
+
+if __name__ == "__main__":
+    main()

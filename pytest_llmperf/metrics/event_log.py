@@ -1,0 +1,100 @@
+"""Re-analysing a run from its event log (``--llm-events``).
+
+The event log written by :class:`~pytest_llmperf.metrics.recorder.EventRecorder`
+holds every timestamp the metrics are computed from, so a run can be
+analysed again later — with other per-request limits for goodput, or by
+other tools with plain SQL — without re-running it. :func:`analyse_event_log`
+rebuilds each request's :class:`RequestRecord` from its rows and feeds the
+same :class:`MetricsAccumulator` the live run used, in the same order, so
+the metrics come out identical.
+
+Example, in SQL (TTFT of tracked requests, ms)::
+
+    SELECT (f.t_ns - i.ref_ns) / 1e6 FROM events i JOIN events f USING (req)
+    WHERE i.kind = 'issued' AND f.kind = 'first_chunk' AND i.phase = 1;
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.client.records import RequestRecord
+from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+
+__all__ = ["analyse_event_log", "read_meta", "read_records"]
+
+
+def _connect(path: str | Path) -> sqlite3.Connection:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no event log at {p}")
+    return sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+
+
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """The run description stored with the events (label, load, workload, ...)."""
+    with _connect(path) as db:
+        return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+
+
+def read_records(path: str | Path) -> Iterator[RequestRecord]:
+    """Each request of the log as a finished record, in the order the run delivered them."""
+    db = _connect(path)
+    try:
+        rows = db.execute(
+            "SELECT req, sample, phase, kind, t_ns, ref_ns, info FROM events ORDER BY rowid"
+        )
+        open_records: dict[int, RequestRecord] = {}
+        for req, sample, phase, kind, t_ns, ref_ns, info in rows:
+            if kind == "issued":
+                record = RequestRecord(index=sample, t_sched=ref_ns, tracked=bool(phase))
+                if not (info and json.loads(info).get("unsent")):
+                    record.t_send = t_ns
+                open_records[req] = record
+                continue
+            record = open_records[req]
+            if kind == "first_chunk":
+                record.t_first = record.t_last = t_ns
+            elif kind == "chunk":
+                record.gaps_ns.append(t_ns - record.t_last)
+                record.t_last = t_ns
+            else:
+                _finish(record, kind, t_ns, json.loads(info or "{}"))
+                del open_records[req]
+                yield record
+    finally:
+        db.close()
+
+
+def _finish(record: RequestRecord, kind: str, t_ns: int, info: Mapping[str, Any]) -> None:
+    record.t_end = t_ns
+    record.content_chunks = int(info.get("chunks", 0))
+    record.usage_completion_tokens = info.get("out")
+    record.usage_prompt_tokens = info.get("in")
+    record.usage_cached_tokens = info.get("cached")
+    record.finish_reason = info.get("finish")
+    record.status = info.get("status")
+    record.category = info.get("category", "")
+    if kind == "error":
+        record.error = info.get("error", "client_error")
+        record.error_detail = info.get("detail", "")
+
+
+def analyse_event_log(
+    path: str | Path, *, request_limits_ms: Mapping[str, float] | None = None
+) -> MetricsAccumulator:
+    """The run's metrics recomputed from its event log.
+
+    ``request_limits_ms`` (goodput's per-request limits) default to the ones
+    the run was recorded with.
+    """
+    if request_limits_ms is None:
+        request_limits_ms = read_meta(path).get("request_limits_ms") or None
+    acc = MetricsAccumulator(request_limits_ms=request_limits_ms)
+    for record in read_records(path):
+        acc.add(record)
+    return acc
