@@ -56,8 +56,9 @@ SATURATION_RISE = 0.05
 WARMUP_TOLERANCE = 0.10
 
 
-def _ms(value: float) -> float | None:
-    return None if value != value else round(value, 3)
+def _ms(value: float, digits: int = 3) -> float | None:
+    """A rounded number for a JSON table; NaN/inf (nothing measured) become ``None``."""
+    return None if value != value or value in (math.inf, -math.inf) else round(value, digits)
 
 
 # -- latency-vs-load sweep ------------------------------------------------------
@@ -140,8 +141,8 @@ class SweepCurve:
             rows.append(
                 [
                     pt.offered,
-                    round(pt.achieved_requests, 3),
-                    round(pt.achieved_output, 1),
+                    _ms(pt.achieved_requests),
+                    _ms(pt.achieved_output, 1),
                     *(
                         _ms(pt.stat(m, p))
                         for m, p in (
@@ -154,8 +155,8 @@ class SweepCurve:
                             ("e2e", 99),
                         )
                     ),
-                    round(pt.success_rate, 4),
-                    round(ratio, 3),
+                    _ms(pt.success_rate, 4),
+                    _ms(ratio),
                 ]
             )
         return rows
@@ -248,7 +249,7 @@ class SearchResult:
                     round(result.counts["completed"] / max(1, result.counts["issued"]), 4),
                     _ms(m["ttft"].p(99)),  # type: ignore[union-attr]
                     _ms(m["tpot"].p(99)),  # type: ignore[union-attr]
-                    round(float(m["output_throughput"]), 1),  # type: ignore[arg-type]
+                    _ms(float(m["output_throughput"]), 1),  # type: ignore[arg-type]
                     result.counts["failed"],
                     "pass" if ok else "fail",
                     "; ".join(f"{v.expr}: {v.verdict}" for v in verdicts if v.verdict != "pass"),
