@@ -203,10 +203,10 @@ class LoadRun:
         self._sigints += 1
         if self._sigints == 1:
             self.stop("SIGINT")
+        elif self._worker_pool is not None:
+            self._worker_pool.abort()
         elif self._abort_drain is not None and not self._abort_drain.done():
             self._abort_drain.set_result(None)
-            if self._worker_pool is not None:
-                self._worker_pool.abort()
 
     # -- description -------------------------------------------------------------
 
@@ -265,7 +265,7 @@ class LoadRun:
             if self.workers > 1:
                 from pytest_llmperf.loadgen.workers import WorkerPool
 
-                self._worker_pool = WorkerPool(self, events_file)
+                self._worker_pool = WorkerPool(self, events_file, started_at)
                 await self._worker_pool.run()
             else:
                 if events_file is not None:

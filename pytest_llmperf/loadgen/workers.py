@@ -1,0 +1,312 @@
+"""``--llm-workers=N``: one run issued from N processes, merged exactly.
+
+One Python process saturates one core; past that point the client, not the
+server, sets the pace. Each worker process owns its event loop, its
+connections, its histograms and (with ``--llm-events``) its event log, and
+takes every timestamp itself, where it reads its sockets — nothing crosses a
+process boundary on the hot path.
+
+The split keeps the run's meaning. Every worker walks the *same* seeded
+schedule and sample order and issues the positions ``i`` with ``i % N ==
+worker``; the workers start together at a common ``t0`` on the system-wide
+monotonic clock (CLOCK_MONOTONIC), so the union of their sends is exactly the
+planned open-loop schedule. A closed loop's slots are divided among the
+workers (never more workers than slots). At the end each worker sends its
+accumulator as :meth:`MetricsAccumulator.to_state` (HDR's lossless
+encoding); the parent decodes and merges them bucket by bucket, so the
+merged percentiles are those of one histogram fed every sample, and merges
+the workers' event logs into the run's one database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_llmperf.loadgen.session import IssueStats, LoadRun, ScheduleShare
+from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.metrics.recorder import SCHEMA
+
+if TYPE_CHECKING:
+    from pytest_llmperf.config import RunSpec
+
+__all__ = ["START_MARGIN_S", "WorkerError", "WorkerPool", "merge_event_logs"]
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+START_MARGIN_S = 0.1  # from "all workers ready" to the common t0
+READY_TIMEOUT_S = 60.0
+
+
+class WorkerError(RuntimeError):
+    """A worker process died or did not start."""
+
+
+class WorkerPool:
+    """Runs ``run``'s spec in ``run.workers`` processes and merges into ``run``."""
+
+    def __init__(self, run: LoadRun, events_file: Path | None, started_at: str = "") -> None:
+        self.load_run = run
+        self.events_file = events_file
+        self.started_at = started_at
+        load = run.spec.load
+        count = run.workers
+        if not load.open_loop and load.concurrency:
+            count = min(count, load.concurrency)
+        self.count = count
+        self._channels: list[_Channel] = []
+
+    def _concurrency(self, index: int) -> int | None:
+        c = self.load_run.spec.load.concurrency
+        if c is None or self.load_run.spec.load.open_loop:
+            return None
+        return c // self.count + (1 if index < c % self.count else 0)
+
+    def _part(self, index: int) -> Path | None:
+        if self.events_file is None:
+            return None
+        return self.events_file.with_name(f"{self.events_file.stem}.w{index}.sqlite")
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        run = self.load_run
+        spec = run.spec
+        for i in range(self.count):
+            payload = {
+                "endpoint": run.endpoint,
+                "spec": _spec_args(spec),
+                "request_limits_ms": run.request_limits_ms,
+                "label": run.label,
+                "events_path": str(self._part(i)) if self.events_file else None,
+                "index": i,
+                "count": self.count,
+                "concurrency": self._concurrency(i),
+            }
+            self._channels.append(_Channel.start(payload))
+        try:
+            for i, ch in enumerate(self._channels):
+                msg = await loop.run_in_executor(None, ch.recv, READY_TIMEOUT_S)
+                if msg[0] != "ready":
+                    raise WorkerError(f"load-generator worker {i} did not start: {msg[1]}")
+            t0 = time.monotonic_ns() + int(START_MARGIN_S * 1e9)
+            for ch in self._channels:
+                ch.send(("go", t0))
+            results = await asyncio.gather(
+                *(loop.run_in_executor(None, ch.recv, None) for ch in self._channels)
+            )
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            for ch in self._channels:
+                await loop.run_in_executor(None, ch.close)
+        reasons = []
+        for i, msg in enumerate(results):
+            if msg[0] != "result":
+                raise WorkerError(f"load-generator worker {i} failed: {msg[1]}")
+            state = msg[1]
+            run.accumulator.merge(MetricsAccumulator.from_state(state["accumulator"]))
+            run.stats.merge(IssueStats.from_state(state["stats"]))
+            reasons.append(state["stop_reason"])
+        if not run.stop_reason:
+            run.stop_reason = next((r for r in reasons if r != "completed"), "completed")
+        if self.events_file is not None:
+            parts = [self._part(i) for i in range(self.count)]
+            meta = run._meta(self.started_at)
+            meta["summary"] = run.accumulator.summary()
+            meta["workers"] = self.count
+            await loop.run_in_executor(
+                None, merge_event_logs, self.events_file, [p for p in parts if p], meta
+            )
+
+    def stop(self) -> None:
+        self._send_all(("stop",))
+
+    def abort(self) -> None:
+        self._send_all(("abort",))
+
+    def _send_all(self, message: tuple[Any, ...]) -> None:
+        for ch in self._channels:
+            ch.send(message)
+
+
+class _Channel:
+    """A worker process and the two pipes to and from it (pickled messages)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], out: Connection, inp: Connection) -> None:
+        self.proc = proc
+        self.out = out
+        self.inp = inp
+
+    @classmethod
+    def start(cls, payload: dict[str, Any]) -> _Channel:
+        """``python -m pytest_llmperf.loadgen.workers`` — no re-import of the caller's script."""
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest_llmperf.loadgen.workers", str(down_r), str(up_w)],
+            pass_fds=(down_r, up_w),
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+        os.close(down_r)
+        os.close(up_w)
+        channel = cls(proc, Connection(down_w, readable=False), Connection(up_r, writable=False))
+        channel.send(("payload", payload))
+        return channel
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with contextlib.suppress(OSError, ValueError):  # a gone worker's missing result says so
+            self.out.send(message)
+
+    def recv(self, timeout: float | None) -> tuple[Any, ...]:
+        try:
+            if timeout is not None and not self.inp.poll(timeout):
+                return ("timeout", f"no answer within {timeout:g} s")
+            return self.inp.recv()
+        except (EOFError, OSError) as exc:
+            return ("died", f"exit code {self.proc.poll()} ({type(exc).__name__})")
+
+    def close(self) -> None:
+        self.out.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.inp.close()
+
+
+def _spec_args(spec: RunSpec) -> dict[str, Any]:
+    return {
+        "workload_name": spec.workload_name,
+        "workload_params": dict(spec.workload_params),
+        "workload_seed": spec.workload_seed,
+        "load": spec.load,
+        "requests": spec.requests,
+        "duration": spec.duration,
+        "warmup": spec.warmup,
+    }
+
+
+def merge_event_logs(target: Path, parts: list[Path], meta: dict[str, Any]) -> None:
+    """Concatenate the workers' event logs (each in its delivery order) into ``target``."""
+    import json
+
+    db = sqlite3.connect(target)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.executescript(SCHEMA)
+        for part in parts:
+            if not part.exists():
+                continue
+            db.execute("ATTACH DATABASE ? AS part", (str(part),))
+            db.execute(
+                "INSERT INTO events(req, sample, phase, kind, t_ns, ref_ns, info) "
+                "SELECT req, sample, phase, kind, t_ns, ref_ns, info FROM part.events "
+                "ORDER BY rowid"
+            )
+            db.commit()
+            db.execute("DETACH DATABASE part")
+        db.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+            [(k, json.dumps(v, default=str)) for k, v in meta.items()],
+        )
+        db.commit()
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    for part in parts:
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(part) + suffix).unlink(missing_ok=True)
+
+
+# -- in the worker process ---------------------------------------------------------
+
+
+def _worker_main(inp: Connection, out: Connection) -> None:
+    """Entry point of a worker process: build the run, wait for t0, run, send the state."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    try:
+        payload = inp.recv()[1]
+        from pytest_llmperf.config import RunSpec
+
+        spec = RunSpec(**payload["spec"])
+        run = LoadRun(
+            payload["endpoint"],
+            spec,
+            request_limits_ms=payload["request_limits_ms"],
+            label=payload["label"],
+            events_path=payload["events_path"],
+            handle_sigint=False,
+        )
+        out.send(("ready",))
+        msg = inp.recv()
+        if msg[0] != "go":
+            return
+        run.share = ScheduleShare(
+            payload["index"], payload["count"], msg[1], payload["concurrency"]
+        )
+        result = asyncio.run(_run_in_worker(run, inp))
+        out.send(
+            (
+                "result",
+                {
+                    "accumulator": result.accumulator.to_state(),
+                    "stats": run.stats.to_state(),
+                    "stop_reason": result.stop_reason,
+                },
+            )
+        )
+    except BaseException as exc:  # report, do not hang the parent
+        with contextlib.suppress(OSError):
+            out.send(("error", f"{type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        out.close()
+
+
+async def _run_in_worker(run: LoadRun, conn: Connection) -> Any:
+    loop = asyncio.get_running_loop()
+    done = threading.Event()
+
+    def listen() -> None:
+        while not done.is_set():
+            try:
+                if not conn.poll(0.1):
+                    continue
+                msg = conn.recv()
+            except (EOFError, OSError):
+                return
+            if msg[0] == "stop":
+                loop.call_soon_threadsafe(run.stop, "stop()")
+            elif msg[0] == "abort":
+                loop.call_soon_threadsafe(run._on_sigint)
+                loop.call_soon_threadsafe(run._on_sigint)
+
+    listener = threading.Thread(target=listen, name="llmperf-worker-control", daemon=True)
+    listener.start()
+    try:
+        return await run.execute()
+    finally:
+        done.set()
+        listener.join()
+
+
+if __name__ == "__main__":
+    _worker_main(
+        Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False)
+    )
