@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.client.models_sync import resolve_model_sync
+from pytest_llmperf.client.endpoint import Endpoint, redact_url
+from pytest_llmperf.client.preflight import preflight_sync
 from pytest_llmperf.config import PerfSpec
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.generator import LoadGenerator
@@ -130,7 +130,14 @@ def llm_loadgen(request: pytest.FixtureRequest, llm_endpoint: Endpoint) -> LoadG
     plugin = request.config.stash[PLUGIN_KEY]
     item = request.node
     spec = item.stash.get(SPEC_KEY, None) or PerfSpec.from_markers(None, None, [])
-    generator = LoadGenerator(llm_endpoint, spec, scale=plugin.options.scale)
+    generator = LoadGenerator(
+        llm_endpoint,
+        spec,
+        scale=plugin.options.scale,
+        events_dir=plugin.options.events,
+        events_name=item.nodeid,
+        workers=plugin.options.workers,
+    )
     item.stash[GEN_KEY] = generator
     return generator
 
@@ -164,7 +171,10 @@ class LlmPerfPlugin:
 
     def endpoint(self) -> Endpoint:
         if self._endpoint is None:
-            self._endpoint = self._start_endpoint()
+            try:
+                self._endpoint = self._start_endpoint()
+            except LlmPerfUsageError as exc:  # one clear message for the whole session
+                pytest.exit(f"pytest-llmperf: {exc}", 4)
         return self._endpoint
 
     def _start_endpoint(self) -> Endpoint:
@@ -186,10 +196,7 @@ class LlmPerfPlugin:
             timeouts=opts.timeouts,
             sim_profile=opts.sim_profile,
         )
-        try:
-            endpoint = resolve_model_sync(endpoint)
-        except LlmPerfUsageError as exc:
-            pytest.exit(f"pytest-llmperf: {exc}", 4)
+        endpoint = preflight_sync(endpoint)  # raises one LlmPerfUsageError if nothing answers
         self.server_identity = probe_server_identity(endpoint)
         return endpoint
 
@@ -212,6 +219,20 @@ class LlmPerfPlugin:
                 errors.append(f"{item.nodeid}: {exc}")
         if errors:
             raise pytest.UsageError("pytest-llmperf: bad markers\n" + "\n".join(errors))
+        self._preflight(items)
+
+    def _preflight(self, items: list[pytest.Item]) -> None:
+        """A real endpoint that does not answer ends the session here, once, before any test."""
+        if self.options.endpoint_url is None or self.config.option.collectonly:
+            return
+        if not any(
+            {"llm_endpoint", "llm_loadgen"} & set(getattr(i, "fixturenames", ())) for i in items
+        ):
+            return
+        try:
+            self._endpoint = self._start_endpoint()
+        except LlmPerfUsageError as exc:
+            raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         opts = self.options
@@ -335,7 +356,10 @@ class LlmPerfPlugin:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, "llmperf", None)
         if report.when == "call" and payload is not None:
-            self.data.add(report.nodeid, report.outcome, payload)
+            outcome = report.outcome
+            if hasattr(report, "wasxfail"):  # pytest reports xfail as skipped, xpass as passed
+                outcome = "xfailed" if report.skipped else "xpassed"
+            self.data.add(report.nodeid, outcome, payload)
             xml = self._junit_xml()
             if xml is not None and not self._junit_testcase_properties():
                 for name, value in payload.get("junit", []):
@@ -395,7 +419,8 @@ class LlmPerfPlugin:
 
     def _planned_endpoint(self) -> dict[str, Any]:
         opts = self.options
-        return {"url": opts.endpoint_url, "simulator": opts.sim_profile, "api": opts.api}
+        url = redact_url(opts.endpoint_url) if opts.endpoint_url else None
+        return {"url": url, "simulator": opts.sim_profile, "api": opts.api}
 
     def _run_options(self) -> dict[str, Any]:
         """The options that shape measurements (never the key, only its variable's name)."""
