@@ -120,6 +120,7 @@ class EngineBackend:
         self._task: asyncio.Task[None] | None = None
         self._next_rid = 0
         self.failure: BaseException | None = None
+        self._deliveries: set[asyncio.Task[None]] = set()
         self.step_log: list[tuple[float, float, int]] | None = None  # (start, end, batch)
 
     # -- time mapping ------------------------------------------------------
@@ -221,7 +222,18 @@ class EngineBackend:
                 self.step_log.append((res.start, res.end, res.batch_size))
             await sleep_until(self._wall(res.end), self.timing)
             self._sim_now = res.end
-            when = self._wall(res.end + out_delay)
-            for r in res.emitted:
-                if r.state != "aborted":
-                    r.owner.deliver(when)
+            if out_delay > 0:  # output processing (alpha2) runs beside the next step
+                task = loop.create_task(self._deliver(self._wall(res.end + out_delay), res.emitted))
+                self._deliveries.add(task)
+                task.add_done_callback(self._deliveries.discard)
+            else:
+                when = self._wall(res.end)
+                for r in res.emitted:
+                    if r.state != "aborted":
+                        r.owner.deliver(when)
+
+    async def _deliver(self, when: float, emitted: list[Request]) -> None:
+        await sleep_until(when, self.timing)
+        for r in emitted:
+            if r.state != "aborted":
+                r.owner.deliver(when)

@@ -144,3 +144,20 @@ async def test_an_engine_failure_fails_requests_instead_of_hanging(capsys) -> No
             assert r.status_code == 500
             assert "injected engine bug" in r.json()["error"]["message"]
     assert "injected engine bug" in capsys.readouterr().err
+
+
+async def test_output_processing_delay_alpha2_is_honoured() -> None:
+    """With alpha2 = 3 ms each token is planned 3 ms after its step ends; the server must
+    deliver it then, not at the step's end (that would be 3 ms early)."""
+    async with (
+        SimServer("llama-3.1-8b-h100", alpha2_us=3000, record_emit_lag=True) as sim,
+        httpx.AsyncClient(base_url=sim.url, timeout=20) as c,
+    ):
+        await c.post("/v1/completions", json={"prompt": WORDS, "max_tokens": 12, "stream": True})
+        lags_ms = sorted(x * 1000 for x in sim.emit_lags)
+        backend = sim.sim.backend if sim.sim else None
+        assert isinstance(backend, EngineBackend)
+        assert backend.engine.latency.output_delay_s == 0.003
+    assert len(lags_ms) == 12
+    assert lags_ms[0] > -1.0, lags_ms  # never early (3 ms early if alpha2 were ignored)
+    assert lags_ms[len(lags_ms) // 2] < 1.0, lags_ms
