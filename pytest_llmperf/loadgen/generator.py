@@ -9,12 +9,13 @@ judged on all of them after the test body returns.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.config import PerfSpec
 from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.loadgen.session import LoadRun, RecordObserver
+from pytest_llmperf.loadgen.session import LoadRun, RecordObserver, events_file_for
 from pytest_llmperf.slo.verdicts import request_limits
 
 __all__ = ["LoadGenerator"]
@@ -31,10 +32,16 @@ class LoadGenerator:
         scale: float = 1.0,
         observers: Iterable[RecordObserver] = (),
         on_result: Callable[[RunResult], None] | None = None,
+        events_dir: str | Path | None = None,
+        events_name: str = "",
+        workers: int = 1,
     ) -> None:
         self.endpoint = endpoint
         self.spec = spec
         self.scale = scale
+        self.events_dir = events_dir  # --llm-events: one SQLite event log per run
+        self.events_name = events_name
+        self.workers = workers  # --llm-workers
         self.observers = list(observers)
         self.on_result = on_result
         self.results: list[RunResult] = []
@@ -57,6 +64,12 @@ class LoadGenerator:
             request_limits_ms=request_limits(self.spec.slos),
             observers=self.observers,
             label=label,
+            events_path=(
+                events_file_for(self.events_dir, f"{self.events_name}-{label}")
+                if self.events_dir
+                else None
+            ),
+            workers=self.workers,
         )
         self._current = run
         try:
@@ -68,6 +81,9 @@ class LoadGenerator:
         self.results.append(result)
         if self.on_result:
             self.on_result(result)
+        if result.stop_reason == "SIGINT":
+            # The run drained gracefully and its result is kept; now stop the session.
+            raise KeyboardInterrupt
         return result
 
     def attach(self, analysis: Mapping[str, Any]) -> None:

@@ -64,6 +64,7 @@ __all__ = [
     "IssueStats",
     "LoadRun",
     "ScheduleShare",
+    "events_file_for",
     "run_load",
 ]
 
@@ -224,18 +225,12 @@ class LoadRun:
         out["sample_order"] = self.sample_order().describe()
         return out
 
-    def _events_file(self, started: datetime) -> Path | None:
+    def _events_file(self) -> Path | None:
         if self.events_path is not None:
             return self.events_path
         if self.events_dir is None:
             return None
-        slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", self.label or "run").strip("_")[:80] or "run"
-        stamp = started.strftime("%Y%m%dT%H%M%S.%f")
-        for n in itertools.count():
-            path = self.events_dir / f"{stamp}-{slug}{f'-{n}' if n else ''}.sqlite"
-            if not path.exists():
-                return path
-        raise AssertionError("unreachable")
+        return events_file_for(self.events_dir, self.label or "run")
 
     def _meta(self, started_at: str) -> dict[str, Any]:
         return {
@@ -256,7 +251,7 @@ class LoadRun:
         self.endpoint = endpoint
         started = datetime.now(UTC)
         started_at = started.isoformat(timespec="milliseconds")
-        events_file = self._events_file(started)
+        events_file = self._events_file()
         restore_sigint = self._install_sigint()
         cpu0 = time.process_time()
         wall0 = time.monotonic_ns()
@@ -307,6 +302,7 @@ class LoadRun:
         interrupted = False
         async with self.endpoint.client(max_connections=max(64, concurrency)) as http:
             try:
+                spec.workload.sample(0)  # loads corpora and datasets before the clock starts
                 t0 = self.share.t0_ns or time.monotonic_ns()
                 if spec.load.open_loop:
                     await self._issue_open_loop(http, t0)
@@ -526,6 +522,17 @@ class LoadRun:
         check["generator_bound"] = bool(reasons)
         check["reasons"] = reasons
         return check
+
+
+def events_file_for(events_dir: str | Path, name: str) -> Path:
+    """A new file name in ``events_dir`` for a run called ``name`` (never an existing one)."""
+    slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", name).strip("_")[-120:] or "run"
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    for n in itertools.count():
+        path = Path(events_dir) / f"{slug}-{stamp}{f'-{n}' if n else ''}.sqlite"
+        if not path.exists():
+            return path
+    raise AssertionError("unreachable")
 
 
 async def run_load(

@@ -253,6 +253,9 @@ def _worker_main(inp: Connection, out: Connection) -> None:
             events_path=payload["events_path"],
             handle_sigint=False,
         )
+        import httpx_aiohttp  # noqa: F401 - imported before t0, not on the first request
+
+        spec.workload.sample(0)
         out.send(("ready",))
         msg = inp.recv()
         if msg[0] != "go":
