@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -478,11 +479,14 @@ def consecutive_variation(values: Sequence[float]) -> float | None:
     return max(abs(b - a) / a for a, b in pairs)
 
 
-async def _probe_latencies(gen: LoadGenerator, n: int, label: str) -> list[float]:
-    """``n`` identical-size requests one after another; their e2e latencies in ms.
+async def _probe_latencies(
+    gen: LoadGenerator, n: int, label: str, per_probe: int = 1
+) -> list[float]:
+    """``n`` probes, each the median e2e (ms) of ``per_probe`` identical-size requests.
 
-    One extra request goes first and is not counted: it opens the connection
-    (and resolves the model), which would make the first probe look slow.
+    Requests go one at a time. One extra request goes first and is not
+    counted: it opens the connection (and resolves the model), which would
+    make the first probe look slow.
     """
     from pytest_llmperf.analysis.collector import RequestCollector
 
@@ -491,7 +495,7 @@ async def _probe_latencies(gen: LoadGenerator, n: int, label: str) -> list[float
         {"input_tokens": 128, "output_tokens": 16},
         0,
         LoadSpec.parse("concurrency", {"concurrency": 1}),
-        requests=n,
+        requests=n * per_probe,
         warmup=1,
     )
     collector = RequestCollector()
@@ -500,7 +504,11 @@ async def _probe_latencies(gen: LoadGenerator, n: int, label: str) -> list[float
     gen.results.append(result)
     if gen.on_result:
         gen.on_result(result)
-    return [r.e2e_ms for r in sorted(collector.rows, key=lambda r: r.index) if r.e2e_ms is not None]
+    rows = sorted(collector.rows, key=lambda r: r.index)
+    e2e = [r.e2e_ms for r in rows if r.e2e_ms is not None]
+    if len(e2e) < len(rows):
+        return []  # a failed probe request: nothing stable to report
+    return [statistics.median(e2e[i : i + per_probe]) for i in range(0, len(e2e), per_probe)]
 
 
 async def warm_up(
@@ -508,6 +516,7 @@ async def warm_up(
     *,
     requests: int = 100,
     probes: int = 5,
+    requests_per_probe: int = 3,
     tolerance: float = WARMUP_TOLERANCE,
     max_rounds: int = 3,
     attach: bool = True,
@@ -516,20 +525,28 @@ async def warm_up(
     """Warm the server with the test's workload, then verify with probes until latency settles.
 
     Each round runs ``requests`` warm-up requests (the test's workload and
-    load, ungated) followed by ``probes`` fixed-size probe requests (128 in,
-    16 out, one at a time); the server is warm when every probe's e2e latency
-    is within ``tolerance`` of the one before. The report says whether it got
-    there within ``max_rounds``.
+    load, ungated) followed by ``probes`` probes; a probe is the median e2e
+    latency of ``requests_per_probe`` identical-size requests (128 in, 16 out,
+    one at a time), so one scheduling hiccup of the client machine does not
+    count as server variation. The server is warm when every probe is within
+    ``tolerance`` of the one before; the report says whether it got there
+    within ``max_rounds``.
     """
     if probes < 2:
         raise LlmPerfUsageError(f"warm_up needs probes >= 2 to compare, got {probes!r}")
+    if requests_per_probe < 1:
+        raise LlmPerfUsageError(
+            f"warm_up needs requests_per_probe >= 1, got {requests_per_probe!r}"
+        )
     before = await _probe_latencies(gen, 1, "warm-up probe before")
     latencies: list[float] = []
     variation = None
     rounds = 0
     for rounds in range(1, max_rounds + 1):
         await gen.run(gate=False, label=f"warm-up round {rounds}", requests=requests, **overrides)
-        latencies = await _probe_latencies(gen, probes, f"warm-up probes round {rounds}")
+        latencies = await _probe_latencies(
+            gen, probes, f"warm-up probes round {rounds}", requests_per_probe
+        )
         variation = consecutive_variation(latencies)
         if variation is not None and variation < tolerance and len(latencies) == probes:
             break
