@@ -84,14 +84,14 @@ class Timeouts:
 
 
 def _seconds(raw: str, text: object) -> float:
+    raw = raw.strip()
+    within = "" if raw == str(text).strip() else f" (in {text!r})"
     try:
         value = float(raw)
     except ValueError:
-        raise LlmPerfUsageError(
-            f"{raw.strip()!r} is not a number of seconds (in {text!r})"
-        ) from None
+        raise LlmPerfUsageError(f"expected a float, got {raw!r}{within} (seconds)") from None
     if not 0 < value < float("inf"):
-        raise LlmPerfUsageError(f"timeouts must be > 0 seconds, got {raw.strip()!r} in {text!r}")
+        raise LlmPerfUsageError(f"must be > 0 seconds and finite, got {raw!r}{within}")
     return value
 
 
