@@ -188,6 +188,7 @@ class LoadRun:
         self._issued = 0
         self._sigints = 0
         self._worker_pool: Any = None
+        self._slots: list[asyncio.Future[None]] = []
 
     # -- control -----------------------------------------------------------------
 
@@ -197,8 +198,13 @@ class LoadRun:
             self.stop_reason = reason
         self._stopping.set()
         self._pacer.cancel()
+        self._cancel_slots()
         if self._worker_pool is not None:
             self._worker_pool.stop()
+
+    def _cancel_slots(self) -> None:
+        for slot in self._slots:
+            slot.cancel()
 
     def _on_sigint(self) -> None:
         self._sigints += 1
@@ -442,9 +448,14 @@ class LoadRun:
                     elif now >= deadline[0]:
                         self.stop_reason = self.stop_reason or "duration"
                         return
-                await self._launch(http, item, workload.sample(item.sample_index), now)
+                task = self._launch(http, item, workload.sample(item.sample_index), now)
+                # shielded: stop() cancels the slots, and the drain takes over their requests
+                await asyncio.shield(task)
 
-        await asyncio.gather(*(slot() for _ in range(max(1, concurrency))))
+        self._slots = [asyncio.ensure_future(slot()) for _ in range(max(1, concurrency))]
+        if self._stopping.is_set():
+            self._cancel_slots()
+        await asyncio.gather(*self._slots, return_exceptions=True)
 
     async def _drain(self) -> None:
         """Wait for tracked requests in flight; past the hard cap, record them as incomplete."""

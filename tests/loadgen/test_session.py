@@ -1,0 +1,126 @@
+"""LoadRun lifecycle against a real local server: phases, stops, drain, self-check."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable
+
+import pytest
+
+from pytest_llmperf.client.endpoint import Endpoint, Timeouts
+from pytest_llmperf.config import RunSpec
+from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.sim import SimServer
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_count_stop_and_warmup_is_not_tracked(
+    make_spec: Callable[..., RunSpec], fast_sim: Endpoint
+) -> None:
+    seen = []
+    run = LoadRun(
+        fast_sim,
+        make_spec("concurrency", concurrency=4, requests=20, warmup=6),
+        observers=[seen.append],
+    )
+    result = await run.execute()
+    assert result.counts == {"issued": 20, "completed": 20, "failed": 0, "incomplete": 0}
+    assert sum(not r.tracked for r in seen) <= 6  # warm-up is not drained: some may be cut
+    assert sum(r.tracked for r in seen) == 20
+    assert result.stop_reason == "completed"
+    assert result.metrics["ttft"].count == 20
+
+
+async def test_open_loop_duration_stop_follows_the_planned_schedule(
+    make_spec: Callable[..., RunSpec], fast_sim: Endpoint
+) -> None:
+    # constant 100/s: planned offsets 0, 10, 20 ... ms; duration 0.3 s keeps offsets < 300 ms
+    result = await LoadRun(fast_sim, make_spec("constant", rate=100, duration=0.3)).execute()
+    assert result.counts["issued"] == 30
+    assert result.counts["completed"] == 30
+    check = result.self_check
+    assert check["planned_rate"] == 100
+    assert check["schedule_rate"] == pytest.approx(100, rel=1e-6)
+    assert check["generator_bound"] is False
+
+
+async def test_closed_loop_duration_stop(
+    make_spec: Callable[..., RunSpec], fast_sim: Endpoint
+) -> None:
+    result = await LoadRun(
+        fast_sim, make_spec("concurrency", concurrency=2, duration=0.25)
+    ).execute()
+    assert result.counts["issued"] > 0
+    assert result.counts["failed"] == 0
+    assert result.duration_s < 2.0
+
+
+async def test_stop_ends_issuing_and_drains_what_is_in_flight(
+    make_spec: Callable[..., RunSpec], fast_sim: Endpoint
+) -> None:
+    run = LoadRun(fast_sim, make_spec("constant", rate=50, requests=10_000))
+    asyncio.get_running_loop().call_later(0.3, run.stop)
+    result = await run.execute()
+    counts = result.counts
+    assert 5 < counts["issued"] < 10_000
+    assert counts["completed"] == counts["issued"]  # drained, nothing dropped
+    assert result.stop_reason == "stop()"
+    assert result.interrupted
+
+
+async def test_second_interrupt_abandons_the_drain_and_reports_incomplete(
+    make_spec: Callable[..., RunSpec],
+) -> None:
+    async with SimServer("fixed", ttft_ms=5000.0, itl_ms=1.0) as sim:
+        endpoint = Endpoint(sim.url + "/v1", timeouts=Timeouts.from_seconds(30))
+        run = LoadRun(endpoint, make_spec("concurrency", concurrency=3, requests=3))
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.3, run._on_sigint)
+        loop.call_later(0.4, run._on_sigint)
+        result = await asyncio.wait_for(run.execute(), 10)
+    assert result.counts == {"issued": 3, "completed": 0, "failed": 3, "incomplete": 3}
+    assert result.errors == {"incomplete_at_cap": 3}
+    assert result.stop_reason == "SIGINT"
+
+
+async def test_sigint_stops_issuing_and_the_run_still_returns(
+    make_spec: Callable[..., RunSpec], fast_sim: Endpoint
+) -> None:
+    run = LoadRun(fast_sim, make_spec("constant", rate=50, requests=10_000))
+    asyncio.get_running_loop().call_later(0.3, os.kill, os.getpid(), signal.SIGINT)
+    result = await run.execute()
+    assert result.stop_reason == "SIGINT"
+    assert result.counts["completed"] == result.counts["issued"] > 0
+    assert signal.getsignal(signal.SIGINT) is not None  # handler restored, not left dangling
+
+
+async def test_failed_requests_are_counted_not_timed(make_spec: Callable[..., RunSpec]) -> None:
+    dead = Endpoint("http://127.0.0.1:9/v1", model="m", timeouts=Timeouts.from_seconds(2))
+    result = await LoadRun(dead, make_spec("concurrency", concurrency=2, requests=4)).execute()
+    assert result.counts["failed"] == 4
+    assert result.metrics["ttft"].count == 0
+    assert result.metrics["error_rate"] == 1.0
+
+
+async def test_self_check_flags_a_generator_that_cannot_keep_up(
+    make_spec: Callable[..., RunSpec], fast_sim: Endpoint
+) -> None:
+    result = await LoadRun(
+        fast_sim, make_spec("constant", rate=100_000, requests=1500, output_tokens=1)
+    ).execute()
+    check = result.self_check
+    assert check["generator_bound"] is True
+    assert check["reasons"]
+    assert check["client_cpu_share"] > 0
+
+
+async def test_workload_description_records_the_sample_order(
+    make_spec: Callable[..., RunSpec], fast_sim: Endpoint
+) -> None:
+    spec = make_spec("concurrency", concurrency=1, requests=3, sample_order="with-replacement")
+    result = await LoadRun(fast_sim, spec).execute()
+    assert result.workload["sample_order"] == {"mode": "with-replacement", "seed": 0, "pool": 3}
+    assert result.to_dict()["stop_reason"] == "completed"
