@@ -1,16 +1,28 @@
-"""Reports: verdict tables, JUnit properties, JSON, and the session's collected data."""
+"""Reports: verdict tables, JUnit properties, JSON, HTML, baselines and the session's data."""
 
+from pytest_llmperf.reports.baseline import Baseline, build_baseline, load_baseline, write_baseline
+from pytest_llmperf.reports.html import build_html_report, write_html_report
 from pytest_llmperf.reports.json_report import build_report, write_json_report
-from pytest_llmperf.reports.junit import junit_properties
+from pytest_llmperf.reports.junit import junit_properties, regression_properties
+from pytest_llmperf.reports.methodology import minimum_viable_report
 from pytest_llmperf.reports.session_data import SessionData, TestEntry
-from pytest_llmperf.reports.table import format_value, verdict_table
+from pytest_llmperf.reports.table import format_value, regression_table, verdict_table
 
 __all__ = [
+    "Baseline",
     "SessionData",
     "TestEntry",
+    "build_baseline",
+    "build_html_report",
     "build_report",
     "format_value",
     "junit_properties",
+    "load_baseline",
+    "minimum_viable_report",
+    "regression_properties",
+    "regression_table",
     "verdict_table",
+    "write_baseline",
+    "write_html_report",
     "write_json_report",
 ]
