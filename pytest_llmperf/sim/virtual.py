@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import random
 import sys
 import time
 from dataclasses import dataclass, field
@@ -31,20 +32,32 @@ __all__ = ["VirtualResult", "arrival_times", "format_result", "run_cli", "run_vi
 _ARRIVAL, _QUEUED, _STEP = 0, 1, 2
 
 
-def arrival_times(load: str, rate: float, duration: float, rng: np.random.Generator) -> np.ndarray:
-    """Planned send times in [0, duration) for an open-loop pattern."""
+def arrival_times(load: str, rate: float, duration: float, seed: int) -> list[float]:
+    """Planned send times (s) in [0, duration): the load generator's own schedule.
+
+    Same algorithm and seed use as ``pytest_llmperf.loadgen.patterns.arrival_offsets_ns``
+    (Poisson gaps from ``random.Random(seed).expovariate(rate)``, constant at ``i / rate``,
+    rounded to whole nanoseconds), so a virtual run sees exactly the arrivals a real run
+    with the same seed would send. Kept here rather than imported so the simulator does
+    not load the whole load generator; a test checks the two agree.
+    """
     if rate <= 0:
         raise ValueError(f"rate must be positive, got {rate}")
+    out: list[float] = []
     if load == "constant":
-        return np.arange(0.0, duration, 1.0 / rate)
+        i = 0
+        while (t := round(i * 1e9 / rate) / 1e9) < duration:
+            out.append(t)
+            i += 1
+        return out
     if load != "poisson":
         raise ValueError(f"unknown open-loop pattern {load!r}")
-    n_guess = int(rate * duration * 1.2) + 64
-    times = np.cumsum(rng.exponential(1.0 / rate, n_guess))
-    while times[-1] < duration:
-        more = times[-1] + np.cumsum(rng.exponential(1.0 / rate, n_guess))
-        times = np.concatenate([times, more])
-    return times[times < duration]
+    rng = random.Random(seed)
+    offset = 0.0
+    while (t := round(offset * 1e9) / 1e9) < duration:
+        out.append(t)
+        offset += rng.expovariate(rate)
+    return out
 
 
 @dataclass
@@ -157,8 +170,7 @@ def run_virtual(
         )
     inp = (input_tokens, input_tokens) if isinstance(input_tokens, int) else tuple(input_tokens)
     out = (output_tokens, output_tokens) if isinstance(output_tokens, int) else tuple(output_tokens)
-    root = np.random.SeedSequence(seed)
-    arrival_rng, size_rng = (np.random.default_rng(s) for s in root.spawn(2))
+    size_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
     workload = _Workload(prof, inp, out, shared_prefix, size_rng)  # type: ignore[arg-type]
     engine = Engine(prof, debug=debug)
     latency = engine.latency
@@ -176,8 +188,8 @@ def run_virtual(
     if load in ("poisson", "constant"):
         if rate is None:
             raise ValueError(f"load {load!r} needs a rate")
-        for t in arrival_times(load, rate, duration, arrival_rng):
-            new_request(float(t))
+        for t in arrival_times(load, rate, duration, seed):
+            new_request(t)
         load_info: dict[str, Any] = {"pattern": load, "rate": rate, "duration": duration}
     elif load == "concurrency":
         if not concurrency or concurrency < 1:
