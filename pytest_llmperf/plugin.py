@@ -256,9 +256,13 @@ class LlmPerfPlugin:
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         try:
             result = yield
-        except BaseException:
+        except BaseException as exc:
             # Record what was measured even when the body raised; its error stands.
             self._judge(item, raise_failures=False)
+            if isinstance(exc, KeyboardInterrupt) and PAYLOAD_KEY in item.stash:
+                # pytest makes no report for an interrupted test: keep its partial runs here.
+                self.data.add(item.nodeid, "interrupted", item.stash[PAYLOAD_KEY])
+                self.data.interrupted = True
             raise
         self._judge(item, raise_failures=True)
         return result
