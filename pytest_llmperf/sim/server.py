@@ -448,7 +448,11 @@ class SimServer:
             record_emit_lag=self.record_emit_lag,
             timing=self.timing,
         )
-        runner = web.AppRunner(self.sim.app, handler_cancellation=True, access_log=None)
+        # A simulator being stopped drops its open streams at once instead of waiting up to a
+        # minute for them (aiohttp's default graceful shutdown).
+        runner = web.AppRunner(
+            self.sim.app, handler_cancellation=True, access_log=None, shutdown_timeout=0.2
+        )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
         try:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -125,3 +127,29 @@ def test_child_exits_when_parent_is_killed() -> None:
         parent.kill()
         parent.wait()
     assert _wait_gone(child_pid, 10), "simulator outlived its parent"
+
+
+def test_stop_is_prompt_with_a_stream_open() -> None:
+    """Stopping must not wait for open streams to finish (no SIGKILL needed)."""
+    sim = start_sim_process("fixed", overrides={"itl_ms": 50})
+    done = threading.Event()
+
+    def client() -> None:
+        body = {"prompt": "x", "max_tokens": 100_000, "stream": True}
+        with (
+            contextlib.suppress(httpx.HTTPError),
+            httpx.stream("POST", sim.url + "/v1/completions", json=body, timeout=30) as r,
+        ):
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    done.set()
+        done.set()
+
+    th = threading.Thread(target=client, daemon=True)
+    th.start()
+    assert done.wait(10)
+    t0 = time.monotonic()
+    code = sim.stop()
+    assert time.monotonic() - t0 < 2.0
+    assert code == 0  # exited on SIGTERM, not killed
+    th.join(10)
