@@ -26,6 +26,7 @@ from pytest_llmperf.client.endpoint import Endpoint, redact_url
 from pytest_llmperf.client.preflight import preflight_sync
 from pytest_llmperf.config import PerfSpec
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.interrupts import terminate_as_interrupt
 from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.options import OPTIONS, LlmPerfOptions
@@ -166,6 +167,7 @@ class LlmPerfPlugin:
         self._endpoint: Endpoint | None = None
         self._sim: Any = None
         self.written: list[str] = []
+        self._restore_sigterm = terminate_as_interrupt()  # a CI timeout = Ctrl-C: partial report
 
     # -- endpoint --------------------------------------------------------------
 
@@ -201,6 +203,7 @@ class LlmPerfPlugin:
         return endpoint
 
     def close(self) -> None:
+        self._restore_sigterm()
         if self._sim is not None:
             self._sim.stop()
             self._sim = None

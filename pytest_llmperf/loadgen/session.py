@@ -74,6 +74,7 @@ RecordObserver = Callable[[RequestRecord], None]
 GENERATOR_BOUND_RATE_SHARE = 0.9
 GENERATOR_BOUND_LAG_MS = 10.0
 DRAIN_GRACE_S = 5.0
+INTERRUPT_DRAIN_S = 5.0  # after Ctrl-C / SIGTERM / cancellation: then in-flight = incomplete
 _YIELD_EVERY = 32  # when behind schedule, still let responses be read this often
 
 
@@ -464,6 +465,8 @@ class LoadRun:
         pending = [t for t, r in self._inflight.items() if r.tracked]
         if pending:
             cap = self.endpoint.timeouts.total + DRAIN_GRACE_S
+            if self.stop_reason in ("SIGINT", "cancelled"):  # interrupted: drain briefly
+                cap = min(cap, INTERRUPT_DRAIN_S)
             self._abort_drain = asyncio.get_running_loop().create_future()
             all_done = asyncio.ensure_future(asyncio.wait(pending))
             await asyncio.wait(
