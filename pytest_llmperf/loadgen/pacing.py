@@ -21,7 +21,7 @@ import time
 
 __all__ = ["WAKE_EARLY_NS", "Pacer"]
 
-WAKE_EARLY_NS = 1_200_000  # epoll's 1 ms rounding plus timer slack
+WAKE_EARLY_NS = 1_000_000  # epoll rounds its timeout up to whole milliseconds
 
 
 class Pacer:
