@@ -191,6 +191,7 @@ class LoadRun:
         self._sigints = 0
         self._worker_pool: Any = None
         self._slots: list[asyncio.Future[None]] = []
+        self._closed_loop = not spec.load.open_loop
 
     # -- control -----------------------------------------------------------------
 
@@ -406,6 +407,8 @@ class LoadRun:
         self._deliver(record)
 
     def _deliver(self, record: RequestRecord) -> None:
+        if self._closed_loop and record.t_send:
+            record.t_sched = record.t_send  # closed loop: latency counts from the actual send
         self.accumulator.add(record)
         if self.recorder is not None:
             self.recorder.record(record, self._positions.pop(id(record), -1))
