@@ -60,6 +60,34 @@ async def bare_aiohttp(url: str, requests: int) -> float:
         return requests / (time.perf_counter() - t0)
 
 
+async def bare_httpx_aiohttp(url: str, requests: int) -> float:
+    """Second reference: the same loop through httpx's API on the aiohttp transport."""
+    import httpx
+    from httpx_aiohttp import AiohttpTransport
+
+    body = (
+        b'{"model":"bench-model","messages":[{"role":"user","content":"hello there"}],'
+        b'"max_tokens":%d,"stream":true}' % TOKENS
+    )
+    left = requests
+    limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
+    async with httpx.AsyncClient(transport=AiohttpTransport(limits=limits)) as client:
+
+        async def worker() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                async with client.stream(
+                    "POST", url + "/v1/chat/completions", content=body
+                ) as resp:
+                    async for _ in resp.aiter_bytes():
+                        time.monotonic_ns()
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        return requests / (time.perf_counter() - t0)
+
+
 async def ours(url: str, requests: int, workers: int) -> tuple[float, dict]:
     spec = RunSpec(
         "synthetic",
@@ -69,7 +97,7 @@ async def ours(url: str, requests: int, workers: int) -> tuple[float, dict]:
         requests=requests,
     )
     endpoint = Endpoint(url + "/v1", model="bench-model")
-    run = LoadRun(endpoint, spec, **({"workers": workers} if workers > 1 else {}))
+    run = LoadRun(endpoint, spec, workers=workers)
     t0 = time.perf_counter()
     result = await run.execute()
     wall = time.perf_counter() - t0
@@ -88,17 +116,20 @@ def main() -> None:
     server = start_server(0, 0, record=False)
     try:
         bare: list[float] = []
+        via_httpx: list[float] = []
         mine: list[float] = []
         for _ in range(args.rounds):
             bare.append(asyncio.run(bare_aiohttp(server.url, args.requests)))
+            via_httpx.append(asyncio.run(bare_httpx_aiohttp(server.url, args.requests)))
             rate, check = asyncio.run(ours(server.url, args.requests, args.workers))
             mine.append(rate)
     finally:
         server.stop()
     best_bare, best_mine = max(bare), max(mine)
     print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}"
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, load average: "
+        + " ".join(f"{x:.2f}" for x in os.getloadavg())
     )
     print(
         f"max-throughput, {CONCURRENCY} concurrent {TOKENS}-token streams, "
