@@ -50,8 +50,10 @@ async def test_simulator_stream_is_measured(api: str) -> None:
         assert record.t_sched <= record.t_send <= record.t_first <= record.t_last <= record.t_end
     warm = records[1]
     assert 40 <= (warm.t_first - warm.t_sched) / 1e6 < 50
-    for gap in warm.gaps_ns:
-        assert 5e6 < gap < 20e6
+    # The sim keeps an absolute token schedule and shares this event loop, so one late
+    # read shortens the next gap; the span over all gaps is what must hold.
+    assert 7 * 10 <= (warm.t_last - warm.t_first) / 1e6 < 7 * 10 + 10
+    assert all(0 < gap < 20e6 for gap in warm.gaps_ns)
 
 
 async def test_vllm_style_stream_role_chunk_separate_finish_and_usage() -> None:

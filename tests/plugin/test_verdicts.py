@@ -82,18 +82,29 @@ def test_json_report_core(pytester: pytest.Pytester) -> None:
 
 
 def test_junit_carries_each_slo_as_properties(pytester: pytest.Pytester) -> None:
+    """xunit2 (the default) allows properties on the suite only; xunit1 also per testcase."""
     pytester.makepyfile(FAILING)
-    pytester.runpytest("--junitxml=junit.xml")
-    root = ET.parse(pytester.path / "junit.xml").getroot()
+    pytester.runpytest("--junitxml=junit2.xml")
+    root = ET.parse(pytester.path / "junit2.xml").getroot()
     case = root.find(".//testcase")
     assert case is not None and case.find("failure") is not None
+    assert case.find("properties") is None
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    prefix = "test_junit_carries_each_slo_as_properties.py::test_impossible::"
+    assert props[prefix + "llm_slo[ttft.p50 < 1us][run0].verdict"] == "fail"
+    assert props[prefix + "llm_slo[error_rate < 1%][run0].verdict"] == "pass"
+    assert props[prefix + "llm_slo[ttft.p50 < 1us][run0].observed"].endswith(" ms")
+
+    pytester.runpytest("--junitxml=junit1.xml", "-o", "junit_family=xunit1")
+    case = ET.parse(pytester.path / "junit1.xml").getroot().find(".//testcase")
+    assert case is not None
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["llm_slo[ttft.p50 < 1us][run0].verdict"] == "fail"
-    assert props["llm_slo[error_rate < 1%][run0].verdict"] == "pass"
-    assert props["llm_slo[ttft.p50 < 1us][run0].observed"].endswith(" ms")
 
 
 def test_server_errors_count_as_failed_requests(pytester: pytest.Pytester) -> None:
+    from pytest_llmperf.sim import start_sim_process
+
     pytester.makepyfile(
         """
         import pytest
@@ -103,20 +114,44 @@ def test_server_errors_count_as_failed_requests(pytester: pytest.Pytester) -> No
         async def test_errors(llm_loadgen):
             result = await llm_loadgen.run()
             assert result.counts["failed"] == 20
-            assert result.errors == {"connect_error": 20}
+            assert result.errors == {"http_error": 20}
         """
     )
-    # A model name given explicitly skips discovery; the port is closed: every request fails.
+    sim = start_sim_process("fixed", overrides={"error_rate": 1.0, "error_codes": [503]})
+    try:
+        result = pytester.runpytest(f"--llm-endpoint={sim.url}", "--llm-json=r.json")
+    finally:
+        sim.stop()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*error_rate < 1%*100.00%*FAIL*"])
+    (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
+    assert test["runs"][0]["counts"]["failed"] == 20
+
+
+def test_dead_endpoint_ends_the_session_with_one_message(pytester: pytest.Pytester) -> None:
     import socket
 
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.llm_workload("synthetic", requests=5)
+        async def test_a(llm_loadgen):
+            await llm_loadgen.run()
+
+        @pytest.mark.llm_workload("synthetic", requests=5)
+        async def test_b(llm_loadgen):
+            await llm_loadgen.run()
+        """
+    )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = pytester.runpytest(
-        f"--llm-endpoint=http://127.0.0.1:{port}", "--llm-model=m", "--llm-timeout=5"
-    )
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*error_rate < 1%*100.00%*FAIL*"])
+    result = pytester.runpytest(f"--llm-endpoint=http://127.0.0.1:{port}", "--llm-model=m")
+    assert result.ret != pytest.ExitCode.OK
+    text = result.stdout.str() + result.stderr.str()
+    assert text.count(f"127.0.0.1:{port}") >= 1
+    assert "Traceback" not in text
 
 
 def test_completions_api(pytester: pytest.Pytester) -> None:
