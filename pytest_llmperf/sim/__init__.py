@@ -7,10 +7,14 @@ See docs/simulator.md.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .process import SimProcess, SimStartError, start_sim_process
 from .profiles import Profile, ProfileError, load_profile, profile_names
 from .server import SimServer
-from .virtual import VirtualResult, run_virtual
+
+if TYPE_CHECKING:
+    from .virtual import VirtualResult, run_virtual
 
 __all__ = [
     "Profile",
@@ -24,3 +28,13 @@ __all__ = [
     "run_virtual",
     "start_sim_process",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # Virtual time needs numpy; load it only when asked, so starting the real-time
+    # server (once per plugin session) does not pay for it.
+    if name in ("run_virtual", "VirtualResult"):
+        from . import virtual
+
+        return getattr(virtual, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
