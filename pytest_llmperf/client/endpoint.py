@@ -184,6 +184,12 @@ class Endpoint:
             return {"Authorization": f"Basic {token}"}
         return {}
 
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What must never be printed: the API key and a URL password (for scrubbing)."""
+        found = (self.api_key, self.url_credentials[1] if self.url_credentials else None)
+        return tuple(s for s in found if s)
+
     def with_model(self, model: str) -> Endpoint:
         return replace(self, model=model)
 

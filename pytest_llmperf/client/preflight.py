@@ -43,7 +43,7 @@ def unreachable_message(endpoint: Endpoint, exc: BaseException) -> str:
         kind, detail = classify_transport_error(exc)
     hint = _HINTS.get(kind, "check --llm-endpoint")
     text = f"cannot reach {endpoint.label}: {kind}: {detail} ({hint})"
-    return scrub(text, endpoint.api_key)
+    return scrub(text, *endpoint.secrets)
 
 
 def _limit(endpoint: Endpoint) -> float:

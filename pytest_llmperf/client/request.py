@@ -67,7 +67,7 @@ async def send_request(
         if not record.t_end:
             record.t_end = time.monotonic_ns()
         if record.error is not None:  # failure path only: servers may echo the key back
-            record.error_detail = scrub(record.error_detail, endpoint.api_key)
+            record.error_detail = scrub(record.error_detail, *endpoint.secrets)
     return record
 
 

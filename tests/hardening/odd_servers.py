@@ -17,7 +17,8 @@ import asyncio
 import contextlib
 import json
 import ssl
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "content_chunk",
     "error_body",
     "finish_chunk",
+    "serve_in_thread",
     "sse_ok",
 ]
 
@@ -230,3 +232,27 @@ async def _read_request(reader: asyncio.StreamReader) -> Request | None:
     size = int(headers.get("content-length", "0") or 0)
     body = await reader.readexactly(size) if size else b""
     return Request(method, path, headers, body)
+
+
+@contextlib.contextmanager
+def serve_in_thread(server: OddServer) -> Iterator[OddServer]:
+    """Run ``server`` on its own event loop in a thread (for pytest subprocesses to call)."""
+    ready = threading.Event()
+    loop = asyncio.new_event_loop()
+    stop = loop.create_future()
+
+    async def main() -> None:
+        async with server:
+            ready.set()
+            await stop
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    if not ready.wait(10):
+        raise RuntimeError("odd server did not start")
+    try:
+        yield server
+    finally:
+        loop.call_soon_threadsafe(stop.set_result, None)
+        thread.join(10)
+        loop.close()
