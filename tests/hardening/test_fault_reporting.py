@@ -1,0 +1,161 @@
+"""Faults as a session sees them: counted in error_rate, broken down in the report, fast to fail.
+
+Real pytest sessions (subprocesses) against real sockets: a server that
+answers with a different fault per request, a closed port, a ``.invalid``
+host. The per-request timeouts come from ``--llm-timeout`` in its
+``key=seconds`` form, so the slow faults end quickly.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import faults
+from odd_servers import OddServer, Request, Wire, serve_in_thread, sse_ok
+
+MIXED_TEST = """
+import pytest
+
+@pytest.mark.llm_workload("synthetic", input_tokens=8, output_tokens=4, requests=40)
+@pytest.mark.llm_load("concurrency", concurrency=8)
+async def test_mixed(llm_loadgen):
+    result = await llm_loadgen.run()
+    print("ERRORS", result.errors)
+"""
+
+ROTATION = [
+    sse_ok,
+    faults.status_429_retry_after,
+    faults.status_502_html,
+    faults.cut_mid_stream,
+    faults.malformed_json,
+    faults.error_frame_mid_stream,
+    faults.stall_mid_stream,
+    faults.not_http,
+]
+EXPECTED = {
+    "rate_limited": 5,
+    "http_error": 5,
+    "truncated_stream": 5,
+    "protocol_error": 10,
+    "stream_error_frame": 5,
+    "stall_timeout": 5,
+}
+
+
+def _rotating():
+    count = 0
+
+    async def behaviour(req: Request, wire: Wire) -> None:
+        nonlocal count
+        body = req.json() or {}
+        index = count
+        count += 1
+        assert body.get("stream") is True
+        await ROTATION[index % len(ROTATION)](req, wire)
+
+    return behaviour
+
+
+def _pytest(tmp: Path, *args: str, test: str = MIXED_TEST) -> tuple[int, str, float]:
+    (tmp / "test_session.py").write_text(test)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", *args],
+        cwd=tmp,
+        capture_output=True,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - started
+    return proc.returncode, (proc.stdout + proc.stderr).decode(errors="replace"), elapsed
+
+
+def test_every_fault_is_counted_and_broken_down_in_the_report(tmp_path):
+    server = OddServer(_rotating())
+    with serve_in_thread(server):
+        rc, out, _ = _pytest(
+            tmp_path,
+            f"--llm-endpoint={server.url}",
+            f"--llm-json={tmp_path / 'report.json'}",
+            "--llm-timeout=connect=2,first_token=5,stall=0.5,total=5",
+        )
+    assert rc == 0, out  # no SLO declared: the test itself passes, the faults are data
+    assert "Traceback" not in out
+    run = json.loads((tmp_path / "report.json").read_text())["tests"][0]["runs"][0]
+    assert run["counts"]["issued"] == 40
+    assert run["counts"]["completed"] == 5
+    assert run["counts"]["failed"] == 35
+    assert run["metrics"]["error_rate"] == 35 / 40
+    assert run["errors"] == EXPECTED
+    assert run["metrics"]["ttft"]["count"] == 5  # failures never enter latency histograms
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+DEAD_TEST = """
+import pytest
+
+@pytest.mark.llm_workload("synthetic", requests=50)
+@pytest.mark.llm_load("concurrency", concurrency=4)
+async def test_one(llm_loadgen):
+    await llm_loadgen.run()
+
+@pytest.mark.llm_workload("synthetic", requests=50)
+@pytest.mark.llm_load("concurrency", concurrency=4)
+async def test_two(llm_loadgen):
+    await llm_loadgen.run()
+"""
+
+
+def _assert_one_clear_message(rc: int, out: str, elapsed: float, *fragments: str) -> None:
+    assert rc == 4, out  # usage error: nothing was measured
+    assert elapsed < 20, f"{elapsed:.1f} s"
+    assert "Traceback" not in out and "test_one" not in out and "test_two" not in out, out
+    lines = [x for x in out.splitlines() if "pytest-llmperf" in x]
+    assert len(lines) == 1, out
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_dead_endpoint_fails_once_and_clearly(tmp_path):
+    port = _closed_port()
+    rc, out, elapsed = _pytest(tmp_path, f"--llm-endpoint=http://127.0.0.1:{port}", test=DEAD_TEST)
+    _assert_one_clear_message(rc, out, elapsed, f"127.0.0.1:{port}", "connect_error", "running")
+
+
+def test_dead_endpoint_with_model_given_fails_once_and_clearly(tmp_path):
+    port = _closed_port()
+    rc, out, elapsed = _pytest(
+        tmp_path, f"--llm-endpoint=http://127.0.0.1:{port}", "--llm-model=m", test=DEAD_TEST
+    )
+    _assert_one_clear_message(rc, out, elapsed, f"127.0.0.1:{port}", "connect_error")
+
+
+def test_unresolvable_host_fails_once_and_clearly(tmp_path):
+    rc, out, elapsed = _pytest(
+        tmp_path, "--llm-endpoint=http://llm.invalid:8000", "--llm-model=m", test=DEAD_TEST
+    )
+    _assert_one_clear_message(rc, out, elapsed, "llm.invalid", "dns_error")
+
+
+def test_server_that_accepts_but_never_answers_fails_within_the_timeouts(tmp_path):
+    server = OddServer(faults.stall_before_headers, models=False)
+    with serve_in_thread(server):
+        url = server.url
+        rc, out, elapsed = _pytest(
+            tmp_path,
+            f"--llm-endpoint={url}",
+            "--llm-model=m",
+            "--llm-timeout=connect=1,first_token=2,stall=2,total=2",
+            test=DEAD_TEST,
+        )
+    _assert_one_clear_message(rc, out, elapsed, url.split("//")[1], "never answered")
