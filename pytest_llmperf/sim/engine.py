@@ -131,7 +131,7 @@ class Engine:
         for r, n in zip(reqs, ns, strict=True):
             c = r.num_computed + n
             r.num_computed = c
-            if r.block_hashes and len(r.held) < len(r.block_hashes):
+            if c >= r.pub_at:
                 kv.publish(r, c)
             if c == r.prompt_len + r.generated:
                 g = r.generated + 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Protocol
 
-__all__ = ["KVCache", "KVHolder", "prompt_block_hashes"]
+__all__ = ["NEVER", "KVCache", "KVHolder", "prompt_block_hashes"]
 
 
 def prompt_block_hashes(tokens: list[str], block_size: int) -> tuple[int, ...]:
@@ -31,12 +31,16 @@ def prompt_block_hashes(tokens: list[str], block_size: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+NEVER = 1 << 62
+
+
 class KVHolder(Protocol):
     """What the cache keeps on each request (the engine's Request)."""
 
     blocks: int  # blocks held: shared (hashed) + private
     held: list[int]  # hashes this request holds a reference on, a prefix of block_hashes
-    block_hashes: tuple[int, ...]
+    block_hashes: tuple[int, ...]  # chained hashes of the full blocks of prompt + output
+    pub_at: int  # computed tokens at which publishing the next block is possible
 
 
 class KVCache:
@@ -93,6 +97,7 @@ class KVCache:
                 self.allocated += 1
             refs[h] = r + 1
         req.held = list(hashes)
+        req.pub_at = 0
         req.blocks = hit_blocks
         self._take(req, new_private)
         return True
@@ -116,19 +121,26 @@ class KVCache:
         req.blocks += n
 
     def publish(self, req: KVHolder, computed_tokens: int) -> None:
-        """Make the request's fully computed prompt blocks findable by later requests."""
+        """Make the request's fully computed blocks (prompt, then generated text)
+        findable by later requests, e.g. the next turn of a conversation."""
         hashes = req.block_hashes
+        if not self.prefix_caching:
+            req.pub_at = NEVER
+            return
         held = req.held
         refs = self.refs
-        upto = min(len(hashes), computed_tokens // self.block_size)
+        bs = self.block_size
+        upto = min(len(hashes), computed_tokens // bs)
         i = len(held)
         while i < upto:
             h = hashes[i]
-            if h in refs:
-                return  # computed twice concurrently: keep ours private, stop the chain here
+            if h in refs:  # computed twice concurrently: keep ours private, end the chain
+                req.pub_at = NEVER
+                return
             refs[h] = 1
             held.append(h)  # a private block becomes a shared one: counts unchanged
             i += 1
+        req.pub_at = (i + 1) * bs if i < len(hashes) else NEVER
 
     def release(self, req: KVHolder) -> None:
         """Free everything ``req`` holds; its hashed blocks stay reusable (LRU)."""
@@ -146,6 +158,7 @@ class KVCache:
         self.allocated -= private
         req.blocks = 0
         req.held = []
+        req.pub_at = 0
 
     def check(self, holders: list[KVHolder]) -> None:
         """Full consistency check (debug): conservation and reference counts."""

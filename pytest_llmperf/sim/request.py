@@ -32,6 +32,7 @@ class Request:
         "preemptions",
         "priority",
         "prompt_len",
+        "pub_at",
         "rid",
         "schedule_time",
         "seq",
@@ -61,6 +62,7 @@ class Request:
         self.generated = 0
         self.blocks = 0
         self.held: list[int] = []
+        self.pub_at = 0  # computed tokens at which the next full block can be published
         self.cached_tokens = -1  # set at first scheduling
         self.preemptions = 0
         self.state = "new"  # new | waiting | running | finished | aborted | dropped

@@ -184,7 +184,10 @@ class SimApp:
             )
         hashes: tuple[int, ...] = ()
         if self.profile.kind == "engine" and self.profile.enable_prefix_caching:
-            hashes = prompt_block_hashes(parsed.prompt_tokens, self.profile.block_size)
+            # the whole sequence, so a later turn that quotes this reply hits the cache too
+            salt = index * 13
+            output = [token_text(j, salt)[1:] for j in range(n_out)]
+            hashes = prompt_block_hashes(parsed.prompt_tokens + output, self.profile.block_size)
         try:
             stream = self.backend.submit(
                 Submission(

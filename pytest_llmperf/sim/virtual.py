@@ -130,8 +130,8 @@ class _Workload:
         o = int(self.rng.integers(lo, hi + 1)) if hi > lo else lo
         hashes: tuple[int, ...] = ()
         if self.hashing:
-            n_blocks = p // self.bs
-            shared = self.prefix[:n_blocks]
+            n_blocks = (p + o) // self.bs  # prompt and output blocks are both cacheable
+            shared = self.prefix[: p // self.bs]
             h = shared[-1] if shared else 0
             own = []
             for i in range(len(shared), n_blocks):

@@ -164,3 +164,30 @@ async def test_output_processing_delay_alpha2_is_honoured() -> None:
     assert len(lags_ms) == 12
     assert lags_ms[0] > -1.0, lags_ms  # never early (3 ms early if alpha2 were ignored)
     assert lags_ms[len(lags_ms) // 2] < 1.0, lags_ms
+
+
+async def test_next_conversation_turn_hits_the_cached_reply() -> None:
+    """Generated blocks are cached too: turn 2 (turn 1 + its reply + a question) reuses
+    the blocks of turn 1's prompt *and* of its reply."""
+    async with (
+        SimServer("tiny", speedup=4.0) as sim,
+        httpx.AsyncClient(base_url=sim.url, timeout=20) as c,
+    ):
+        turn1 = [{"role": "user", "content": WORDS}]
+        r1 = (
+            await c.post("/v1/chat/completions", json={"messages": turn1, "max_tokens": 64})
+        ).json()
+        reply = r1["choices"][0]["message"]["content"]
+        turn2 = [
+            *turn1,
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": "and then?"},
+        ]
+        r2 = (
+            await c.post("/v1/chat/completions", json={"messages": turn2, "max_tokens": 4})
+        ).json()
+    cached = r2["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert r2["usage"]["prompt_tokens"] == 400 + 64 + 3
+    # every full block of turn 1's computed tokens: the prompt and the reply except its last
+    # token, whose KV is never computed (as in vLLM) — well past the 400-token first prompt
+    assert cached == (400 + 64 - 1) // 16 * 16
