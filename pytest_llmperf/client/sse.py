@@ -7,7 +7,13 @@ out exactly once, with the timestamp of the read that completed it.
 
 from __future__ import annotations
 
-__all__ = ["SSEParser"]
+__all__ = ["MAX_LINE_BYTES", "OversizedEvent", "SSEParser"]
+
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one token chunk is ~200 bytes; this is a runaway line
+
+
+class OversizedEvent(ValueError):
+    """A line grew past ``max_line_bytes`` without ending (memory must stay bounded)."""
 
 
 class SSEParser:
@@ -20,12 +26,27 @@ class SSEParser:
     ignored.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self._buffer = b""
+        self._parts: list[bytes] = []  # pieces of one long line, joined once it ends
+        self._parts_size = 0
+        self.max_line_bytes = max_line_bytes
         self._data: list[str] = []
         self.last_event_type = ""
 
     def feed(self, chunk: bytes) -> list[str]:
+        if b"\n" not in chunk and b"\r" not in chunk:
+            # Mid-line (a huge chunk arriving in reads): collect without re-copying the
+            # buffer on every read, which would cost O(n^2) and stall the event loop.
+            self._parts.append(chunk)
+            self._parts_size += len(chunk)
+            if len(self._buffer) + self._parts_size > self.max_line_bytes:
+                raise OversizedEvent(f"an SSE line exceeded {self.max_line_bytes} bytes")
+            return []
+        if self._parts:
+            self._buffer += b"".join(self._parts)
+            self._parts.clear()
+            self._parts_size = 0
         data = self._buffer + chunk
         # A CR at the very end may be the first half of a CRLF split across reads.
         held = b"\r" if data.endswith(b"\r") else b""
@@ -41,6 +62,10 @@ class SSEParser:
     def close(self) -> list[str]:
         """Events still pending when the stream ends without a final blank line."""
         events: list[str] = []
+        if self._parts:
+            self._buffer += b"".join(self._parts)
+            self._parts.clear()
+            self._parts_size = 0
         if self._buffer:
             self._line(self._buffer, events)
             self._buffer = b""

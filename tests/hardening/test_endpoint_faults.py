@@ -132,3 +132,32 @@ async def test_tls_to_a_plain_http_server():
     async with OddServer(greeting=b"HTTP/1.1 400 Bad Request\r\n\r\n") as server:
         record = await send_one(server.url.replace("http://", "https://"))
     assert record.error == ErrorKind.TLS, record.error_detail
+
+
+async def test_runaway_line_is_cut_off_with_bounded_memory(monkeypatch):
+    """A line that never ends fails as a protocol error once it passes the parser's cap."""
+    from pytest_llmperf.client import sse
+
+    monkeypatch.setattr(sse, "MAX_LINE_BYTES", 4 * 1024 * 1024)
+    monkeypatch.setattr(sse.SSEParser.__init__, "__defaults__", (4 * 1024 * 1024,))
+    async with OddServer(faults.endless_line) as server:
+        record = await send_one(server.url, timeouts=Timeouts(5, 30, 30, 30))
+    assert record.error == ErrorKind.PROTOCOL, record.error_detail
+    assert "exceeded" in record.error_detail
+
+
+def test_sse_parser_joins_a_huge_line_in_linear_time():
+    """64 MB in 16 KB reads: each read must not re-copy what came before (O(n) not O(n^2))."""
+    import time
+
+    from pytest_llmperf.client.sse import SSEParser
+
+    parser = SSEParser()
+    piece = b"x" * 16384
+    started = time.process_time()
+    assert parser.feed(b"data: ") == []
+    for _ in range(2048):  # 32 MB
+        assert parser.feed(piece) == []
+    events = parser.feed(b"\n\n")
+    assert time.process_time() - started < 5.0  # quadratic copying would take minutes
+    assert len(events) == 1 and len(events[0]) == 2048 * 16384
