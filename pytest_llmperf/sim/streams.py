@@ -26,7 +26,12 @@ class Submission:
 
 
 class TokenStream(Protocol):
-    """Planned emission times of one request's output tokens."""
+    """Planned emission times of one request's output tokens.
+
+    A back end may also offer ``attach_sink(sink, fail)``: from then on it calls
+    ``sink(planned_time)`` synchronously as each token is due, so the server can write
+    the chunk without a task switch (the engine back end does; see server.py).
+    """
 
     cached_tokens: int
 
