@@ -29,7 +29,20 @@ from .summary import summarize
 
 __all__ = ["VirtualResult", "arrival_times", "format_result", "run_cli", "run_virtual"]
 
-_ARRIVAL, _QUEUED, _STEP = 0, 1, 2
+_ARRIVAL, _QUEUED, _STEP, _FINISH = 0, 1, 2, 3
+
+
+def _plan_fixed(p: Profile, req: Request, t: float, active: int) -> None:
+    """Token times of a ``fixed``-profile request arriving at ``t`` with ``active`` in flight."""
+    ttft = (p.ttft_ms + p.ttft_per_active_ms * active) / 1000.0
+    itl = (p.itl_ms + p.itl_per_active_ms * active) / 1000.0
+    first = t + ttft
+    req.enqueue_time = req.schedule_time = t
+    req.cached_tokens = 0
+    req.generated = req.max_tokens
+    req.token_times = [first + i * itl for i in range(req.max_tokens)]
+    req.first_token_time = first
+    req.finish_time = req.token_times[-1]
 
 
 def arrival_times(load: str, rate: float, duration: float, seed: int) -> list[float]:
@@ -160,14 +173,13 @@ def run_virtual(
     ``load`` is ``poisson`` or ``constant`` (with ``rate`` req/s) or
     ``concurrency`` (with ``concurrency`` requests in flight); arrivals stop at
     ``duration`` simulated seconds and every admitted request is drained.
+    A ``fixed`` profile gives each request its planned TTFT/ITL (with its load
+    dependence); an engine profile runs the continuous-batching engine.
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile, **overrides)
     if isinstance(profile, Profile) and overrides:
         prof = prof.replace(**overrides)
-    if prof.kind != "engine":
-        raise ValueError(
-            f"profile {prof.name!r} is kind {prof.kind!r}; virtual time needs an engine profile"
-        )
+    fixed = prof.kind == "fixed"
     inp = (input_tokens, input_tokens) if isinstance(input_tokens, int) else tuple(input_tokens)
     out = (output_tokens, output_tokens) if isinstance(output_tokens, int) else tuple(output_tokens)
     size_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
@@ -201,6 +213,7 @@ def run_virtual(
         raise ValueError(f"unknown load pattern {load!r} (poisson, constant, concurrency)")
     closed = load == "concurrency"
 
+    active = 0  # fixed profile: requests in flight
     clock = 0.0
     busy_until = 0.0
     step_pending = False
@@ -226,14 +239,31 @@ def run_virtual(
                 step_pending = False
         elif kind == _ARRIVAL:
             assert req is not None
-            if engine.unservable(req.prompt_len, req.max_tokens):
+            if (
+                req.prompt_len + req.max_tokens > prof.max_model_len
+                if fixed
+                else engine.unservable(req.prompt_len, req.max_tokens)
+            ):
                 req.state = "dropped"
                 dropped += 1
                 if closed and t < duration:
                     new_request(t)
                 continue
+            if fixed:
+                _plan_fixed(prof, req, t, active)
+                active += 1
+                engine.max_running = max(engine.max_running, active)
+                push(heap, (req.finish_time, seq, _FINISH, req))
+                seq += 1
+                continue
             push(heap, (t + latency.queue_delay_s(req.prompt_len), seq, _QUEUED, req))
             seq += 1
+        elif kind == _FINISH:  # fixed profile only
+            assert req is not None
+            active -= 1
+            req.state = "finished"
+            if closed and t < duration:
+                new_request(t)
         else:
             assert req is not None
             engine.enqueue(req, t)

@@ -237,7 +237,27 @@ def test_cli_virtual_is_byte_identical_and_writes_json(tmp_path: Path) -> None:
 def test_cli_virtual_errors() -> None:
     r = _cli("--virtual", "--profile", "tiny", "--load", "poisson", "--duration", "5")
     assert r.returncode == 2 and "--rate" in r.stderr
-    r = _cli("--virtual", "--profile", "fixed", "--load", "poisson", "--rate", "5")
-    assert r.returncode == 2 and "engine profile" in r.stderr
     r = _cli("--virtual", "--profile", "tiny", "--set", "num_blocks=lots", "--rate", "5")
     assert r.returncode == 2 and "num_blocks" in r.stderr and "lots" in r.stderr
+
+
+def test_fixed_profile_in_virtual_time() -> None:
+    d = run_virtual(
+        "fixed", load="constant", rate=4, duration=10, output_tokens=11, ttft_ms=30, itl_ms=7
+    ).to_dict()
+    m = d["metrics"]
+    assert d["counts"]["completed"] == 40
+    assert m["ttft"]["p50"] == m["ttft"]["max"] == pytest.approx(30)
+    assert m["itl"]["p99"] == pytest.approx(7) and m["e2e"]["p50"] == pytest.approx(100)
+    # load dependence: +2 ms of TTFT per request in flight; concurrency 3 => 2 others
+    c = run_virtual(
+        "fixed",
+        load="concurrency",
+        concurrency=3,
+        duration=5,
+        output_tokens=5,
+        ttft_ms=10,
+        itl_ms=1,
+        ttft_per_active_ms=2,
+    ).to_dict()
+    assert c["metrics"]["ttft"]["p99"] == pytest.approx(14)
