@@ -22,8 +22,6 @@ from tls_certs import self_signed_server_context
 from pytest_llmperf.client.endpoint import Timeouts
 from pytest_llmperf.client.records import ErrorKind
 
-pytestmark = pytest.mark.asyncio
-
 CASES = [
     # (behaviour, expected kind, text the detail must contain)
     (faults.stall_before_headers, ErrorKind.READ_TIMEOUT, "Timeout"),
@@ -51,6 +49,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("behaviour", "kind", "detail"), CASES, ids=[c[0].__name__ for c in CASES])
+@pytest.mark.asyncio
 async def test_fault_is_a_failed_request_with_its_category(behaviour, kind, detail):
     async with OddServer(behaviour) as server:
         loop = asyncio.get_running_loop()
@@ -64,6 +63,7 @@ async def test_fault_is_a_failed_request_with_its_category(behaviour, kind, deta
     assert elapsed < FAST.total + 1.0
 
 
+@pytest.mark.asyncio
 async def test_huge_chunk_is_measured_not_rejected():
     async with OddServer(faults.huge_chunk) as server:
         record = await send_one(server.url, timeouts=Timeouts(5, 10, 10, 20))
@@ -72,6 +72,7 @@ async def test_huge_chunk_is_measured_not_rejected():
     assert record.output_tokens == 1
 
 
+@pytest.mark.asyncio
 async def test_completions_api_sees_the_same_categories():
     async with OddServer(faults.status_429_retry_after) as server:
         record = await send_one(server.url, api="completions")
@@ -85,18 +86,21 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # closed again on exit: nothing listens there
 
 
+@pytest.mark.asyncio
 async def test_connection_refused():
     record = await send_one(f"http://127.0.0.1:{_closed_port()}")
     assert record.error == ErrorKind.CONNECT
     assert "127.0.0.1" in record.error_detail
 
 
+@pytest.mark.asyncio
 async def test_dns_failure_on_reserved_invalid_name():
     record = await send_one("http://llm-server.invalid:8000")
     assert record.error == ErrorKind.DNS
     assert "llm-server.invalid" in record.error_detail
 
 
+@pytest.mark.asyncio
 async def test_connect_timeout_when_the_backlog_is_full():
     """A listening socket that never accepts, with its backlog full: SYNs go unanswered."""
     with socket.socket() as listener:
@@ -120,6 +124,7 @@ async def test_connect_timeout_when_the_backlog_is_full():
     assert record.error == ErrorKind.CONNECT_TIMEOUT, record.error_detail
 
 
+@pytest.mark.asyncio
 async def test_tls_self_signed_certificate_is_rejected(tmp_path):
     context = self_signed_server_context(tmp_path)
     async with OddServer(ssl_context=context) as server:
@@ -128,12 +133,14 @@ async def test_tls_self_signed_certificate_is_rejected(tmp_path):
     assert "certificate" in record.error_detail.lower()
 
 
+@pytest.mark.asyncio
 async def test_tls_to_a_plain_http_server():
     async with OddServer(greeting=b"HTTP/1.1 400 Bad Request\r\n\r\n") as server:
         record = await send_one(server.url.replace("http://", "https://"))
     assert record.error == ErrorKind.TLS, record.error_detail
 
 
+@pytest.mark.asyncio
 async def test_runaway_line_is_cut_off_with_bounded_memory(monkeypatch):
     """A line that never ends fails as a protocol error once it passes the parser's cap."""
     from pytest_llmperf.client import sse
