@@ -159,3 +159,48 @@ def test_sigkill_leaves_a_readable_event_log_and_no_orphan(tmp_path):
     acc = analyse_event_log(log)  # opens despite the WAL never being checkpointed
     assert acc.issued > 0 and acc.completed > 0
     assert _event_rows(events) >= seen
+
+
+def _open_sockets() -> int:
+    count = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{name}").startswith("socket:")
+        except OSError:
+            continue
+    return count
+
+
+@pytest.mark.asyncio
+async def test_cancelled_run_closes_every_socket_and_records_in_flight_requests():
+    """Cancelling the task that runs a load (what Ctrl-C does to a test) leaks nothing."""
+    import asyncio
+
+    import faults
+    from odd_servers import OddServer
+
+    from pytest_llmperf.client.endpoint import Endpoint, Timeouts
+    from pytest_llmperf.config import RunSpec
+    from pytest_llmperf.loadgen.session import LoadRun
+
+    async with OddServer(faults.stall_mid_stream, keep_requests=False) as server:
+        before = _open_sockets()
+        endpoint = Endpoint.from_env(
+            server.url, api_key_env=None, model="m", timeouts=Timeouts(1, 2, 2, 2)
+        )
+        spec = RunSpec.from_markers(
+            ("synthetic",), {"requests": 1000}, ("concurrency",), {"concurrency": 20}
+        )
+        run = LoadRun(endpoint, spec, handle_sigint=False)
+        task = asyncio.create_task(run.execute())
+        while server.open_connections < 20:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The server's handlers still sleep on their (server-side) sockets; every client-side
+        # socket of the run must be closed.
+        assert _open_sockets() <= before + server.open_connections
+        counts = run.accumulator.counts()
+        assert counts["issued"] == counts["completed"] + counts["failed"]
+        assert counts["issued"] >= 20
