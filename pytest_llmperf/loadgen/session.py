@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # config imports loadgen.patterns; avoid the cycle at run tim
 
 __all__ = [
     "DRAIN_GRACE_S",
+    "INTERRUPT_DRAIN_S",
     "GENERATOR_BOUND_LAG_MS",
     "GENERATOR_BOUND_RATE_SHARE",
     "IssueStats",
@@ -74,6 +75,7 @@ RecordObserver = Callable[[RequestRecord], None]
 GENERATOR_BOUND_RATE_SHARE = 0.9
 GENERATOR_BOUND_LAG_MS = 10.0
 DRAIN_GRACE_S = 5.0
+INTERRUPT_DRAIN_S = 5.0  # longest drain after Ctrl-C or cancellation
 WARM_CONNECTIONS_MAX = 256  # connections opened before the clock starts
 INTERRUPT_DRAIN_S = 5.0  # after Ctrl-C / SIGTERM / cancellation: then in-flight = incomplete
 _YIELD_EVERY = 32  # when behind schedule, still let responses be read this often
@@ -469,6 +471,8 @@ class LoadRun:
         pending = [t for t, r in self._inflight.items() if r.tracked]
         if pending:
             cap = self.endpoint.timeouts.total + DRAIN_GRACE_S
+            if self.stop_reason in ("SIGINT", "cancelled"):
+                cap = min(cap, INTERRUPT_DRAIN_S)  # someone is waiting: drain briefly
             if self.stop_reason in ("SIGINT", "cancelled"):  # interrupted: drain briefly
                 cap = min(cap, INTERRUPT_DRAIN_S)
             self._abort_drain = asyncio.get_running_loop().create_future()
