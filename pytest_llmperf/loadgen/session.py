@@ -60,9 +60,9 @@ if TYPE_CHECKING:  # config imports loadgen.patterns; avoid the cycle at run tim
 
 __all__ = [
     "DRAIN_GRACE_S",
-    "INTERRUPT_DRAIN_S",
     "GENERATOR_BOUND_LAG_MS",
     "GENERATOR_BOUND_RATE_SHARE",
+    "INTERRUPT_DRAIN_S",
     "IssueStats",
     "LoadRun",
     "ScheduleShare",
