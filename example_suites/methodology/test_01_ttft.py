@@ -9,7 +9,7 @@ length table. SLOs are on p50/p90: 200 requests is enough samples for those
 
 import pytest
 
-from pytest_llmperf.analysis import collect, ttft_by_input_length
+from pytest_llmperf.analysis import collect, latency_results, ttft_by_input_length
 
 
 @pytest.mark.llm_workload(
@@ -20,19 +20,7 @@ from pytest_llmperf.analysis import collect, ttft_by_input_length
 async def test_ttft_distribution(llm_loadgen):
     with collect(llm_loadgen) as requests:
         result = await llm_loadgen.run()
-    ttft = result.metrics["ttft"]
-    llm_loadgen.attach(
-        {
-            "title": "TTFT results",
-            "kind": "table",
-            "columns": ["metric", "value"],
-            "rows": [["requests", ttft.count]]
-            + [[f"TTFT {s}", round(ttft.stat(s), 3)] for s in ("p50", "p90", "p95", "p99")]
-            + [["TTFT p99.9", round(ttft.p(99.9), 3)]]
-            + [["TTFT mean", round(ttft.mean, 3)], ["TTFT min", round(ttft.min, 3)]]
-            + [["TTFT max", round(ttft.max, 3)]],
-        }
-    )
+    llm_loadgen.attach(latency_results(result, ("ttft",)))
     by_length = ttft_by_input_length(requests.rows)
     llm_loadgen.attach(by_length)
     # Longer prompts take longer to prefill: the shortest bucket is the fastest.

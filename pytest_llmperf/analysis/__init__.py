@@ -19,6 +19,7 @@ from pytest_llmperf.analysis.fairness import class_fairness
 from pytest_llmperf.analysis.latency import (
     DRAFT_INPUT_BUCKETS,
     itl_distribution,
+    latency_results,
     ttft_by_input_length,
 )
 from pytest_llmperf.analysis.memory import PressureLevel, memory_pressure, memory_pressure_table
@@ -38,6 +39,7 @@ __all__ = [
     "counter_deltas",
     "guardrail_overhead",
     "itl_distribution",
+    "latency_results",
     "memory_pressure",
     "memory_pressure_table",
     "metric_value",

@@ -15,13 +15,43 @@ from typing import Any
 from pytest_llmperf.analysis.collector import RequestRow
 from pytest_llmperf.analysis.stats import nearest_rank
 
-__all__ = ["DRAFT_INPUT_BUCKETS", "itl_distribution", "ttft_by_input_length"]
+__all__ = ["DRAFT_INPUT_BUCKETS", "itl_distribution", "latency_results", "ttft_by_input_length"]
 
 DRAFT_INPUT_BUCKETS: tuple[int, ...] = (0, 256, 512, 1024, 2048, 4096)
 
 
 def _r(value: float | None, digits: int = 3) -> float | None:
     return None if value is None or value != value else round(value, digits)
+
+
+def latency_results(
+    result: Any, metrics: Sequence[str] = ("ttft", "tpot", "e2e")
+) -> dict[str, Any]:
+    """The draft's results table for a run: P50, P90, P95, P99, P99.9, mean, min, max, count.
+
+    Percentiles with fewer samples than the minimum-sample rule asks for are
+    still shown; the ``count`` column says how far to trust them (P99 needs
+    >= 1000 samples, P99.9 >= 10000).
+    """
+    rows = []
+    for name in metrics:
+        hist = result.metrics[name]
+        rows.append(
+            [
+                name,
+                *(_r(hist.p(p)) for p in (50, 90, 95, 99, 99.9)),
+                _r(hist.mean),
+                _r(hist.min),
+                _r(hist.max),
+                hist.count,
+            ]
+        )
+    return {
+        "title": f"Latency results ({result.label or 'run'})",
+        "kind": "table",
+        "columns": ["metric", "p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max", "count"],
+        "rows": rows,
+    }
 
 
 def _bucket_label(low: int, high: int | None) -> str:
