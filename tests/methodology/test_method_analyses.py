@@ -16,6 +16,7 @@ from pytest_llmperf.analysis import (
     counter_deltas,
     guardrail_overhead,
     itl_distribution,
+    latency_results,
     metric_value,
     parse_prometheus,
     ttft_by_input_length,
@@ -184,3 +185,12 @@ def test_prometheus_text_parsing_and_counter_deltas() -> None:
     }
     assert counter_deltas(None, later) is None
     assert metrics_url("http://h:8000/v1") == "http://h:8000/metrics"
+
+
+def test_latency_results_has_the_draft_columns() -> None:
+    result = run_result([record(i, ttft_ms=10 + i, gaps_ms=[2] * 5) for i in range(100)])
+    table = latency_results(result, ("ttft", "e2e"))
+    assert table["columns"][1:6] == ["p50", "p90", "p95", "p99", "p99.9"]
+    ttft = table["rows"][0]
+    assert ttft[0] == "ttft" and ttft[-1] == 100
+    assert ttft[1] == pytest.approx(59, abs=0.1) and ttft[7] == pytest.approx(10, abs=0.1)
