@@ -33,12 +33,13 @@ from pytest_llmperf.loadgen.session import LoadRun
 
 CONCURRENCY = 64
 TOKENS = 16
+MODEL = "bench-model"
 
 
 async def bare_aiohttp(url: str, requests: int) -> float:
     """The reference: 64 tasks posting and reading each stream to its end; req/s."""
     body = {
-        "model": "bench-model",
+        "model": MODEL,
         "messages": [{"role": "user", "content": "hello there"}],
         "max_tokens": TOKENS,
         "stream": True,
@@ -66,8 +67,8 @@ async def bare_httpx_aiohttp(url: str, requests: int) -> float:
     from httpx_aiohttp import AiohttpTransport
 
     body = (
-        b'{"model":"bench-model","messages":[{"role":"user","content":"hello there"}],'
-        b'"max_tokens":%d,"stream":true}' % TOKENS
+        b'{"model":"%s","messages":[{"role":"user","content":"hello there"}],'
+        b'"max_tokens":%d,"stream":true}' % (MODEL.encode(), TOKENS)
     )
     left = requests
     limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=CONCURRENCY)
@@ -96,7 +97,7 @@ async def ours(url: str, requests: int, workers: int) -> tuple[float, dict]:
         LoadSpec.parse("max-throughput", {"concurrency": CONCURRENCY}),
         requests=requests,
     )
-    endpoint = Endpoint(url + "/v1", model="bench-model")
+    endpoint = Endpoint(url + "/v1", model=MODEL)
     run = LoadRun(endpoint, spec, workers=workers)
     t0 = time.perf_counter()
     result = await run.execute()
@@ -112,8 +113,22 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=6000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument(
+        "--server",
+        choices=("bench", "sim"),
+        default="bench",
+        help="bench: benchmarks/streaming_server.py (default); sim: the embedded simulator, "
+        "fixed profile with zero TTFT and ITL",
+    )
     args = ap.parse_args()
-    server = start_server(0, 0, record=False)
+    global MODEL
+    if args.server == "sim":
+        from pytest_llmperf.sim import start_sim_process
+
+        MODEL = "sim-llama-3.1-8b"
+        server = start_sim_process("fixed", overrides={"ttft_ms": 0, "itl_ms": 0})
+    else:
+        server = start_server(0, 0, record=False)
     try:
         bare: list[float] = []
         via_httpx: list[float] = []
@@ -133,7 +148,8 @@ def main() -> None:
     )
     print(
         f"max-throughput, {CONCURRENCY} concurrent {TOKENS}-token streams, "
-        f"{args.requests} requests x {args.rounds} rounds, zero-delay benchmark server"
+        f"{args.requests} requests x {args.rounds} rounds, zero-delay "
+        + ("benchmark server" if args.server == "bench" else "simulator (fixed profile)")
     )
     print(
         f"  bare aiohttp loop:        best {best_bare:7.0f} req/s  rounds "
