@@ -203,7 +203,7 @@ class Endpoint:
             "api_key": "set" if self.api_key else "none",
         }
 
-    def client(self, *, max_connections: int = 1024) -> httpx.AsyncClient:
+    def client(self, *, max_connections: int | None = 1024) -> httpx.AsyncClient:
         """A fresh ``httpx.AsyncClient`` on the aiohttp transport.
 
         Must be called inside the running event loop that will use it. The
@@ -211,12 +211,17 @@ class Endpoint:
         throughput of httpx's own (DESIGN.md, Dependencies). The process's
         file-descriptor limit is raised to fit ``max_connections`` sockets first
         (a usage error if the OS refuses), so a big run cannot fail half-way on EMFILE.
+        ``max_connections=None`` (open-loop loads) sizes the pool by the descriptor
+        budget instead, so no request ever waits in the client for a connection.
         """
         from httpx_aiohttp import AiohttpTransport
 
-        from pytest_llmperf.client.fdlimits import ensure_descriptors
+        from pytest_llmperf.client.fdlimits import connection_budget, ensure_descriptors
 
-        ensure_descriptors(max_connections, what="connections (concurrency)")
+        if max_connections is None:
+            max_connections = connection_budget()
+        else:
+            ensure_descriptors(max_connections, what="connections (concurrency)")
         limits = httpx.Limits(
             max_connections=max_connections,
             max_keepalive_connections=max_connections,

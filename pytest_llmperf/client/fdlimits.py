@@ -14,11 +14,21 @@ from __future__ import annotations
 
 from pytest_llmperf.errors import LlmPerfUsageError
 
-__all__ = ["HEADROOM", "descriptor_limits", "ensure_descriptors", "raise_nofile_limit"]
+__all__ = [
+    "HEADROOM",
+    "OPEN_LOOP_MAX_CONNECTIONS",
+    "connection_budget",
+    "descriptor_limits",
+    "ensure_descriptors",
+    "raise_nofile_limit",
+]
 
 # Beyond one socket per stream: the interpreter, pytest, log files, the event
 # log, DNS, pipes to a simulator child, a few connections being replaced.
 HEADROOM = 256
+# An open-loop run has no concurrency to size its pool by: the pool may grow to
+# this, or to what the descriptor limit allows, whichever is lower.
+OPEN_LOOP_MAX_CONNECTIONS = 65536
 
 try:
     import resource
@@ -75,3 +85,19 @@ def ensure_descriptors(streams: int, *, what: str = "concurrent streams") -> int
             "docker) or lower the concurrency."
         )
     return soft
+
+
+def connection_budget(cap: int = OPEN_LOOP_MAX_CONNECTIONS) -> int:
+    """How many sockets an open-loop pool may hold: the soft limit (raised as far as
+    allowed, up to ``cap`` + headroom) minus headroom, and at least 64.
+
+    An open-loop load must never wait for a free connection in the client: that
+    wait would count against the server's TTFT (latency is measured from the
+    planned send time). So its pool is sized by what the OS allows, not by a
+    guess; past that, requests fail with a local-resources error rather than
+    queue silently.
+    """
+    limits = raise_nofile_limit(cap + HEADROOM)
+    if limits is None:
+        return cap
+    return max(64, min(cap, limits[0] - HEADROOM))

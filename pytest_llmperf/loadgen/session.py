@@ -312,7 +312,10 @@ class LoadRun:
         spec = self.spec
         concurrency = self.share.concurrency or spec.load.concurrency or 0
         interrupted = False
-        async with self.endpoint.client(max_connections=max(64, concurrency)) as http:
+        # Open loop: no pool cap below the descriptor budget (a wait for a connection
+        # would count against the server's TTFT).
+        pool = max(64, concurrency) if concurrency else None
+        async with self.endpoint.client(max_connections=pool) as http:
             try:
                 spec.workload.sample(0)  # loads corpora and datasets before the clock starts
                 await _warm_up(http, self.endpoint, _warm_connections(spec, concurrency))

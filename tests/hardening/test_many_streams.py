@@ -95,3 +95,25 @@ def test_the_os_refusing_descriptors_is_one_clear_usage_error():
     text = str(info.value)
     assert f"{hard + 1}" in text and "ulimit -n" in text
     assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= soft  # never lowered
+
+
+@pytest.mark.asyncio
+async def test_open_loop_never_waits_for_a_pooled_connection(cheap_server):
+    """~150 streams in flight at 300 req/s: the pool must not cap them (a fixed pool of 64
+    made requests queue in the client, and that wait was charged to the server's TTFT)."""
+    before = _stats(cheap_server)
+    endpoint = Endpoint.from_env(
+        cheap_server, api_key_env=None, model="cheap", timeouts=Timeouts.parse("60")
+    )
+    spec = RunSpec.from_markers(
+        ("synthetic",),
+        {"duration": 1.5, "input_tokens": 8, "output_tokens": 10},
+        ("constant",),
+        {"rate": 300},
+    )
+    result = await run_load(endpoint, spec)
+    after = _stats(cheap_server)
+    assert result.counts["failed"] == 0, result.errors
+    assert after["accepted"] - before["accepted"] > 100  # a capped pool would open <= 64
+    # The server answers the first token at once: TTFT is the network, not a queue.
+    assert result.metrics["ttft"].p(50) < 250
