@@ -156,6 +156,10 @@ def main() -> None:
         + " ".join(f"{r:.0f}" for r in bare)
     )
     print(
+        f"  httpx on aiohttp loop:    best {max(via_httpx):7.0f} req/s  rounds "
+        + " ".join(f"{r:.0f}" for r in via_httpx)
+    )
+    print(
         f"  pytest-llmperf LoadRun:   best {best_mine:7.0f} req/s  rounds "
         + " ".join(f"{r:.0f}" for r in mine)
         + f"  (workers={args.workers})"
