@@ -98,7 +98,7 @@ async def _read_whole(response: httpx.Response, record: RequestRecord) -> None:
     try:
         obj = json.loads(raw)
         info = parse_chunk(json.dumps(obj))
-    except ValueError:
+    except (ValueError, TypeError, KeyError, AttributeError):  # not JSON, or the wrong shape
         record.fail(ErrorKind.PROTOCOL, f"response is not JSON: {raw[:80]!r}", now=now)
         return
     if info.error:
@@ -145,8 +145,9 @@ def _on_event(
     """Apply one event; returns True when it marks the end of the answer."""
     try:
         info = parse_chunk(data)
-    except ValueError as exc:
-        record.fail(ErrorKind.PROTOCOL, f"malformed stream chunk: {exc}", now=now)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # JSON of the wrong shape
+        why = exc if isinstance(exc, ValueError) else repr(exc)
+        record.fail(ErrorKind.PROTOCOL, f"malformed stream chunk: {why}", now=now)
         return False
     if info.error:
         record.fail(ErrorKind.STREAM_ERROR, info.error, now=now)

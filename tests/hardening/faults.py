@@ -161,3 +161,10 @@ async def endless_line(req: Request, wire: Wire) -> None:
     while True:
         await wire.body_chunk(b"x" * 65536)
         await asyncio.sleep(0.005)
+
+
+async def wrong_shape_chunk(req: Request, wire: Wire) -> None:
+    """Valid JSON, wrong shape: ``choices`` is not a list."""
+    await wire.head()
+    await wire.event({"choices": True})
+    await wire.end()

@@ -35,6 +35,7 @@ CASES = [
     (faults.not_http, ErrorKind.PROTOCOL, "Bad status line"),
     (faults.malformed_json, ErrorKind.PROTOCOL, "malformed stream chunk"),
     (faults.json_not_object, ErrorKind.PROTOCOL, "not a JSON object"),
+    (faults.wrong_shape_chunk, ErrorKind.PROTOCOL, "malformed stream chunk"),
     (faults.error_frame_mid_stream, ErrorKind.STREAM_ERROR, "CUDA out of memory"),
     (faults.empty_stream, ErrorKind.EMPTY, "no generated text"),
     (faults.status_429_retry_after, ErrorKind.RATE_LIMITED, "Retry-After: 7"),
