@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # config imports loadgen.patterns; avoid the cycle at run tim
 
 __all__ = [
     "DRAIN_GRACE_S",
+    "GENERATOR_BOUND_CPU_SHARE",
     "GENERATOR_BOUND_LAG_MS",
     "GENERATOR_BOUND_RATE_SHARE",
     "INTERRUPT_DRAIN_S",
@@ -74,6 +75,7 @@ RecordObserver = Callable[[RequestRecord], None]
 
 GENERATOR_BOUND_RATE_SHARE = 0.9
 GENERATOR_BOUND_LAG_MS = 10.0
+GENERATOR_BOUND_CPU_SHARE = 0.95  # closed loop: a client process this busy was the bottleneck
 DRAIN_GRACE_S = 5.0
 INTERRUPT_DRAIN_S = 5.0  # longest drain after Ctrl-C or cancellation
 WARM_CONNECTIONS_MAX = 256  # connections opened before the clock starts
@@ -507,8 +509,9 @@ class LoadRun:
         ``planned_rate`` is the pattern's nominal rate; ``schedule_rate`` the
         rate of the schedule actually drawn (a Poisson sample differs from
         its mean); ``achieved_rate`` the rate the sends really happened at.
-        The generator is the bottleneck when it sent at under 90% of the
-        schedule's rate or its schedule_lag p99 exceeds 10 ms.
+        The generator is the bottleneck when (open loop) it sent at under 90%
+        of the schedule's rate or its schedule_lag p99 exceeds 10 ms, or
+        (closed loop) a client process was busy at least 95% of the time.
         """
         lag = self.accumulator.histograms["schedule_lag"]
         lag_p50, lag_p99 = lag.p(50), lag.p(99)
@@ -546,6 +549,13 @@ class LoadRun:
                     )
         if load.open_loop and lag_p99 == lag_p99 and lag_p99 > GENERATOR_BOUND_LAG_MS:
             reasons.append(f"schedule_lag p99 {lag_p99:.1f} ms > {GENERATOR_BOUND_LAG_MS:g} ms")
+        per_process = stats.cpu_s / wall_s / self.workers if wall_s > 0 else 0.0
+        if not load.open_loop and per_process >= GENERATOR_BOUND_CPU_SHARE:
+            # A closed loop has no schedule to fall behind; a saturated client core is the sign.
+            reasons.append(
+                f"client CPU {per_process:.0%} of each process's wall time "
+                f">= {GENERATOR_BOUND_CPU_SHARE:.0%}: the client, not the server, set the pace"
+            )
         check["generator_bound"] = bool(reasons)
         check["reasons"] = reasons
         return check
