@@ -293,6 +293,10 @@ async def _run_in_worker(run: LoadRun, conn: Connection) -> Any:
                     continue
                 msg = conn.recv()
             except (EOFError, OSError):
+                # The parent is gone (even SIGKILL closes its end): stop now, no orphan.
+                with contextlib.suppress(RuntimeError):  # the loop may have just closed
+                    loop.call_soon_threadsafe(run._on_sigint)
+                    loop.call_soon_threadsafe(run._on_sigint)
                 return
             if msg[0] == "stop":
                 loop.call_soon_threadsafe(run.stop, "stop()")

@@ -204,3 +204,27 @@ async def test_cancelled_run_closes_every_socket_and_records_in_flight_requests(
         counts = run.accumulator.counts()
         assert counts["issued"] == counts["completed"] + counts["failed"]
         assert counts["issued"] >= 20
+
+
+def test_sigkill_leaves_no_worker_process_behind(tmp_path):
+    """With --llm-workers, the worker processes notice their parent's death and stop."""
+    (tmp_path / "test_long.py").write_text(LONG_TEST.format(output_tokens=20))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--llm-workers=2"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    kids: list[int] = []
+    while time.monotonic() < deadline and len(kids) < 3:  # the simulator and two workers
+        kids = _children(proc.pid)
+        time.sleep(0.1)
+    assert len(kids) >= 3, "the workers never started"
+    time.sleep(1.0)  # let the run get under way
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [k for k in kids if _alive(k)], "a child outlived a SIGKILLed pytest"
