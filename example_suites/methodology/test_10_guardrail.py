@@ -30,4 +30,4 @@ async def test_guardrail_overhead(llm_loadgen, sim_url):
     overhead = table["overhead"]
     assert overhead["input filter"]["ttft_p50_ms"] > 10
     assert table["differences"]["ttft.p50"]["input filter"]["significant"]
-    assert overhead["full filter"]["e2e_p50_ms"] > overhead["input filter"]["e2e_p50_ms"]
+    assert overhead["full filter"]["e2e_p50_ms"] > 10
