@@ -316,6 +316,16 @@ class LlmPerfPlugin:
                     f"({self.baseline.created_at}):\n{regression_table(checks)}"
                 )
             pytest.fail("\n\n".join(parts), pytrace=False)
+        # A gate over a run in which nothing succeeded must fail, not be "inconclusive"
+        # (which --llm-inconclusive=warn|skip would turn into a pass): the server failed.
+        dead = [r for r in results if r.gated and r.counts["issued"] and not r.counts["completed"]]
+        if slos and dead:
+            why = "; ".join(
+                f"{r.label}: {r.counts['issued']} issued, 0 completed: "
+                + ", ".join(f"{kind} x{n}" for kind, n in sorted(r.errors.items()))
+                for r in dead
+            )
+            pytest.fail(f"every request failed in {item.nodeid} ({why})", pytrace=False)
         if inconclusive:
             text = f"SLO inconclusive in {item.nodeid}:\n{verdict_table(verdicts)}"
             policy = self.options.inconclusive

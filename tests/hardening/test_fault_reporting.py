@@ -159,3 +159,27 @@ def test_server_that_accepts_but_never_answers_fails_within_the_timeouts(tmp_pat
             test=DEAD_TEST,
         )
     _assert_one_clear_message(rc, out, elapsed, url.split("//")[1], "never answered")
+
+
+GATED_TEST = """
+import pytest
+
+@pytest.mark.llm_workload("synthetic", input_tokens=8, output_tokens=4, requests=20)
+@pytest.mark.llm_load("concurrency", concurrency=4)
+@pytest.mark.llm_slo("ttft.p99 < 500ms")
+async def test_gate(llm_loadgen):
+    await llm_loadgen.run()
+"""
+
+
+def test_a_gate_over_a_run_where_everything_failed_fails_even_when_inconclusive_is_relaxed(
+    tmp_path,
+):
+    """No latency can be measured when no request succeeded; that must not pass as a warning."""
+    server = OddServer(faults.status_500_openai_body)
+    with serve_in_thread(server):
+        rc, out, _ = _pytest(
+            tmp_path, f"--llm-endpoint={server.url}", "--llm-inconclusive=warn", test=GATED_TEST
+        )
+    assert rc == 1, out
+    assert "every request failed" in out and "http_error x20" in out
