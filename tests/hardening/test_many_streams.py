@@ -28,6 +28,15 @@ from pytest_llmperf.loadgen.session import run_load
 STREAMS = 1000
 
 
+def _hard_fd_limit() -> int:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return 0
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return 1 << 30 if hard == resource.RLIM_INFINITY else hard
+
+
 @pytest.fixture(scope="module")
 def cheap_server():
     proc, url = start_cheap_server(tokens=10, itl_ms=50)  # ~0.5 s per stream
@@ -57,6 +66,7 @@ def _open_sockets() -> int:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+@pytest.mark.skipif(_hard_fd_limit() < 2 * STREAMS, reason="hard RLIMIT_NOFILE too low here")
 @pytest.mark.asyncio
 async def test_a_thousand_concurrent_streams_reuse_connections_and_leave_nothing(cheap_server):
     before = _stats(cheap_server)
