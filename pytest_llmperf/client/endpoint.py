@@ -217,6 +217,7 @@ class Endpoint:
         from httpx_aiohttp import AiohttpTransport
 
         from pytest_llmperf.client.fdlimits import connection_budget, ensure_descriptors
+        from pytest_llmperf.client.tls import tls_verify
 
         if max_connections is None:
             max_connections = connection_budget()
@@ -229,7 +230,7 @@ class Endpoint:
         )
         t = self.timeouts
         return httpx.AsyncClient(
-            transport=AiohttpTransport(limits=limits, trust_env=False),
+            transport=AiohttpTransport(limits=limits, trust_env=False, verify=tls_verify()),
             timeout=httpx.Timeout(connect=t.connect, read=t.stall, write=t.stall, pool=None),
             headers=self.headers(),
             trust_env=False,

@@ -169,3 +169,23 @@ def test_sse_parser_joins_a_huge_line_in_linear_time():
     events = parser.feed(b"\n\n")
     assert time.process_time() - started < 5.0  # quadratic copying would take minutes
     assert len(events) == 1 and len(events[0]) == 2048 * 16384
+
+
+@pytest.mark.asyncio
+async def test_tls_server_with_a_private_ca_works_via_ssl_cert_file(tmp_path, monkeypatch):
+    """The one environment setting the client honours: SSL_CERT_FILE (proxies stay ignored)."""
+    context = self_signed_server_context(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "cert.pem"))
+    async with OddServer(ssl_context=context) as server:
+        record = await send_one(server.url)
+    assert record.ok, record.error_detail
+    assert record.content_chunks == 3
+
+
+@pytest.mark.asyncio
+async def test_unreadable_ssl_cert_file_is_a_usage_error(tmp_path, monkeypatch):
+    from pytest_llmperf.errors import LlmPerfUsageError
+
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+    with pytest.raises(LlmPerfUsageError, match="SSL_CERT_FILE"):
+        await send_one("https://127.0.0.1:9")
