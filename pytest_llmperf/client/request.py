@@ -15,7 +15,7 @@ import time
 
 import httpx
 
-from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.endpoint import SENDING_RECORD, Endpoint
 from pytest_llmperf.client.failures import classify_transport_error
 from pytest_llmperf.client.openai import build_payload, error_message, parse_chunk
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
@@ -38,7 +38,8 @@ async def send_request(
     body = json.dumps(payload).encode()
     timeouts = endpoint.timeouts
     loop = asyncio.get_running_loop()
-    record.t_send = time.monotonic_ns()
+    record.t_send = time.monotonic_ns()  # replaced by the socket write's instant (endpoint.py)
+    SENDING_RECORD.set(record)
     start = loop.time()
     try:
         async with asyncio.timeout_at(start + timeouts.first_token) as deadline:
