@@ -30,6 +30,7 @@ from pytest_llmperf.interrupts import terminate_as_interrupt
 from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.options import OPTIONS, LlmPerfOptions
+from pytest_llmperf.output_paths import check_output_paths
 from pytest_llmperf.reports.baseline import Baseline, build_baseline, load_baseline, write_baseline
 from pytest_llmperf.reports.html import write_html_report
 from pytest_llmperf.reports.json_report import build_report, write_json_report
@@ -86,6 +87,15 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         thresholds = Thresholds.parse(options.baseline_threshold)
         baseline = load_baseline(options.baseline_compare) if options.baseline_compare else None
+        if not hasattr(config, "workerinput"):  # the xdist controller writes the reports
+            check_output_paths(
+                [
+                    ("--llm-json", options.json),
+                    ("--llm-html", options.html),
+                    ("--llm-baseline-save", options.baseline_save),
+                ],
+                [("--llm-events", options.events)],
+            )
     except LlmPerfUsageError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     plugin = LlmPerfPlugin(config, options, ruleset, baseline=baseline, thresholds=thresholds)

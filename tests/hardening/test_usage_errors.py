@@ -171,3 +171,19 @@ def test_missing_or_corrupt_dataset_is_a_usage_error(
     )
     result = _run(pytester, watched_endpoint, marks)
     _assert_usage_error(result, *fragments)
+
+
+@pytest.mark.parametrize(
+    "flag", ["--llm-json", "--llm-html", "--llm-baseline-save", "--llm-events"]
+)
+def test_unwritable_output_path_is_a_usage_error_before_any_load(pytester, watched_endpoint, flag):
+    """Found at the start, not after the run when the figures would be lost."""
+    blocker = pytester.path / "not-a-dir"
+    blocker.write_text("a file where a directory is needed")
+    result = _run(pytester, watched_endpoint, GOOD_MARKS, f"{flag}={blocker / 'out' / 'x.json'}")
+    _assert_usage_error(result, flag, "not-a-dir")
+
+
+def test_output_path_that_is_a_directory_is_a_usage_error(pytester, watched_endpoint):
+    result = _run(pytester, watched_endpoint, GOOD_MARKS, f"--llm-json={pytester.path}")
+    _assert_usage_error(result, "--llm-json", "is a directory")
