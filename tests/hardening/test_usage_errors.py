@@ -187,3 +187,22 @@ def test_unwritable_output_path_is_a_usage_error_before_any_load(pytester, watch
 def test_output_path_that_is_a_directory_is_a_usage_error(pytester, watched_endpoint):
     result = _run(pytester, watched_endpoint, GOOD_MARKS, f"--llm-json={pytester.path}")
     _assert_usage_error(result, "--llm-json", "is a directory")
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [(None, "not found"), ("{not json", "cannot read"), ('{"a": 1}', "not a pytest-llmperf")],
+    ids=["missing", "corrupt", "not-a-baseline"],
+)
+def test_bad_baseline_file_is_a_usage_error(pytester, watched_endpoint, content, fragment):
+    path = pytester.path / "base.json"
+    if content is not None:
+        path.write_text(content)
+    result = _run(pytester, watched_endpoint, GOOD_MARKS, f"--llm-baseline-compare={path}")
+    _assert_usage_error(result, "base.json", fragment)
+
+
+def test_bad_ini_value_names_the_option(pytester, watched_endpoint):
+    pytester.makeini("[pytest]\nllm_timeout = soon\n")
+    result = _run(pytester, watched_endpoint, GOOD_MARKS)
+    _assert_usage_error(result, "--llm-timeout", "soon")
