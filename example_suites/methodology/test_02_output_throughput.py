@@ -14,7 +14,11 @@ import pytest
 @pytest.mark.llm_load("poisson", rate=10)
 @pytest.mark.llm_slo("ttft.p50 < 40ms", "tpot.p50 < 20ms", "error_rate < 1%")
 async def test_max_sustainable_rate(llm_loadgen):
-    search = await llm_loadgen.max_rate(low=15, high=80, tolerance=0.2, confirm=True)
+    # Search with a margin under the gate (30 vs 40 ms): a rate found exactly at
+    # the boundary passes a re-run only half the time.
+    search = await llm_loadgen.max_rate(
+        low=15, high=80, tolerance=0.2, slos=["ttft.p50 < 30ms", "tpot.p50 < 20ms"], confirm=True
+    )
     assert search.best is not None, "even the lowest rate misses the SLOs"
     at_max = search.confirmed
     llm_loadgen.attach(

@@ -12,5 +12,9 @@ import pytest
 @pytest.mark.llm_load("concurrency", concurrency=4)
 @pytest.mark.llm_slo("ttft.p50 < 100ms", "error_rate < 1%")
 async def test_max_concurrency(llm_loadgen):
-    search = await llm_loadgen.max_concurrency(initial=4, maximum=128, confirm=True)
+    # Search with a margin under the gate (80 vs 100 ms): a level found exactly at
+    # the boundary passes a re-run only half the time.
+    search = await llm_loadgen.max_concurrency(
+        initial=4, maximum=128, slos=["ttft.p50 < 80ms", "error_rate < 1%"], confirm=True
+    )
     assert search.best is not None and search.best >= 4
