@@ -1,10 +1,16 @@
-"""A throw-away self-signed certificate for 127.0.0.1, generated at test time."""
+"""A throw-away self-signed certificate for 127.0.0.1, generated at test time.
+
+With the ``cryptography`` package when it is installed, else with the
+``openssl`` command line tool; the test is skipped when neither is there.
+"""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import shutil
 import ssl
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,8 +19,50 @@ __all__ = ["self_signed_server_context"]
 
 
 def self_signed_server_context(directory: Path) -> ssl.SSLContext:
-    """A server-side TLS context with a fresh self-signed cert (skips without ``cryptography``)."""
-    x509 = pytest.importorskip("cryptography.x509")
+    """A server-side TLS context with a fresh self-signed cert in ``directory/cert.pem``."""
+    cert_path = directory / "cert.pem"
+    key_path = directory / "key.pem"
+    try:
+        _with_cryptography(cert_path, key_path)
+    except ImportError:
+        _with_openssl_cli(cert_path, key_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_path, key_path)
+    return context
+
+
+def _with_openssl_cli(cert_path: Path, key_path: Path) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the cryptography package or the openssl command")
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(key_path),
+            "-out",
+            str(cert_path),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _with_cryptography(cert_path: Path, key_path: Path) -> None:
+    from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
@@ -36,8 +84,6 @@ def self_signed_server_context(directory: Path) -> ssl.SSLContext:
         )
         .sign(key, hashes.SHA256())
     )
-    cert_path = directory / "cert.pem"
-    key_path = directory / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
         key.private_bytes(
@@ -46,6 +92,3 @@ def self_signed_server_context(directory: Path) -> ssl.SSLContext:
             serialization.NoEncryption(),
         )
     )
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert_path, key_path)
-    return context
