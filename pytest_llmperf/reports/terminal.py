@@ -28,7 +28,7 @@ def summary_lines(data: SessionData, session_verdicts: Sequence[SloVerdict]) -> 
         if not test.slos:
             for run in test.runs:
                 m = run["metrics"]
-                lines.append(f"    {run['label']}: {_brief(m, run['counts'])}")
+                lines.append(f"    {run['label']}: {_brief(m, run['counts'], run.get('errors'))}")
         lines.extend("  " + _baseline_line(c) for c in _notable(test.baseline))
     groups = data.groups()
     if groups:
@@ -37,7 +37,7 @@ def summary_lines(data: SessionData, session_verdicts: Sequence[SloVerdict]) -> 
             acc = group.accumulator
             lines.append(
                 f"  {key}: {group.runs} run(s), {group.measured_s:.1f} s measured; "
-                f"{_brief(acc.summary(), acc.counts())}"
+                f"{_brief(acc.summary(), acc.counts(), dict(acc.errors))}"
             )
             for v in session_verdicts:
                 if v.run == f"session {key}":
@@ -74,15 +74,19 @@ def _baseline_line(c: Mapping[str, Any]) -> str:
     )
 
 
-def _brief(metrics: dict[str, Any], counts: dict[str, int]) -> str:
+def _brief(
+    metrics: dict[str, Any], counts: dict[str, int], errors: dict[str, int] | None = None
+) -> str:
     ttft = metrics["ttft"]
     tpot = metrics["tpot"]
+    # Why requests failed, most frequent first (categories: docs/fault-matrix.md).
+    why = ", ".join(f"{k} {n}" for k, n in sorted((errors or {}).items(), key=lambda kv: -kv[1]))
     return (
         f"{counts['completed']}/{counts['issued']} ok, "
         f"ttft p50 {format_value(ttft['p50'], 'ms')} p99 {format_value(ttft['p99'], 'ms')}, "
         f"tpot p50 {format_value(tpot['p50'], 'ms')}, "
         f"{metrics['request_throughput']:.2f} req/s, {metrics['output_throughput']:.1f} tok/s, "
-        f"errors {metrics['error_rate'] * 100:.2f}%"
+        f"errors {metrics['error_rate'] * 100:.2f}%" + (f" ({why})" if why else "")
     )
 
 

@@ -86,6 +86,8 @@ def test_every_fault_is_counted_and_broken_down_in_the_report(tmp_path):
         )
     assert rc == 0, out  # no SLO declared: the test itself passes, the faults are data
     assert "Traceback" not in out
+    # The terminal summary says why, most frequent first.
+    assert "errors 87.50% (protocol_error 10, " in out and "stall_timeout 5" in out
     run = json.loads((tmp_path / "report.json").read_text())["tests"][0]["runs"][0]
     assert run["counts"]["issued"] == 40
     assert run["counts"]["completed"] == 5
