@@ -20,7 +20,7 @@ from pytest_llmperf.workloads import Workload, build_workload
 __all__ = ["DEFAULT_REQUESTS", "PerfSpec", "RunSpec"]
 
 DEFAULT_REQUESTS = 100
-_LOAD_KEYS = {"pattern", "rate", "concurrency", "seed"}
+_LOAD_KEYS = {"pattern", "rate", "concurrency", "seed", "sample_order"}
 _STOP_KEYS = {"requests", "duration", "warmup"}
 
 
@@ -100,7 +100,7 @@ class RunSpec:
             pattern = overrides.get("pattern", self.load.pattern)
             if pattern not in LOAD_PATTERNS:
                 raise LlmPerfUsageError(f"unknown load pattern {pattern!r}")
-            base: dict[str, Any] = {"seed": self.load.seed}
+            base: dict[str, Any] = {"seed": self.load.seed, "sample_order": self.load.sample_order}
             if pattern == self.load.pattern:
                 base.update({"rate": self.load.rate, "concurrency": self.load.concurrency})
             params = {

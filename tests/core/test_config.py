@@ -102,3 +102,11 @@ def test_poisson_schedule_is_seeded_and_has_the_planned_rate() -> None:
     offsets = take(3, 20_001)
     assert offsets[0] == 0 and all(b >= a for a, b in itertools.pairwise(offsets))
     assert 20_000 / (offsets[-1] / 1e9) == pytest.approx(100.0, rel=0.03)
+
+
+def test_sample_order_survives_and_takes_overrides() -> None:
+    s = spec(load=("poisson",), lkw={"rate": 5, "sample_order": "with-replacement"})
+    assert s.with_overrides({"rate": 10}).load.sample_order == "with-replacement"
+    assert s.with_overrides({"sample_order": "sequential"}).load.sample_order == "sequential"
+    with pytest.raises(LlmPerfUsageError, match="unknown sample_order 'shuffled'"):
+        s.with_overrides({"sample_order": "shuffled"})
