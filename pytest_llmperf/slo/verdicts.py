@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.metrics.sample_size import min_samples
 from pytest_llmperf.slo.expressions import Slo
 from pytest_llmperf.slo.rulesets import Ruleset
 
@@ -30,13 +31,6 @@ __all__ = [
 ]
 
 GOODPUT_METRICS = ("ttft", "tpot", "e2e")
-
-
-def min_samples(percentile: float | None) -> int:
-    """Samples needed before ``percentile`` is meaningful (1 for mean/max)."""
-    if percentile is None or percentile >= 100:
-        return 1
-    return math.ceil(10 * 100 / (100 - percentile) - 1e-9)
 
 
 @dataclass(frozen=True)
