@@ -52,7 +52,8 @@ async def test_simulator_stream_is_measured(api: str) -> None:
     assert 40 <= (warm.t_first - warm.t_sched) / 1e6 < 50
     # The sim keeps an absolute token schedule and shares this event loop, so one late
     # read shortens the next gap; the span over all gaps is what must hold.
-    assert 7 * 10 <= (warm.t_last - warm.t_first) / 1e6 < 7 * 10 + 10
+    # A late first read shortens the span as much as a late last read lengthens it.
+    assert 7 * 10 - 5 <= (warm.t_last - warm.t_first) / 1e6 < 7 * 10 + 10
     assert all(0 < gap < 20e6 for gap in warm.gaps_ns)
 
 
