@@ -55,22 +55,37 @@ async def preflight(endpoint: Endpoint) -> Endpoint:
     """``endpoint`` with its model resolved, once a server has been seen to answer.
 
     Raises one :class:`LlmPerfUsageError` (``where="--llm-endpoint"``) when
-    nothing answers in time.
+    nothing answers in time, or when the server refuses the credentials
+    (HTTP 401/403): every request would fail the same way.
     """
     try:
-        async with asyncio.timeout(_limit(endpoint)):
+        async with asyncio.timeout(_limit(endpoint)), endpoint.client(max_connections=2) as http:
+            response = await http.get(f"{endpoint.base_url}/models")
+            await response.aclose()
+            if response.status_code in (401, 403):
+                raise LlmPerfUsageError(_refused_message(endpoint, response.status_code))
             if endpoint.model is None:
-                return await resolve_model(endpoint)
-            async with endpoint.client(max_connections=2) as http:
-                response = await http.get(f"{endpoint.base_url}/models")
-                await response.aclose()
+                return await resolve_model(endpoint, http)
             return endpoint
-    except LlmPerfUsageError:
+    except LlmPerfUsageError as exc:
+        if exc.where is None:
+            raise exc.located("--llm-endpoint") from None
         raise
     except Exception as exc:
         raise LlmPerfUsageError(
             unreachable_message(endpoint, exc), where="--llm-endpoint"
         ) from None
+
+
+def _refused_message(endpoint: Endpoint, status: int) -> str:
+    """Every request would fail the same way: say so once, naming the fix, never the key."""
+    if endpoint.api_key:
+        sent = "an API key (from --llm-api-key-env, default OPENAI_API_KEY)"
+    elif endpoint.url_credentials:
+        sent = "the user:password of the URL"
+    else:
+        sent = "no credentials (set the variable named by --llm-api-key-env)"
+    return f"{endpoint.label} refused the request with HTTP {status}; it was sent {sent}"
 
 
 def preflight_sync(endpoint: Endpoint) -> Endpoint:

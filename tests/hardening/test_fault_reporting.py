@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import faults
-from odd_servers import OddServer, Request, Wire, serve_in_thread, sse_ok
+from odd_servers import OddServer, Request, Wire, error_body, serve_in_thread, sse_ok
 
 MIXED_TEST = """
 import pytest
@@ -185,3 +185,46 @@ def test_a_gate_over_a_run_where_everything_failed_fails_even_when_inconclusive_
         )
     assert rc == 1, out
     assert "every request failed" in out and "http_error x20" in out
+
+
+def _auth_required(token: str):
+    async def behaviour(req: Request, wire: Wire) -> None:
+        if req.headers.get("authorization") != f"Bearer {token}":
+            await wire.whole(401, error_body(f"invalid key {req.headers.get('authorization')}"))
+        else:
+            await sse_ok(req, wire)
+
+    return behaviour
+
+
+def test_refused_credentials_fail_once_and_clearly_without_printing_the_key(tmp_path):
+    import os
+
+    wrong = "sk-wrong-key-Qm3Lp8Vx"
+    server = OddServer(_auth_required("sk-right-key"), models=False)
+    with serve_in_thread(server):
+        url = server.url
+        env = {**os.environ, "OPENAI_API_KEY": wrong}
+        (tmp_path / "test_session.py").write_text(DEAD_TEST)
+        started = time.monotonic()
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--llm-endpoint={url}",
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            timeout=120,
+            env=env,
+        )
+    out = (proc.stdout + proc.stderr).decode(errors="replace")
+    _assert_one_clear_message(
+        proc.returncode, out, time.monotonic() - started, "HTTP 401", "--llm-api-key-env"
+    )
+    assert wrong not in out
+    assert sum(r.method == "POST" for r in server.requests) == 0  # no load was sent
