@@ -119,7 +119,11 @@ def redact_url(url: str) -> str:
 
 
 def normalize_base_url(url: str) -> str:
-    """``http://h:8000``, ``http://h:8000/`` and ``http://h:8000/v1/`` all become ``.../v1``."""
+    """``http://h:8000``, ``http://h:8000/`` and ``http://h:8000/v1/`` all become ``.../v1``.
+
+    So does a full request URL such as ``http://h:8000/v1/chat/completions``, a
+    common paste that would otherwise make every request a 404.
+    """
     raw = url.strip()
     parts = urlsplit(raw)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -127,6 +131,10 @@ def normalize_base_url(url: str) -> str:
             f"endpoint URL must look like http://host:port[/v1], got {redact_url(raw)!r}"
         )
     path = parts.path.rstrip("/")
+    for api_path in ("/chat/completions", "/completions", "/models"):
+        if path.endswith("/v1" + api_path):  # a request URL pasted as the base URL
+            path = path[: -len(api_path)]
+            break
     if not path.endswith("/v1"):
         path = f"{path}/v1"
     return urlunsplit(parts._replace(path=path, query="", fragment=""))

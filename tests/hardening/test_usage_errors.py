@@ -206,3 +206,17 @@ def test_bad_ini_value_names_the_option(pytester, watched_endpoint):
     pytester.makeini("[pytest]\nllm_timeout = soon\n")
     result = _run(pytester, watched_endpoint, GOOD_MARKS)
     _assert_usage_error(result, "--llm-timeout", "soon")
+
+
+@pytest.mark.parametrize(
+    "pasted",
+    [
+        "http://h:8000/v1/chat/completions",
+        "http://h:8000/v1/completions/",
+        "http://h:8000/v1/models",
+    ],
+)
+def test_a_pasted_request_url_becomes_the_base_url(pasted):
+    from pytest_llmperf.client.endpoint import normalize_base_url
+
+    assert normalize_base_url(pasted) == "http://h:8000/v1"
