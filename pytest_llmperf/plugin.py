@@ -238,14 +238,26 @@ class LlmPerfPlugin:
         """A real endpoint that does not answer ends the session here, once, before any test."""
         if self.options.endpoint_url is None or self.config.option.collectonly:
             return
+        if hasattr(self.config, "workerinput"):
+            return  # an xdist worker: the controller checked (see pytest_sessionstart)
         if not any(
             {"llm_endpoint", "llm_loadgen"} & set(getattr(i, "fixturenames", ())) for i in items
         ):
             return
+        self._preflight_now()
+
+    def _preflight_now(self) -> None:
         try:
             self._endpoint = self._start_endpoint()
         except LlmPerfUsageError as exc:
             raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Under xdist the controller collects nothing and a worker's usage error is an
+        internal error, so the controller checks a given endpoint here, once."""
+        dist_controller = self.config.pluginmanager.getplugin("dsession") is not None
+        if dist_controller and self.options.endpoint_url and not self.config.option.collectonly:
+            self._preflight_now()
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         opts = self.options

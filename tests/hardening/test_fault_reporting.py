@@ -228,3 +228,16 @@ def test_refused_credentials_fail_once_and_clearly_without_printing_the_key(tmp_
     )
     assert wrong not in out
     assert sum(r.method == "POST" for r in server.requests) == 0  # no load was sent
+
+
+def test_dead_endpoint_under_xdist_fails_once_and_clearly(tmp_path):
+    """Under pytest-xdist a worker's usage error would be an INTERNALERROR: the controller checks."""
+    import pytest
+
+    pytest.importorskip("xdist")
+    port = _closed_port()
+    rc, out, elapsed = _pytest(
+        tmp_path, "-n", "2", f"--llm-endpoint=http://127.0.0.1:{port}", test=DEAD_TEST
+    )
+    assert "INTERNALERROR" not in out
+    _assert_one_clear_message(rc, out, elapsed, f"127.0.0.1:{port}", "connect_error")
