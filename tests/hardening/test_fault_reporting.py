@@ -231,7 +231,7 @@ def test_refused_credentials_fail_once_and_clearly_without_printing_the_key(tmp_
 
 
 def test_dead_endpoint_under_xdist_fails_once_and_clearly(tmp_path):
-    """Under pytest-xdist a worker's usage error would be an INTERNALERROR: the controller checks."""
+    """Under xdist a worker's usage error would be an INTERNALERROR: the controller checks."""
     import pytest
 
     pytest.importorskip("xdist")
