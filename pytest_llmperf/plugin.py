@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
@@ -177,7 +177,7 @@ class LlmPerfPlugin:
         self._endpoint: Endpoint | None = None
         self._sim: Any = None
         self.written: list[str] = []
-        self._restore_sigterm = terminate_as_interrupt()  # a CI timeout = Ctrl-C: partial report
+        self._restore_sigterm: Callable[[], None] = lambda: None
 
     # -- endpoint --------------------------------------------------------------
 
@@ -190,6 +190,10 @@ class LlmPerfPlugin:
         return self._endpoint
 
     def _start_endpoint(self) -> Endpoint:
+        # From here on the session measures: a CI timeout's SIGTERM acts as Ctrl-C (drain,
+        # partial report). Sessions that never use an endpoint keep the default SIGTERM.
+        self._restore_sigterm()
+        self._restore_sigterm = terminate_as_interrupt()
         opts = self.options
         url = opts.endpoint_url
         if url is None:
