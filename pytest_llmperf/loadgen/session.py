@@ -47,6 +47,7 @@ from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
+from pytest_llmperf.loadgen.gc_pauses import collect_if_due, full_collections_deferred
 from pytest_llmperf.loadgen.pacing import Pacer
 from pytest_llmperf.loadgen.patterns import arrival_offsets_ns
 from pytest_llmperf.loadgen.result import RunResult
@@ -281,7 +282,8 @@ class LoadRun:
                 if events_file is not None:
                     self.recorder = EventRecorder(events_file, meta=self._meta(started_at))
                 try:
-                    interrupted = await self._run_here()
+                    with full_collections_deferred():
+                        interrupted = await self._run_here()
                 finally:
                     if self.recorder is not None:
                         self.recorder.set_meta({"summary": self.accumulator.summary()})
@@ -399,6 +401,7 @@ class LoadRun:
         if item.tracked:
             self.stats.note(t_sched, time.monotonic_ns())
         self._issued += 1
+        collect_if_due(self._issued)
         task = asyncio.create_task(send_request(http, self.endpoint, sample, record))
         self._inflight[task] = record
         if self.recorder is not None:
