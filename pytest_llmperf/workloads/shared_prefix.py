@@ -13,7 +13,7 @@ dataset ships with the package): a prefix cache sees the same token reuse.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -131,35 +131,34 @@ def _build(name: str, seed: int, **params: Any) -> SharedPrefixWorkload:
     )
 
 
-@register_workload("shared-prefix")
-def shared_prefix(
-    *,
-    seed: int = 0,
-    n_prefixes: Any = 10,
-    prefix_tokens: Any = (512, 1024),
-    sharing_fraction: Any = 0.8,
-    zipf_s: Any = 1.5,
-    suffix_tokens: Any = (64, 256),
-    output_tokens: Any = None,
-    ignore_eos: Any = True,
-    tokenizer: Any = None,
-) -> SharedPrefixWorkload:
-    """``output_tokens`` overrides log-normal keys, e.g. ``{"cap": 256}``."""
-    return _build("shared-prefix", seed, **{k: v for k, v in locals().items() if k != "seed"})
+def _named(name: str, doc: str) -> Callable[..., SharedPrefixWorkload]:
+    """One factory per registered name: ``code-completion`` is the draft's name for it."""
+
+    def factory(
+        *,
+        seed: int = 0,
+        n_prefixes: Any = 10,
+        prefix_tokens: Any = (512, 1024),
+        sharing_fraction: Any = 0.8,
+        zipf_s: Any = 1.5,
+        suffix_tokens: Any = (64, 256),
+        output_tokens: Any = None,
+        ignore_eos: Any = True,
+        tokenizer: Any = None,
+    ) -> SharedPrefixWorkload:
+        params = dict(locals())
+        for key in ("seed", "name", "doc"):
+            params.pop(key, None)
+        return _build(name, seed, **params)
+
+    factory.__doc__ = doc
+    factory.__name__ = factory.__qualname__ = name.replace("-", "_")  # named in usage errors
+    return register_workload(name)(factory)
 
 
-@register_workload("code-completion")
-def code_completion(
-    *,
-    seed: int = 0,
-    n_prefixes: Any = 10,
-    prefix_tokens: Any = (512, 1024),
-    sharing_fraction: Any = 0.8,
-    zipf_s: Any = 1.5,
-    suffix_tokens: Any = (64, 256),
-    output_tokens: Any = None,
-    ignore_eos: Any = True,
-    tokenizer: Any = None,
-) -> SharedPrefixWorkload:
-    """The draft's name for ``shared-prefix``, same parameters."""
-    return _build("code-completion", seed, **{k: v for k, v in locals().items() if k != "seed"})
+shared_prefix = _named(
+    "shared-prefix", '``output_tokens`` overrides log-normal keys, e.g. ``{"cap": 256}``.'
+)
+code_completion = _named(
+    "code-completion", "The draft's name for ``shared-prefix``, same parameters."
+)
