@@ -35,9 +35,9 @@ from pytest_llmperf.reports.baseline import Baseline, build_baseline, load_basel
 from pytest_llmperf.reports.html import write_html_report
 from pytest_llmperf.reports.json_report import build_report, write_json_report
 from pytest_llmperf.reports.junit import junit_properties, regression_properties
+from pytest_llmperf.reports.outcome import judge_test
 from pytest_llmperf.reports.server_identity import probe_server_identity
 from pytest_llmperf.reports.session_data import SessionData
-from pytest_llmperf.reports.table import regression_table, verdict_table
 from pytest_llmperf.reports.terminal import write_terminal_summary
 from pytest_llmperf.slo.regression import RegressionCheck, Thresholds
 from pytest_llmperf.slo.rulesets import Ruleset, load_ruleset
@@ -326,41 +326,26 @@ class LlmPerfPlugin:
                 item.user_properties.extend(props)
         if not raise_failures:
             return
-        if slos and not any(r.gated for r in results):
-            pytest.fail(
-                f"{item.nodeid} declares llm_slo but made no gated llm_loadgen.run()",
-                pytrace=False,
-            )
-        failed = [v for v in verdicts if v.verdict == "fail"]
-        inconclusive = [v for v in verdicts if v.verdict == "inconclusive"]
-        regressed = [c for c in checks if c.verdict == "regressed"]
-        if failed or regressed:
-            parts = [f"SLO violated in {item.nodeid}:\n{verdict_table(verdicts)}"] if failed else []
-            if regressed and self.baseline is not None:
-                parts.append(
-                    f"Regressed against baseline {self.baseline.path} "
-                    f"({self.baseline.created_at}):\n{regression_table(checks)}"
-                )
-            pytest.fail("\n\n".join(parts), pytrace=False)
-        # A gate over a run in which nothing succeeded must fail, not be "inconclusive"
-        # (which --llm-inconclusive=warn|skip would turn into a pass): the server failed.
-        dead = [r for r in results if r.gated and r.counts["issued"] and not r.counts["completed"]]
-        if slos and dead:
-            why = "; ".join(
-                f"{r.label}: {r.counts['issued']} issued, 0 completed: "
-                + ", ".join(f"{kind} x{n}" for kind, n in sorted(r.errors.items()))
-                for r in dead
-            )
-            pytest.fail(f"every request failed in {item.nodeid} ({why})", pytrace=False)
-        if inconclusive:
-            text = f"SLO inconclusive in {item.nodeid}:\n{verdict_table(verdicts)}"
+        outcome = judge_test(
+            item.nodeid,
+            slos,
+            results,
+            verdicts,
+            checks,
+            baseline=f"{self.baseline.path} ({self.baseline.created_at})" if self.baseline else "",
+        )
+        if outcome.kind == "fail":
+            pytest.fail(outcome.message, pytrace=False)
+        if outcome.kind == "inconclusive":
             policy = self.options.inconclusive
             if policy == "fail":
-                pytest.fail(text + "\n(--llm-inconclusive=warn|skip to relax)", pytrace=False)
+                pytest.fail(
+                    outcome.message + "\n(--llm-inconclusive=warn|skip to relax)", pytrace=False
+                )
             elif policy == "skip":
-                pytest.skip(text)
+                pytest.skip(outcome.message)
             else:
-                warnings.warn(LlmPerfInconclusiveWarning(text), stacklevel=1)
+                warnings.warn(LlmPerfInconclusiveWarning(outcome.message), stacklevel=1)
 
     def _test_rulesets(self, item: pytest.Item) -> list[Ruleset]:
         """The rulesets named by ``llm_slo(ruleset=...)`` (their minimum samples and duration)."""

@@ -1,0 +1,66 @@
+"""What a test's verdicts mean for the test itself, and the message that says so.
+
+The plugin maps the result onto pytest (``fail`` fails the test, an
+``inconclusive`` one follows ``--llm-inconclusive``); the rules live here so
+they can be read, and tested, without pytest:
+
+- a test that declares SLOs but made no gated run fails (nothing was judged);
+- a violated SLO or a significant regression against the baseline fails;
+- a gated run in which every request failed fails, even if its SLOs came out
+  inconclusive: the server failed, and ``--llm-inconclusive=warn`` must not
+  turn that into a pass;
+- otherwise any inconclusive verdict makes the test inconclusive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.reports.table import regression_table, verdict_table
+from pytest_llmperf.slo.expressions import Slo
+from pytest_llmperf.slo.regression import RegressionCheck
+from pytest_llmperf.slo.verdicts import SloVerdict
+
+__all__ = ["Outcome", "judge_test"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """``kind`` is ``pass``, ``fail`` or ``inconclusive``; ``message`` explains the latter two."""
+
+    kind: str
+    message: str = ""
+
+
+def judge_test(
+    nodeid: str,
+    slos: Sequence[Slo],
+    results: Sequence[RunResult],
+    verdicts: Sequence[SloVerdict],
+    checks: Sequence[RegressionCheck] = (),
+    *,
+    baseline: str = "",
+) -> Outcome:
+    """The outcome of test ``nodeid``; ``baseline`` names the baseline compared against."""
+    if slos and not any(r.gated for r in results):
+        return Outcome("fail", f"{nodeid} declares llm_slo but made no gated llm_loadgen.run()")
+    failed = any(v.verdict == "fail" for v in verdicts)
+    regressed = any(c.verdict == "regressed" for c in checks)
+    if failed or regressed:
+        parts = [f"SLO violated in {nodeid}:\n{verdict_table(verdicts)}"] if failed else []
+        if regressed:
+            parts.append(f"Regressed against baseline {baseline}:\n{regression_table(checks)}")
+        return Outcome("fail", "\n\n".join(parts))
+    dead = [r for r in results if r.gated and r.counts["issued"] and not r.counts["completed"]]
+    if slos and dead:
+        why = "; ".join(
+            f"{r.label}: {r.counts['issued']} issued, 0 completed: "
+            + ", ".join(f"{kind} x{n}" for kind, n in sorted(r.errors.items()))
+            for r in dead
+        )
+        return Outcome("fail", f"every request failed in {nodeid} ({why})")
+    if any(v.verdict == "inconclusive" for v in verdicts):
+        return Outcome("inconclusive", f"SLO inconclusive in {nodeid}:\n{verdict_table(verdicts)}")
+    return Outcome("pass")
