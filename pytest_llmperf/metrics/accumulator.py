@@ -41,6 +41,17 @@ RATE_METRICS: tuple[str, ...] = (
     "input_throughput",
 )
 _EXTRA_HISTOGRAMS = ("tpot_token_weighted",)
+# The integer counters that merge by addition and travel in to_state()["counts"].
+_COUNTERS = (
+    "issued",
+    "completed",
+    "failed",
+    "incomplete",
+    "good",
+    "output_tokens",
+    "input_tokens",
+    "cached_tokens",
+)
 
 
 class MetricsAccumulator:
@@ -126,16 +137,7 @@ class MetricsAccumulator:
         """Add ``other``'s requests to this one (for sessions and worker processes)."""
         for name, hist in other.histograms.items():
             self.histograms[name].merge(hist)
-        for attr in (
-            "issued",
-            "completed",
-            "failed",
-            "incomplete",
-            "good",
-            "output_tokens",
-            "input_tokens",
-            "cached_tokens",
-        ):
+        for attr in _COUNTERS:
             setattr(self, attr, getattr(self, attr) + getattr(other, attr))
         self.errors.update(other.errors)
         self.token_sources.update(other.token_sources)
@@ -203,19 +205,7 @@ class MetricsAccumulator:
         """A lossless JSON-able form, for worker processes and baselines."""
         return {
             "histograms": {k: v.to_state() for k, v in self.histograms.items()},
-            "counts": {
-                k: getattr(self, k)
-                for k in (
-                    "issued",
-                    "completed",
-                    "failed",
-                    "incomplete",
-                    "good",
-                    "output_tokens",
-                    "input_tokens",
-                    "cached_tokens",
-                )
-            },
+            "counts": {k: getattr(self, k) for k in _COUNTERS},
             "errors": dict(self.errors),
             "token_sources": dict(self.token_sources),
             "window_ns": [self.window_start_ns, self.window_end_ns],

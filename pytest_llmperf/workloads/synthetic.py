@@ -7,7 +7,7 @@ methodology draft's standard uniform mix (input 128-512, output 64-256).
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,41 +60,32 @@ class SyntheticWorkload:
         }
 
 
-@register_workload("synthetic")
-def synthetic(
-    *,
-    seed: int = 0,
-    input_tokens: Any = 128,
-    output_tokens: Any = 64,
-    ignore_eos: Any = True,
-    tokenizer: Any = None,
-) -> SyntheticWorkload:
-    return SyntheticWorkload(
-        name="synthetic",
-        seed=seed,
-        input_tokens=token_range("input_tokens", input_tokens),
-        output_tokens=token_range("output_tokens", output_tokens),
-        corpus=default_corpus(),
-        tokenizer=resolve_tokenizer(tokenizer),
-        controls=output_controls(ignore_eos),
-    )
+def _named(name: str, input_tokens: Any, output_tokens: Any) -> Callable[..., SyntheticWorkload]:
+    """A registered factory whose default lengths are ``input_tokens``/``output_tokens``."""
+    default_in, default_out = input_tokens, output_tokens
+
+    def factory(
+        *,
+        seed: int = 0,
+        input_tokens: Any = default_in,
+        output_tokens: Any = default_out,
+        ignore_eos: Any = True,
+        tokenizer: Any = None,
+    ) -> SyntheticWorkload:
+        return SyntheticWorkload(
+            name=name,
+            seed=seed,
+            input_tokens=token_range("input_tokens", input_tokens),
+            output_tokens=token_range("output_tokens", output_tokens),
+            corpus=default_corpus(),
+            tokenizer=resolve_tokenizer(tokenizer),
+            controls=output_controls(ignore_eos),
+        )
+
+    factory.__name__ = factory.__qualname__ = name.replace("-", "_")  # named in usage errors
+    return register_workload(name)(factory)
 
 
-@register_workload("synthetic-uniform")
-def synthetic_uniform(
-    *,
-    seed: int = 0,
-    input_tokens: Any = (128, 512),
-    output_tokens: Any = (64, 256),
-    ignore_eos: Any = True,
-    tokenizer: Any = None,
-) -> SyntheticWorkload:
-    return SyntheticWorkload(
-        name="synthetic-uniform",
-        seed=seed,
-        input_tokens=token_range("input_tokens", input_tokens),
-        output_tokens=token_range("output_tokens", output_tokens),
-        corpus=default_corpus(),
-        tokenizer=resolve_tokenizer(tokenizer),
-        controls=output_controls(ignore_eos),
-    )
+synthetic = _named("synthetic", 128, 64)
+# the methodology draft's standard uniform mix
+synthetic_uniform = _named("synthetic-uniform", (128, 512), (64, 256))
