@@ -4,12 +4,15 @@ from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_ur
 from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
+from pytest_llmperf.client.stream_client import StreamClient, TransportFailure
 
 __all__ = [
     "Endpoint",
     "ErrorKind",
     "RequestRecord",
+    "StreamClient",
     "Timeouts",
+    "TransportFailure",
     "normalize_base_url",
     "redact_url",
     "resolve_model",

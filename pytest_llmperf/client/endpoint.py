@@ -8,10 +8,7 @@ User:password in a URL is likewise stripped from :attr:`Endpoint.label`.
 from __future__ import annotations
 
 import base64
-import functools
 import os
-import time
-from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
@@ -215,11 +212,13 @@ class Endpoint:
         }
 
     def client(self, *, max_connections: int | None = 1024) -> httpx.AsyncClient:
-        """A fresh ``httpx.AsyncClient`` on the aiohttp transport.
+        """A fresh ``httpx.AsyncClient`` on the aiohttp transport, for your own requests.
 
         Must be called inside the running event loop that will use it. The
         aiohttp transport keeps httpx's API at about ten times the streaming
-        throughput of httpx's own (DESIGN.md, Dependencies). The process's
+        throughput of httpx's own (DESIGN.md, Dependencies). The load
+        generator itself streams through the leaner
+        :class:`~pytest_llmperf.client.stream_client.StreamClient`. The process's
         file-descriptor limit is raised to fit ``max_connections`` sockets first
         (a usage error if the OS refuses), so a big run cannot fail half-way on EMFILE.
         ``max_connections=None`` (open-loop loads) sizes the pool by the descriptor
@@ -241,43 +240,9 @@ class Endpoint:
         )
         t = self.timeouts
         transport = AiohttpTransport(limits=limits, trust_env=False, verify=tls_verify())
-        transport.client = functools.partial(_wire_timed_session, transport)
         return httpx.AsyncClient(
             transport=transport,
             timeout=httpx.Timeout(connect=t.connect, read=t.stall, write=t.stall, pool=None),
             headers=self.headers(),
             trust_env=False,
         )
-
-
-SENDING_RECORD: ContextVar[Any] = ContextVar("llmperf_sending_record", default=None)
-"""The request record whose bytes the current task is about to write (see send_request)."""
-
-
-def _wire_timed_session(transport: Any) -> Any:
-    """The aiohttp session httpx-aiohttp would build, plus a hook that stamps ``t_send``.
-
-    ``t_send`` is the instant the request's bytes are handed to the socket:
-    aiohttp calls ``on_request_chunk_sent`` just before its (headers + body)
-    write, in the task that writes — which on Python 3.11 runs one event-loop
-    turn after the request call, so a timestamp taken before the call would
-    charge the client's own send path to the server.
-    """
-    import aiohttp
-
-    limits = transport.limits
-    connector = aiohttp.TCPConnector(
-        keepalive_timeout=limits.keepalive_expiry,
-        ssl=transport.ssl_context,
-        limit=limits.max_connections or 0,
-    )
-    trace = aiohttp.TraceConfig()
-    trace.on_request_chunk_sent.append(_stamp_send)
-    return aiohttp.ClientSession(connector=connector, trace_configs=[trace])
-
-
-async def _stamp_send(_session: Any, _ctx: Any, _params: Any) -> None:
-    record = SENDING_RECORD.get()
-    if record is not None:
-        record.t_send = time.monotonic_ns()
-        SENDING_RECORD.set(None)  # only the first chunk of the body

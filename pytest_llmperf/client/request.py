@@ -2,9 +2,16 @@
 
 Every failure mode of a real server ends here as ``record.error`` with a
 reason category; nothing raises out of :func:`send_request` except
-cancellation. One ``monotonic_ns`` reading is taken per read from the socket
-and stamped on every event that read completed: that is when the client
-could first have seen those bytes.
+cancellation. The connection (:mod:`~pytest_llmperf.client.http1`) takes one
+``monotonic_ns`` reading per read from the socket, in ``data_received``, and
+every event that read completed is stamped with it: that is when the client
+could first have seen those bytes. ``t_send`` is taken as the request's bytes
+are handed to the socket.
+
+The per-request limits (:class:`~pytest_llmperf.client.endpoint.Timeouts`)
+are watched by one timer per request, re-armed only when it fires early:
+``first_token`` and ``total`` count from the start of the request (connect
+included), ``stall`` from the last read.
 """
 
 from __future__ import annotations
@@ -13,58 +20,46 @@ import asyncio
 import json
 import time
 
-import httpx
-
-from pytest_llmperf.client.endpoint import SENDING_RECORD, Endpoint
-from pytest_llmperf.client.failures import classify_transport_error
+from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.openai import build_payload, error_message, parse_chunk
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.sse import SSEParser
+from pytest_llmperf.client.stream_client import StreamClient, TransportFailure
 from pytest_llmperf.redaction import scrub
 from pytest_llmperf.workloads.base import Sample
 
 __all__ = ["send_request"]
 
 _ERROR_BODY_LIMIT = 64 * 1024
+_JSON_BODY_LIMIT = 64 * 1024 * 1024
+
+# What the response turned out to be, from its status and content type.
+_STREAM, _ERROR, _WHOLE = range(3)
 
 
 async def send_request(
-    http: httpx.AsyncClient, endpoint: Endpoint, sample: Sample, record: RequestRecord
+    client: StreamClient, endpoint: Endpoint, sample: Sample, record: RequestRecord
 ) -> RequestRecord:
     """Stream ``sample`` to ``endpoint``; the record says how it went."""
     if endpoint.model is None:
         raise RuntimeError("endpoint model is not resolved; call resolve_model() first")
-    payload = build_payload(endpoint.api, endpoint.model, sample)
-    body = json.dumps(payload).encode()
+    body = json.dumps(build_payload(endpoint.api, endpoint.model, sample)).encode()
     timeouts = endpoint.timeouts
-    loop = asyncio.get_running_loop()
-    record.t_send = time.monotonic_ns()  # replaced by the socket write's instant (endpoint.py)
-    SENDING_RECORD.set(record)
-    start = loop.time()
+    record.t_send = time.monotonic_ns()  # replaced by the socket write's instant below
+    reading = _Reading(record, timeouts, record.t_send)
+    conn = None
     try:
-        async with asyncio.timeout_at(start + timeouts.first_token) as deadline:
-            async with http.stream(
-                "POST",
-                endpoint.request_url,
-                content=body,
-                headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
-            ) as response:
-                record.status = response.status_code
-                if response.status_code >= 300:  # redirects are not followed: a wrong URL
-                    await _read_error(response, record)
-                    return record
-                content_type = response.headers.get("content-type", "")
-                if content_type.startswith("application/json"):
-                    await _read_whole(response, record)
-                else:
-                    await _read_stream(response, record, deadline, start + timeouts.total)
-    except TimeoutError:
-        kind = ErrorKind.FIRST_TOKEN_TIMEOUT if not record.t_first else ErrorKind.TOTAL_TIMEOUT
-        record.fail(kind, f"no {'first token' if not record.t_first else 'end of stream'} in time")
-    except Exception as exc:  # any transport failure (even unmapped aiohttp ones) is a record
-        kind, detail = classify_transport_error(exc)
-        record.fail(kind, detail)
+        conn = await client.acquire(min(timeouts.connect, timeouts.first_token))
+        record.t_send = conn.send(client.request_bytes(endpoint.api, body), reading)
+        reading.watch()
+        await reading.done
+    except TransportFailure as exc:
+        record.fail(exc.kind, exc.detail, now=time.monotonic_ns())
     finally:
+        reading.stop_watching()
+        if conn is not None:
+            conn.detach()  # closes it unless its response was read to the end
+            client.release(conn)
         if not record.t_end:
             record.t_end = time.monotonic_ns()
         if record.error is not None:  # failure path only: servers may echo the key back
@@ -72,77 +67,169 @@ async def send_request(
     return record
 
 
-async def _read_error(response: httpx.Response, record: RequestRecord) -> None:
-    raw = b""
-    async for piece in response.aiter_bytes():
-        raw += piece
-        if len(raw) > _ERROR_BODY_LIMIT:
-            break
-    try:
-        detail = error_message(json.loads(raw))
-    except ValueError:
-        detail = raw[:200].decode("utf-8", "replace")
-    status = response.status_code
-    kind = ErrorKind.RATE_LIMITED if status == 429 else ErrorKind.HTTP
-    extra = ""
-    if retry_after := response.headers.get("retry-after"):
-        extra = f" (Retry-After: {retry_after[:40]})"
-    elif status < 400 and (location := response.headers.get("location")):
-        extra = f" (redirect to {location[:200]}; redirects are not followed)"
-    record.fail(kind, f"HTTP {status}: {detail}{extra}", now=time.monotonic_ns())
+class _Reading:
+    """The response sink of one request (see :class:`~pytest_llmperf.client.http1.ResponseSink`).
 
+    Runs inside the connection's ``data_received``: it must not raise (a
+    bug becomes a ``client_error`` of this request) and it resolves
+    :attr:`done` exactly once, when the request's outcome is known.
+    """
 
-async def _read_whole(response: httpx.Response, record: RequestRecord) -> None:
-    """A server that ignored ``stream: true``: one timestamp for the whole answer."""
-    raw = await response.aread()
-    now = time.monotonic_ns()
-    try:
-        obj = json.loads(raw)
-        info = parse_chunk(json.dumps(obj))
-    except (ValueError, TypeError, KeyError, AttributeError):  # not JSON, or the wrong shape
-        record.fail(ErrorKind.PROTOCOL, f"response is not JSON: {raw[:80]!r}", now=now)
-        return
-    if info.error:
-        record.fail(ErrorKind.STREAM_ERROR, info.error, now=now)
-        return
-    _apply_usage(record, info.usage)
-    if not info.text:
-        record.fail(ErrorKind.EMPTY, "response carried no generated text", now=now)
-        return
-    record.t_first = record.t_last = record.t_end = now
-    record.content_chunks = 1
-    record.finish_reason = info.finish_reason
+    __slots__ = (
+        "_body",
+        "_finished",
+        "_headers",
+        "_mode",
+        "_parser",
+        "_start_ns",
+        "_timeouts",
+        "_timer",
+        "done",
+        "last_read_ns",
+        "record",
+    )
 
+    def __init__(self, record: RequestRecord, timeouts: Timeouts, start_ns: int) -> None:
+        self.record = record
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.last_read_ns = start_ns
+        self._start_ns = start_ns
+        self._timeouts = timeouts
+        self._timer: asyncio.TimerHandle | None = None
+        self._mode = _STREAM
+        self._parser = SSEParser()
+        self._finished = False
+        self._body = bytearray()
+        self._headers: dict[str, str] = {}
 
-async def _read_stream(
-    response: httpx.Response,
-    record: RequestRecord,
-    deadline: asyncio.Timeout,
-    total_deadline: float,
-) -> None:
-    parser = SSEParser()
-    finished = False
-    async for raw in response.aiter_bytes():
-        now = time.monotonic_ns()
-        for data in parser.feed(raw):
-            finished = _on_event(data, now, record, deadline, total_deadline) or finished
-            if record.error:
-                return
-    now = time.monotonic_ns()
-    for data in parser.close():
-        finished = _on_event(data, now, record, deadline, total_deadline) or finished
-        if record.error:
+    # -- limits ------------------------------------------------------------------
+
+    def watch(self) -> None:
+        self._arm(self._next_limit_ns())
+
+    def stop_watching(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _next_limit_ns(self) -> int:
+        t = self._timeouts
+        limit = t.total if self.record.t_first else t.first_token
+        return min(self._start_ns + int(limit * 1e9), self.last_read_ns + int(t.stall * 1e9))
+
+    def _arm(self, at_ns: int) -> None:
+        # loop.time() is time.monotonic(): the same clock as monotonic_ns on every platform.
+        self._timer = asyncio.get_running_loop().call_at(at_ns / 1e9, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.done.done():
             return
-    record.t_end = now
-    if not finished:
-        record.fail(ErrorKind.TRUNCATED, "stream ended without finish_reason or [DONE]")
-    elif not record.t_first:
-        record.fail(ErrorKind.EMPTY, "stream carried no generated text")
+        now = time.monotonic_ns()
+        t = self._timeouts
+        record = self.record
+        if record.t_first and now >= self._start_ns + t.total * 1e9:
+            self._fail(ErrorKind.TOTAL_TIMEOUT, f"no end of stream within {t.total:g} s", now)
+        elif not record.t_first and now >= self._start_ns + t.first_token * 1e9:
+            self._fail(
+                ErrorKind.FIRST_TOKEN_TIMEOUT, f"no first token within {t.first_token:g} s", now
+            )
+        elif now >= self.last_read_ns + t.stall * 1e9:
+            self._fail(ErrorKind.READ_TIMEOUT, f"no bytes for {t.stall:g} s (stall)", now)
+        else:
+            self._arm(self._next_limit_ns())
+
+    # -- ResponseSink ------------------------------------------------------------
+
+    def on_head(self, status: int, headers: dict[str, str], now_ns: int) -> None:
+        self.last_read_ns = now_ns
+        self.record.status = status
+        if status >= 300:  # redirects are not followed: a wrong URL
+            self._mode, self._headers = _ERROR, headers
+        elif headers.get("content-type", "").startswith("application/json"):
+            self._mode = _WHOLE
+
+    def on_body(self, data: bytes, now_ns: int) -> None:
+        if self.done.done():
+            return
+        self.last_read_ns = now_ns
+        if self._mode == _STREAM:
+            try:
+                self._events(self._parser.feed(data), now_ns)
+            except ValueError as exc:  # an SSE line past the size bound
+                self._fail(ErrorKind.PROTOCOL, str(exc), now_ns)
+            except Exception as exc:  # a bug here must not take the connection's loop down
+                self._fail(ErrorKind.CLIENT, f"{type(exc).__name__}: {exc}", now_ns)
+            return
+        self._body += data
+        if self._mode == _ERROR and len(self._body) > _ERROR_BODY_LIMIT:
+            self._http_error(now_ns)
+        elif self._mode == _WHOLE and len(self._body) > _JSON_BODY_LIMIT:
+            self._fail(ErrorKind.PROTOCOL, f"JSON answer over {_JSON_BODY_LIMIT} bytes", now_ns)
+
+    def on_end(self, now_ns: int) -> None:
+        if self.done.done():
+            return
+        if self._mode == _ERROR:
+            self._http_error(now_ns)
+            return
+        if self._mode == _WHOLE:
+            _apply_whole(bytes(self._body), now_ns, self.record)
+            self._resolve()
+            return
+        record = self.record
+        try:
+            self._events(self._parser.close(), now_ns)
+        except Exception as exc:
+            self._fail(ErrorKind.CLIENT, f"{type(exc).__name__}: {exc}", now_ns)
+            return
+        if record.error is None:
+            record.t_end = now_ns
+            if not self._finished:
+                record.fail(ErrorKind.TRUNCATED, "stream ended without finish_reason or [DONE]")
+            elif not record.t_first:
+                record.fail(ErrorKind.EMPTY, "stream carried no generated text")
+        self._resolve()
+
+    def on_failure(self, kind: str, detail: str, now_ns: int) -> None:
+        if not self.done.done():
+            self._fail(kind, detail, now_ns)
+
+    # -- outcomes ----------------------------------------------------------------
+
+    def _events(self, payloads: list[str], now: int) -> None:
+        record = self.record
+        for data in payloads:
+            self._finished = _on_event(data, now, record) or self._finished
+            if record.error is not None:
+                self._resolve()
+                return
+
+    def _http_error(self, now: int) -> None:
+        raw = bytes(self._body[:_ERROR_BODY_LIMIT])
+        try:
+            detail = error_message(json.loads(raw))
+        except ValueError:
+            detail = raw[:200].decode("utf-8", "replace")
+        status = self.record.status or 0
+        kind = ErrorKind.RATE_LIMITED if status == 429 else ErrorKind.HTTP
+        extra = ""
+        if retry_after := self._headers.get("retry-after"):
+            extra = f" (Retry-After: {retry_after[:40]})"
+        elif status < 400 and (location := self._headers.get("location")):
+            extra = f" (redirect to {location[:200]}; redirects are not followed)"
+        self._fail(kind, f"HTTP {status}: {detail}{extra}", now)
+
+    def _fail(self, kind: str, detail: str, now: int) -> None:
+        self.record.fail(kind, detail, now=now)
+        self._resolve()
+
+    def _resolve(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
 
 
-def _on_event(
-    data: str, now: int, record: RequestRecord, deadline: asyncio.Timeout, total_deadline: float
-) -> bool:
+def _on_event(data: str, now: int, record: RequestRecord) -> bool:
     """Apply one event; returns True when it marks the end of the answer."""
     try:
         info = parse_chunk(data)
@@ -160,12 +247,30 @@ def _on_event(
             record.gaps_ns.append(now - record.t_last)
         else:
             record.t_first = now
-            deadline.reschedule(total_deadline)
         record.t_last = now
         record.content_chunks += 1
     if info.finish_reason:
         record.finish_reason = info.finish_reason
     return info.done or bool(info.finish_reason)
+
+
+def _apply_whole(raw: bytes, now: int, record: RequestRecord) -> None:
+    """A server that ignored ``stream: true``: one timestamp for the whole answer."""
+    try:
+        info = parse_chunk(raw.decode("utf-8", "replace"))
+    except (ValueError, TypeError, KeyError, AttributeError):  # not JSON, or the wrong shape
+        record.fail(ErrorKind.PROTOCOL, f"response is not JSON: {raw[:80]!r}", now=now)
+        return
+    if info.error:
+        record.fail(ErrorKind.STREAM_ERROR, info.error, now=now)
+        return
+    _apply_usage(record, info.usage)
+    if not info.text:
+        record.fail(ErrorKind.EMPTY, "response carried no generated text", now=now)
+        return
+    record.t_first = record.t_last = record.t_end = now
+    record.content_chunks = 1
+    record.finish_reason = info.finish_reason
 
 
 def _apply_usage(record: RequestRecord, usage: dict | None) -> None:

@@ -53,10 +53,21 @@ class SSEParser:
         if held:
             data = data[:-1]
         events: list[str] = []
-        *lines, tail = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, tail = data.split(b"\n")
         self._buffer = tail + held
-        for raw in lines:
-            self._line(raw, events)
+        pending = self._data
+        for raw in lines:  # the common lines inline: this runs for every line of every stream
+            if raw.startswith(b"data:"):
+                value = raw[6:] if raw[5:6] == b" " else raw[5:]
+                pending.append(value.decode("utf-8", errors="replace"))
+            elif raw:
+                self._line(raw, events)
+                pending = self._data
+            elif pending:
+                events.append(pending[0] if len(pending) == 1 else "\n".join(pending))
+                pending = self._data = []
         return events
 
     def close(self) -> list[str]:

@@ -29,7 +29,6 @@ planned schedule and the histograms are merged exactly.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import re
 import signal
@@ -41,12 +40,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
+from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.loadgen.gc_pauses import collect_if_due, full_collections_deferred
 from pytest_llmperf.loadgen.pacing import Pacer
 from pytest_llmperf.loadgen.patterns import arrival_offsets_ns
@@ -320,10 +318,10 @@ class LoadRun:
         # Open loop: no pool cap below the descriptor budget (a wait for a connection
         # would count against the server's TTFT).
         pool = max(64, concurrency) if concurrency else None
-        async with self.endpoint.client(max_connections=pool) as http:
+        async with StreamClient(self.endpoint, max_connections=pool) as http:
             try:
                 spec.workload.sample(0)  # loads corpora and datasets before the clock starts
-                await _warm_up(http, self.endpoint, _warm_connections(spec, concurrency))
+                await http.open_connections(_warm_connections(spec, concurrency))
                 t0 = self.share.t0_ns or time.monotonic_ns()
                 if spec.load.open_loop:
                     await self._issue_open_loop(http, t0)
@@ -390,7 +388,7 @@ class LoadRun:
                 yield _Planned(position, index, offset, tracked)
 
     def _launch(
-        self, http: httpx.AsyncClient, item: _Planned, sample: Sample, t_sched: int
+        self, http: StreamClient, item: _Planned, sample: Sample, t_sched: int
     ) -> asyncio.Task[RequestRecord]:
         record = RequestRecord(
             index=item.sample_index,
@@ -427,7 +425,7 @@ class LoadRun:
         for observer in self.observers:
             observer(record)
 
-    async def _issue_open_loop(self, http: httpx.AsyncClient, t0: int) -> None:
+    async def _issue_open_loop(self, http: StreamClient, t0: int) -> None:
         workload = self.spec.workload
         pacer = self._pacer
         behind = 0
@@ -447,7 +445,7 @@ class LoadRun:
                     await asyncio.sleep(0)
             self._launch(http, item, sample, planned)
 
-    async def _issue_closed_loop(self, http: httpx.AsyncClient, concurrency: int, t0: int) -> None:
+    async def _issue_closed_loop(self, http: StreamClient, concurrency: int, t0: int) -> None:
         workload = self.spec.workload
         plan = self._plan()
         duration_ns = self.spec.duration * 1e9 if self.spec.duration is not None else None
@@ -574,35 +572,14 @@ class LoadRun:
         return check
 
 
-async def _warm_up(http: httpx.AsyncClient, endpoint: Endpoint, connections: int) -> None:
-    """``GET /models`` on ``connections`` connections at once, before the clock starts.
-
-    The transport builds its session, connector and TLS context on the first
-    request, and a burst of first requests opens its connections all at once
-    (measured: 15-25 ms for 32 on this project's 2-core CI machine); done
-    inside the run, that one-off cost would land on the first requests'
-    schedule_lag and TTFT as if the server had been slow. The connections
-    stay in the keep-alive pool. Failures are ignored: the run's own requests
-    report them.
-    """
-
-    async def one() -> None:
-        with contextlib.suppress(httpx.HTTPError, OSError):
-            response = await http.get(f"{endpoint.base_url}/models")
-            await response.aclose()
-
-    await one()
-    if connections > 1:
-        await asyncio.gather(*(one() for _ in range(connections)))
-
-
 def _warm_connections(spec: RunSpec, concurrency: int) -> int:
     """Connections to open before the clock starts: ~50 ms of arrivals for an open loop.
 
-    An open loop counts latency from the plan, so a connect that a warm client
-    would not have paid lands in TTFT. A closed loop counts from ``t_send``,
-    the socket write, which comes after the connect: one warm-up request (for
-    the transport's set-up) is enough.
+    An open loop counts latency from the plan, so a connect (measured: 15-25 ms
+    for a burst of 32 on a 2-core machine) that a warm client would not have
+    paid lands in schedule_lag and TTFT as if the server had been slow. A
+    closed loop counts from ``t_send``, the socket write, which comes after
+    the connect: one connection (name resolution, TLS set-up) is enough.
     """
     if spec.load.open_loop and spec.load.rate:
         return max(1, min(WARM_CONNECTIONS_MAX, int(spec.load.rate * 0.05)))

@@ -9,6 +9,7 @@ import pytest
 from scripted_server import Script, ScriptedServer, chat_chunk, sse
 
 from pytest_llmperf.client import Endpoint, ErrorKind, RequestRecord, Timeouts, send_request
+from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.workloads import Sample
 
@@ -25,7 +26,7 @@ async def _send(
         url, api_key_env=None, model="m", api=api, timeouts=timeouts or Timeouts()
     )
     record = RequestRecord(index=0, t_sched=0)
-    async with endpoint.client() as http:
+    async with StreamClient(endpoint) as http:
         record.t_sched = time.monotonic_ns()
         return await send_request(http, endpoint, sample, record)
 
@@ -38,7 +39,7 @@ async def test_simulator_stream_is_measured(api: str) -> None:
         endpoint = Endpoint.from_env(sim.url, api_key_env=None, api=api)  # type: ignore[arg-type]
         endpoint = await resolve_model(endpoint)
         records = []
-        async with endpoint.client() as http:
+        async with StreamClient(endpoint) as http:
             for _ in range(2):  # the first pays connection set-up; the second is warm
                 record = RequestRecord(index=0, t_sched=time.monotonic_ns())
                 records.append(await send_request(http, endpoint, SAMPLE, record))
@@ -212,7 +213,7 @@ async def test_api_key_goes_only_in_the_authorization_header() -> None:
     async with ScriptedServer(Script(steps)) as srv:
         endpoint = Endpoint(srv.url + "/v1", model="m", api_key=key)
         record = RequestRecord(index=0, t_sched=0)
-        async with endpoint.client() as http:
+        async with StreamClient(endpoint) as http:
             await send_request(http, endpoint, SAMPLE, record)
         assert srv.headers_seen[-1]["Authorization"] == f"Bearer {key}"
         assert key not in json.dumps(srv.requests)

@@ -14,6 +14,7 @@ from odd_servers import Request, Wire, content_chunk, error_body, finish_chunk
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.client.request import send_request
+from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.workloads.base import Sample
 
 __all__ = ["FAST", "send_one"]
@@ -30,7 +31,7 @@ async def send_one(
     endpoint = Endpoint(
         normalize_base_url(url), model="odd-model", api=api, timeouts=timeouts, api_key=api_key
     )
-    async with endpoint.client() as http:
+    async with StreamClient(endpoint) as http:
         record = RequestRecord(index=0, t_sched=0)
         return await send_request(http, endpoint, SAMPLE, record)
 

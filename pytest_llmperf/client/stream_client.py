@@ -1,0 +1,190 @@
+"""The load generator's connections to one endpoint: a keep-alive pool of HTTP/1.1 sockets.
+
+A pool per run, made inside the running loop. It opens connections on demand
+up to ``max_connections`` (a request beyond that waits for a free one), keeps
+finished ones for reuse (last in, first out, so the warm ones are reused and
+the rest age out), and drops one that sat idle longer than
+``KEEPALIVE_S`` — below the 5 s keep-alive timeout of uvicorn (vLLM, SGLang),
+so the client does not write into a socket the server is closing.
+
+A failure to connect is raised as :class:`TransportFailure` carrying its
+:class:`~pytest_llmperf.client.records.ErrorKind`, so the request that needed
+the connection records the real cause (DNS, TLS, refused, timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import time
+from types import TracebackType
+from urllib.parse import urlsplit
+
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.fdlimits import connection_budget, ensure_descriptors
+from pytest_llmperf.client.http1 import Http1Connection, request_prefix
+from pytest_llmperf.client.openai import API_PATHS
+from pytest_llmperf.client.records import ErrorKind
+from pytest_llmperf.client.tls import tls_verify
+
+__all__ = ["KEEPALIVE_S", "StreamClient", "TransportFailure"]
+
+KEEPALIVE_S = 4.0
+
+
+class TransportFailure(Exception):
+    """A request could not be sent; ``kind`` is its error category."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+class StreamClient:
+    """Streaming POSTs to ``endpoint`` over pooled keep-alive connections.
+
+    ``max_connections=None`` sizes the pool by the file-descriptor budget
+    (open-loop loads: a request must not wait in the client for a
+    connection, since its latency counts from the planned send time).
+    """
+
+    def __init__(self, endpoint: Endpoint, *, max_connections: int | None = 1024) -> None:
+        if max_connections is None:
+            max_connections = connection_budget()
+        else:
+            ensure_descriptors(max_connections, what="connections (concurrency)")
+        parts = urlsplit(endpoint.base_url)
+        self.host = parts.hostname or ""
+        https = parts.scheme == "https"
+        self.port = parts.port or (443 if https else 80)
+        literal = f"[{self.host}]" if ":" in self.host else self.host
+        self.authority = literal if parts.port is None else f"{literal}:{self.port}"
+        self.max_connections = max_connections
+        self.connect_timeout = endpoint.timeouts.connect
+        self._ssl: ssl.SSLContext | None = None
+        if https:
+            verify = tls_verify()
+            if not isinstance(verify, ssl.SSLContext):
+                verify = ssl.create_default_context()
+            self._ssl = verify
+        headers = {
+            "User-Agent": "pytest-llmperf",
+            "Accept": "text/event-stream",
+            "Accept-Encoding": "identity",
+            "Content-Type": "application/json",
+            **endpoint.headers(),
+        }
+        self._prefixes = {
+            api: request_prefix("POST", parts.path + path, self.authority, headers)
+            for api, path in API_PATHS.items()
+        }
+        self._idle: list[Http1Connection] = []
+        self._open: set[Http1Connection] = set()  # until each socket is really closed
+        self._slots = asyncio.Semaphore(max_connections)
+        self._closed = False
+
+    async def __aenter__(self) -> StreamClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every connection and wait until their sockets are released."""
+        self._closed = True
+        self._idle.clear()
+        still_open = list(self._open)
+        for conn in still_open:
+            conn.close()
+        if still_open:
+            await asyncio.wait(
+                [asyncio.ensure_future(c.wait_closed()) for c in still_open], timeout=5
+            )
+
+    def request_bytes(self, api: str, body: bytes) -> bytes:
+        """A whole POST of ``body`` to the ``api``'s path (``chat`` or ``completions``)."""
+        return b"%s%d\r\n\r\n%s" % (self._prefixes[api], len(body), body)
+
+    # -- connections -------------------------------------------------------------
+
+    async def acquire(self, timeout_s: float) -> Http1Connection:
+        """A connection for one request: a kept-alive one, or a new one within ``timeout_s``."""
+        await self._slots.acquire()
+        try:
+            now = time.monotonic()
+            while self._idle:
+                conn = self._idle.pop()
+                if conn.reusable and now - conn.idle_since < KEEPALIVE_S:
+                    return conn
+                conn.close()
+            return await self._connect(timeout_s)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def release(self, conn: Http1Connection) -> None:
+        """Give back what :meth:`acquire` handed out (reused if its response ended cleanly)."""
+        if conn.reusable and not self._closed:
+            conn.idle_since = time.monotonic()
+            self._idle.append(conn)
+        else:
+            conn.close()
+        self._slots.release()
+
+    async def open_connections(self, count: int) -> None:
+        """Open up to ``count`` connections now, before a run's clock starts.
+
+        A connect (and TLS handshake) inside the run would land in the first
+        requests' latency as if the server had been slow. Failures are left
+        to the run's own requests to report.
+        """
+        count = min(count, self.max_connections - len(self._idle))
+        results = await asyncio.gather(
+            *(self._connect(self.connect_timeout) for _ in range(count)),
+            return_exceptions=True,
+        )
+        now = time.monotonic()
+        for conn in results:
+            if isinstance(conn, Http1Connection):
+                conn.reusable = True
+                conn.idle_since = now
+                self._idle.append(conn)
+
+    async def _connect(self, timeout_s: float) -> Http1Connection:
+        loop = asyncio.get_running_loop()
+        where = f"{self.authority}{' (TLS)' if self._ssl else ''}"
+        try:
+            async with asyncio.timeout(timeout_s):
+                _, conn = await loop.create_connection(
+                    Http1Connection,
+                    self.host,
+                    self.port,
+                    ssl=self._ssl,
+                    server_hostname=self.host if self._ssl else None,
+                )
+        except TimeoutError:
+            raise TransportFailure(
+                ErrorKind.CONNECT_TIMEOUT, f"no connection to {where} within {timeout_s:g} s"
+            ) from None
+        except socket.gaierror as exc:
+            raise TransportFailure(
+                ErrorKind.DNS, f"cannot resolve host {self.host!r}: {exc}"
+            ) from None
+        except ssl.SSLError as exc:  # includes certificate verification failures
+            raise TransportFailure(ErrorKind.TLS, f"TLS with {where} failed: {exc}") from None
+        except OSError as exc:
+            raise TransportFailure(
+                ErrorKind.CONNECT, f"cannot connect to {where}: {type(exc).__name__}: {exc}"
+            ) from None
+        if conn.lost:  # the server hung up during the handshake
+            raise TransportFailure(ErrorKind.CONNECT, f"{where} closed the connection at once")
+        self._open.add(conn)
+        conn.on_lost = self._open.discard
+        return conn
