@@ -195,7 +195,7 @@ class LoadRun:
         self._issued = 0
         self._sigints = 0
         self._worker_pool: Any = None
-        self._slots: list[asyncio.Future[None]] = []
+        self._closed_loop_over: asyncio.Future[None] | None = None
         self._closed_loop = not spec.load.open_loop
 
     # -- control -----------------------------------------------------------------
@@ -206,13 +206,17 @@ class LoadRun:
             self.stop_reason = reason
         self._stopping.set()
         self._pacer.cancel()
-        self._cancel_slots()
+        self._end_closed_loop()
         if self._worker_pool is not None:
             self._worker_pool.stop()
 
-    def _cancel_slots(self) -> None:
-        for slot in self._slots:
-            slot.cancel()
+    def _end_closed_loop(self, error: BaseException | None = None) -> None:
+        over = self._closed_loop_over
+        if over is not None and not over.done():
+            if error is None:
+                over.set_result(None)
+            else:
+                over.set_exception(error)
 
     def _on_sigint(self) -> None:
         self._sigints += 1
@@ -446,32 +450,47 @@ class LoadRun:
             self._launch(http, item, sample, planned)
 
     async def _issue_closed_loop(self, http: StreamClient, concurrency: int, t0: int) -> None:
+        """Keep ``concurrency`` requests in flight: each one's end launches the next.
+
+        Driven by the requests' done-callbacks rather than a coroutine per
+        slot: no task wake-up or shield per request, and a stop leaves the
+        requests in flight to the drain.
+        """
         workload = self.spec.workload
         plan = self._plan()
         duration_ns = self.spec.duration * 1e9 if self.spec.duration is not None else None
         deadline: list[float] = [t0 + duration_ns] if duration_ns and not self.spec.warmup else []
         while time.monotonic_ns() < t0:  # workers start together on the shared clock
             await asyncio.sleep(min(0.05, (t0 - time.monotonic_ns()) / 1e9))
+        over = self._closed_loop_over = asyncio.get_running_loop().create_future()
+        slots = max(1, concurrency)
 
-        async def slot() -> None:
-            for item in plan:
+        def next_request(_previous: object = None) -> None:
+            nonlocal slots
+            try:
+                item = None if self._stopping.is_set() else next(plan, None)
                 now = time.monotonic_ns()
-                if self._stopping.is_set():
-                    return
-                if item.tracked and duration_ns is not None:
+                if item is not None and item.tracked and duration_ns is not None:
                     if not deadline:
                         deadline.append(now + duration_ns)
                     elif now >= deadline[0]:
                         self.stop_reason = self.stop_reason or "duration"
-                        return
+                        item = None
+                if item is None:  # this slot is done
+                    slots -= 1
+                    if not slots:
+                        self._end_closed_loop()
+                    return
                 task = self._launch(http, item, workload.sample(item.sample_index), now)
-                # shielded: stop() cancels the slots, and the drain takes over their requests
-                await asyncio.shield(task)
+                task.add_done_callback(next_request)  # after _finished: the record is in first
+            except Exception as exc:  # a workload that fails to build a sample, say
+                self._end_closed_loop(exc)
 
-        self._slots = [asyncio.ensure_future(slot()) for _ in range(max(1, concurrency))]
-        if self._stopping.is_set():
-            self._cancel_slots()
-        await asyncio.gather(*self._slots, return_exceptions=True)
+        for _ in range(slots):
+            if over.done():
+                break
+            next_request()
+        await over
 
     async def _drain(self) -> None:
         """Wait for tracked requests in flight; past the hard cap, record them as incomplete."""
