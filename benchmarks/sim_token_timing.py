@@ -79,7 +79,9 @@ def _client(
 async def run(
     profile: str, streams: int, seconds: float, max_tokens: int, overrides: dict, rate: float = 0.0
 ) -> dict:
-    async with SimServer(profile, record_emit_lag=True, timing="block", **overrides) as sim:
+    async with SimServer(
+        profile, record_emit_lag=True, timing="block", quiet_gc=True, **overrides
+    ) as sim:
         ctx = mp.get_context("spawn")
         q: mp.Queue = ctx.Queue()
         proc = ctx.Process(target=_client, args=(sim.url, streams, seconds, max_tokens, rate, q))

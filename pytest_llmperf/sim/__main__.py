@@ -104,6 +104,7 @@ async def _serve(args: argparse.Namespace, overrides: dict[str, str]) -> None:
         seed=args.seed,
         speedup=args.speedup,
         timing="block",  # the loop serves nobody else in this process
+        quiet_gc=True,  # nor does anything else need the garbage collector's timing
         **overrides,
     )
     try:

@@ -64,6 +64,9 @@ class FixedBackend:
     async def stop(self) -> None:
         return None
 
+    def poll(self) -> None:
+        """Nothing to do: each stream waits for its own tokens."""
+
     def submit(self, sub: Submission) -> FixedStream:
         p = self.profile
         load = self.active

@@ -1,30 +1,59 @@
 """Real time: the engine behind the HTTP server, one step per planned interval.
 
-A single task runs the engine: it forms and prices a step at simulated time
-``t``, sleeps until the step's planned end (wall time = start + t / speedup),
-then hands each emitted token to its request's stream. The next step starts
-at the previous planned end, not at "now", so scheduling jitter never
-accumulates into drift. When the engine has no work the task waits for an
+The engine forms and prices a step at simulated time ``t`` and the step's
+tokens are due at its planned end (wall time = start + t / speedup). The next
+step starts at the previous planned end, not at "now", so scheduling jitter
+never accumulates into drift. When the engine has no work it waits for an
 arrival and restarts the clock there (work-conserving, never idle while work
 waits).
+
+Everything that is due is done by one synchronous method, :meth:`EngineBackend.
+_advance`: write each of the step's tokens (a stream with a writer attached
+has its chunk ready-made and the fan-out writes it to the socket right there,
+see server.py: one callback fans the whole step out, no coroutine resumed per
+token), then plan
+the next step. A timer task calls it at each planned instant (sleeping
+precisely, see clock.py), and the HTTP handlers call :meth:`EngineBackend.poll`
+between their pieces of work, so a burst of arriving requests that holds the
+event loop for milliseconds does not hold back tokens that fall due meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import sys
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
-from .clock import sleep_until
-from .engine import Engine
+from .clock import ENGINE_COARSE_S, ENGINE_SPIN_S, sleep_until
+from .engine import Engine, StepResult
+from .gc_control import GcControl
 from .profiles import Profile
 from .request import Request
 from .streams import BackendStats, Submission
 
 __all__ = ["EngineBackend", "EngineStream"]
+
+_INF = math.inf
+
+
+class TokenWriter(Protocol):
+    """Writes one response's token chunks; the server provides it (server.py).
+
+    ``frame`` is the next token's chunk, ready-made (None once the stream is done or
+    gone), so that at the planned instant the fan-out only calls ``tr.write(frame)``;
+    ``wrote(planned, now)`` then does the bookkeeping and prepares the next frame,
+    after the whole step has been written."""
+
+    tr: asyncio.WriteTransport
+    frame: bytes | None
+
+    def wrote(self, planned: float, now: float) -> None: ...
 
 
 class EngineStream:
@@ -37,7 +66,7 @@ class EngineStream:
         self._waiter: asyncio.Future[None] | None = None
         self._remaining = req.max_tokens
         self._closed = False
-        self._sink: Callable[[float], None] | None = None
+        self.writer: TokenWriter | None = None
         self._on_fail: Callable[[BaseException], None] | None = None
         self._failed: BaseException | None = None
 
@@ -45,19 +74,21 @@ class EngineStream:
     def cached_tokens(self) -> int:
         return max(0, self.req.cached_tokens)
 
-    def attach_sink(
-        self, sink: Callable[[float], None], fail: Callable[[BaseException], None]
-    ) -> None:
-        """From now on hand each token to ``sink`` synchronously (tokens already
-        delivered are passed on at once); ``next_token`` is no longer used.
-        ``fail`` is called instead if the engine dies."""
+    def attach_writer(self, writer: TokenWriter, fail: Callable[[BaseException], None]) -> None:
+        """From now on the engine's fan-out writes each token's chunk itself, through
+        ``writer`` (tokens already delivered are written at once); ``next_token`` is no
+        longer used. ``fail`` is called instead if the engine dies."""
         if self._failed is not None:
             fail(self._failed)
             return
-        while self._times:
+        clock = time.monotonic
+        while self._times and writer.frame is not None:
             self._remaining -= 1
-            sink(self._times.popleft())
-        self._sink = sink
+            planned = self._times.popleft()
+            now = clock()
+            writer.tr.write(writer.frame)
+            writer.wrote(planned, now)
+        self.writer = writer
         self._on_fail = fail
 
     def fail(self, exc: BaseException) -> None:
@@ -70,12 +101,7 @@ class EngineStream:
             self._on_fail(exc)
 
     def deliver(self, when: float) -> None:
-        """Called by the engine loop for each emitted token (loop time)."""
-        sink = self._sink
-        if sink is not None:
-            self._remaining -= 1
-            sink(when)
-            return
+        """Called by the engine's fan-out for each token (loop time), if no writer."""
         self._times.append(when)
         w = self._waiter
         if w is not None and not w.done():
@@ -99,7 +125,7 @@ class EngineStream:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._sink = None
+            self.writer = None
             self._backend.release(self.req)
 
 
@@ -107,21 +133,32 @@ class EngineBackend:
     """Back end for ``kind: engine`` profiles, in real time."""
 
     def __init__(
-        self, profile: Profile, *, seed: int = 0, speedup: float = 1.0, timing: str = "block"
+        self,
+        profile: Profile,
+        *,
+        seed: int = 0,
+        speedup: float = 1.0,
+        timing: str = "block",
+        gc_control: GcControl | None = None,
     ) -> None:
         self.profile = profile
         self.timing = timing
         self.engine = Engine(profile)
         self.speedup = speedup
         self.seed = seed
+        self.gc = gc_control
         self._t0 = 0.0
         self._sim_now = 0.0
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._next_rid = 0
         self.failure: BaseException | None = None
-        self._deliveries: set[asyncio.Task[None]] = set()
         self.step_log: list[tuple[float, float, int]] | None = None  # (start, end, batch)
+        self._out_delay = self.engine.latency.output_delay_s
+        self._step: StepResult | None = None  # the step in flight
+        self._step_wall = _INF  # its planned end, loop time
+        self._outbox: deque[tuple[float, list[Request]]] = deque()  # alpha2 > 0: due later
+        self.due = _INF  # loop time of the next thing due
 
     # -- time mapping ------------------------------------------------------
     def _wall(self, sim_t: float) -> float:
@@ -146,6 +183,7 @@ class EngineBackend:
     def submit(self, sub: Submission) -> EngineStream:
         if self.failure is not None:
             raise RuntimeError(f"simulator engine failed: {self.failure!r}")
+        self.poll()
         loop = asyncio.get_running_loop()
         now_sim = self._sim(loop.time())
         req = Request(
@@ -167,12 +205,16 @@ class EngineBackend:
         return stream
 
     def _enqueue(self, req: Request) -> None:
-        if req.state != "new":  # aborted before it reached the queue
+        if req.state != "new" or self.failure is not None:  # aborted before it reached the queue
             return
-        now_sim = max(self._sim(asyncio.get_running_loop().time()), req.arrival)
+        self.poll()
+        now_sim = max(self._sim(time.monotonic()), req.arrival)
         self.engine.enqueue(req, now_sim)
-        assert self._wake is not None
-        self._wake.set()
+        if self._step is None:  # idle: the clock restarts at this arrival
+            self._sim_now = max(self._sim_now, now_sim)
+            self._guard(self._plan)
+            assert self._wake is not None
+            self._wake.set()
 
     def release(self, req: Request) -> None:
         """The handler is done with ``req``: abort it if it is still in the engine."""
@@ -192,48 +234,114 @@ class EngineBackend:
             prefix_query_tokens=e.kv.query_tokens,
         )
 
-    async def _run(self) -> None:
-        try:
-            await self._loop()
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # a simulator bug: fail loudly, never hang the clients
-            traceback.print_exc(file=sys.stderr)
-            self.failure = exc
-            err = RuntimeError(f"simulator engine failed: {exc!r}")
-            sched = self.engine.scheduler
-            for r in [*sched.running, *sched.waiting]:
-                r.owner.fail(err)
+    # -- stepping ----------------------------------------------------------
+    def poll(self) -> None:
+        """Do whatever is due by now. Cheap when nothing is; safe to call anywhere
+        outside a socket write (the handlers call it between their steps)."""
+        if time.monotonic() >= self.due:
+            self._guard(self._advance)
 
-    async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
+    def _plan(self) -> None:
+        """Form and price the next step (if there is work), starting at ``_sim_now``."""
         engine = self.engine
-        wake = self._wake
-        assert wake is not None
-        out_delay = engine.latency.output_delay_s
-        while True:
-            if not engine.has_work:
-                wake.clear()
-                await wake.wait()
-                self._sim_now = max(self._sim_now, self._sim(loop.time()))
-                continue
+        if not engine.has_work:
+            self._step = None
+            self._step_wall = _INF
+        else:
             res = engine.step(self._sim_now)
             if self.step_log is not None:
                 self.step_log.append((res.start, res.end, res.batch_size))
-            await sleep_until(self._wall(res.end), self.timing)
-            self._sim_now = res.end
-            if out_delay > 0:  # output processing (alpha2) runs beside the next step
-                task = loop.create_task(self._deliver(self._wall(res.end + out_delay), res.emitted))
-                self._deliveries.add(task)
-                task.add_done_callback(self._deliveries.discard)
-            else:
-                when = self._wall(res.end)
-                for r in res.emitted:
-                    if r.state != "aborted":
-                        r.owner.deliver(when)
+            self._step = res
+            self._step_wall = self._wall(res.end)
+        box = self._outbox
+        self.due = min(self._step_wall, box[0][0]) if box else self._step_wall
 
-    async def _deliver(self, when: float, emitted: list[Request]) -> None:
-        await sleep_until(when, self.timing)
-        for r in emitted:
-            if r.state != "aborted":
-                r.owner.deliver(when)
+    def _advance(self) -> None:
+        """Emit every step (and alpha2 delivery) due by now, planning the next steps.
+
+        If the process has fallen behind, steps run back to back until caught up."""
+        clock = time.monotonic
+        box = self._outbox
+        emitted_any = False
+        while True:
+            now = clock()
+            res = self._step
+            when = self._step_wall
+            if res is not None and when <= now and (not box or when <= box[0][0]):
+                self._sim_now = res.end
+                if self._out_delay > 0:  # output processing (alpha2) runs beside the next step
+                    box.append((self._wall(res.end + self._out_delay), res.emitted))
+                else:
+                    _fan_out(when, res.emitted)
+                    emitted_any = True
+                self._plan()
+            elif box and box[0][0] <= now:
+                when, emitted = box.popleft()
+                _fan_out(when, emitted)
+                emitted_any = True
+                self.due = min(self._step_wall, box[0][0]) if box else self._step_wall
+            else:
+                break
+        if emitted_any and self.gc is not None:
+            if self.due == _INF:
+                self.gc.idle()
+            else:
+                self.gc.after_emit(self.due - clock())
+
+    def _guard(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except BaseException as exc:  # a simulator bug: fail loudly, never hang the clients
+            self._die(exc)
+
+    def _die(self, exc: BaseException) -> None:
+        if self.failure is not None:
+            return
+        traceback.print_exc(file=sys.stderr)
+        self.failure = exc
+        self._step = None
+        self._outbox.clear()
+        self.due = _INF
+        err = RuntimeError(f"simulator engine failed: {exc!r}")
+        sched = self.engine.scheduler
+        for r in [*sched.running, *sched.waiting]:
+            r.owner.fail(err)
+
+    async def _run(self) -> None:
+        wake = self._wake
+        assert wake is not None
+        timing = self.timing
+        while self.failure is None:
+            due = self.due
+            if due == _INF:
+                wake.clear()
+                await wake.wait()
+                continue
+            # Block (no I/O served) for the last ENGINE_COARSE_S: the handlers poll,
+            # but code outside them (aiohttp's) could otherwise hold the step back.
+            await sleep_until(due, timing, ENGINE_COARSE_S, ENGINE_SPIN_S, serve_io=False)
+            self._guard(self._advance)
+
+
+def _fan_out(when: float, emitted: list[Request]) -> None:
+    """Emit one step's tokens, planned at loop time ``when``.
+
+    Streams with a writer get their ready-made chunk written first, back to back,
+    each timestamped at its write; the bookkeeping (metrics, next frame, waking a
+    finished handler) follows once the whole step is out. Other streams get the
+    time handed over (their handler awaits it)."""
+    clock = time.monotonic
+    written: list[tuple[TokenWriter, float]] = []
+    for r in emitted:
+        if r.state == "aborted":
+            continue
+        stream = r.owner
+        w = stream.writer
+        if w is None:
+            stream.deliver(when)
+        elif w.frame is not None:
+            now = clock()
+            w.tr.write(w.frame)
+            written.append((w, now))
+    for w, now in written:
+        w.wrote(when, now)

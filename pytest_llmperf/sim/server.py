@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import time
 from typing import Any
 
 from aiohttp import web
@@ -20,11 +21,12 @@ from aiohttp import web
 from .clock import TIMING_MODES, sleep_until
 from .faults import FaultPlan, plan_faults
 from .fixed import FixedBackend
+from .gc_control import GcControl
 from .kv_cache import prompt_block_hashes
 from .profiles import Profile, load_profile
 from .prometheus import ServerCounters, render_metrics
 from .streams import Backend, Submission, TokenStream
-from .text import token_text
+from .text import WORDS_JSON, token_text
 from .wire import (
     DONE,
     ChunkWriter,
@@ -42,13 +44,19 @@ MALFORMED_FRAME = b'data: {"id": "malformed", "choices": [{"index": 0, "delta": 
 KEEPALIVE_FRAME = b": keep-alive\n\n"
 
 
-def make_backend(profile: Profile, seed: int, speedup: float, timing: str = "block") -> Backend:
+def make_backend(
+    profile: Profile,
+    seed: int,
+    speedup: float,
+    timing: str = "block",
+    gc_control: GcControl | None = None,
+) -> Backend:
     """The back end a profile asks for."""
     if profile.kind == "fixed":
         return FixedBackend(profile, speedup, timing)
     from .realtime import EngineBackend
 
-    return EngineBackend(profile, seed=seed, speedup=speedup, timing=timing)
+    return EngineBackend(profile, seed=seed, speedup=speedup, timing=timing, gc_control=gc_control)
 
 
 class SimApp:
@@ -62,6 +70,7 @@ class SimApp:
         speedup: float = 1.0,
         record_emit_lag: bool = False,
         timing: str = "block",
+        quiet_gc: bool = False,
     ) -> None:
         if speedup <= 0:
             raise ValueError(f"speedup must be positive, got {speedup!r}")
@@ -71,12 +80,15 @@ class SimApp:
         self.seed = seed
         self.speedup = speedup
         self.timing = timing
-        self.backend = make_backend(profile, seed, speedup, timing)
+        # quiet_gc: this process is the simulator's own; see gc_control.py
+        self.gc = GcControl(managed=profile.kind == "engine") if quiet_gc else None
+        self.backend = make_backend(profile, seed, speedup, timing, self.gc)
+        self.poll = self.backend.poll
         self.counters = ServerCounters()
         self.next_index = 0
         self.emit_lags: list[float] | None = [] if record_emit_lag else None
         self.emit_planned: list[float] = []  # planned loop time of each lag sample
-        self.app = web.Application()
+        self.app = web.Application(middlewares=[self._poll_around])
         self.app.add_routes(
             [
                 web.get("/v1/models", self.models),
@@ -90,10 +102,23 @@ class SimApp:
         self.app.on_startup.append(self._on_startup)
         self.app.on_cleanup.append(self._on_cleanup)
 
+    @web.middleware
+    async def _poll_around(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Let the engine emit what fell due before and after each request's handling."""
+        self.poll()
+        try:
+            return await handler(request)
+        finally:
+            self.poll()
+
     async def _on_startup(self, _app: web.Application) -> None:
         await self.backend.start()
+        if self.gc is not None:
+            self.gc.start()
 
     async def _on_cleanup(self, _app: web.Application) -> None:
+        if self.gc is not None:
+            self.gc.stop()
         await self.backend.stop()
 
     # -- simple endpoints -------------------------------------------------
@@ -161,13 +186,20 @@ class SimApp:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             return self._error(400, "request body is not valid JSON")
+        # Between its pieces of work a handler lets the engine emit whatever fell due:
+        # a burst of arrivals must not hold back the tokens of running requests.
+        poll = self.poll
+        poll()
         index = self.next_index
         self.next_index += 1
+        if self.gc is not None:
+            self.gc.request_served(index)
         try:
             parsed = parse_request(api, body, self.profile.model)
             n_out, finish = self._admit(parsed, index)
         except WireError as exc:
             return self._error(exc.status, exc.message, exc.param)
+        poll()
         faults = plan_faults(self.profile, self.seed, index, n_out, self.speedup)
         if faults.error_status is not None:
             status = faults.error_status
@@ -188,6 +220,7 @@ class SimApp:
             salt = index * 13
             output = [token_text(j, salt)[1:] for j in range(n_out)]
             hashes = prompt_block_hashes(parsed.prompt_tokens + output, self.profile.block_size)
+            poll()
         try:
             stream = self.backend.submit(
                 Submission(
@@ -242,23 +275,59 @@ class SimApp:
         resp = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
-        await resp.prepare(request)
+        writer = await resp.prepare(request)
+        self.poll()
         w = ChunkWriter(parsed.api, self.profile.model)
         if parsed.api == "chat":
             await resp.write(w.role_chunk())
         lags = self.emit_lags if not faults.delays_tokens else None
         counters = self.counters
         salt = index * 13
-        # After the first token (which flushes the headers through aiohttp), a back end that
-        # can push tokens synchronously gets a sink that writes each chunk straight to the
-        # socket: no task switch per token, which matters when a step emits 64 at once.
-        fast = (
-            hasattr(stream, "attach_sink")
+        # A back end that writes tokens itself (the engine) gets a writer with each chunk
+        # ready-made, and writes it straight to the socket from its fan-out: no coroutine
+        # resumed per token, which matters when a step emits 64 at once. Faults that
+        # shape the stream take the general path.
+        if (
+            hasattr(stream, "attach_writer")
             and not faults.per_chunk
-            and faults.stall_mid_at is None
+            and not faults.delays_tokens
             and faults.cut_at is None
             and resp.headers.get("Transfer-Encoding") == "chunked"
-        )
+            and request.transport is not None
+        ):
+            send_headers = getattr(writer, "send_headers", None)
+            if send_headers is not None:  # aiohttp >= 3.10 may hold them for the first write
+                send_headers()
+            await self._write_directly(request, w, stream, n_out, finish, salt, arrival, lags)
+        elif not await self._write_tokens(
+            request, resp, w, stream, n_out, finish, faults, salt, arrival, lags
+        ):
+            return resp  # cut mid-stream: no [DONE], no chunked terminator
+        counters.generation_tokens += n_out
+        counters.success[finish] = counters.success.get(finish, 0) + 1
+        if parsed.include_usage:
+            await resp.write(w.usage_chunk(parsed.num_prompt_tokens, n_out, stream.cached_tokens))
+        await resp.write(DONE)
+        await resp.write_eof()
+        return resp
+
+    async def _write_tokens(
+        self,
+        request: web.Request,
+        resp: web.StreamResponse,
+        w: ChunkWriter,
+        stream: TokenStream,
+        n_out: int,
+        finish: str,
+        faults: FaultPlan,
+        salt: int,
+        arrival: float,
+        lags: list[float] | None,
+    ) -> bool:
+        """The general path: await each token, apply the faults, write through aiohttp.
+        False if the stream was cut (nothing more may be written)."""
+        loop = asyncio.get_running_loop()
+        counters = self.counters
         last = 0.0
         i = 0
         while i < n_out:
@@ -275,7 +344,7 @@ class SimApp:
                 await self._stall(resp, faults.stall_mid_s, faults)
             if faults.cut_at is not None and i <= faults.cut_at < i + size:
                 self._cut(request)
-                return resp
+                return False
             if faults.per_chunk:
                 if faults.keepalive():
                     await resp.write(KEEPALIVE_FRAME)
@@ -296,63 +365,39 @@ class SimApp:
             else:
                 counters.ttft.observe(now - arrival)
             last = now
-            if fast and i < n_out:
-                await self._write_rest_directly(
-                    request, w, stream, i, n_out, finish, salt, last, lags
-                )
-                break
-        counters.generation_tokens += n_out
-        counters.success[finish] = counters.success.get(finish, 0) + 1
-        if parsed.include_usage:
-            await resp.write(w.usage_chunk(parsed.num_prompt_tokens, n_out, stream.cached_tokens))
-        await resp.write(DONE)
-        await resp.write_eof()
-        return resp
+        return True
 
-    async def _write_rest_directly(
+    async def _write_directly(
         self,
         request: web.Request,
         w: ChunkWriter,
         stream: TokenStream,
-        i: int,
         n_out: int,
         finish: str,
         salt: int,
-        last: float,
+        arrival: float,
         lags: list[float] | None,
     ) -> None:
-        """Write tokens ``i..n_out-1`` from the back end's delivery callback."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        itl = self.counters.itl
-        planned_log = self.emit_planned
-        state = [i, last]
-
-        def sink(planned: float) -> None:
-            if done.done():
-                return
-            tr = request.transport
-            if tr is None or tr.is_closing():
-                done.set_exception(ConnectionResetError("client went away"))
-                return
-            k = state[0]
-            data = w.token_chunk(token_text(k, salt), finish if k + 1 == n_out else None)
-            now = loop.time()
-            if lags is not None:
-                lags.append(now - planned)
-                planned_log.append(planned)
-            tr.write(b"%x\r\n%b\r\n" % (len(data), data))
-            itl.observe(now - state[1])
-            state[1] = now
-            state[0] = k + 1
-            if k + 1 == n_out:
-                done.set_result(None)
-
-        def fail(exc: BaseException) -> None:
-            if not done.done():
-                done.set_exception(exc)
-
-        stream.attach_sink(sink, fail)  # type: ignore[attr-defined]
+        """Let the back end's fan-out write every token (see _SocketSink)."""
+        assert request.transport is not None
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        head, tail, last_tail = w.token_template(finish)
+        sink = _SocketSink(
+            request.transport,  # type: ignore[arg-type]
+            head,
+            tail,
+            last_tail,
+            n_out,
+            salt,
+            arrival,
+            self.counters,
+            lags,
+            self.emit_planned,
+            done,
+        )
+        if request.transport.is_closing():
+            raise ConnectionResetError("client went away")
+        stream.attach_writer(sink, sink.fail)  # type: ignore[attr-defined]
         await done
 
     async def _full(
@@ -397,6 +442,100 @@ class SimApp:
         return web.json_response(body)
 
 
+class _SocketSink:
+    """Writes one response's token chunks straight to its connection (a TokenWriter).
+
+    The engine's fan-out writes ``frame`` — the next chunk, framed for chunked
+    transfer encoding in advance from ready-made bytes (``ChunkWriter.token_template``)
+    — at the step's planned instant with one ``transport.write`` (one ``send``; the
+    transport buffers only if the socket is full, and aiohttp drains before
+    ``[DONE]``), then calls :meth:`wrote` once the whole step is out.
+    """
+
+    __slots__ = (
+        "counters",
+        "done",
+        "frame",
+        "head",
+        "k",
+        "lags",
+        "last",
+        "last_tail",
+        "n",
+        "planned_log",
+        "salt",
+        "tail",
+        "tr",
+    )
+
+    def __init__(
+        self,
+        tr: asyncio.WriteTransport,
+        head: bytes,
+        tail: bytes,
+        last_tail: bytes,
+        n: int,
+        salt: int,
+        arrival: float,
+        counters: ServerCounters,
+        lags: list[float] | None,
+        planned_log: list[float],
+        done: asyncio.Future[None],
+    ) -> None:
+        self.tr = tr
+        self.head = head
+        self.tail = tail
+        self.last_tail = last_tail
+        self.n = n
+        self.salt = salt
+        self.k = 0
+        self.last = arrival
+        self.counters = counters
+        self.lags = lags
+        self.planned_log = planned_log
+        self.done = done
+        self.frame: bytes | None = self._frame(0)
+
+    def _frame(self, k: int) -> bytes:
+        data = (
+            self.head
+            + _WORDS_JSON[(self.salt + k * 7) % _NWORDS]  # text.token_index, inlined
+            + (self.tail if k + 1 < self.n else self.last_tail)
+        )
+        return b"%x\r\n%b\r\n" % (len(data), data)
+
+    def wrote(self, planned: float, now: float) -> None:
+        """Token ``k`` (planned at ``planned``) was written at ``now``."""
+        k = self.k
+        self.k = k + 1
+        lags = self.lags
+        if lags is not None:
+            lags.append(now - planned)
+            self.planned_log.append(planned)
+        if k:
+            self.counters.itl.observe(now - self.last)
+        else:
+            self.counters.ttft.observe(now - self.last)
+        self.last = now
+        if k + 1 == self.n:
+            self.frame = None
+            self.done.set_result(None)
+        elif self.tr.is_closing():
+            self.fail(ConnectionResetError("client went away"))
+        else:
+            self.frame = self._frame(k + 1)
+
+    def fail(self, exc: BaseException) -> None:
+        self.frame = None
+        if not self.done.done():
+            self.done.set_exception(exc)
+
+
+_WORDS_JSON = WORDS_JSON
+_NWORDS = len(WORDS_JSON)
+_clock = time.monotonic  # the event loop's clock
+
+
 class SimServer:
     """The simulator serving HTTP in the current event loop.
 
@@ -405,6 +544,9 @@ class SimServer:
     last fraction of a millisecond before each planned token is waited for (see
     clock.py): ``spin`` (default here) keeps the loop serving a client that shares
     it; ``block`` (what the command line uses) burns no CPU but holds the loop.
+    ``quiet_gc=True`` (what the command line uses) schedules the garbage collector
+    away from planned token times while serving (gc_control.py); it changes
+    process-wide settings, so leave it off in a process that does other work.
     """
 
     def __init__(
@@ -417,6 +559,7 @@ class SimServer:
         speedup: float = 1.0,
         record_emit_lag: bool = False,
         timing: str = "spin",
+        quiet_gc: bool = False,
         **overrides: Any,
     ) -> None:
         self.profile = load_profile(profile, **overrides)
@@ -426,6 +569,7 @@ class SimServer:
         self.seed = seed
         self.speedup = speedup
         self.record_emit_lag = record_emit_lag
+        self.quiet_gc = quiet_gc
         self.sim: SimApp | None = None
         self._runner: web.AppRunner | None = None
 
@@ -450,6 +594,7 @@ class SimServer:
             speedup=self.speedup,
             record_emit_lag=self.record_emit_lag,
             timing=self.timing,
+            quiet_gc=self.quiet_gc,
         )
         # A simulator being stopped drops its open streams at once instead of waiting up to a
         # minute for them (aiohttp's default graceful shutdown).

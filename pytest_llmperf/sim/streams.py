@@ -28,9 +28,10 @@ class Submission:
 class TokenStream(Protocol):
     """Planned emission times of one request's output tokens.
 
-    A back end may also offer ``attach_sink(sink, fail)``: from then on it calls
-    ``sink(planned_time)`` synchronously as each token is due, so the server can write
-    the chunk without a task switch (the engine back end does; see server.py).
+    A back end may also offer ``attach_writer(writer, fail)``: from then on it writes
+    each token's ready-made chunk to the socket itself at the planned instant, with no
+    task switch (the engine back end does, one callback per step for the whole batch;
+    see realtime.py and server.py).
     """
 
     cached_tokens: int
@@ -62,5 +63,8 @@ class Backend(Protocol):
     async def stop(self) -> None: ...
 
     def submit(self, sub: Submission) -> TokenStream: ...
+
+    def poll(self) -> None:
+        """Do now whatever fell due (called by the handlers between pieces of work)."""
 
     def stats(self) -> BackendStats: ...

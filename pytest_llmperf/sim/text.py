@@ -8,7 +8,9 @@ deterministic, and readable in a captured stream.
 
 from __future__ import annotations
 
-__all__ = ["WORDS", "token_text"]
+import json
+
+__all__ = ["WORDS", "WORDS_JSON", "token_index", "token_text"]
 
 _TEXT = (
     "the of and to in is that for it as was with be by on not he this are or his from at which "
@@ -17,8 +19,14 @@ _TEXT = (
     "stream latency"
 )
 WORDS = tuple(" " + w for w in _TEXT.split())
+WORDS_JSON = tuple(json.dumps(w).encode() for w in WORDS)  # as a chunk carries them
 
 
 def token_text(index: int, salt: int) -> str:
     """Text of output token ``index`` of a request whose offset is ``salt``."""
     return WORDS[(salt + index * 7) % len(WORDS)]
+
+
+def token_index(index: int, salt: int) -> int:
+    """Index in ``WORDS`` (and ``WORDS_JSON``) of ``token_text(index, salt)``."""
+    return (salt + index * 7) % len(WORDS)

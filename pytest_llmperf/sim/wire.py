@@ -251,6 +251,15 @@ class ChunkWriter:
         fr = "null" if finish_reason is None else f'"{finish_reason}"'
         return ("data: " + self._prefix + json.dumps(text) + self._mid + fr + self._suffix).encode()
 
+    def token_template(self, finish_reason: str) -> tuple[bytes, bytes, bytes]:
+        """``(head, tail, last_tail)``: ``head + json(text) + tail`` is ``token_chunk(text)``
+        as bytes, and with ``last_tail`` it is ``token_chunk(text, finish_reason)``.
+        Lets a writer build each chunk with one concatenation of ready-made bytes."""
+        head = ("data: " + self._prefix).encode()
+        tail = (self._mid + "null" + self._suffix).encode()
+        last_tail = (self._mid + f'"{finish_reason}"' + self._suffix).encode()
+        return head, tail, last_tail
+
     def usage_chunk(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> bytes:
         """Final chunk with ``choices: []`` and the usage (include_usage)."""
         body = dict(self._head)

@@ -49,3 +49,18 @@ def test_token_id_prompt_and_multiple_prompts() -> None:
         assert exc.status == 400 and exc.param == "prompt"
     else:
         raise AssertionError("two prompts in one request must be rejected")
+
+
+def test_token_template_builds_the_same_bytes_as_token_chunk() -> None:
+    # the engine's fan-out writes chunks built from the template; they must be vLLM's
+    from pytest_llmperf.sim.text import WORDS, WORDS_JSON, token_index, token_text
+
+    for api in ("chat", "completions"):
+        w = ChunkWriter(api, MODEL)
+        for fr in ("length", "stop"):
+            head, tail, last_tail = w.token_template(fr)
+            for salt, k in ((0, 0), (13, 5), (26 * 7, 127)):
+                i = token_index(k, salt)
+                assert WORDS[i] == token_text(k, salt)
+                assert head + WORDS_JSON[i] + tail == w.token_chunk(WORDS[i])
+                assert head + WORDS_JSON[i] + last_tail == w.token_chunk(WORDS[i], fr)
