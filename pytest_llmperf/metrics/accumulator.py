@@ -116,9 +116,7 @@ class MetricsAccumulator:
             h["tpot"].record_ns(tpot)
             h["tpot_token_weighted"].record_ns(tpot, n_out - 1)
             values["tpot"] = tpot
-        itl = h["itl"]
-        for gap in record.gaps_ns:
-            itl.record_ns(gap)
+        h["itl"].record_many_ns(record.gaps_ns)
         if all(values.get(k, 0) <= limit for k, limit in self.request_limits_ns.items()):
             self.good += 1
         if self.window_start_ns is not None:

@@ -43,11 +43,22 @@ def _stat_key(p: float) -> str:
 class LatencyHistogram:
     """An HDR histogram of durations recorded in nanoseconds, reported in milliseconds."""
 
-    __slots__ = ("_hdr", "_pending", "count", "max_ns", "min_ns", "sum_ns")
+    __slots__ = (
+        "_hdr",
+        "_pending",
+        "_pending_weighted",
+        "_pending_weights",
+        "count",
+        "max_ns",
+        "min_ns",
+        "sum_ns",
+    )
 
     def __init__(self) -> None:
         self._hdr = HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
         self._pending = array("q")
+        self._pending_weighted = array("q")  # values recorded with a count > 1 ...
+        self._pending_weights = array("q")  # ... and those counts
         self.count = 0
         self.sum_ns = 0
         self.min_ns = 0
@@ -63,7 +74,10 @@ class LatencyHistogram:
             if len(self._pending) >= _FLUSH_AT:
                 self._flush()
         else:
-            self._hdr.record_value(min(HIGHEST_US, (value_ns + 500) // 1000), count)
+            self._pending_weighted.append(value_ns)
+            self._pending_weights.append(count)
+            if len(self._pending_weighted) >= _FLUSH_AT:
+                self._flush()
         if self.count == 0 or value_ns < self.min_ns:
             self.min_ns = value_ns
         if value_ns > self.max_ns:
@@ -71,13 +85,40 @@ class LatencyHistogram:
         self.count += count
         self.sum_ns += value_ns * count
 
+    def record_many_ns(self, values_ns: list[int]) -> None:
+        """Record each of ``values_ns`` once (a request's token gaps: one call, not one each)."""
+        if not values_ns:
+            return
+        low = min(values_ns)
+        if low < 0:
+            values_ns = [max(0, v) for v in values_ns]
+            low = 0
+        high = max(values_ns)
+        self._pending.extend(values_ns)
+        if len(self._pending) >= _FLUSH_AT:
+            self._flush()
+        if self.count == 0 or low < self.min_ns:
+            self.min_ns = low
+        if high > self.max_ns:
+            self.max_ns = high
+        self.count += len(values_ns)
+        self.sum_ns += sum(values_ns)
+
     def _flush(self) -> None:
         """Add the buffered values to the HDR buckets, exactly as record_value would."""
-        if not self._pending:
-            return
+        if self._pending:
+            values, self._pending = self._pending, array("q")
+            self._add_to_buckets(np.frombuffer(values, dtype=np.int64), None)
+        if self._pending_weighted:
+            values, self._pending_weighted = self._pending_weighted, array("q")
+            weights, self._pending_weights = self._pending_weights, array("q")
+            self._add_to_buckets(
+                np.frombuffer(values, dtype=np.int64), np.frombuffer(weights, dtype=np.int64)
+            )
+
+    def _add_to_buckets(self, values_ns: np.ndarray, weights: np.ndarray | None) -> None:
         hdr = self._hdr
-        us = np.minimum(HIGHEST_US, (np.frombuffer(self._pending, dtype=np.int64) + 500) // 1000)
-        self._pending = array("q")
+        us = np.minimum(HIGHEST_US, (values_ns + 500) // 1000)
         # HDR's index: bucket from the bit length of (value | sub_bucket_mask), then sub-bucket.
         # Values stay below 2**53, so frexp's exponent is the exact bit length.
         bits = np.frexp((us | hdr.sub_bucket_mask).astype(np.float64))[1].astype(np.int64)
@@ -86,8 +127,14 @@ class LatencyHistogram:
         index = ((bucket + 1) << hdr.sub_bucket_half_count_magnitude) + sub
         index -= hdr.sub_bucket_half_count
         counts = np.ctypeslib.as_array(hdr.counts)[: hdr.counts_len]
-        counts += np.bincount(index, minlength=hdr.counts_len).astype(counts.dtype)
-        hdr.total_count += len(us)
+        if weights is None:
+            added = np.bincount(index, minlength=hdr.counts_len)
+            hdr.total_count += len(us)
+        else:  # integer sums: float64 bincount weights would round past 2**53
+            added = np.zeros(hdr.counts_len, dtype=np.int64)
+            np.add.at(added, index, weights)
+            hdr.total_count += int(weights.sum())
+        counts += added.astype(counts.dtype)
         hdr.min_value = min(hdr.min_value, int(us.min()))
         hdr.max_value = max(hdr.max_value, int(us.max()))
 

@@ -55,3 +55,27 @@ def test_readers_see_values_still_in_the_buffer() -> None:
     assert hist.count == 6
     assert hist.p(90) == pytest.approx(100.0, rel=5e-4)
     assert hist.cdf_points()[-1][1] == 1.0
+
+
+def test_weighted_and_bulk_recording_equal_one_by_one() -> None:
+    """``record_ns(v, count)`` and ``record_many_ns`` land in the buckets as single records do."""
+    rng = random.Random(11)
+    weighted = [
+        (int(rng.expovariate(1 / 10 ** rng.randint(3, 10))), rng.randint(1, 400))
+        for _ in range(5_000)
+    ]
+    bulk = [[int(rng.expovariate(1e-7)) for _ in range(rng.randint(0, 40))] for _ in range(300)]
+    bulk.append([-3, 0, 12_000])  # a negative gap clamps to 0
+    hist = LatencyHistogram()
+    for value, count in weighted:
+        hist.record_ns(value, count)
+    for gaps in bulk:
+        hist.record_many_ns(gaps)
+    flat = [v for v, c in weighted for _ in range(c)] + [max(0, v) for g in bulk for v in g]
+    ref = reference(flat)
+    hist.to_state()  # flushes the buffers
+    assert (counts(hist._hdr) == counts(ref)).all()
+    assert hist.count == hist._hdr.total_count == ref.total_count == len(flat)
+    assert hist.sum_ns == sum(flat)
+    assert hist.min_ns == min(flat)
+    assert hist.max_ns == max(flat)
