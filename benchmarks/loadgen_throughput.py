@@ -168,6 +168,12 @@ def main() -> None:
         + f"  (workers={args.workers})"
     )
     print(f"  ratio ours/bare: {best_mine / best_bare:.2f}  (target >= 0.90)")
+    per_round = sorted(m / b for m, b in zip(mine, bare, strict=True))
+    print(
+        "  per-round ratios (each round runs the clients back to back): "
+        + " ".join(f"{r:.2f}" for r in per_round)
+        + f"; median {per_round[len(per_round) // 2]:.2f}"
+    )
     print(f"  last run self-check: cpu share {check.get('client_cpu_share')}")
 
 
