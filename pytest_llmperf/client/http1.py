@@ -194,22 +194,23 @@ class Http1Connection(asyncio.Protocol):
             head = bytes(buf[:end]).decode("latin-1")
             del buf[: end + 4]
             try:
-                status, headers = _parse_head(head)
+                http10, status, headers = _parse_head(head)
             except ValueError as exc:
                 self._fail(ErrorKind.PROTOCOL, f"malformed response head: {exc}", now)
                 return
             if 100 <= status < 200:
                 continue  # an interim response (100 Continue, 103 Early Hints)
-            self._start_body(status, headers, now)
+            self._start_body(status, headers, now, http10)
         if self._sink is not None and buf:
             rest = bytes(buf)
             buf.clear()
             self._read_body(rest, now)
 
-    def _start_body(self, status: int, headers: dict[str, str], now: int) -> None:
+    def _start_body(self, status: int, headers: dict[str, str], now: int, http10: bool) -> None:
         self._in_head = False
         connection = headers.get("connection", "").lower()
-        self._keep_alive = "close" not in connection
+        # HTTP/1.1 keeps the connection unless told otherwise; HTTP/1.0 only when told to.
+        self._keep_alive = "keep-alive" in connection if http10 else "close" not in connection
         encoding = headers.get("transfer-encoding", "").lower()
         length = headers.get("content-length")
         if status in (204, 304):
@@ -342,8 +343,11 @@ def _chunk_size(line: bytes) -> int | None:
         return None
 
 
-def _parse_head(head: str) -> tuple[int, dict[str, str]]:
-    """Status code and headers (names lower-cased; repeated names joined with commas)."""
+def _parse_head(head: str) -> tuple[bool, int, dict[str, str]]:
+    """Whether it is HTTP/1.0, the status code, and the headers.
+
+    Header names are lower-cased; repeated names are joined with commas.
+    """
     status_line, *lines = head.split("\r\n")
     parts = status_line.split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
@@ -356,4 +360,4 @@ def _parse_head(head: str) -> tuple[int, dict[str, str]]:
         key = name.lower()
         value = value.strip()
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return int(parts[1]), headers
+    return parts[0] == "HTTP/1.0", int(parts[1]), headers

@@ -200,3 +200,22 @@ async def test_requests_beyond_the_pool_wait_for_a_connection() -> None:
     for record in records:
         _assert_measured(record)
     assert server.accepted == 2
+
+
+@pytest.mark.parametrize(("connection", "reused"), [("", False), ("keep-alive", True)])
+async def test_http10_keeps_a_connection_only_when_it_says_so(connection: str, reused: bool):
+    async def http10(req: Request, wire: Wire) -> None:
+        body = b"".join(_events())
+        extra = f"Connection: {connection}\r\n" if connection else ""
+        await wire.raw(
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n%sContent-Length: %d\r\n\r\n%s"
+            % (extra.encode(), len(body), body)
+        )
+        # A 1.0 server that does not promise keep-alive may close at any moment; this one
+        # keeps the socket open, so only the client's reading of the head decides.
+
+    async with OddServer(http10) as server:
+        records = await _send_many(server.url, 3)
+    for record in records:
+        _assert_measured(record)
+    assert server.accepted == (1 if reused else 3)
