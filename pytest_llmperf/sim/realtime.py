@@ -119,7 +119,7 @@ class EngineStream:
             self._waiter = None
         self._remaining -= 1
         when = self._times.popleft()
-        await sleep_until(when, self._backend.timing)  # waits only if alpha2 > 0
+        await sleep_until(when, self._backend.timing)  # handed over when due: no wait
         return when
 
     def close(self) -> None:
