@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -153,3 +154,33 @@ def test_stop_is_prompt_with_a_stream_open() -> None:
     assert time.monotonic() - t0 < 2.0
     assert code == 0  # exited on SIGTERM, not killed
     th.join(10)
+
+
+@pytest.mark.asyncio
+async def test_a_request_arriving_mid_decode_joins_the_running_batch() -> None:
+    """The engine's step clock must leave the loop room to read new requests.
+
+    Regression: with steps shorter than the engine's blocking window (``tiny``:
+    ~2 ms), the step task never yielded, so a second request was read only after
+    the first had finished decoding.
+    """
+    from pytest_llmperf.client import Endpoint, RequestRecord, resolve_model, send_request
+    from pytest_llmperf.client.stream_client import StreamClient
+    from pytest_llmperf.workloads import Sample
+
+    sim = start_sim_process("tiny")
+    try:
+        endpoint = await resolve_model(Endpoint.from_env(sim.url, api_key_env=None))
+        long = Sample(index=0, prompt="a long answer please", input_tokens=4, max_tokens=200)
+        short = Sample(index=1, prompt="a short one", input_tokens=3, max_tokens=4)
+        async with StreamClient(endpoint) as client:
+            first = RequestRecord(0, 0)
+            running = asyncio.ensure_future(send_request(client, endpoint, long, first))
+            while not first.t_first and not running.done():
+                await asyncio.sleep(0.001)  # until the long answer is decoding
+            second = await send_request(client, endpoint, short, RequestRecord(1, 0))
+            await running
+    finally:
+        sim.stop()
+    assert first.ok and second.ok, (first.error_detail, second.error_detail)
+    assert second.t_end < first.t_last  # served beside the long answer, not after it
