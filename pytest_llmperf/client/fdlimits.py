@@ -94,8 +94,9 @@ def connection_budget(cap: int = OPEN_LOOP_MAX_CONNECTIONS) -> int:
     An open-loop load must never wait for a free connection in the client: that
     wait would count against the server's TTFT (latency is measured from the
     planned send time). So its pool is sized by what the OS allows, not by a
-    guess; past that, requests fail with a local-resources error rather than
-    queue silently.
+    guess; past that, a request waits in the client for a free connection, and
+    since open-loop latency counts from the planned send, the wait shows in its
+    ``schedule_lag`` and TTFT (the self-check flags a run where it matters).
     """
     limits = raise_nofile_limit(cap + HEADROOM)
     if limits is None:
