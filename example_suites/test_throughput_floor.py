@@ -5,8 +5,9 @@ import pytest
 
 @pytest.mark.llm_workload("synthetic", input_tokens=256, output_tokens=64, requests=400)
 @pytest.mark.llm_load("max-throughput", concurrency=64)
-@pytest.mark.llm_slo("output_throughput > 1500 tok/s", "request_throughput > 20 req/s",
-                     "error_rate < 1%")
+@pytest.mark.llm_slo(
+    "output_throughput > 1500 tok/s", "request_throughput > 20 req/s", "error_rate < 1%"
+)
 async def test_output_throughput_floor(llm_loadgen):
     await llm_loadgen.run()
 
