@@ -93,6 +93,8 @@ def parse_chunk(data: str) -> ChunkInfo:
     through :func:`decode_json`'s fast path inlined, one ``ChunkInfo`` built
     at the end (measured: 29 -> 20 µs for a 16-token stream's 19 events).
     """
+    if data == "[DONE]":
+        return ChunkInfo(done=True)
     try:
         obj, end = _DECODER.raw_decode(data)
     except ValueError:
