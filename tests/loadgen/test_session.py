@@ -124,3 +124,26 @@ async def test_workload_description_records_the_sample_order(
     result = await LoadRun(fast_sim, spec).execute()
     assert result.workload["sample_order"] == {"mode": "with-replacement", "seed": 0, "pool": 3}
     assert result.to_dict()["stop_reason"] == "completed"
+
+
+async def test_a_workload_that_fails_mid_run_stops_the_closed_loop_and_raises(
+    make_spec: Callable[..., RunSpec], fast_sim: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = make_spec("concurrency", concurrency=4, requests=100)
+    workload_type = type(spec.workload)
+    built = [0]
+    original = workload_type.sample
+
+    def breaks_at_row_30(self: object, index: int) -> object:
+        built[0] += 1
+        if built[0] == 30:
+            raise RuntimeError("dataset row 30 is broken")
+        return original(self, index)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(workload_type, "sample", breaks_at_row_30)
+    run = LoadRun(fast_sim, spec)
+    with pytest.raises(RuntimeError, match="row 30"):
+        await asyncio.wait_for(run.execute(), 10)
+    counts = run.accumulator.counts()
+    assert 20 <= counts["issued"] < 40  # the other slots stopped issuing too
+    assert counts["completed"] == counts["issued"]  # and what was in flight was drained
