@@ -68,6 +68,7 @@ class ChunkInfo:
 
 
 _DECODER = json.JSONDecoder()
+_SCAN = _DECODER.scan_once  # the C scanner; raises StopIteration where raw_decode raises
 
 
 def decode_json(data: str) -> Any:
@@ -96,8 +97,8 @@ def parse_chunk(data: str) -> ChunkInfo:
     if data == "[DONE]":
         return ChunkInfo(done=True)
     try:
-        obj, end = _DECODER.raw_decode(data)
-    except ValueError:
+        obj, end = _SCAN(data, 0)  # raw_decode without its wrapper: once per chunk
+    except StopIteration:
         if data.strip() == "[DONE]":
             return ChunkInfo(done=True)
         obj, end = json.loads(data), len(data)  # leading whitespace; or raises json's error

@@ -24,3 +24,27 @@ def test_close_flushes_an_unterminated_event() -> None:
     parser = SSEParser()
     assert parser.feed(b"data: [DONE]") == []
     assert parser.close() == ["[DONE]"]
+
+
+def test_whole_event_fast_path_agrees_with_the_line_by_line_parse() -> None:
+    """Feeding whole ``data:`` events (the fast path) gives what byte-by-byte feeding gives."""
+    import random
+
+    rng = random.Random(3)
+    pieces = [
+        b"data: {}\n\n",
+        b"data:{}\n\n",
+        b'data: {"a":"\xc3\xa9"}\n\n',
+        b": keep-alive\n\n",
+        b"event: x\ndata: 1\n\n",
+        b"data: a\ndata: b\n\n",
+        b"data: c\r\n\r\n",
+        b"data: [DONE]\n\n",
+        b"\n\n",
+    ]
+    for _ in range(300):
+        stream = b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 8)))
+        whole = SSEParser()
+        expected = SSEParser()
+        by_byte = [e for i in range(len(stream)) for e in expected.feed(stream[i : i + 1])]
+        assert whole.feed(stream) + whole.close() == by_byte + expected.close(), stream
