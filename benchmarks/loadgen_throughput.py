@@ -39,37 +39,13 @@ TOKENS = 16
 MODEL = "bench-model"
 
 
-async def bare_aiohttp(url: str, requests: int) -> float:
-    """The reference: 64 tasks posting and reading each stream to its end; req/s."""
-    body = {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": "hello there"}],
-        "max_tokens": TOKENS,
-        "stream": True,
-    }
-    left = requests
-    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
-    async with aiohttp.ClientSession(connector=connector) as session:
+async def bare_aiohttp(url: str, requests: int, *, by_lines: bool = False) -> float:
+    """The reference: 64 tasks posting and reading each stream to its end; req/s.
 
-        async def worker() -> None:
-            nonlocal left
-            while left > 0:
-                left -= 1
-                async with session.post(url + "/v1/chat/completions", json=body) as resp:
-                    async for _ in resp.content.iter_any():
-                        time.monotonic_ns()
-
-        t0 = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-        return requests / (time.perf_counter() - t0)
-
-
-async def bare_aiohttp_lines(url: str, requests: int) -> float:
-    """Context: the same loop reading the stream line by line, as SSE clients do.
-
-    ``async for line in resp.content`` is how vLLM's ``benchmark_serving`` and
-    most hand-written SSE clients read a stream (issue #3's "about 1,800
-    req/s" bare loop matches this shape); it still decodes no JSON.
+    ``by_lines``: for context, read the stream line by line (``async for line
+    in resp.content``), as vLLM's ``benchmark_serving`` and most hand-written
+    SSE clients do (issue #3's "about 1,800 req/s" bare loop has this shape).
+    Neither variant decodes any JSON.
     """
     body = {
         "model": MODEL,
@@ -86,7 +62,8 @@ async def bare_aiohttp_lines(url: str, requests: int) -> float:
             while left > 0:
                 left -= 1
                 async with session.post(url + "/v1/chat/completions", json=body) as resp:
-                    async for _ in resp.content:
+                    reads = resp.content if by_lines else resp.content.iter_any()
+                    async for _ in reads:
                         time.monotonic_ns()
 
         t0 = time.perf_counter()
@@ -169,7 +146,7 @@ def main() -> None:
         mine: list[float] = []
         for _ in range(args.rounds):
             bare.append(asyncio.run(bare_aiohttp(server.url, args.requests)))
-            lines.append(asyncio.run(bare_aiohttp_lines(server.url, args.requests)))
+            lines.append(asyncio.run(bare_aiohttp(server.url, args.requests, by_lines=True)))
             via_httpx.append(asyncio.run(bare_httpx_aiohttp(server.url, args.requests)))
             rate, check = asyncio.run(ours(server.url, args.requests, args.workers))
             mine.append(rate)
