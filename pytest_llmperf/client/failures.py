@@ -14,7 +14,6 @@ import aiohttp
 import httpx
 
 from pytest_llmperf.client.records import ErrorKind
-from pytest_llmperf.client.sse import OversizedEvent
 
 __all__ = ["classify_transport_error"]
 
@@ -30,7 +29,6 @@ _AIOHTTP_KINDS: tuple[tuple[type[BaseException], str], ...] = (
     (aiohttp.ClientOSError, ErrorKind.TRUNCATED),  # reset by peer mid-response
     (aiohttp.ClientResponseError, ErrorKind.PROTOCOL),  # not HTTP (raised unmapped)
     (ssl.SSLError, ErrorKind.TLS),
-    (OversizedEvent, ErrorKind.PROTOCOL),  # a line that never ends (bounded memory)
 )
 _HTTPX_KINDS: tuple[tuple[type[BaseException], str], ...] = (
     (httpx.ConnectTimeout, ErrorKind.CONNECT_TIMEOUT),

@@ -105,17 +105,20 @@ class _Reading:
     # -- limits ------------------------------------------------------------------
 
     def watch(self) -> None:
-        self._arm(self._next_limit_ns())
+        self._arm(min(self._limit_ns(), self._stall_ns()))
 
     def stop_watching(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
-    def _next_limit_ns(self) -> int:
+    def _limit_ns(self) -> int:
+        """When the first-token limit (before the first token) or the total limit ends."""
         t = self._timeouts
-        limit = t.total if self.record.t_first else t.first_token
-        return min(self._start_ns + int(limit * 1e9), self.last_read_ns + int(t.stall * 1e9))
+        return self._start_ns + int((t.total if self.record.t_first else t.first_token) * 1e9)
+
+    def _stall_ns(self) -> int:
+        return self.last_read_ns + int(self._timeouts.stall * 1e9)
 
     def _arm(self, at_ns: int) -> None:
         # loop.time() is time.monotonic(): the same clock as monotonic_ns on every platform.
@@ -127,17 +130,17 @@ class _Reading:
             return
         now = time.monotonic_ns()
         t = self._timeouts
-        record = self.record
-        if record.t_first and now >= self._start_ns + t.total * 1e9:
-            self._fail(ErrorKind.TOTAL_TIMEOUT, f"no end of stream within {t.total:g} s", now)
-        elif not record.t_first and now >= self._start_ns + t.first_token * 1e9:
-            self._fail(
-                ErrorKind.FIRST_TOKEN_TIMEOUT, f"no first token within {t.first_token:g} s", now
-            )
-        elif now >= self.last_read_ns + t.stall * 1e9:
+        limit, stall = self._limit_ns(), self._stall_ns()
+        if now >= limit:
+            if self.record.t_first:
+                self._fail(ErrorKind.TOTAL_TIMEOUT, f"no end of stream within {t.total:g} s", now)
+            else:
+                detail = f"no first token within {t.first_token:g} s"
+                self._fail(ErrorKind.FIRST_TOKEN_TIMEOUT, detail, now)
+        elif now >= stall:
             self._fail(ErrorKind.READ_TIMEOUT, f"no bytes for {t.stall:g} s (stall)", now)
         else:
-            self._arm(self._next_limit_ns())
+            self._arm(min(limit, stall))
 
     # -- ResponseSink ------------------------------------------------------------
 

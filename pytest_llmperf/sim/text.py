@@ -24,7 +24,7 @@ WORDS_JSON = tuple(json.dumps(w).encode() for w in WORDS)  # as a chunk carries 
 
 def token_text(index: int, salt: int) -> str:
     """Text of output token ``index`` of a request whose offset is ``salt``."""
-    return WORDS[(salt + index * 7) % len(WORDS)]
+    return WORDS[token_index(index, salt)]
 
 
 def token_index(index: int, salt: int) -> int:
