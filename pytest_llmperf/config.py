@@ -7,6 +7,7 @@ collection time, so a typo fails the test before any request is sent.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,7 +18,7 @@ from pytest_llmperf.slo.expressions import Slo, parse_slo
 from pytest_llmperf.slo.rulesets import load_ruleset
 from pytest_llmperf.workloads import Workload, build_workload
 
-__all__ = ["DEFAULT_REQUESTS", "PerfSpec", "RunSpec"]
+__all__ = ["DEFAULT_REQUESTS", "PerfSpec", "RunSpec", "check_extra_body"]
 
 DEFAULT_REQUESTS = 100
 _LOAD_KEYS = {"pattern", "rate", "concurrency", "seed", "sample_order"}
@@ -44,11 +45,18 @@ class RunSpec:
     workload: Workload = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        params = {k: v for k, v in self.workload_params.items() if k != "extra_body"}
+        check_extra_body(self.workload_params.get("extra_body", {}), "extra_body")
         object.__setattr__(
             self,
             "workload",
-            build_workload(self.workload_name, seed=self.workload_seed, **self.workload_params),
+            build_workload(self.workload_name, seed=self.workload_seed, **params),
         )
+
+    @property
+    def extra_body(self) -> Mapping[str, Any]:
+        """The user's own request fields for this run (``llm_workload(extra_body={...})``)."""
+        return self.workload_params.get("extra_body") or {}
 
     @classmethod
     def from_markers(
@@ -144,10 +152,30 @@ class RunSpec:
 
     def describe_workload(self) -> dict[str, Any]:
         out = self.workload.describe()
+        if self.extra_body:
+            out["extra_body"] = dict(self.extra_body)
         out["requests"] = self.requests
         out["duration_s"] = self.duration
         out["warmup"] = self.warmup
         return out
+
+
+def check_extra_body(value: Any, where: str) -> dict[str, Any]:
+    """``value`` as request fields: a JSON object of named fields, else a usage error."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise LlmPerfUsageError(
+            f"{where} must be a dict of request fields, e.g. {{'top_k': 5}}, got {value!r}"
+        )
+    reserved = sorted({"model", "stream", "messages", "prompt"} & set(value))
+    if reserved:
+        raise LlmPerfUsageError(
+            f"{where} may not set {', '.join(reserved)}: the load generator sends them"
+        )
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise LlmPerfUsageError(f"{where} is not JSON-serializable ({exc}): {value!r}") from None
+    return dict(value)
 
 
 def _stop_values(stops: Mapping[str, Any]) -> tuple[int | None, float | None, int]:

@@ -7,8 +7,9 @@ value is a usage error naming the option and the value.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.client.endpoint import Timeouts, normalize_base_url
@@ -70,6 +71,11 @@ OPTIONS: tuple[OptionDef, ...] = (
         "120",
     ),
     OptionDef(
+        "--llm-request-extra",
+        "extra request fields sent with every request, as a JSON object "
+        "(e.g. '{\"top_k\": 5}'); a field the server rejects stops the session before load",
+    ),
+    OptionDef(
         "--llm-inconclusive",
         "what an inconclusive SLO does to its test: fail (default), "
         "warn (pass with a warning) or skip",
@@ -99,6 +105,7 @@ class LlmPerfOptions:
     timeouts: Timeouts
     inconclusive: str
     endpoint_given: bool
+    request_extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def resolve(cls, get: Callable[[OptionDef], Any]) -> LlmPerfOptions:
@@ -143,7 +150,27 @@ class LlmPerfOptions:
             timeouts=timeouts,
             inconclusive=inconclusive,
             endpoint_given=bool(endpoint),
+            request_extra=_request_extra(raw["llm_request_extra"]),
         )
+
+
+def _request_extra(value: Any) -> dict[str, Any]:
+    """``--llm-request-extra``: a JSON object of request fields."""
+    from pytest_llmperf.config import check_extra_body
+
+    if not value:
+        return {}
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else value
+    except ValueError as exc:
+        raise LlmPerfUsageError(
+            f"expected a JSON object such as '{{\"top_k\": 5}}', got {value!r} ({exc})",
+            where="--llm-request-extra",
+        ) from None
+    try:
+        return check_extra_body(parsed, "the value")
+    except LlmPerfUsageError as exc:
+        raise exc.located("--llm-request-extra") from None
 
 
 def _value(get: Callable[[OptionDef], Any], option: OptionDef) -> Any:

@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, redact_url
+from pytest_llmperf.client.negotiation import UserFields
+from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.client.preflight import preflight_sync
 from pytest_llmperf.config import PerfSpec
 from pytest_llmperf.errors import LlmPerfUsageError
@@ -34,7 +36,7 @@ from pytest_llmperf.output_paths import check_output_paths
 from pytest_llmperf.reports.baseline import Baseline, build_baseline, load_baseline, write_baseline
 from pytest_llmperf.reports.html import write_html_report
 from pytest_llmperf.reports.json_report import build_report, write_json_report
-from pytest_llmperf.reports.junit import junit_properties, regression_properties
+from pytest_llmperf.reports.junit import error_properties, junit_properties, regression_properties
 from pytest_llmperf.reports.outcome import judge_test
 from pytest_llmperf.reports.server_identity import probe_server_identity
 from pytest_llmperf.reports.session_data import SessionData
@@ -44,7 +46,13 @@ from pytest_llmperf.slo.rulesets import Ruleset, load_ruleset
 from pytest_llmperf.slo.session import evaluate_session
 from pytest_llmperf.slo.verdicts import SloVerdict, evaluate_runs
 
-__all__ = ["LlmPerfInconclusiveWarning", "LlmPerfPlugin", "llm_endpoint", "llm_loadgen"]
+__all__ = [
+    "LlmPerfInconclusiveWarning",
+    "LlmPerfPlugin",
+    "LlmPerfTokenLengthWarning",
+    "llm_endpoint",
+    "llm_loadgen",
+]
 
 MARKERS = {
     "llm_workload": "llm_workload(name, requests=N, seed=S, **params): the requests an "
@@ -63,6 +71,11 @@ PAYLOAD_KEY = pytest.StashKey[dict[str, Any]]()
 
 class LlmPerfInconclusiveWarning(UserWarning):
     """An SLO could not be judged (too few samples, or the load generator was the bottleneck)."""
+
+
+class LlmPerfTokenLengthWarning(UserWarning):
+    """Prompts or outputs reached the server more than 10% off the lengths the workload asked
+    for: the tokenizer is not the model's, or the model stopped early."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -177,6 +190,7 @@ class LlmPerfPlugin:
         self._endpoint: Endpoint | None = None
         self._sim: Any = None
         self.written: list[str] = []
+        self._user_fields: list[UserFields] = []  # tests' extra_body, probed at preflight
         self._restore_sigterm: Callable[[], None] = lambda: None
 
     # -- endpoint --------------------------------------------------------------
@@ -211,8 +225,10 @@ class LlmPerfPlugin:
             api=opts.api,  # type: ignore[arg-type]
             timeouts=opts.timeouts,
             sim_profile=opts.sim_profile,
+            fields=RequestFields(extra=opts.request_extra),
         )
-        endpoint = preflight_sync(endpoint)  # raises one LlmPerfUsageError if nothing answers
+        # raises one LlmPerfUsageError if nothing answers or the user's fields are refused
+        endpoint = preflight_sync(endpoint, self._user_fields)
         self.server_identity = probe_server_identity(endpoint)
         return endpoint
 
@@ -231,9 +247,13 @@ class LlmPerfPlugin:
             if not any(item.iter_markers(name) for name in _LLM_MARKERS):
                 continue
             try:
-                item.stash[SPEC_KEY] = _spec_for(item)
+                spec = item.stash[SPEC_KEY] = _spec_for(item)
             except LlmPerfUsageError as exc:
                 errors.append(f"{item.nodeid}: {exc}")
+                continue
+            if spec.run.extra_body:
+                where = f"{item.nodeid} llm_workload(extra_body=...)"
+                self._user_fields.append(UserFields(where, spec.run.extra_body))
         if errors:
             raise pytest.UsageError("pytest-llmperf: bad markers\n" + "\n".join(errors))
         self._preflight(items)
@@ -312,7 +332,11 @@ class LlmPerfPlugin:
                 checks = self.baseline.compare(
                     item.nodeid, results, endpoint=endpoint, thresholds=self.thresholds
                 )
-            props = junit_properties(verdicts) + regression_properties(checks)
+            props = (
+                junit_properties(verdicts)
+                + regression_properties(checks)
+                + error_properties((r.label, r.error_samples) for r in results)
+            )
             item.stash[PAYLOAD_KEY] = {
                 "endpoint": endpoint,
                 "runs": [r.to_dict() for r in results],
@@ -324,6 +348,9 @@ class LlmPerfPlugin:
             }
             if self._junit_testcase_properties():
                 item.user_properties.extend(props)
+            for r in results:
+                for warning in r.token_lengths["warnings"]:
+                    warnings.warn(LlmPerfTokenLengthWarning(f"{r.label}: {warning}"), stacklevel=1)
         if not raise_failures:
             return
         outcome = judge_test(

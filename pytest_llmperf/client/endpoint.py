@@ -15,7 +15,7 @@ from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 import httpx
 
-from pytest_llmperf.client.openai import API_PATHS, ApiKind
+from pytest_llmperf.client.openai import API_PATHS, DEFAULT_FIELDS, ApiKind, RequestFields
 from pytest_llmperf.errors import LlmPerfUsageError
 
 __all__ = ["Endpoint", "Timeouts", "normalize_base_url", "redact_url"]
@@ -143,7 +143,9 @@ class Endpoint:
 
     ``base_url`` ends in ``/v1``. ``model`` may be ``None`` until resolved
     from ``GET /v1/models`` (see :func:`pytest_llmperf.client.resolve_model`).
-    ``sim_profile`` is set when this is the embedded simulator.
+    ``sim_profile`` is set when this is the embedded simulator. ``fields``
+    says which optional request fields the server accepts and which fields
+    the user adds (negotiated at preflight, :mod:`~pytest_llmperf.client.negotiation`).
     """
 
     base_url: str
@@ -153,6 +155,7 @@ class Endpoint:
     api_key: str | None = field(default=None, repr=False, compare=False)
     sim_profile: str | None = None
     url_credentials: tuple[str, str] | None = field(default=None, repr=False, compare=False)
+    fields: RequestFields = DEFAULT_FIELDS
 
     def __post_init__(self) -> None:
         if self.api not in API_PATHS:
@@ -201,6 +204,9 @@ class Endpoint:
     def with_model(self, model: str) -> Endpoint:
         return replace(self, model=model)
 
+    def with_fields(self, fields: RequestFields) -> Endpoint:
+        return replace(self, fields=fields)
+
     def describe(self) -> dict[str, Any]:
         """The endpoint's identity for reports (never the key)."""
         return {
@@ -209,6 +215,7 @@ class Endpoint:
             "api": self.api,
             "simulator": self.sim_profile,
             "api_key": "set" if self.api_key else "none",
+            "request_fields": self.fields.describe(),
         }
 
     def client(self, *, max_connections: int | None = 1024) -> httpx.AsyncClient:

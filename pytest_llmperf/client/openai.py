@@ -12,15 +12,18 @@ arrive as a frame in the middle of a 200 stream.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pytest_llmperf.workloads.base import Sample
 
 __all__ = [
     "API_PATHS",
+    "DEFAULT_FIELDS",
     "ApiKind",
     "ChunkInfo",
+    "RequestFields",
     "build_payload",
     "error_message",
     "parse_chunk",
@@ -30,21 +33,87 @@ ApiKind = Literal["chat", "completions"]
 API_PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions"}
 
 
-def build_payload(api: str, model: str, sample: Sample) -> dict[str, Any]:
-    """The streaming request body for ``sample``.
+@dataclass(frozen=True, slots=True)
+class RequestFields:
+    """What goes into every request body beyond the OpenAI API's required fields.
 
-    ``ignore_eos`` (vLLM, SGLang) together with ``max_tokens`` makes the
-    server generate the planned output length, so runs are comparable;
-    servers that do not know it ignore unknown fields.
+    ``ignore_eos`` (vLLM, SGLang) with ``max_tokens`` makes a server generate
+    the planned output length, and ``stream_options.include_usage`` asks for
+    the server's own token counts: both are this project's wishes, not the
+    API's, and strict servers (the OpenAI API, ``transformers serve``,
+    gateways on pydantic models with ``extra="forbid"``) refuse unknown
+    fields. So they are negotiated at preflight
+    (:mod:`pytest_llmperf.client.negotiation`) and dropped where refused;
+    ``refused`` keeps the server's message for each, for the report.
+    ``max_tokens_field`` is ``max_completion_tokens`` where a chat server
+    refuses ``max_tokens``. ``extra`` holds the user's own fields
+    (``--llm-request-extra``, ``llm_workload(extra_body=...)``), sent as given.
+    """
+
+    ignore_eos: bool = True
+    include_usage: bool = True
+    max_tokens_field: str = "max_tokens"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    refused: Mapping[str, str] = field(default_factory=dict)
+
+    def with_extra(self, extra: Mapping[str, Any]) -> RequestFields:
+        """These fields with ``extra`` merged over the current user fields."""
+        if not extra:
+            return self
+        return replace(self, extra={**self.extra, **extra})
+
+    def notes(self) -> list[str]:
+        """What each refusal means for the measurement, in the report's words."""
+        out: list[str] = []
+        if not self.ignore_eos:
+            out.append(
+                "server refused ignore_eos: output lengths are the server's "
+                "(the model may stop before max_tokens); see token_lengths"
+            )
+        if not self.include_usage:
+            out.append(
+                "server refused stream_options.include_usage: output tokens are counted "
+                "as streamed token events (token_count_source 'events')"
+            )
+        if self.max_tokens_field != "max_tokens":
+            out.append(f"server refused max_tokens: output length sent as {self.max_tokens_field}")
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """The report's ``endpoint["request_fields"]``."""
+        return {
+            "ignore_eos": self.ignore_eos,
+            "include_usage": self.include_usage,
+            "max_tokens_field": self.max_tokens_field,
+            "extra": sorted(self.extra),
+            "refused": dict(self.refused),
+            "notes": self.notes(),
+        }
+
+
+DEFAULT_FIELDS = RequestFields()
+
+
+def build_payload(
+    api: str, model: str, sample: Sample, fields: RequestFields = DEFAULT_FIELDS
+) -> dict[str, Any]:
+    """The streaming request body for ``sample``, with only the fields ``fields`` allows.
+
+    A sample's own ``extra_body`` (e.g. ``ignore_eos: False`` from a workload
+    that lets the model stop early) overrides the negotiated defaults, and
+    the user's fields override both; a sample may not re-add ``ignore_eos``
+    to a server that refused it.
     """
     body: dict[str, Any] = {
         "model": model,
-        "max_tokens": sample.max_tokens,
+        fields.max_tokens_field: sample.max_tokens,
         "stream": True,
-        "stream_options": {"include_usage": True},
-        "ignore_eos": True,
         "temperature": 0.0,
     }
+    if fields.include_usage:
+        body["stream_options"] = {"include_usage": True}
+    if fields.ignore_eos:
+        body["ignore_eos"] = True
     if api == "chat":
         body["messages"] = sample.messages()
     else:
@@ -52,20 +121,38 @@ def build_payload(api: str, model: str, sample: Sample) -> dict[str, Any]:
         body["prompt"] = history + sample.prompt
     if sample.extra_body:
         body.update(sample.extra_body)
+        if not fields.ignore_eos:
+            body.pop("ignore_eos", None)
+    if fields.extra:
+        body.update(fields.extra)
     return body
 
 
 @dataclass(slots=True)
 class ChunkInfo:
-    """What one decoded stream event means for the measurement."""
+    """What one decoded stream event means for the measurement.
 
-    text: str = ""
+    ``event`` is true for a token event (DESIGN.md, Metric definitions): a
+    chunk whose delta carries ``content``, ``reasoning_content``/``reasoning``
+    or ``tool_calls`` (an empty string included: vLLM streams a token that
+    ends inside a multi-byte character as ``"content": ""``), or a
+    completions ``text``; not the role-only opening chunk, not a chunk with
+    only ``finish_reason``/``usage``, and not an empty string riding on the
+    chunk that carries ``finish_reason``. ``answer`` is true when the event
+    carries non-empty answer content or a tool call (``ttfo``); ``reasoning``
+    when it carries reasoning text.
+    """
+
+    event: bool = False
+    answer: bool = False
+    reasoning: bool = False
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
     error: str | None = None
     done: bool = False
 
 
+_DONE = ChunkInfo(done=True)
 _DECODER = json.JSONDecoder()
 _SCAN = _DECODER.scan_once  # the C scanner; raises StopIteration where raw_decode raises
 
@@ -77,16 +164,15 @@ def parse_chunk(data: str) -> ChunkInfo:
     goes straight to the C scanner, skipping ``json.loads``'s whitespace
     regexes and wrapper calls (a payload with leading whitespace, or a broken
     one, still goes through ``loads`` for its result or its error), and one
-    ``ChunkInfo`` is built at the end (measured: 55 -> 20 µs for a 16-token
-    stream's 19 events).
+    ``ChunkInfo`` is built at the end.
     """
     if data == "[DONE]":
-        return ChunkInfo(done=True)
+        return _DONE
     try:
         obj, end = _SCAN(data, 0)  # raw_decode without its wrapper: once per chunk
     except StopIteration:
         if data.strip() == "[DONE]":
-            return ChunkInfo(done=True)
+            return _DONE
         obj, end = json.loads(data), len(data)  # leading whitespace; or raises json's error
     if end != len(data) and not data[end:].isspace():
         json.loads(data)  # raises "Extra data" with json's own message
@@ -103,31 +189,81 @@ def parse_chunk(data: str) -> ChunkInfo:
     choice = choices[0]
     if choice.__class__ is not dict:
         return ChunkInfo(usage=usage)
+    finish = choice.get("finish_reason")
     delta = choice.get("delta")
     if delta.__class__ is dict:
-        text = delta.get("content")
-        if "reasoning_content" in delta or "reasoning" in delta:  # reasoning models
-            parts = (delta.get("reasoning_content"), delta.get("reasoning"), text)
-            text = "".join(p for p in parts if isinstance(p, str))
-    elif isinstance(choice.get("text"), str):
-        text = choice["text"]
-    elif isinstance(choice.get("message"), dict):  # a non-streamed chat answer
-        text = choice["message"].get("content")
-    else:
-        text = ""
-    return ChunkInfo(text if text.__class__ is str else "", choice.get("finish_reason"), usage)
+        content = delta.get("content")
+        if len(delta) == 1 and content.__class__ is str:
+            # the common chunk, {"content": "..."}: no further look-ups
+            if content or not finish:
+                return ChunkInfo(True, bool(content), False, finish, usage)
+            return ChunkInfo(False, False, False, finish, usage)
+        return _delta_info(delta, content, finish, usage)
+    text = choice.get("text")
+    if text.__class__ is str:  # completions
+        event = bool(text) or not finish
+        return ChunkInfo(event, bool(text), False, finish, usage)
+    message = choice.get("message")
+    if message.__class__ is dict:  # a non-streamed chat answer
+        return _delta_info(message, message.get("content"), finish, usage, whole=True)
+    return ChunkInfo(False, False, False, finish, usage)
+
+
+def _delta_info(
+    delta: dict[str, Any],
+    content: Any,
+    finish: str | None,
+    usage: dict[str, Any] | None,
+    *,
+    whole: bool = False,
+) -> ChunkInfo:
+    """The rare chat delta shapes: role chunks, reasoning, tool calls."""
+    reasoning = delta.get("reasoning_content")
+    if reasoning.__class__ is not str:
+        reasoning = delta.get("reasoning")
+    has_content = content.__class__ is str
+    has_reasoning = reasoning.__class__ is str
+    tools = delta.get("tool_calls")
+    has_tools = bool(tools) and tools.__class__ is list
+    answer = (has_content and bool(content)) or has_tools
+    thinking = has_reasoning and bool(reasoning)
+    if answer or thinking:
+        return ChunkInfo(True, answer, thinking, finish, usage)
+    # Only empty strings (or nothing) from here on.
+    if not (has_content or has_reasoning) or finish or whole or "role" in delta:
+        # the role-only opening chunk, a finish-only chunk, or "" beside the finish
+        return ChunkInfo(False, False, False, finish, usage)
+    return ChunkInfo(True, False, False, finish, usage)  # an empty token delta
 
 
 def error_message(obj: Any) -> str:
-    """The human message of an OpenAI error body, or a short dump of what came."""
+    """The human message of an error body, or a short dump of what came.
+
+    Knows the OpenAI shape (``{"error": {"message", "code"}}``), a bare
+    ``{"error": "..."}``, and FastAPI/pydantic validation errors
+    (``{"detail": [{"loc": [...], "msg": ...}]}``), which strict servers and
+    gateways send for a field they do not accept.
+    """
     if isinstance(obj, dict):
         err = obj.get("error", obj)
         if isinstance(err, dict):
             msg = err.get("message") or err.get("detail") or ""
+            if isinstance(msg, list):
+                msg = _validation_errors(msg)
             code = err.get("code") or err.get("type") or ""
-            return f"{msg} ({code})" if code and msg else str(msg or code or err)[:300]
+            return f"{msg} ({code})"[:300] if code and msg else str(msg or code or err)[:300]
         if isinstance(err, str):
             return err[:300]
-        if "detail" in obj:
-            return str(obj["detail"])[:300]
     return str(obj)[:300]
+
+
+def _validation_errors(items: list[Any]) -> str:
+    """pydantic's error list as ``body.ignore_eos: Extra inputs are not permitted; ...``."""
+    parts = []
+    for item in items[:5]:
+        if isinstance(item, dict):
+            loc = ".".join(str(p) for p in item.get("loc") or ())
+            parts.append(f"{loc}: {item.get('msg', '')}" if loc else str(item.get("msg", item)))
+        else:
+            parts.append(str(item))
+    return "; ".join(parts)

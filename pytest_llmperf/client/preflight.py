@@ -12,11 +12,13 @@ server answers: any HTTP status will do.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.failures import classify_transport_error
 from pytest_llmperf.client.models import resolve_model
+from pytest_llmperf.client.negotiation import UserFields, negotiate_fields
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.redaction import scrub
 
@@ -51,22 +53,33 @@ def _limit(endpoint: Endpoint) -> float:
     return min(t.total, t.connect + PREFLIGHT_LIMIT_S)
 
 
-async def preflight(endpoint: Endpoint) -> Endpoint:
-    """``endpoint`` with its model resolved, once a server has been seen to answer.
+async def preflight(endpoint: Endpoint, user_fields: Sequence[UserFields] = ()) -> Endpoint:
+    """``endpoint`` with its model resolved and its request fields negotiated.
 
     Raises one :class:`LlmPerfUsageError` (``where="--llm-endpoint"``) when
     nothing answers in time, or when the server refuses the credentials
-    (HTTP 401/403): every request would fail the same way.
+    (HTTP 401/403): every request would fail the same way; and one when the
+    server refuses the user's own request fields (``user_fields``, plus the
+    session's ``endpoint.fields.extra``). See
+    :mod:`~pytest_llmperf.client.negotiation`.
     """
     try:
-        async with asyncio.timeout(_limit(endpoint)), endpoint.client(max_connections=2) as http:
-            response = await http.get(f"{endpoint.base_url}/models")
-            await response.aclose()
-            if response.status_code in (401, 403):
-                raise LlmPerfUsageError(_refused_message(endpoint, response.status_code))
-            if endpoint.model is None:
-                return await resolve_model(endpoint, http)
-            return endpoint
+        async with endpoint.client(max_connections=2) as http:
+            async with asyncio.timeout(_limit(endpoint)):
+                response = await http.get(f"{endpoint.base_url}/models")
+                await response.aclose()
+                if response.status_code in (401, 403):
+                    raise LlmPerfUsageError(_refused_message(endpoint, response.status_code))
+                if endpoint.model is None:
+                    endpoint = await resolve_model(endpoint, http)
+            user = [*user_fields]
+            if endpoint.fields.extra:
+                user.insert(0, UserFields("--llm-request-extra", {}))
+            try:
+                async with asyncio.timeout(_limit(endpoint)):
+                    return await negotiate_fields(endpoint, http, user)
+            except TimeoutError:  # a slow first token: keep the fields, the run will tell
+                return endpoint
     except LlmPerfUsageError as exc:
         if exc.where is None:
             raise exc.located("--llm-endpoint") from None
@@ -88,11 +101,11 @@ def _refused_message(endpoint: Endpoint, status: int) -> str:
     return f"{endpoint.label} refused the request with HTTP {status}; it was sent {sent}"
 
 
-def preflight_sync(endpoint: Endpoint) -> Endpoint:
+def preflight_sync(endpoint: Endpoint, user_fields: Sequence[UserFields] = ()) -> Endpoint:
     """:func:`preflight` from synchronous code, on a private loop in a private thread.
 
     The caller may be inside a running event loop (a fixture set up by
     pytest-asyncio), where ``asyncio.run`` is not allowed.
     """
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="llmperf-preflight") as pool:
-        return pool.submit(asyncio.run, preflight(endpoint)).result()
+        return pool.submit(asyncio.run, preflight(endpoint, user_fields)).result()

@@ -39,8 +39,13 @@ class RequestRecord:
 
     ``t_sched`` is when the load pattern planned the send (equal to ``t_send``
     for closed-loop loads); ``t_first``/``t_last`` are the arrival times of
-    the first and last chunks that carried generated text; ``gaps_ns`` are the
-    gaps between consecutive such chunks (the pooled ITL samples).
+    the first and last token events (reasoning and empty deltas included, see
+    :class:`~pytest_llmperf.client.openai.ChunkInfo`); ``t_out`` is the first
+    event with answer content or a tool call (``ttfo``); ``gaps_ns`` are the
+    gaps between consecutive token events (the pooled ITL samples).
+    ``input_requested``/``output_requested`` are what the workload asked for
+    (prompt tokens, ``max_tokens``), compared with ``usage`` in the report's
+    ``token_lengths``.
     """
 
     index: int
@@ -50,12 +55,17 @@ class RequestRecord:
     t_send: int = 0
     t_first: int = 0
     t_last: int = 0
+    t_out: int = 0
     t_end: int = 0
-    content_chunks: int = 0
+    token_events: int = 0
+    reasoning_events: int = 0
     gaps_ns: list[int] = field(default_factory=list)
+    input_requested: int = 0
+    output_requested: int = 0
     usage_prompt_tokens: int | None = None
     usage_completion_tokens: int | None = None
     usage_cached_tokens: int | None = None
+    usage_reasoning_tokens: int | None = None
     finish_reason: str | None = None
     status: int | None = None
     error: str | None = None
@@ -67,10 +77,17 @@ class RequestRecord:
 
     @property
     def output_tokens(self) -> int:
-        """Server-reported completion tokens when given, else the content-chunk count."""
+        """Server-reported completion tokens when given, else the token-event count."""
         if self.usage_completion_tokens is not None:
             return self.usage_completion_tokens
-        return self.content_chunks
+        return self.token_events
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """Server-reported reasoning tokens when given, else the reasoning-event count."""
+        if self.usage_reasoning_tokens is not None:
+            return self.usage_reasoning_tokens
+        return self.reasoning_events
 
     def fail(self, kind: str, detail: str = "", *, now: int | None = None) -> None:
         if self.error is None:  # the first cause wins; later ones are consequences

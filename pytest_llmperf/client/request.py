@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.openai import build_payload, error_message, parse_chunk
@@ -43,7 +44,7 @@ async def send_request(
     """Stream ``sample`` to ``endpoint``; the record says how it went."""
     if endpoint.model is None:
         raise RuntimeError("endpoint model is not resolved; call resolve_model() first")
-    body = json.dumps(build_payload(endpoint.api, endpoint.model, sample)).encode()
+    body = json.dumps(build_payload(endpoint.api, endpoint.model, sample, endpoint.fields)).encode()
     timeouts = endpoint.timeouts
     record.t_send = time.monotonic_ns()  # replaced by the socket write's instant below
     reading = _Reading(record, timeouts, record.t_send)
@@ -190,8 +191,10 @@ class _Reading:
             record.t_end = now_ns
             if not self._finished:
                 record.fail(ErrorKind.TRUNCATED, "stream ended without finish_reason or [DONE]")
-            elif not record.t_first:
-                record.fail(ErrorKind.EMPTY, "stream carried no generated text")
+            elif not record.token_events and not record.usage_completion_tokens:
+                # A proper end with usage reporting output but no token event still
+                # completed (the tokens' times are unknown); with neither, nothing came.
+                record.fail(ErrorKind.EMPTY, "stream carried no generated text (no token event, no output usage)")
         self._resolve()
 
     def on_failure(self, kind: str, detail: str, now_ns: int) -> None:
@@ -221,7 +224,7 @@ class _Reading:
             extra = f" (Retry-After: {retry_after[:40]})"
         elif status < 400 and (location := self._headers.get("location")):
             extra = f" (redirect to {location[:200]}; redirects are not followed)"
-        self._fail(kind, f"HTTP {status}: {detail}{extra}", now)
+        self._fail(kind, f"HTTP {status}: {detail or '(empty body)'}{extra}", now)
 
     def _fail(self, kind: str, detail: str, now: int) -> None:
         self.record.fail(kind, detail, now=now)
@@ -245,13 +248,17 @@ def _on_event(data: str, now: int, record: RequestRecord) -> bool:
         return False
     if info.usage:
         _apply_usage(record, info.usage)
-    if info.text:
+    if info.event:
         if record.t_first:
             record.gaps_ns.append(now - record.t_last)
         else:
             record.t_first = now
         record.t_last = now
-        record.content_chunks += 1
+        record.token_events += 1
+        if info.answer and not record.t_out:
+            record.t_out = now
+        if info.reasoning:
+            record.reasoning_events += 1
     if info.finish_reason:
         record.finish_reason = info.finish_reason
     return info.done or bool(info.finish_reason)
@@ -268,21 +275,28 @@ def _apply_whole(raw: bytes, now: int, record: RequestRecord) -> None:
         record.fail(ErrorKind.STREAM_ERROR, info.error, now=now)
         return
     _apply_usage(record, info.usage)
-    if not info.text:
+    if not info.event:
         record.fail(ErrorKind.EMPTY, "response carried no generated text", now=now)
         return
     record.t_first = record.t_last = record.t_end = now
-    record.content_chunks = 1
+    if info.answer:
+        record.t_out = now
+    record.token_events = 1
     record.finish_reason = info.finish_reason
 
 
-def _apply_usage(record: RequestRecord, usage: dict | None) -> None:
+def _apply_usage(record: RequestRecord, usage: dict[str, Any] | None) -> None:
     if not usage:
         return
-    if isinstance(usage.get("completion_tokens"), int):
-        record.usage_completion_tokens = usage["completion_tokens"]
-    if isinstance(usage.get("prompt_tokens"), int):
-        record.usage_prompt_tokens = usage["prompt_tokens"]
+    completion = usage.get("completion_tokens")
+    if completion.__class__ is int:
+        record.usage_completion_tokens = completion
+    prompt = usage.get("prompt_tokens")
+    if prompt.__class__ is int:
+        record.usage_prompt_tokens = prompt
     details = usage.get("prompt_tokens_details")
-    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+    if details.__class__ is dict and details.get("cached_tokens").__class__ is int:
         record.usage_cached_tokens = details["cached_tokens"]
+    details = usage.get("completion_tokens_details")
+    if details.__class__ is dict and details.get("reasoning_tokens").__class__ is int:
+        record.usage_reasoning_tokens = details["reasoning_tokens"]

@@ -9,7 +9,43 @@ from typing import Any
 from pytest_llmperf.metrics.accumulator import LATENCY_METRICS, RATE_METRICS, MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 
-__all__ = ["RunResult"]
+__all__ = ["TOKEN_LENGTH_TOLERANCE", "RunResult", "token_length_warnings"]
+
+TOKEN_LENGTH_TOLERANCE = 0.10
+
+
+def token_length_warnings(
+    lengths: Mapping[str, Any], request_fields: Mapping[str, Any]
+) -> list[str]:
+    """Why the lengths the server saw are not the ones the workload asked for.
+
+    A prompt off by more than 10% means the tokenizer is not the model's (or
+    the chat template was not accounted for): every "N-token prompt" SLO
+    then measures something else. Output shorter than asked means the model
+    stopped early, which is expected where the server refused ``ignore_eos``.
+    """
+    out: list[str] = []
+    dev = lengths.get("input_deviation")
+    if dev is not None and abs(dev) > TOKEN_LENGTH_TOLERANCE:
+        out.append(
+            f"prompts reached the server {dev * 100:+.0f}% off the requested length "
+            f"({lengths['input_server_mean']:g} vs {lengths['input_requested_mean']:g} tokens "
+            f"by {lengths.get('tokenizer') or 'the workload tokenizer'}); "
+            "set --llm-tokenizer to the model's tokenizer"
+        )
+    dev = lengths.get("output_deviation")
+    if dev is not None and abs(dev) > TOKEN_LENGTH_TOLERANCE:
+        why = (
+            "the server refused ignore_eos, so the model may stop early"
+            if request_fields.get("ignore_eos") is False
+            else "the model stopped early or the server capped max_tokens"
+        )
+        out.append(
+            f"outputs were {dev * 100:+.0f}% off the requested length "
+            f"({lengths['output_server_mean']:g} vs {lengths['output_requested_mean']:g} "
+            f"tokens): {why}"
+        )
+    return out
 
 
 @dataclass
@@ -54,6 +90,19 @@ class RunResult:
         return self.accumulator.counts()
 
     @property
+    def token_lengths(self) -> dict[str, Any]:
+        """Requested vs server-reported prompt and output lengths, with a warning for each
+        that differs by more than :data:`TOKEN_LENGTH_TOLERANCE` (see docs/measurement.md)."""
+        out = self.accumulator.token_lengths(str(self.workload.get("tokenizer") or ""))
+        out["warnings"] = token_length_warnings(out, self.endpoint.get("request_fields") or {})
+        return out
+
+    @property
+    def error_samples(self) -> list[dict[str, Any]]:
+        """A few distinct failures with the server's own message and their counts."""
+        return self.accumulator.error_samples.to_list()
+
+    @property
     def errors(self) -> dict[str, int]:
         return dict(self.accumulator.errors)
 
@@ -66,6 +115,8 @@ class RunResult:
             "counts": self.counts,
             "metrics": self.accumulator.summary(),
             "errors": self.errors,
+            "error_samples": self.error_samples,
+            "token_lengths": self.token_lengths,
             "self_check": self.self_check,
             "started_at": self.started_at,
             "duration_s": round(self.duration_s, 6),

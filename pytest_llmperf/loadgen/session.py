@@ -173,7 +173,8 @@ class LoadRun:
         share: ScheduleShare | None = None,
         handle_sigint: bool = True,
     ) -> None:
-        self.endpoint = endpoint
+        # the test's llm_workload(extra_body=...) rides on every request of this run
+        self.endpoint = endpoint.with_fields(endpoint.fields.with_extra(spec.extra_body))
         self.spec = spec
         self.label = label
         self.request_limits_ms = dict(request_limits_ms or {})
@@ -398,6 +399,8 @@ class LoadRun:
             t_sched=t_sched,
             category=sample.category,
             tracked=item.tracked,
+            input_requested=sample.input_tokens,
+            output_requested=sample.max_tokens,
         )
         if item.tracked:
             self.stats.note(t_sched, time.monotonic_ns())

@@ -1,16 +1,22 @@
 """Per-run metrics, accumulated request by request (DESIGN.md, Metric definitions).
 
 For each request, with ``t_sched`` the planned send time, ``t_first`` and
-``t_last`` the arrival of the first and last chunks carrying generated text,
-and ``n_out`` its output tokens:
+``t_last`` the arrival of the first and last token events (reasoning and
+empty deltas included), ``t_out`` the first event with answer content or a
+tool call, and ``n_out`` its output tokens (``usage`` when reported, else
+the event count):
 
 - ``ttft = t_first - t_sched``  (open loop counts from the plan, so a client
   that fell behind cannot hide server queueing: coordinated omission)
+- ``ttfo = t_out - t_sched``  (time to first output: after any reasoning)
 - ``e2e = t_last - t_sched``
 - ``tpot = (t_last - t_first) / (n_out - 1)`` per request, for n_out >= 2
   (request-weighted; ``tpot_token_weighted`` weights each by n_out - 1)
-- ``itl``: every gap between consecutive text chunks, pooled over requests
+- ``itl``: every gap between consecutive token events, pooled over requests
 - ``schedule_lag = t_send - t_sched``
+
+A completed request that streamed no token event (its usage reported output
+tokens) counts as completed with its tokens, and has no latency samples.
 
 Run-level: ``window`` = first planned send to last request end;
 ``request_throughput = completed / window``; ``output_throughput = Σ n_out /
@@ -28,11 +34,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
+from pytest_llmperf.metrics.error_samples import ErrorSamples
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 
 __all__ = ["LATENCY_METRICS", "RATE_METRICS", "MetricsAccumulator"]
 
-LATENCY_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e", "schedule_lag")
+LATENCY_METRICS: tuple[str, ...] = ("ttft", "ttfo", "tpot", "itl", "e2e", "schedule_lag")
 RATE_METRICS: tuple[str, ...] = (
     "error_rate",
     "goodput",
@@ -51,6 +58,16 @@ _COUNTERS = (
     "output_tokens",
     "input_tokens",
     "cached_tokens",
+    "reasoning_tokens",
+    "token_events",
+    "input_requested",
+    "output_requested",
+    "input_usage_requests",  # completed requests whose usage gave prompt tokens
+    "output_usage_requests",  # ... and completion tokens
+    "input_usage_tokens",  # their prompt tokens (the means in token_lengths)
+    "output_usage_tokens",
+    "input_usage_requested",  # what those requests asked for
+    "output_usage_requested",
 )
 
 
@@ -75,7 +92,18 @@ class MetricsAccumulator:
         self.output_tokens = 0
         self.input_tokens = 0
         self.cached_tokens = 0
+        self.reasoning_tokens = 0
+        self.token_events = 0
+        self.input_requested = 0
+        self.output_requested = 0
+        self.input_usage_requests = 0
+        self.output_usage_requests = 0
+        self.input_usage_tokens = 0
+        self.output_usage_tokens = 0
+        self.input_usage_requested = 0
+        self.output_usage_requested = 0
         self.errors: Counter[str] = Counter()
+        self.error_samples = ErrorSamples()
         self.token_sources: Counter[str] = Counter()
         self.window_start_ns: int | None = None
         self.window_end_ns: int | None = None
@@ -93,37 +121,61 @@ class MetricsAccumulator:
             self.histograms["schedule_lag"].record_ns(record.t_send - record.t_sched)
         if not record.ok:
             self.failed += 1
-            self.errors[record.error or ErrorKind.CLIENT] += 1
+            kind = record.error or ErrorKind.CLIENT
+            self.errors[kind] += 1
+            self.error_samples.add(kind, record.status, record.error_detail)
             if record.error == ErrorKind.INCOMPLETE:
                 self.incomplete += 1
             return
         self.completed += 1
         n_out = record.output_tokens
         self.output_tokens += n_out
-        self.token_sources["usage" if record.usage_completion_tokens is not None else "chunks"] += 1
+        self.token_events += record.token_events
+        self.reasoning_tokens += record.reasoning_tokens
+        self.input_requested += record.input_requested
+        self.output_requested += record.output_requested
+        if record.usage_completion_tokens is not None:
+            self.token_sources["usage"] += 1
+            self.output_usage_requests += 1
+            self.output_usage_tokens += record.usage_completion_tokens
+            self.output_usage_requested += record.output_requested
+        else:
+            self.token_sources["events"] += 1
         if record.usage_prompt_tokens is not None:
             self.input_tokens += record.usage_prompt_tokens
+            self.input_usage_requests += 1
+            self.input_usage_tokens += record.usage_prompt_tokens
+            self.input_usage_requested += record.input_requested
         if record.usage_cached_tokens:
             self.cached_tokens += record.usage_cached_tokens
+        if not record.t_first:  # completed by its usage alone: no token times to measure
+            self._count_good({})
+            return
         ttft = record.t_first - record.t_sched
         e2e = record.t_last - record.t_sched
         h = self.histograms
         h["ttft"].record_ns(ttft)
         h["e2e"].record_ns(e2e)
-        values = {"ttft": ttft, "e2e": e2e}
+        values = {"ttft": ttft, "e2e": e2e, "ttfo": e2e}  # no answer: ttfo's limit needs e2e
+        if record.t_out:
+            values["ttfo"] = record.t_out - record.t_sched
+            h["ttfo"].record_ns(values["ttfo"])
         if n_out >= 2:
             tpot = (record.t_last - record.t_first) // (n_out - 1)
             h["tpot"].record_ns(tpot)
             h["tpot_token_weighted"].record_ns(tpot, n_out - 1)
             values["tpot"] = tpot
         h["itl"].record_many_ns(record.gaps_ns)
-        if all(values.get(k, 0) <= limit for k, limit in self.request_limits_ns.items()):
-            self.good += 1
+        self._count_good(values)
         if self.window_start_ns is not None:
             second = max(0, (record.t_last - self.window_start_ns) // 1_000_000_000)
             bucket = self.timeline.setdefault(int(second), [0, 0])
             bucket[0] += 1
             bucket[1] += n_out
+
+    def _count_good(self, values: Mapping[str, int]) -> None:
+        if all(values.get(k, 0) <= limit for k, limit in self.request_limits_ns.items()):
+            self.good += 1
 
     def _extend_window(self, start: int, end: int) -> None:
         if self.window_start_ns is None or start < self.window_start_ns:
@@ -138,6 +190,7 @@ class MetricsAccumulator:
         for attr in _COUNTERS:
             setattr(self, attr, getattr(self, attr) + getattr(other, attr))
         self.errors.update(other.errors)
+        self.error_samples.merge(other.error_samples)
         self.token_sources.update(other.token_sources)
         if other.window_start_ns is not None and other.window_end_ns is not None:
             self._extend_window(other.window_start_ns, other.window_end_ns)
@@ -171,7 +224,7 @@ class MetricsAccumulator:
 
     @property
     def token_count_source(self) -> str:
-        """Where ``n_out`` came from: ``usage``, ``chunks`` or ``mixed``."""
+        """Where ``n_out`` came from: ``usage``, ``events`` or ``mixed``."""
         if not self.token_sources:
             return "none"
         if len(self.token_sources) == 1:
@@ -188,8 +241,33 @@ class MetricsAccumulator:
         out["output_tokens"] = self.output_tokens
         out["input_tokens"] = self.input_tokens
         out["cached_tokens"] = self.cached_tokens
+        out["reasoning_tokens"] = self.reasoning_tokens
+        out["token_events"] = self.token_events
         out["token_count_source"] = self.token_count_source
         return out
+
+    def token_lengths(self, tokenizer: str = "") -> dict[str, Any]:
+        """Requested vs server-reported lengths, per completed request (the report's
+        ``token_lengths``); server means are over the requests whose usage gave them."""
+
+        def mean(total: int, n: int) -> float | None:
+            return round(total / n, 3) if n else None
+
+        done = self.completed
+        return {
+            "input_requested_mean": mean(self.input_requested, done),
+            "input_server_mean": mean(self.input_usage_tokens, self.input_usage_requests),
+            "output_requested_mean": mean(self.output_requested, done),
+            "output_server_mean": mean(self.output_usage_tokens, self.output_usage_requests),
+            "output_events_mean": mean(self.token_events, done),
+            "input_deviation": _deviation(
+                self.input_usage_tokens, self.input_usage_requested, self.input_usage_requests
+            ),
+            "output_deviation": _deviation(
+                self.output_usage_tokens, self.output_usage_requested, self.output_usage_requests
+            ),
+            "tokenizer": tokenizer,
+        }
 
     def counts(self) -> dict[str, int]:
         return {
@@ -205,6 +283,7 @@ class MetricsAccumulator:
             "histograms": {k: v.to_state() for k, v in self.histograms.items()},
             "counts": {k: getattr(self, k) for k in _COUNTERS},
             "errors": dict(self.errors),
+            "error_samples": self.error_samples.to_state(),
             "token_sources": dict(self.token_sources),
             "window_ns": [self.window_start_ns, self.window_end_ns],
             "timeline": {str(k): v for k, v in self.timeline.items()},
@@ -216,9 +295,18 @@ class MetricsAccumulator:
         for name, hist in state["histograms"].items():
             acc.histograms[name] = LatencyHistogram.from_state(hist)
         for key, value in state["counts"].items():
-            setattr(acc, key, int(value))
+            if key in _COUNTERS:
+                setattr(acc, key, int(value))
         acc.errors.update(state.get("errors", {}))
+        acc.error_samples = ErrorSamples.from_state(state.get("error_samples", []))
         acc.token_sources.update(state.get("token_sources", {}))
         acc.window_start_ns, acc.window_end_ns = state.get("window_ns", [None, None])
         acc.timeline = {int(k): list(v) for k, v in state.get("timeline", {}).items()}
         return acc
+
+
+def _deviation(server: int, requested: int, n: int) -> float | None:
+    """(server mean - requested mean) / requested mean, over the same requests."""
+    if not n or not requested:
+        return None
+    return round((server - requested) / requested, 4)

@@ -72,7 +72,11 @@ def read_records(path: str | Path) -> Iterator[RequestRecord]:
 
 def _finish(record: RequestRecord, kind: str, t_ns: int, info: Mapping[str, Any]) -> None:
     record.t_end = t_ns
-    record.content_chunks = int(info.get("chunks", 0))
+    record.token_events = int(info.get("events", info.get("chunks", 0)))
+    record.t_out = int(info.get("t_out", 0))
+    record.reasoning_events = int(info.get("reasoning_events", 0))
+    record.usage_reasoning_tokens = info.get("reasoning")
+    record.input_requested, record.output_requested = info.get("requested", (0, 0))
     record.usage_completion_tokens = info.get("out")
     record.usage_prompt_tokens = info.get("in")
     record.usage_cached_tokens = info.get("cached")

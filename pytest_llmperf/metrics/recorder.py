@@ -11,9 +11,9 @@ socket:
 kind            ``t_ns``                     ``ref_ns`` / ``info``
 ==============  ==========================  ===================================
 ``issued``      ``t_send`` (request sent)    ``t_sched`` (planned send)
-``first_chunk`` first chunk with text
-``chunk``       each later chunk with text
-``complete``    end of the response          JSON: tokens, finish reason, status
+``first_chunk`` first token event
+``chunk``       each later token event
+``complete``    end of the response          JSON: tokens, finish reason, status, t_out
 ``error``       when the failure was seen    JSON: category, detail, tokens so far
 ==============  ==========================  ===================================
 
@@ -191,7 +191,15 @@ def event_rows(record: RequestRecord, position: int) -> list[tuple[Any, ...]]:
         for gap in record.gaps_ns:
             t += gap
             rows.append((req, sample, phase, "chunk", t, None, None))
-    info: dict[str, Any] = {"chunks": record.content_chunks}
+    info: dict[str, Any] = {"events": record.token_events}
+    if record.t_out:
+        info["t_out"] = record.t_out
+    if record.reasoning_events:
+        info["reasoning_events"] = record.reasoning_events
+    if record.usage_reasoning_tokens is not None:
+        info["reasoning"] = record.usage_reasoning_tokens
+    if record.input_requested or record.output_requested:
+        info["requested"] = [record.input_requested, record.output_requested]
     if record.usage_completion_tokens is not None:
         info["out"] = record.usage_completion_tokens
     if record.usage_prompt_tokens is not None:

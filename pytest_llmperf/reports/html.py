@@ -24,7 +24,7 @@ from pytest_llmperf.reports.table import MARKS, format_change, format_value
 __all__ = ["build_html_report", "write_html_report"]
 
 _TEMPLATES = Path(__file__).parent / "templates"
-_LATENCY_ROWS = ("ttft", "tpot", "itl", "e2e", "schedule_lag")
+_LATENCY_ROWS = ("ttft", "ttfo", "tpot", "itl", "e2e", "schedule_lag")
 _STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max", "count")
 
 

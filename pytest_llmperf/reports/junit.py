@@ -15,13 +15,14 @@ Azure, GitHub annotations) show first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from pytest_llmperf.reports.table import format_value
+from pytest_llmperf.reports.table import error_sample_lines, format_value
 from pytest_llmperf.slo.regression import RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict
 
-__all__ = ["junit_properties", "regression_properties"]
+__all__ = ["error_properties", "junit_properties", "regression_properties"]
 
 
 def junit_properties(
@@ -55,4 +56,16 @@ def regression_properties(checks: Iterable[RegressionCheck]) -> list[tuple[str, 
             props.append((f"{name}.p_value", f"{c.p_value:.4g}"))
         if c.reason:
             props.append((f"{name}.reason", c.reason))
+    return props
+
+
+def error_properties(
+    runs: Iterable[tuple[str, Iterable[Mapping[str, Any]]]],
+) -> list[tuple[str, str]]:
+    """``(name, value)`` per distinct failure of each ``(run label, error_samples)``, e.g.
+    ``llm_errors[run0][0]`` = ``http_error x12: HTTP 422: body.ignore_eos: Extra inputs...``."""
+    props: list[tuple[str, str]] = []
+    for label, samples in runs:
+        lines = error_sample_lines(list(samples))
+        props.extend((f"llm_errors[{label}][{i}]", line) for i, line in enumerate(lines))
     return props

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.reports.table import regression_table, verdict_table
+from pytest_llmperf.reports.table import error_sample_lines, regression_table, verdict_table
 from pytest_llmperf.slo.expressions import Slo
 from pytest_llmperf.slo.regression import RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict
@@ -48,11 +48,12 @@ def judge_test(
         return Outcome("fail", f"{nodeid} declares llm_slo but made no gated llm_loadgen.run()")
     failed = any(v.verdict == "fail" for v in verdicts)
     regressed = any(c.verdict == "regressed" for c in checks)
+    errors = _errors_block(results)
     if failed or regressed:
         parts = [f"SLO violated in {nodeid}:\n{verdict_table(verdicts)}"] if failed else []
         if regressed:
             parts.append(f"Regressed against baseline {baseline}:\n{regression_table(checks)}")
-        return Outcome("fail", "\n\n".join(parts))
+        return Outcome("fail", "\n\n".join(parts) + errors)
     dead = [r for r in results if r.gated and r.counts["issued"] and not r.counts["completed"]]
     if slos and dead:
         why = "; ".join(
@@ -60,7 +61,18 @@ def judge_test(
             + ", ".join(f"{kind} x{n}" for kind, n in sorted(r.errors.items()))
             for r in dead
         )
-        return Outcome("fail", f"every request failed in {nodeid} ({why})")
+        return Outcome("fail", f"every request failed in {nodeid} ({why}){errors}")
     if any(v.verdict == "inconclusive" for v in verdicts):
-        return Outcome("inconclusive", f"SLO inconclusive in {nodeid}:\n{verdict_table(verdicts)}")
+        message = f"SLO inconclusive in {nodeid}:\n{verdict_table(verdicts)}{errors}"
+        return Outcome("inconclusive", message)
     return Outcome("pass")
+
+
+def _errors_block(results: Sequence[RunResult]) -> str:
+    """The failed requests' own messages, so a failure explains itself."""
+    lines = [
+        line
+        for r in results
+        for line in error_sample_lines(r.error_samples, run=r.label if len(results) > 1 else "")
+    ]
+    return "\n\nFailed requests, in the server's words:\n" + "\n".join(lines) if lines else ""

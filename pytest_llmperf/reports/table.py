@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pytest_llmperf.slo.regression import RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict
 
-__all__ = ["MARKS", "format_change", "format_value", "regression_table", "verdict_table"]
+__all__ = [
+    "MARKS",
+    "error_sample_lines",
+    "format_change",
+    "format_value",
+    "regression_table",
+    "verdict_table",
+]
 
 MARKS = {
     "pass": "✓",
@@ -97,3 +105,13 @@ def verdict_table(verdicts: Sequence[SloVerdict]) -> str:
     if notes:
         lines += ["", *notes]
     return "\n".join(lines)
+
+
+def error_sample_lines(samples: Sequence[Mapping[str, Any]], *, run: str = "") -> list[str]:
+    """One line per distinct failure, in the server's words: ``http_error x12: HTTP 422: ...``."""
+    where = f"{run}: " if run else ""
+    lines = []
+    for s in samples:
+        status = f"HTTP {s['status']}: " if s.get("status") else ""
+        lines.append(f"{where}{s['kind']} x{s['count']}: {status}{s['message']}")
+    return lines

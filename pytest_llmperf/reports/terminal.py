@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmperf.reports.session_data import SessionData
-from pytest_llmperf.reports.table import MARKS, format_change, format_value
+from pytest_llmperf.reports.table import MARKS, error_sample_lines, format_change, format_value
 from pytest_llmperf.slo.verdicts import SloVerdict
 
 __all__ = ["summary_lines", "write_terminal_summary"]
@@ -21,15 +21,23 @@ __all__ = ["summary_lines", "write_terminal_summary"]
 
 def summary_lines(data: SessionData, session_verdicts: Sequence[SloVerdict]) -> list[str]:
     lines: list[str] = []
+    notes: dict[str, None] = {}  # what the server refused, said once per session
     for test in data.measured_tests():
+        for note in ((test.endpoint or {}).get("request_fields") or {}).get("notes", ()):
+            notes[note] = None
         lines.append(f"{test.nodeid} [{test.outcome}]")
         for v in test.slos:
             lines.append("  " + _slo_line(v))
-        if not test.slos:
-            for run in test.runs:
+        for run in test.runs:
+            if not test.slos:
                 m = run["metrics"]
                 lines.append(f"    {run['label']}: {_brief(m, run['counts'], run.get('errors'))}")
+            for line in error_sample_lines(run.get("error_samples") or (), run=run["label"]):
+                lines.append(f"    ✗ {line}")
+            for warning in (run.get("token_lengths") or {}).get("warnings", ()):
+                lines.append(f"    ! {run['label']}: {warning}")
         lines.extend("  " + _baseline_line(c) for c in _notable(test.baseline))
+    lines[:0] = [f"endpoint: {note}" for note in notes]
     groups = data.groups()
     if groups:
         lines.append("session (gated runs merged per endpoint and model):")

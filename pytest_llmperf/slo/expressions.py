@@ -23,7 +23,15 @@ __all__ = [
     "parse_slo",
 ]
 
-LATENCY_SLO_METRICS = ("ttft", "tpot", "itl", "e2e", "schedule_lag", "tpot_token_weighted")
+LATENCY_SLO_METRICS = (
+    "ttft",
+    "ttfo",
+    "tpot",
+    "itl",
+    "e2e",
+    "schedule_lag",
+    "tpot_token_weighted",
+)
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "max")
 # metric -> (canonical unit, {accepted unit: factor to canonical}); "" = no unit written
 RATE_SLO_METRICS: dict[str, tuple[str, dict[str, float]]] = {

@@ -30,7 +30,7 @@ __all__ = [
     "request_limits",
 ]
 
-GOODPUT_METRICS = ("ttft", "tpot", "e2e")
+GOODPUT_METRICS = ("ttft", "ttfo", "tpot", "e2e")
 
 
 @dataclass(frozen=True)

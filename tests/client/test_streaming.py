@@ -47,7 +47,7 @@ async def test_simulator_stream_is_measured(api: str) -> None:
         assert record.ok, record.error_detail
         assert record.usage_completion_tokens == 8
         assert record.output_tokens == 8
-        assert len(record.gaps_ns) == record.content_chunks - 1
+        assert len(record.gaps_ns) == record.token_events - 1
         assert record.t_sched <= record.t_send <= record.t_first <= record.t_last <= record.t_end
     warm = records[1]
     assert 40 <= (warm.t_first - warm.t_sched) / 1e6 < 50
@@ -71,7 +71,7 @@ async def test_vllm_style_stream_role_chunk_separate_finish_and_usage() -> None:
         record = await _send(srv.url)
         body = srv.requests[0]
     assert record.ok, record.error_detail
-    assert record.content_chunks == 2  # the role-only and finish-only chunks carry no text
+    assert record.token_events == 2  # the role-only and finish-only chunks carry no text
     assert record.usage_completion_tokens == 8
     assert record.finish_reason == "length"
     assert (record.t_first - record.t_send) / 1e6 >= 50  # timed from text, not the role chunk
@@ -103,7 +103,7 @@ async def test_comment_lines_crlf_and_events_split_across_reads() -> None:
     async with ScriptedServer(Script(steps)) as srv:
         record = await _send(srv.url)
     assert record.ok, record.error_detail
-    assert record.content_chunks == 2
+    assert record.token_events == 2
 
 
 async def test_error_frame_mid_stream_is_a_failed_request() -> None:
@@ -193,7 +193,7 @@ async def test_completions_payload_and_text_chunks() -> None:
     async with ScriptedServer(Script(steps)) as srv:
         record = await _send(srv.url, api="completions")
         body = srv.requests[0]
-    assert record.ok and record.content_chunks == 2
+    assert record.ok and record.token_events == 2
     assert body["prompt"] == SAMPLE.prompt and "messages" not in body
 
 

@@ -30,7 +30,7 @@ def record(
     r.t_first = int(first_ms * MS)
     r.t_last = int(times[-1] * MS)
     r.t_end = r.t_last
-    r.content_chunks = len(times)
+    r.token_events = len(times)
     r.gaps_ns = [int((b - a) * MS) for a, b in itertools.pairwise(times)]
     r.usage_completion_tokens = tokens
     return r
@@ -53,7 +53,7 @@ def test_chunk_count_is_the_fallback_for_output_tokens() -> None:
     acc = MetricsAccumulator()
     acc.add(record(0, 0, 10, [20, 30]))
     assert acc.output_tokens == 3
-    assert acc.token_count_source == "chunks"
+    assert acc.token_count_source == "events"
     acc.add(record(0, 0, 10, [20], tokens=5))
     assert acc.token_count_source == "mixed"
 

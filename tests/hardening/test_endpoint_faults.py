@@ -69,7 +69,7 @@ async def test_huge_chunk_is_measured_not_rejected():
     async with OddServer(faults.huge_chunk) as server:
         record = await send_one(server.url, timeouts=Timeouts(5, 10, 10, 20))
     assert record.ok, record.error_detail
-    assert record.content_chunks == 1
+    assert record.token_events == 1
     assert record.output_tokens == 1
 
 
@@ -179,7 +179,7 @@ async def test_tls_server_with_a_private_ca_works_via_ssl_cert_file(tmp_path, mo
     async with OddServer(ssl_context=context) as server:
         record = await send_one(server.url)
     assert record.ok, record.error_detail
-    assert record.content_chunks == 3
+    assert record.token_events == 3
 
 
 @pytest.mark.asyncio

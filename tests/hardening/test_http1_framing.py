@@ -40,7 +40,7 @@ async def _send_many(url: str, count: int) -> list[RequestRecord]:
 
 def _assert_measured(record: RequestRecord, tokens: int = 3) -> None:
     assert record.ok, f"{record.error}: {record.error_detail}"
-    assert record.content_chunks == tokens
+    assert record.token_events == tokens
     assert record.usage_completion_tokens == tokens
     assert len(record.gaps_ns) == tokens - 1
     assert record.t_send <= record.t_first <= record.t_last <= record.t_end
@@ -140,7 +140,7 @@ async def test_non_streamed_json_answer_is_one_chunk() -> None:
     async with OddServer(whole) as server:
         (record,) = await _send_many(server.url, 1)
     assert record.ok, record.error_detail
-    assert record.content_chunks == 1
+    assert record.token_events == 1
     assert record.usage_completion_tokens == 2
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from odd_servers import OddServer, Request, Wire, content_chunk, error_body, serve_in_thread, sse_ok
 
+from pytest_llmperf.client.negotiation import PROBE_SAMPLE
+
 KEY = "sk-hardening-Zq8XvT2mK9pLw4Rj"
 PASSWORD = "pw-hardening-Hn5Bc7Yd"
 
@@ -90,6 +92,14 @@ def _run_session(tmp: Path, endpoint: str, env: dict[str, str]) -> str:
     return output
 
 
+def _load_posts(server: OddServer) -> list:
+    """The run's POSTs, without the preflight's field probe (it carries the secret too)."""
+    probe = PROBE_SAMPLE.prompt.encode()
+    posts = [r for r in server.requests if r.method == "POST"]
+    assert sum(probe in r.body for r in posts) >= 1  # the probe ran, with the same credentials
+    return [r for r in posts if probe not in r.body]
+
+
 def _artefacts(tmp: Path) -> dict[str, bytes]:
     files = {str(p): p.read_bytes() for p in (tmp / "out").rglob("*") if p.is_file()}
     assert any(name.endswith(".sqlite") for name in files), sorted(files)
@@ -112,7 +122,7 @@ def test_api_key_is_sent_only_in_the_header_and_never_written(tmp_path):
     with serve_in_thread(server):
         env = {**os.environ, "OPENAI_API_KEY": KEY}
         output = _run_session(tmp_path, server.url, env)
-    posts = [r for r in server.requests if r.method == "POST"]
+    posts = _load_posts(server)
     assert len(posts) == 24
     for request in server.requests:
         assert request.headers.get("authorization") == f"Bearer {KEY}"
@@ -128,7 +138,7 @@ def test_url_credentials_are_sent_as_basic_auth_and_never_written(tmp_path):
         env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
         endpoint = server.url.replace("http://", f"http://alice:{PASSWORD}@")
         output = _run_session(tmp_path, endpoint, env)
-    posts = [r for r in server.requests if r.method == "POST"]
+    posts = _load_posts(server)
     assert len(posts) == 24
     assert all(r.headers.get("authorization") == basic for r in server.requests)
     files = _artefacts(tmp_path)

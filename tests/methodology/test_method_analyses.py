@@ -49,7 +49,7 @@ def record(
     r.gaps_ns = [int(g * MS) for g in gaps_ms]
     r.t_last = r.t_first + sum(r.gaps_ns)
     r.t_end = r.t_last
-    r.content_chunks = len(gaps_ms) + 1
+    r.token_events = len(gaps_ms) + 1
     r.usage_completion_tokens = len(gaps_ms) + 1
     r.usage_prompt_tokens = prompt
     r.usage_cached_tokens = cached

@@ -22,7 +22,7 @@ def finished(i: int, *, ok: bool = True, tracked: bool = True) -> RequestRecord:
         r.gaps_ns = gaps
         r.t_last = r.t_first + sum(gaps)
         r.t_end = r.t_last + 50_000
-        r.content_chunks = 6
+        r.token_events = 6
         r.usage_completion_tokens = 6 + i % 3
         r.usage_prompt_tokens = 16
         r.finish_reason = "length"
@@ -30,7 +30,7 @@ def finished(i: int, *, ok: bool = True, tracked: bool = True) -> RequestRecord:
     else:
         r.t_first = base + 30_000_000
         r.t_last = r.t_first
-        r.content_chunks = 1
+        r.token_events = 1
         r.fail(ErrorKind.TRUNCATED, "connection closed", now=base + 40_000_000)
     return r
 

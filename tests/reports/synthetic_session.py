@@ -37,7 +37,7 @@ def synthetic_run(median_ms: float, n: int, *, seed: int, rate: float, label: st
         record = RequestRecord(index=i, t_sched=t0, t_send=t0 + 200_000, t_first=first)
         record.t_last = first + sum(gaps)
         record.t_end = record.t_last
-        record.content_chunks = 16
+        record.token_events = 16
         record.gaps_ns = gaps
         record.usage_completion_tokens = 16
         record.usage_prompt_tokens = 32

@@ -15,7 +15,7 @@ def run(ok: int, failed: int, *, gated: bool = True) -> RunResult:
     for i in range(ok + failed):
         r = RequestRecord(index=i, t_sched=10**9, t_send=10**9)
         if i < ok:
-            r.t_first, r.t_last, r.t_end, r.content_chunks = 2 * 10**9, 3 * 10**9, 3 * 10**9, 2
+            r.t_first, r.t_last, r.t_end, r.token_events = 2 * 10**9, 3 * 10**9, 3 * 10**9, 2
         else:
             r.fail(ErrorKind.HTTP, "boom", now=2 * 10**9)
         acc.add(r)

@@ -32,7 +32,7 @@ def synthetic_accumulator(
         record = RequestRecord(index=i, t_sched=t0, t_send=t0, t_first=first)
         record.t_last = first + gap * (n_out - 1)
         record.t_end = record.t_last
-        record.content_chunks = n_out
+        record.token_events = n_out
         record.gaps_ns = [gap] * (n_out - 1)
         record.usage_completion_tokens = n_out
         acc.add(record)
