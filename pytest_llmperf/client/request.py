@@ -194,7 +194,8 @@ class _Reading:
             elif not record.token_events and not record.usage_completion_tokens:
                 # A proper end with usage reporting output but no token event still
                 # completed (the tokens' times are unknown); with neither, nothing came.
-                record.fail(ErrorKind.EMPTY, "stream carried no generated text (no token event, no output usage)")
+                why = "stream carried no generated text (no token event, no output usage)"
+                record.fail(ErrorKind.EMPTY, why)
         self._resolve()
 
     def on_failure(self, kind: str, detail: str, now_ns: int) -> None:

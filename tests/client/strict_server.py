@@ -1,0 +1,258 @@
+"""A strict, reasoning, empty-delta streaming server on 127.0.0.1 that records its send times.
+
+It behaves as the servers the client must be correct on: it refuses request
+fields outside the OpenAI API (as the OpenAI API does, with 400, or as
+FastAPI/pydantic servers such as ``transformers serve`` do, with 422 and a
+``detail`` list), optionally refuses ``max_tokens`` on chat in favour of
+``max_completion_tokens``, and streams like vLLM with a reasoning parser: a
+role-only chunk with ``"content": ""``, ``reasoning_content`` deltas, answer
+deltas of which some are ``""`` (a token ending inside a UTF-8 character),
+``finish_reason`` on an empty delta, a usage chunk, ``[DONE]``.
+
+It runs in a thread of the test's process, so its ``time.monotonic_ns()``
+readings (taken right after each event is handed to the socket) are on the
+client's clock: they are the truth the client's ``ttft``/``ttfo`` are held to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["OPENAI_CHAT_FIELDS", "ServedRequest", "StrictServer", "serve"]
+
+OPENAI_CHAT_FIELDS = frozenset(
+    [
+        "model",
+        "messages",
+        "max_tokens",
+        "max_completion_tokens",
+        "stream",
+        "stream_options",
+        "temperature",
+        "top_p",
+        "n",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "user",
+        "seed",
+        "tools",
+        "tool_choice",
+        "response_format",
+        "parallel_tool_calls",
+        "reasoning_effort",
+    ]
+)
+OPENAI_COMPLETION_FIELDS = frozenset(
+    [
+        "model",
+        "prompt",
+        "max_tokens",
+        "stream",
+        "stream_options",
+        "temperature",
+        "top_p",
+        "n",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "echo",
+        "best_of",
+        "suffix",
+        "user",
+        "seed",
+    ]
+)
+MODEL = "strict-model"
+
+
+@dataclass
+class ServedRequest:
+    """One streamed answer as the server sent it (monotonic ns on the test's clock)."""
+
+    received_ns: int
+    first_event_ns: int = 0  # the first token event (reasoning or empty included)
+    first_answer_ns: int = 0  # the first non-empty answer content
+    events: int = 0
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StrictServer:
+    """``reasoning`` reasoning tokens, then ``answer`` answer tokens (every ``empty_every``-th
+    one ``""``), ``gap_s`` apart; ``style`` is ``openai`` (400) or ``pydantic`` (422)."""
+
+    reasoning: int = 3
+    answer: int = 9
+    empty_every: int = 3
+    gap_s: float = 0.002
+    style: str = "openai"
+    refuse_max_tokens: bool = False
+    allowed_extra: frozenset[str] = frozenset()
+    usage_only: bool = False  # stream no token event, only the usage that counts them
+    served: list[ServedRequest] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def tokens(self) -> int:
+        return self.reasoning + self.answer
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                received = time.monotonic_ns()
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {
+                    k.strip().lower(): v.strip()
+                    for k, _, v in (line.partition(":") for line in lines[1:] if line)
+                }
+                size = int(headers.get("content-length", "0"))
+                raw = await reader.readexactly(size) if size else b""
+                if method == "GET":
+                    models = {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
+                    await _whole(writer, 200, models)
+                    continue
+                body = json.loads(raw)
+                refusal = self._refusal(body, chat=path.endswith("/chat/completions"))
+                if refusal is not None:
+                    self.refusals.append(json.dumps(refusal[1]))
+                    await _whole(writer, *refusal)
+                    continue
+                await self._stream(writer, body, received, chat=path.endswith("/chat/completions"))
+
+    def _refusal(self, body: dict[str, Any], *, chat: bool) -> tuple[int, Any] | None:
+        allowed = (OPENAI_CHAT_FIELDS if chat else OPENAI_COMPLETION_FIELDS) | self.allowed_extra
+        unknown = sorted(set(body) - allowed)
+        if chat and self.refuse_max_tokens and "max_tokens" in body:
+            message = (
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead."
+            )
+            return 400, {"error": {"message": message, "type": "invalid_request_error"}}
+        if not unknown:
+            return None
+        if self.style == "pydantic":
+            detail = [
+                {
+                    "type": "extra_forbidden",
+                    "loc": ["body", name],
+                    "msg": "Extra inputs are not permitted",
+                    "input": body[name],
+                }
+                for name in unknown
+            ]
+            return 422, {"detail": detail}
+        message = f"Unrecognized request argument supplied: {unknown[0]}"
+        return 400, {"error": {"message": message, "type": "invalid_request_error"}}
+
+    async def _stream(
+        self, writer: asyncio.StreamWriter, body: dict[str, Any], received: int, *, chat: bool
+    ) -> None:
+        served = ServedRequest(received, body=body)
+        self.served.append(served)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        if chat:
+            await _event(writer, _choice({"role": "assistant", "content": ""}))
+        for i in range(0 if self.usage_only else self.tokens):
+            await asyncio.sleep(self.gap_s)
+            if i < self.reasoning:
+                text, key, answer = f"think{i} ", "reasoning_content", False
+            else:
+                k = i - self.reasoning
+                empty = self.empty_every and k % self.empty_every == self.empty_every - 1
+                text, key, answer = ("" if empty else f"word{k} "), "content", not empty
+            payload = _choice({key: text}) if chat else _text(text)
+            await _event(writer, payload)
+            now = time.monotonic_ns()
+            served.events += 1
+            served.first_event_ns = served.first_event_ns or now
+            if answer and not served.first_answer_ns:
+                served.first_answer_ns = now
+        finish = _choice({}, finish="length") if chat else _text("", finish="length")
+        await _event(writer, finish)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {
+                "prompt_tokens": 5,
+                "completion_tokens": self.tokens,
+                "total_tokens": 5 + self.tokens,
+                "completion_tokens_details": {"reasoning_tokens": self.reasoning},
+            }
+            await _event(writer, {"id": "x", "choices": [], "usage": usage})
+        await _event(writer, "[DONE]")
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+
+def _choice(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "x", "object": "chat.completion.chunk", "model": MODEL, "choices": [choice]}
+
+
+def _text(text: str, finish: str | None = None) -> dict[str, Any]:
+    choice = {"index": 0, "text": text, "finish_reason": finish}
+    return {"id": "x", "object": "text_completion", "model": MODEL, "choices": [choice]}
+
+
+async def _event(writer: asyncio.StreamWriter, payload: Any) -> None:
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    event = f"data: {data}\n\n".encode()
+    writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+    await writer.drain()
+
+
+async def _whole(writer: asyncio.StreamWriter, status: int, obj: Any) -> None:
+    body = json.dumps(obj).encode()
+    writer.write(
+        f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    await writer.drain()
+
+
+@contextlib.contextmanager
+def serve(server: StrictServer) -> Iterator[StrictServer]:
+    """Serve ``server`` on an ephemeral port from a thread of this process."""
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    stop = loop.create_future()
+
+    async def main() -> None:
+        srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+        server.port = srv.sockets[0].getsockname()[1]
+        ready.set()
+        await stop
+        srv.close()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
+    thread.start()
+    if not ready.wait(10):
+        raise RuntimeError("strict server did not start")
+    try:
+        yield server
+    finally:
+        loop.call_soon_threadsafe(stop.set_result, None)
+        thread.join(10)
+        loop.close()

@@ -1,0 +1,181 @@
+"""Correct on the servers people run: strict field checks, reasoning and empty deltas.
+
+The servers here are real HTTP servers on 127.0.0.1 (``strict_server.py``)
+that refuse unknown request fields as the OpenAI API and pydantic servers do,
+and stream the way vLLM does with a reasoning model; the client must
+negotiate its optional fields away, count every token event, and time
+``ttft``/``ttfo`` against the server's own send times.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from strict_server import StrictServer, serve
+
+from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url
+from pytest_llmperf.client.openai import RequestFields, parse_chunk
+from pytest_llmperf.client.preflight import preflight
+from pytest_llmperf.client.records import RequestRecord
+from pytest_llmperf.config import RunSpec
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.loadgen.session import run_load
+
+CHUNKS = [
+    # (delta or choice, event, answer, reasoning)
+    ({"delta": {"role": "assistant", "content": ""}}, False, False, False),  # vLLM's opening
+    ({"delta": {"role": "assistant"}}, False, False, False),
+    ({"delta": {"role": "assistant", "content": "Hi"}}, True, True, False),  # role + first token
+    ({"delta": {"content": "Hi"}}, True, True, False),
+    ({"delta": {"content": ""}}, True, False, False),  # a token ending mid UTF-8 character
+    ({"delta": {"content": None}}, False, False, False),
+    ({"delta": {"reasoning_content": "hmm"}}, True, False, True),
+    ({"delta": {"reasoning": "hmm"}}, True, False, True),  # the newer field name
+    ({"delta": {"reasoning_content": "hmm", "content": None}}, True, False, True),
+    ({"delta": {"reasoning_content": ""}}, True, False, False),
+    ({"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{"}}]}}, True, True, False),
+    ({"delta": {}, "finish_reason": "stop"}, False, False, False),  # finish on its own chunk
+    ({"delta": {"content": ""}, "finish_reason": "stop"}, False, False, False),
+    ({"delta": {"content": "end"}, "finish_reason": "length"}, True, True, False),
+    ({"text": "abc"}, True, True, False),  # completions
+    ({"text": ""}, True, False, False),
+    ({"text": "", "finish_reason": "stop"}, False, False, False),  # llama.cpp's last chunk
+]
+
+
+@pytest.mark.parametrize(("choice", "event", "answer", "reasoning"), CHUNKS)
+def test_token_event_rules(choice, event, answer, reasoning):
+    info = parse_chunk(json.dumps({"choices": [{"index": 0, "finish_reason": None, **choice}]}))
+    assert (info.event, info.answer, info.reasoning) == (event, answer, reasoning)
+
+
+def test_usage_only_chunk_is_not_a_token_event():
+    info = parse_chunk(json.dumps({"choices": [], "usage": {"completion_tokens": 4}}))
+    assert not info.event and info.usage == {"completion_tokens": 4}
+
+
+def _endpoint(server: StrictServer, api: str = "chat", extra: dict | None = None) -> Endpoint:
+    return Endpoint(
+        normalize_base_url(server.url),
+        api=api,  # type: ignore[arg-type]
+        timeouts=Timeouts.from_seconds(10),
+        fields=RequestFields(extra=extra or {}),
+    )
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("style", ["openai", "pydantic"])
+async def test_a_refused_optional_field_is_dropped_and_reported(style):
+    with serve(StrictServer(style=style)) as server:
+        endpoint = await preflight(_endpoint(server))
+    fields = endpoint.fields
+    assert endpoint.model == "strict-model"
+    assert fields.ignore_eos is False and fields.include_usage is True  # stream_options is API
+    assert "ignore_eos" in fields.refused["ignore_eos"]  # the server's own words
+    assert any("refused ignore_eos" in note for note in fields.notes())
+    assert endpoint.describe()["request_fields"]["refused"] == dict(fields.refused)
+
+
+@pytest.mark.asyncio
+async def test_max_tokens_refused_on_chat_becomes_max_completion_tokens():
+    with serve(StrictServer(refuse_max_tokens=True)) as server:
+        endpoint = await preflight(_endpoint(server))
+        assert endpoint.fields.max_tokens_field == "max_completion_tokens"
+        spec = RunSpec.from_markers(("synthetic",), {"requests": 4, "output_tokens": 7})
+        result = await run_load(endpoint, spec)
+        bodies = [s.body for s in server.served]
+    assert result.counts["completed"] == 4, result.error_samples
+    assert all(b["max_completion_tokens"] == 7 and "max_tokens" not in b for b in bodies[-4:])
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_that_names_no_field_is_narrowed_down_by_probing():
+    class Vague(StrictServer):
+        def _refusal(self, body, *, chat):  # the field is refused, but not named
+            found = super()._refusal(body, chat=chat)
+            return None if found is None else (400, {"error": "Bad request"})
+
+    with serve(Vague()) as server:
+        endpoint = await preflight(_endpoint(server))
+    assert endpoint.fields.ignore_eos is False
+    assert endpoint.fields.include_usage is True  # probed on its own and accepted
+
+
+@pytest.mark.asyncio
+async def test_a_user_field_the_server_refuses_is_a_usage_error_quoting_the_server():
+    with serve(StrictServer()) as server, pytest.raises(LlmPerfUsageError) as caught:
+        await preflight(_endpoint(server, extra={"top_k": 5}))
+    text = str(caught.value)
+    assert text.startswith("--llm-request-extra: ")
+    assert '{"top_k": 5}' in text and "Unrecognized request argument supplied: top_k" in text
+
+
+@pytest.mark.asyncio
+async def test_user_fields_the_server_accepts_ride_on_every_request():
+    with serve(StrictServer(allowed_extra=frozenset({"top_k", "seed"}))) as server:
+        endpoint = await preflight(_endpoint(server, extra={"top_k": 5}))
+        spec = RunSpec.from_markers(
+            ("synthetic",), {"requests": 3, "extra_body": {"seed": 11}}, (), {}
+        )
+        result = await run_load(endpoint, spec)
+        bodies = [s.body for s in server.served[-3:]]
+    assert result.counts["completed"] == 3
+    assert all(b["top_k"] == 5 and b["seed"] == 11 for b in bodies)
+    assert result.workload["extra_body"] == {"seed": 11}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("api", ["chat", "completions"])
+async def test_every_token_event_counts_and_ttft_ttfo_match_the_servers_send_times(api):
+    """The issue's acceptance: a strict server streaming reasoning, then answers with empty
+    deltas; every request completes, one ITL gap per token after the first, and ttft/ttfo
+    within 1 ms of the server's own send times at p50."""
+    server = StrictServer(reasoning=3 if api == "chat" else 0, answer=9, empty_every=3)
+    records: list[RequestRecord] = []
+    with serve(server):
+        endpoint = await preflight(_endpoint(server, api=api))
+        spec = RunSpec.from_markers(
+            ("synthetic",), {"requests": 40}, ("concurrency",), {"concurrency": 4}
+        )
+        result = await run_load(endpoint, spec, observers=[records.append])
+    served = server.served[-40:]
+    assert result.counts == {"issued": 40, "completed": 40, "failed": 0, "incomplete": 0}
+    tokens = server.tokens
+    assert all(r.token_events == tokens and len(r.gaps_ns) == tokens - 1 for r in records)
+    assert result.metrics["itl"].count == 40 * (tokens - 1)  # type: ignore[union-attr]
+    lengths = result.token_lengths
+    assert lengths["output_events_mean"] == tokens == lengths["output_server_mean"]
+    assert result.accumulator.reasoning_tokens == 40 * server.reasoning
+
+    client_ttft = np.median([r.t_first - r.t_send for r in records]) / 1e6
+    server_ttft = np.median([s.first_event_ns - s.received_ns for s in served]) / 1e6
+    client_ttfo = np.median([r.t_out - r.t_send for r in records]) / 1e6
+    server_ttfo = np.median([s.first_answer_ns - s.received_ns for s in served]) / 1e6
+    assert abs(client_ttft - server_ttft) < 1.0, (client_ttft, server_ttft)
+    assert abs(client_ttfo - server_ttfo) < 1.0, (client_ttfo, server_ttfo)
+    if server.reasoning:  # reasoning first: the answer starts later than the first token
+        assert result.metrics["ttfo"].p(50) > result.metrics["ttft"].p(50)  # type: ignore[union-attr]
+
+
+@pytest.mark.asyncio
+async def test_a_stream_with_output_usage_but_no_token_event_completes_without_latencies():
+    server = StrictServer(reasoning=0, answer=4, usage_only=True)
+    with serve(server):
+        endpoint = await preflight(_endpoint(server))
+        result = await run_load(endpoint, RunSpec.from_markers(("synthetic",), {"requests": 2}))
+    assert result.counts["completed"] == 2 and result.accumulator.output_tokens == 8
+    assert result.metrics["ttft"].count == 0  # type: ignore[union-attr]
+
+
+@pytest.mark.asyncio
+async def test_a_stream_with_neither_events_nor_output_usage_is_empty():
+    server = StrictServer(reasoning=0, answer=0)
+    with serve(server):
+        endpoint = await preflight(_endpoint(server))
+        result = await run_load(endpoint, RunSpec.from_markers(("synthetic",), {"requests": 2}))
+    assert result.counts["failed"] == 2
+    [sample] = result.error_samples
+    assert sample["kind"] == "empty_response" and sample["count"] == 2
+    assert "no generated text" in sample["message"]
