@@ -138,9 +138,12 @@ class ChunkInfo:
     ends inside a multi-byte character as ``"content": ""``), or a
     completions ``text``; not the role-only opening chunk, not a chunk with
     only ``finish_reason``/``usage``, and not an empty string riding on the
-    chunk that carries ``finish_reason``. ``answer`` is true when the event
-    carries non-empty answer content or a tool call (``ttfo``); ``reasoning``
-    when it carries reasoning text.
+    chunk that carries ``finish_reason`` (llama.cpp ends so). ``answer`` is
+    true when the event carries non-empty answer content or a tool call
+    (``ttfo``); ``reasoning`` when it carries reasoning text. ``blank_finish``
+    marks that last case: vLLM also ends so when its last token is a partial
+    character, and only the usage at the end of the stream can tell the two
+    apart (:mod:`pytest_llmperf.client.request` settles it there).
     """
 
     event: bool = False
@@ -150,6 +153,7 @@ class ChunkInfo:
     usage: dict[str, Any] | None = None
     error: str | None = None
     done: bool = False
+    blank_finish: bool = False
 
 
 _DONE = ChunkInfo(done=True)
@@ -197,12 +201,13 @@ def parse_chunk(data: str) -> ChunkInfo:
             # the common chunk, {"content": "..."}: no further look-ups
             if content or not finish:
                 return ChunkInfo(True, bool(content), False, finish, usage)
-            return ChunkInfo(False, False, False, finish, usage)
+            return ChunkInfo(False, False, False, finish, usage, blank_finish=True)
         return _delta_info(delta, content, finish, usage)
     text = choice.get("text")
     if text.__class__ is str:  # completions
-        event = bool(text) or not finish
-        return ChunkInfo(event, bool(text), False, finish, usage)
+        if text or not finish:
+            return ChunkInfo(True, bool(text), False, finish, usage)
+        return ChunkInfo(False, False, False, finish, usage, blank_finish=True)
     message = choice.get("message")
     if message.__class__ is dict:  # a non-streamed chat answer
         return _delta_info(message, message.get("content"), finish, usage, whole=True)
@@ -230,9 +235,11 @@ def _delta_info(
     if answer or thinking:
         return ChunkInfo(True, answer, thinking, finish, usage)
     # Only empty strings (or nothing) from here on.
-    if not (has_content or has_reasoning) or finish or whole or "role" in delta:
-        # the role-only opening chunk, a finish-only chunk, or "" beside the finish
+    if not (has_content or has_reasoning) or whole or "role" in delta:
+        # the role-only opening chunk, or a finish-only chunk
         return ChunkInfo(False, False, False, finish, usage)
+    if finish:  # "" beside the finish: a token only if the usage says so
+        return ChunkInfo(False, False, False, finish, usage, blank_finish=True)
     return ChunkInfo(True, False, False, finish, usage)  # an empty token delta
 
 

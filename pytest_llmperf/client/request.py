@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.client.openai import build_payload, error_message, parse_chunk
+from pytest_llmperf.client.openai import ChunkInfo, build_payload, error_message, parse_chunk
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.sse import SSEParser
 from pytest_llmperf.client.stream_client import StreamClient, TransportFailure
@@ -77,6 +77,7 @@ class _Reading:
     """
 
     __slots__ = (
+        "_blank_finish_ns",
         "_body",
         "_finished",
         "_headers",
@@ -100,6 +101,7 @@ class _Reading:
         self._mode = _STREAM
         self._parser = SSEParser()
         self._finished = False
+        self._blank_finish_ns = 0
         self._body = bytearray()
         self._headers: dict[str, str] = {}
 
@@ -189,6 +191,9 @@ class _Reading:
             return
         if record.error is None:
             record.t_end = now_ns
+            if self._blank_finish_ns and record.usage_completion_tokens == record.token_events + 1:
+                # vLLM: the last token was a partial character, sent as "" with the finish
+                _token_event(record, self._blank_finish_ns)
             if not self._finished:
                 record.fail(ErrorKind.TRUNCATED, "stream ended without finish_reason or [DONE]")
             elif not record.token_events and not record.usage_completion_tokens:
@@ -207,10 +212,14 @@ class _Reading:
     def _events(self, payloads: list[str], now: int) -> None:
         record = self.record
         for data in payloads:
-            self._finished = _on_event(data, now, record) or self._finished
-            if record.error is not None:
+            info = _on_event(data, now, record)
+            if info is None:
                 self._resolve()
                 return
+            if info.done or info.finish_reason:
+                self._finished = True
+                if info.blank_finish:
+                    self._blank_finish_ns = now
 
     def _http_error(self, now: int) -> None:
         raw = bytes(self._body[:_ERROR_BODY_LIMIT])
@@ -236,33 +245,37 @@ class _Reading:
             self.done.set_result(None)
 
 
-def _on_event(data: str, now: int, record: RequestRecord) -> bool:
-    """Apply one event; returns True when it marks the end of the answer."""
+def _on_event(data: str, now: int, record: RequestRecord) -> ChunkInfo | None:
+    """Apply one event; ``None`` when it failed the request."""
     try:
         info = parse_chunk(data)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:  # JSON of the wrong shape
         why = exc if isinstance(exc, ValueError) else repr(exc)
         record.fail(ErrorKind.PROTOCOL, f"malformed stream chunk: {why}", now=now)
-        return False
+        return None
     if info.error:
         record.fail(ErrorKind.STREAM_ERROR, info.error, now=now)
-        return False
+        return None
     if info.usage:
         _apply_usage(record, info.usage)
     if info.event:
-        if record.t_first:
-            record.gaps_ns.append(now - record.t_last)
-        else:
-            record.t_first = now
-        record.t_last = now
-        record.token_events += 1
+        _token_event(record, now)
         if info.answer and not record.t_out:
             record.t_out = now
         if info.reasoning:
             record.reasoning_events += 1
     if info.finish_reason:
         record.finish_reason = info.finish_reason
-    return info.done or bool(info.finish_reason)
+    return info
+
+
+def _token_event(record: RequestRecord, now: int) -> None:
+    if record.t_first:
+        record.gaps_ns.append(now - record.t_last)
+    else:
+        record.t_first = now
+    record.t_last = now
+    record.token_events += 1
 
 
 def _apply_whole(raw: bytes, now: int, record: RequestRecord) -> None:

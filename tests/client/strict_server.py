@@ -102,6 +102,7 @@ class StrictServer:
     refuse_max_tokens: bool = False
     allowed_extra: frozenset[str] = frozenset()
     usage_only: bool = False  # stream no token event, only the usage that counts them
+    finish_on_last: bool = False  # vLLM: finish_reason rides on the last token's chunk
     served: list[ServedRequest] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
     port: int = 0
@@ -183,15 +184,17 @@ class StrictServer:
                 k = i - self.reasoning
                 empty = self.empty_every and k % self.empty_every == self.empty_every - 1
                 text, key, answer = ("" if empty else f"word{k} "), "content", not empty
-            payload = _choice({key: text}) if chat else _text(text)
+            finish = "length" if self.finish_on_last and i == self.tokens - 1 else None
+            payload = _choice({key: text}, finish) if chat else _text(text, finish)
             await _event(writer, payload)
             now = time.monotonic_ns()
             served.events += 1
             served.first_event_ns = served.first_event_ns or now
             if answer and not served.first_answer_ns:
                 served.first_answer_ns = now
-        finish = _choice({}, finish="length") if chat else _text("", finish="length")
-        await _event(writer, finish)
+        if not self.finish_on_last:
+            last = _choice({}, finish="length") if chat else _text("", finish="length")
+            await _event(writer, last)
         if (body.get("stream_options") or {}).get("include_usage"):
             usage = {
                 "prompt_tokens": 5,

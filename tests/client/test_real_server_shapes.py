@@ -127,12 +127,18 @@ async def test_user_fields_the_server_accepts_ride_on_every_request():
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("finish_on_last", [False, True], ids=["finish-apart", "finish-on-last"])
 @pytest.mark.parametrize("api", ["chat", "completions"])
-async def test_every_token_event_counts_and_ttft_ttfo_match_the_servers_send_times(api):
+async def test_every_token_event_counts_and_ttft_ttfo_match_the_servers_send_times(
+    api, finish_on_last
+):
     """The issue's acceptance: a strict server streaming reasoning, then answers with empty
     deltas; every request completes, one ITL gap per token after the first, and ttft/ttfo
-    within 1 ms of the server's own send times at p50."""
-    server = StrictServer(reasoning=3 if api == "chat" else 0, answer=9, empty_every=3)
+    within 1 ms of the server's own send times at p50. With ``finish_on_last`` the last
+    token is ``""`` and carries the finish, as vLLM sends a final partial character."""
+    server = StrictServer(
+        reasoning=3 if api == "chat" else 0, answer=9, empty_every=3, finish_on_last=finish_on_last
+    )
     records: list[RequestRecord] = []
     with serve(server):
         endpoint = await preflight(_endpoint(server, api=api))
