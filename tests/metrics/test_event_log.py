@@ -23,6 +23,10 @@ def finished(i: int, *, ok: bool = True, tracked: bool = True) -> RequestRecord:
         r.t_last = r.t_first + sum(gaps)
         r.t_end = r.t_last + 50_000
         r.token_events = 6
+        r.t_out = r.t_first + gaps[0] if i % 2 else 0  # every other request reasoned first
+        r.reasoning_events = 1 if i % 2 else 0
+        r.usage_reasoning_tokens = 1 if i % 4 == 1 else None
+        r.input_requested, r.output_requested = 16, 8
         r.usage_completion_tokens = 6 + i % 3
         r.usage_prompt_tokens = 16
         r.finish_reason = "length"
@@ -58,7 +62,10 @@ def test_log_is_sqlite_wal_and_replays_to_identical_metrics(tmp_path: Path) -> N
         with sqlite3.connect(path) as db:
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     replay = analyse_event_log(path)
+    assert live.summary()["ttfo"]["count"] > 0 and live.summary()["reasoning_tokens"] > 0
     assert replay.summary() == live.summary()
+    assert replay.token_lengths() == live.token_lengths()
+    assert replay.error_samples.to_list() == live.error_samples.to_list() != []
     assert replay.counts() == live.counts()
     assert replay.errors == live.errors == Counter({ErrorKind.TRUNCATED: 9})
     assert replay.good == live.good
