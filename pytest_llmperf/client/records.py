@@ -9,12 +9,14 @@ however long the run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 __all__ = ["ErrorKind", "RequestRecord"]
 
 
-class ErrorKind:
-    """Reason categories for failed requests (strings, so reports stay plain JSON)."""
+class ErrorKind(StrEnum):
+    """Reason categories for failed requests (a ``StrEnum``: equal to, and written as, the
+    plain strings reports show, e.g. ``"http_error"``)."""
 
     CONNECT = "connect_error"
     CONNECT_TIMEOUT = "connect_timeout"

@@ -93,9 +93,10 @@ def _run_session(tmp: Path, endpoint: str, env: dict[str, str]) -> str:
 
 
 def _load_posts(server: OddServer) -> list:
-    """The run's POSTs, without the preflight's field probe (it carries the secret too)."""
+    """The run's POSTs, without the preflight's field probe (it carries the secret too) and
+    any tokenizer calls."""
     probe = PROBE_SAMPLE.prompt.encode()
-    posts = [r for r in server.requests if r.method == "POST"]
+    posts = [r for r in server.requests if r.method == "POST" and r.path.endswith("completions")]
     assert sum(probe in r.body for r in posts) >= 1  # the probe ran, with the same credentials
     return [r for r in posts if probe not in r.body]
 
