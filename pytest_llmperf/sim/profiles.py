@@ -11,6 +11,7 @@ never a silently ignored setting.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -23,6 +24,9 @@ __all__ = ["Profile", "ProfileError", "load_profile", "profile_names"]
 KINDS = ("fixed", "engine")
 POLICIES = ("fcfs", "priority", "sjf")
 ERROR_CODES = (429, 500, 503)
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+REJECT_STYLES = ("detail", "pydantic")
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 class ProfileError(ValueError):
@@ -70,6 +74,14 @@ class Profile:
     multi_token_max: int
     keepalive_rate: float
     keepalive_interval_ms: float
+    reasoning_tokens: int
+    reasoning_field: str
+    empty_delta_rate: float
+    separate_finish_chunk: bool
+    strict_fields: bool
+    reject_fields: tuple[str, ...]
+    reject_style: str
+    reject_max_tokens: bool
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -100,6 +112,7 @@ _PROB_KEYS = {
     "malformed_rate",
     "multi_token_rate",
     "keepalive_rate",
+    "empty_delta_rate",
 }
 
 
@@ -160,6 +173,13 @@ def _coerce(profile: str, key: str, raw: Any) -> Any:
             if isinstance(items, int):
                 items = [items]
             return tuple(int(x) for x in items)
+        if key == "reject_fields":
+            if raw is None:
+                return ()
+            items = raw.split(",") if isinstance(raw, str) else raw
+            if not isinstance(items, list | tuple) or not all(isinstance(x, str) for x in items):
+                raise bad("expected a list of request field names")
+            return tuple(x.strip() for x in items if x.strip())
         if not isinstance(raw, str):
             raise bad("expected a string")
         return raw
@@ -203,13 +223,20 @@ def _validate(p: Profile) -> None:
     ):
         if getattr(p, key) < 1:
             raise bad(key, "must be at least 1")
-    for key in ("long_prefill_token_threshold", "retry_after_s"):
+    for key in ("long_prefill_token_threshold", "retry_after_s", "reasoning_tokens"):
         if getattr(p, key) < 0:
             raise bad(key, "must not be negative")
     if not p.error_codes or any(c not in ERROR_CODES for c in p.error_codes):
         raise bad("error_codes", f"expected a non-empty list drawn from {ERROR_CODES}")
     if not p.model:
         raise bad("model", "must not be empty")
+    if p.reasoning_field not in REASONING_FIELDS:
+        raise bad("reasoning_field", f"expected one of {REASONING_FIELDS}")
+    if p.reject_style not in REJECT_STYLES:
+        raise bad("reject_style", f"expected one of {REJECT_STYLES}")
+    for name in p.reject_fields:
+        if not _FIELD_NAME.fullmatch(name):
+            raise bad("reject_fields", f"{name!r} is not a field name (a, or a.b for a nested one)")
 
 
 def load_profile(name: str = "fixed", **overrides: Any) -> Profile:

@@ -6,6 +6,11 @@ continuous-batching engine) and stream each token at the instant the back end
 planned for it. A client that disconnects cancels its handler (aiohttp's
 ``handler_cancellation``), and the ``finally`` releases the request in the
 engine, as vLLM aborts a request whose client went away.
+
+The jobs around that live in their own modules: request strictness
+(validation.py), vLLM's ``/tokenize`` (tokenization.py), the delta shapes of
+other servers (deltas.py) and the socket writers of the engine's fan-out
+(sink.py).
 """
 
 from __future__ import annotations
@@ -13,20 +18,23 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import time
 from typing import Any
 
 from aiohttp import web
 
 from .clock import TIMING_MODES, sleep_until
+from .deltas import DeltaPlan, ShapedChunks, plan_deltas, split_text
 from .faults import FaultPlan, plan_faults
 from .fixed import FixedBackend
 from .gc_control import GcControl
 from .kv_cache import prompt_block_hashes
 from .profiles import Profile, load_profile
 from .prometheus import ServerCounters, render_metrics
+from .sink import ShapedSocketSink, SocketSink
 from .streams import Backend, Submission, TokenStream
-from .text import WORDS_JSON, token_text
+from .text import token_text
+from .tokenization import Tokenization
+from .validation import request_policy
 from .wire import (
     DONE,
     ChunkWriter,
@@ -85,6 +93,8 @@ class SimApp:
         self.backend = make_backend(profile, seed, speedup, timing, self.gc)
         self.poll = self.backend.poll
         self.counters = ServerCounters()
+        self.policy = request_policy(profile)  # None: every field accepted, as vLLM does
+        self.tokenization = Tokenization(profile.model, profile.max_model_len)
         self.next_index = 0
         self.emit_lags: list[float] | None = [] if record_emit_lag else None
         self.emit_planned: list[float] = []  # planned loop time of each lag sample
@@ -97,6 +107,8 @@ class SimApp:
                 web.get("/metrics", self.metrics),
                 web.post("/v1/chat/completions", self.chat),
                 web.post("/v1/completions", self.completions),
+                web.post("/tokenize", self.tokenization.tokenize),
+                web.post("/detokenize", self.tokenization.detokenize),
             ]
         )
         self.app.on_startup.append(self._on_startup)
@@ -186,6 +198,11 @@ class SimApp:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             return self._error(400, "request body is not valid JSON")
+        if self.policy is not None:
+            rejection = self.policy.check(api, body)
+            if rejection is not None:
+                self.counters.errors += 1
+                return web.json_response(rejection.body, status=rejection.status)
         # Between its pieces of work a handler lets the engine emit whatever fell due:
         # a burst of arrivals must not hold back the tokens of running requests.
         poll = self.poll
@@ -233,11 +250,16 @@ class SimApp:
         except RuntimeError as exc:  # the engine died (a simulator bug, already on stderr)
             return self._error(500, str(exc))
         self.counters.prompt_tokens += parsed.num_prompt_tokens
+        deltas = plan_deltas(self.profile, self.seed, index, n_out, parsed.api)
         try:
             if parsed.stream:
-                return await self._stream(request, parsed, stream, n_out, finish, faults, index)
+                return await self._stream(
+                    request, parsed, stream, n_out, finish, faults, index, deltas
+                )
             try:
-                return await self._full(request, parsed, stream, n_out, finish, faults, index)
+                return await self._full(
+                    request, parsed, stream, n_out, finish, faults, index, deltas
+                )
             except RuntimeError as exc:  # the engine died while we waited
                 return self._error(500, str(exc))
         finally:
@@ -269,6 +291,7 @@ class SimApp:
         finish: str,
         faults: FaultPlan,
         index: int,
+        deltas: DeltaPlan | None,
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         arrival = loop.time()
@@ -277,12 +300,13 @@ class SimApp:
         )
         writer = await resp.prepare(request)
         self.poll()
-        w = ChunkWriter(parsed.api, self.profile.model)
+        w = ChunkWriter(parsed.api, self.profile.model, self.profile.reasoning_field)
         if parsed.api == "chat":
             await resp.write(w.role_chunk())
         lags = self.emit_lags if not faults.delays_tokens else None
         counters = self.counters
         salt = index * 13
+        shaped = None if deltas is None else ShapedChunks(w, deltas, salt, finish)
         # A back end that writes tokens itself (the engine) gets a writer with each chunk
         # ready-made, and writes it straight to the socket from its fan-out: no coroutine
         # resumed per token, which matters when a step emits 64 at once. Faults that
@@ -298,15 +322,21 @@ class SimApp:
             send_headers = getattr(writer, "send_headers", None)
             if send_headers is not None:  # aiohttp >= 3.10 may hold them for the first write
                 send_headers()
-            await self._write_directly(request, w, stream, n_out, finish, salt, arrival, lags)
+            await self._write_directly(
+                request, w, stream, n_out, finish, salt, arrival, lags, shaped
+            )
         elif not await self._write_tokens(
-            request, resp, w, stream, n_out, finish, faults, salt, arrival, lags
+            request, resp, w, stream, n_out, finish, faults, salt, arrival, lags, shaped
         ):
             return resp  # cut mid-stream: no [DONE], no chunked terminator
         counters.generation_tokens += n_out
         counters.success[finish] = counters.success.get(finish, 0) + 1
         if parsed.include_usage:
-            await resp.write(w.usage_chunk(parsed.num_prompt_tokens, n_out, stream.cached_tokens))
+            await resp.write(
+                w.usage_chunk(
+                    parsed.num_prompt_tokens, n_out, stream.cached_tokens, _reasoning_tokens(deltas)
+                )
+            )
         await resp.write(DONE)
         await resp.write_eof()
         return resp
@@ -323,6 +353,7 @@ class SimApp:
         salt: int,
         arrival: float,
         lags: list[float] | None,
+        shaped: ShapedChunks | None,
     ) -> bool:
         """The general path: await each token, apply the faults, write through aiohttp.
         False if the stream was cut (nothing more may be written)."""
@@ -332,6 +363,8 @@ class SimApp:
         i = 0
         while i < n_out:
             size = min(faults.chunk_size(), n_out - i) if faults.per_chunk else 1
+            if shaped is not None:
+                size = shaped.clip(i, size)
             planned = 0.0
             for _ in range(size):
                 got = await stream.next_token()
@@ -350,16 +383,19 @@ class SimApp:
                     await resp.write(KEEPALIVE_FRAME)
                 if faults.malformed():
                     await resp.write(MALFORMED_FRAME)
-            if size == 1:
-                text = token_text(i, salt)
+            if shaped is not None:
+                chunk = shaped.chunk(i, size)
+            elif size == 1:
+                chunk = w.token_chunk(token_text(i, salt), finish if i + 1 == n_out else None)
             else:
                 text = "".join(token_text(j, salt) for j in range(i, i + size))
+                chunk = w.token_chunk(text, finish if i + size == n_out else None)
             i += size
             now = loop.time()
             if lags is not None:
                 lags.append(now - planned)
                 self.emit_planned.append(planned)
-            await resp.write(w.token_chunk(text, finish if i == n_out else None))
+            await resp.write(chunk)
             if last:
                 counters.itl.observe(now - last)
             else:
@@ -377,24 +413,32 @@ class SimApp:
         salt: int,
         arrival: float,
         lags: list[float] | None,
+        shaped: ShapedChunks | None,
     ) -> None:
-        """Let the back end's fan-out write every token (see _SocketSink)."""
+        """Let the back end's fan-out write every token (see sink.py)."""
         assert request.transport is not None
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        head, tail, last_tail = w.token_template(finish)
-        sink = _SocketSink(
-            request.transport,  # type: ignore[arg-type]
-            head,
-            tail,
-            last_tail,
-            n_out,
-            salt,
-            arrival,
-            self.counters,
-            lags,
-            self.emit_planned,
-            done,
-        )
+        tr: asyncio.WriteTransport = request.transport  # type: ignore[assignment]
+        sink: SocketSink
+        if shaped is None:
+            head, tail, last_tail = w.token_template(finish)
+            sink = SocketSink(
+                tr,
+                head,
+                tail,
+                last_tail,
+                n_out,
+                salt,
+                arrival,
+                self.counters,
+                lags,
+                self.emit_planned,
+                done,
+            )
+        else:
+            sink = ShapedSocketSink(
+                tr, shaped, n_out, salt, arrival, self.counters, lags, self.emit_planned, done
+            )
         if request.transport.is_closing():
             raise ConnectionResetError("client went away")
         stream.attach_writer(sink, sink.fail)  # type: ignore[attr-defined]
@@ -409,6 +453,7 @@ class SimApp:
         finish: str,
         faults: FaultPlan,
         index: int,
+        deltas: DeltaPlan | None,
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         arrival = loop.time()
@@ -434,106 +479,23 @@ class SimApp:
                 self.counters.itl.observe(gap)
         self.counters.generation_tokens += n_out
         self.counters.success[finish] = self.counters.success.get(finish, 0) + 1
-        salt = index * 13
-        text = "".join(token_text(j, salt) for j in range(n_out))
-        body = ChunkWriter(parsed.api, self.profile.model).full_body(
-            text, finish, parsed.num_prompt_tokens, n_out, stream.cached_tokens
+        reasoning, text = split_text(deltas, index * 13, n_out)
+        w = ChunkWriter(parsed.api, self.profile.model, self.profile.reasoning_field)
+        body = w.full_body(
+            text,
+            finish,
+            parsed.num_prompt_tokens,
+            n_out,
+            stream.cached_tokens,
+            reasoning,
+            _reasoning_tokens(deltas),
         )
         return web.json_response(body)
 
 
-class _SocketSink:
-    """Writes one response's token chunks straight to its connection (a TokenWriter).
-
-    The engine's fan-out writes ``frame`` — the next chunk, framed for chunked
-    transfer encoding in advance from ready-made bytes (``ChunkWriter.token_template``)
-    — at the step's planned instant with one ``transport.write`` (one ``send``; the
-    transport buffers only if the socket is full, and aiohttp drains before
-    ``[DONE]``), then calls :meth:`wrote` once the whole step is out.
-    """
-
-    __slots__ = (
-        "counters",
-        "done",
-        "frame",
-        "head",
-        "k",
-        "lags",
-        "last",
-        "last_tail",
-        "n",
-        "planned_log",
-        "salt",
-        "tail",
-        "tr",
-    )
-
-    def __init__(
-        self,
-        tr: asyncio.WriteTransport,
-        head: bytes,
-        tail: bytes,
-        last_tail: bytes,
-        n: int,
-        salt: int,
-        arrival: float,
-        counters: ServerCounters,
-        lags: list[float] | None,
-        planned_log: list[float],
-        done: asyncio.Future[None],
-    ) -> None:
-        self.tr = tr
-        self.head = head
-        self.tail = tail
-        self.last_tail = last_tail
-        self.n = n
-        self.salt = salt
-        self.k = 0
-        self.last = arrival
-        self.counters = counters
-        self.lags = lags
-        self.planned_log = planned_log
-        self.done = done
-        self.frame: bytes | None = self._frame(0)
-
-    def _frame(self, k: int) -> bytes:
-        data = (
-            self.head
-            + _WORDS_JSON[(self.salt + k * 7) % _NWORDS]  # text.token_index, inlined
-            + (self.tail if k + 1 < self.n else self.last_tail)
-        )
-        return b"%x\r\n%b\r\n" % (len(data), data)
-
-    def wrote(self, planned: float, now: float) -> None:
-        """Token ``k`` (planned at ``planned``) was written at ``now``."""
-        k = self.k
-        self.k = k + 1
-        lags = self.lags
-        if lags is not None:
-            lags.append(now - planned)
-            self.planned_log.append(planned)
-        if k:
-            self.counters.itl.observe(now - self.last)
-        else:
-            self.counters.ttft.observe(now - self.last)
-        self.last = now
-        if k + 1 == self.n:
-            self.frame = None
-            self.done.set_result(None)
-        elif self.tr.is_closing():
-            self.fail(ConnectionResetError("client went away"))
-        else:
-            self.frame = self._frame(k + 1)
-
-    def fail(self, exc: BaseException) -> None:
-        self.frame = None
-        if not self.done.done():
-            self.done.set_exception(exc)
-
-
-_WORDS_JSON = WORDS_JSON
-_NWORDS = len(WORDS_JSON)
-_clock = time.monotonic  # the event loop's clock
+def _reasoning_tokens(deltas: DeltaPlan | None) -> int | None:
+    """``completion_tokens_details.reasoning_tokens`` to report, if the answer reasons."""
+    return deltas.n_reasoning if deltas is not None and deltas.n_reasoning else None
 
 
 class SimServer:

@@ -9,7 +9,8 @@ token, ``finish_reason`` on the last token's chunk, a usage chunk with
 
 Streaming chunks are built from pre-rendered prefix/suffix strings around the
 JSON-encoded token, because the server writes one per token and ``json.dumps``
-of a whole dict per token would dominate its CPU time.
+of a whole dict per token would dominate its CPU time. Other servers' shapes
+(reasoning deltas, a separate finish chunk: deltas.py) use the same templates.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ __all__ = [
     "ChunkWriter",
     "ParsedRequest",
     "WireError",
+    "chat_prompt_texts",
+    "chat_prompt_tokens",
     "error_body",
     "models_body",
     "parse_request",
@@ -118,6 +121,25 @@ def _content_text(content: Any) -> str:
     raise WireError(400, "message content must be a string or a list of content parts", "messages")
 
 
+def chat_prompt_texts(messages: list[Any]) -> list[str]:
+    """The text of every message of a chat prompt, in order (WireError if malformed).
+
+    Shared by the chat endpoint and ``/tokenize``, so that a client counting a
+    prompt with the server's tokenizer gets exactly ``usage.prompt_tokens``.
+    """
+    texts: list[str] = []
+    for msg in messages:
+        if not isinstance(msg, dict):
+            raise WireError(400, "each message must be an object", "messages")
+        texts.append(_content_text(msg.get("content")))
+    return texts
+
+
+def chat_prompt_tokens(messages: list[Any]) -> list[str]:
+    """The approximate tokens of a chat prompt: every message content's, in order."""
+    return [tok for text in chat_prompt_texts(messages) for tok in split_tokens(text)]
+
+
 def _int_field(body: dict[str, Any], key: str, minimum: int) -> int | None:
     value = body.get(key)
     if value is None:
@@ -144,11 +166,7 @@ def parse_request(api: str, body: Any, served_model: str) -> ParsedRequest:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise WireError(400, "messages must be a non-empty list", "messages")
-        tokens: list[str] = []
-        for msg in messages:
-            if not isinstance(msg, dict):
-                raise WireError(400, "each message must be an object", "messages")
-            tokens.extend(split_tokens(_content_text(msg.get("content"))))
+        tokens = chat_prompt_tokens(messages)
         max_tokens = _int_field(body, "max_completion_tokens", 1)
         if max_tokens is None:
             max_tokens = _int_field(body, "max_tokens", 1)
@@ -189,22 +207,33 @@ def parse_request(api: str, body: Any, served_model: str) -> ParsedRequest:
     )
 
 
-def usage_body(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:
-    """The ``usage`` object, with vLLM's ``prompt_tokens_details``."""
-    return {
+def usage_body(
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int,
+    reasoning_tokens: int | None = None,
+) -> dict[str, Any]:
+    """The ``usage`` object, with vLLM's ``prompt_tokens_details`` and, for a reasoning
+    answer, OpenAI's ``completion_tokens_details.reasoning_tokens`` (counted in
+    ``completion_tokens`` too)."""
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
         "prompt_tokens_details": {"cached_tokens": cached_tokens},
     }
+    if reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return usage
 
 
 class ChunkWriter:
     """Renders the SSE frames (and the non-streaming body) of one response."""
 
-    def __init__(self, api: str, model: str) -> None:
+    def __init__(self, api: str, model: str, reasoning_field: str = "reasoning_content") -> None:
         self.api = api
         self.model = model
+        self.reasoning_field = reasoning_field
         self.created = int(time.time())
         if api == "chat":
             self.id = "chatcmpl-" + uuid.uuid4().hex
@@ -225,13 +254,18 @@ class ChunkWriter:
         self._head = head
         head_json = json.dumps(head)[:-1]  # without the closing brace
         if api == "chat":
-            self._prefix = head_json + ', "choices": [{"index": 0, "delta": {"content": '
+            choice = head_json + ', "choices": [{"index": 0, "delta": {'
+            self._prefix = choice + '"content": '
+            self._rprefix = choice + json.dumps(reasoning_field) + ": "
             self._mid = '}, "logprobs": null, "finish_reason": '
             self._suffix = "}]}\n\n"
+            self._finish_prefix = choice  # closed by _mid: an empty delta
         else:
-            self._prefix = head_json + ', "choices": [{"index": 0, "text": '
+            # the completions API has no reasoning field: reasoning is text (as vLLM sends it)
+            self._prefix = self._rprefix = head_json + ', "choices": [{"index": 0, "text": '
             self._mid = ', "logprobs": null, "finish_reason": '
             self._suffix = ', "stop_reason": null}]}\n\n'
+            self._finish_prefix = self._prefix + '""'  # llama.cpp's empty text with the finish
 
     def role_chunk(self) -> bytes:
         """vLLM's first chat chunk: role only, empty content."""
@@ -246,25 +280,48 @@ class ChunkWriter:
         ]
         return b"data: " + json.dumps(body).encode() + b"\n\n"
 
-    def token_chunk(self, text: str, finish_reason: str | None = None) -> bytes:
-        """One content chunk; ``finish_reason`` set on the last token's chunk."""
+    def token_chunk(
+        self, text: str, finish_reason: str | None = None, reasoning: bool = False
+    ) -> bytes:
+        """One content chunk (a reasoning chunk with ``reasoning``; in the completions
+        API both are ``text``); ``finish_reason`` set on the last token's chunk."""
         fr = "null" if finish_reason is None else f'"{finish_reason}"'
-        return ("data: " + self._prefix + json.dumps(text) + self._mid + fr + self._suffix).encode()
+        prefix = self._rprefix if reasoning else self._prefix
+        return ("data: " + prefix + json.dumps(text) + self._mid + fr + self._suffix).encode()
 
-    def token_template(self, finish_reason: str) -> tuple[bytes, bytes, bytes]:
-        """``(head, tail, last_tail)``: ``head + json(text) + tail`` is ``token_chunk(text)``
-        as bytes, and with ``last_tail`` it is ``token_chunk(text, finish_reason)``.
-        Lets a writer build each chunk with one concatenation of ready-made bytes."""
-        head = ("data: " + self._prefix).encode()
+    def token_template(
+        self, finish_reason: str, reasoning: bool = False
+    ) -> tuple[bytes, bytes, bytes]:
+        """``(head, tail, last_tail)``: ``head + json(text) + tail`` is
+        ``token_chunk(text, reasoning=reasoning)`` as bytes, and with ``last_tail`` it is
+        ``token_chunk(text, finish_reason, reasoning)``. Lets a writer build each chunk
+        with one concatenation of ready-made bytes."""
+        head = ("data: " + (self._rprefix if reasoning else self._prefix)).encode()
         tail = (self._mid + "null" + self._suffix).encode()
         last_tail = (self._mid + f'"{finish_reason}"' + self._suffix).encode()
         return head, tail, last_tail
 
-    def usage_chunk(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> bytes:
+    def finish_chunk(self, finish_reason: str) -> bytes:
+        """``finish_reason`` on a chunk of its own after the last token: an empty delta
+        (chat, as OpenAI, SGLang and TGI send it) or an empty text (completions, as
+        llama.cpp does)."""
+        return (
+            "data: " + self._finish_prefix + self._mid + f'"{finish_reason}"' + self._suffix
+        ).encode()
+
+    def usage_chunk(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int,
+        reasoning_tokens: int | None = None,
+    ) -> bytes:
         """Final chunk with ``choices: []`` and the usage (include_usage)."""
         body = dict(self._head)
         body["choices"] = []
-        body["usage"] = usage_body(prompt_tokens, completion_tokens, cached_tokens)
+        body["usage"] = usage_body(
+            prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens
+        )
         return b"data: " + json.dumps(body).encode() + b"\n\n"
 
     def full_body(
@@ -274,15 +331,27 @@ class ChunkWriter:
         prompt_tokens: int,
         completion_tokens: int,
         cached_tokens: int,
+        reasoning: str | None = None,
+        reasoning_tokens: int | None = None,
     ) -> dict[str, Any]:
-        """The non-streaming response body."""
+        """The non-streaming response body; ``reasoning`` (chat) goes in the message's
+        reasoning field beside the answer ``text``, as vLLM's reasoning parsers put it
+        (``content`` is null when the answer is empty)."""
         body = dict(self._head)
         if self.api == "chat":
             body["object"] = "chat.completion"
+            message: dict[str, Any] = {"role": "assistant", "content": text, "tool_calls": []}
+            if reasoning is not None:
+                message = {
+                    "role": "assistant",
+                    self.reasoning_field: reasoning,
+                    "content": text or None,
+                    "tool_calls": [],
+                }
             body["choices"] = [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text, "tool_calls": []},
+                    "message": message,
                     "logprobs": None,
                     "finish_reason": finish_reason,
                     "stop_reason": None,
@@ -298,5 +367,7 @@ class ChunkWriter:
                     "stop_reason": None,
                 }
             ]
-        body["usage"] = usage_body(prompt_tokens, completion_tokens, cached_tokens)
+        body["usage"] = usage_body(
+            prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens
+        )
         return body
