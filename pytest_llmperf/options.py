@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_llmperf.client.endpoint import Timeouts, normalize_base_url
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.session_tokenizer import check_tokenizer_option
 
 __all__ = ["DEFAULT_SIM_PROFILE", "INCONCLUSIVE_POLICIES", "OPTIONS", "LlmPerfOptions", "OptionDef"]
 
@@ -76,6 +77,12 @@ OPTIONS: tuple[OptionDef, ...] = (
         "(e.g. '{\"top_k\": 5}'); a field the server rejects stops the session before load",
     ),
     OptionDef(
+        "--llm-tokenizer",
+        "tokenizer that sizes prompts: a Hugging Face tokenizer folder or tokenizer.json, "
+        "a tiktoken encoding name, or 'server' (vLLM's /tokenize); default: the model's own "
+        "when available offline, else an approximation (with a warning)",
+    ),
+    OptionDef(
         "--llm-inconclusive",
         "what an inconclusive SLO does to its test: fail (default), "
         "warn (pass with a warning) or skip",
@@ -106,6 +113,7 @@ class LlmPerfOptions:
     inconclusive: str
     endpoint_given: bool
     request_extra: Mapping[str, Any] = field(default_factory=dict)
+    tokenizer: str | None = None  # --llm-tokenizer, checked (pytest_llmperf.session_tokenizer)
 
     @classmethod
     def resolve(cls, get: Callable[[OptionDef], Any]) -> LlmPerfOptions:
@@ -151,6 +159,7 @@ class LlmPerfOptions:
             inconclusive=inconclusive,
             endpoint_given=bool(endpoint),
             request_extra=_request_extra(raw["llm_request_extra"]),
+            tokenizer=check_tokenizer_option(raw["llm_tokenizer"]),
         )
 
 

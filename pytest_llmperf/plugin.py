@@ -41,10 +41,12 @@ from pytest_llmperf.reports.outcome import judge_test
 from pytest_llmperf.reports.server_identity import probe_server_identity
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.terminal import write_terminal_summary
+from pytest_llmperf.session_tokenizer import session_tokenizer
 from pytest_llmperf.slo.regression import RegressionCheck, Thresholds
 from pytest_llmperf.slo.rulesets import Ruleset, load_ruleset
 from pytest_llmperf.slo.session import evaluate_session
 from pytest_llmperf.slo.verdicts import SloVerdict, evaluate_runs
+from pytest_llmperf.workloads.tokenizer import Tokenizer
 
 __all__ = [
     "LlmPerfInconclusiveWarning",
@@ -161,6 +163,7 @@ def llm_loadgen(request: pytest.FixtureRequest, llm_endpoint: Endpoint) -> LoadG
         events_dir=plugin.options.events,
         events_name=item.nodeid,
         workers=plugin.options.workers,
+        tokenizer=plugin.tokenizer,
     )
     item.stash[GEN_KEY] = generator
     return generator
@@ -189,6 +192,7 @@ class LlmPerfPlugin:
         self.session_verdicts: list[SloVerdict] = []
         self._endpoint: Endpoint | None = None
         self._sim: Any = None
+        self.tokenizer: Tokenizer | None = None  # --llm-tokenizer, resolved after the preflight
         self.written: list[str] = []
         self._user_fields: list[UserFields] = []  # tests' extra_body, probed at preflight
         self._restore_sigterm: Callable[[], None] = lambda: None
@@ -230,6 +234,8 @@ class LlmPerfPlugin:
         # raises one LlmPerfUsageError if nothing answers or the user's fields are refused
         endpoint = preflight_sync(endpoint, self._user_fields)
         self.server_identity = probe_server_identity(endpoint)
+        # once per session: the model's tokenizer sizes every workload's prompts
+        self.tokenizer = session_tokenizer(opts.tokenizer, endpoint)
         return endpoint
 
     def close(self) -> None:
@@ -489,6 +495,7 @@ class LlmPerfPlugin:
             "inconclusive": opts.inconclusive,
             "ruleset": opts.ruleset,
             "api_key_env": opts.api_key_env,
+            "tokenizer": opts.tokenizer,
         }
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

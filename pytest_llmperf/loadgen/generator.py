@@ -9,14 +9,16 @@ judged on all of them after the test body returns.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.config import PerfSpec
+from pytest_llmperf.config import PerfSpec, RunSpec
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.loadgen.session import LoadRun, RecordObserver, events_file_for
 from pytest_llmperf.slo.verdicts import request_limits
+from pytest_llmperf.workloads.tokenizer import Tokenizer, bind_api, resolve_tokenizer
 
 __all__ = ["LoadGenerator"]
 
@@ -35,6 +37,7 @@ class LoadGenerator:
         events_dir: str | Path | None = None,
         events_name: str = "",
         workers: int = 1,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.spec = spec
@@ -42,6 +45,7 @@ class LoadGenerator:
         self.events_dir = events_dir  # --llm-events: one SQLite event log per run
         self.events_name = events_name
         self.workers = workers  # --llm-workers
+        self.tokenizer = tokenizer  # --llm-tokenizer: sizes every run's workload but named ones
         self.observers = list(observers)
         self.on_result = on_result
         self.results: list[RunResult] = []
@@ -57,6 +61,7 @@ class LoadGenerator:
         verdicts (probe runs of a search, warm-up runs).
         """
         run_spec = self.spec.run.with_overrides(overrides).scaled(self.scale)
+        run_spec = _sized_by(run_spec, self.tokenizer, self.endpoint.api)
         label = label or _label(len(self.results), overrides)
         run = LoadRun(
             self.endpoint,
@@ -125,6 +130,19 @@ class LoadGenerator:
         from pytest_llmperf.loadgen.sweeps import warm_up
 
         return await warm_up(self, **options)
+
+
+def _sized_by(spec: RunSpec, tokenizer: Tokenizer | None, api: str) -> RunSpec:
+    """``spec`` with its workload sized by the session's ``tokenizer``, unless it names one.
+
+    A tokenizer the test names is kept but made to account for the API's
+    framing (chat template, BOS) as the session's does.
+    """
+    named = spec.workload_params.get("tokenizer")
+    if named is None and tokenizer is None:
+        return spec
+    chosen = bind_api(resolve_tokenizer(named), api) if named is not None else tokenizer
+    return replace(spec, workload_params={**spec.workload_params, "tokenizer": chosen})
 
 
 def _label(index: int, overrides: dict[str, Any]) -> str:

@@ -30,8 +30,10 @@ class Sample:
 
     ``prompt`` is the text of the last user turn (the whole prompt for the
     completions API); ``history`` holds earlier chat turns for multi-turn
-    workloads. ``input_tokens`` is the prompt's size by the approximate
-    tokenizer (the server's ``usage`` is authoritative when it reports one).
+    workloads. ``input_tokens`` is the requested input length: what the
+    server should count (``usage.prompt_tokens``) by the workload's tokenizer,
+    chat template or BOS included when the tokenizer knows them (the server's
+    ``usage`` is authoritative when it reports one).
     ``category`` labels the request class for per-class analyses.
     """
 

@@ -9,14 +9,17 @@ each record either ShareGPT (``{"conversations": [{"from": "human"|"gpt",
 A shuffled order fixed by the seed, and, as in the draft, a share of
 requests (default 50%) that begin with the same 200-token system prompt.
 With no ``path`` the small sample file shipped with the package is used
-(written for this project; not ShareGPT data).
+(written for this project; not ShareGPT data). A request's ``input_tokens``
+is what the server will count: its messages' tokens plus what the chat
+template adds for that sequence of roles (measured once per shape, when the
+workload is built, so no sample needs a tokenizer call).
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -27,7 +30,7 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample, register_workload
 from pytest_llmperf.workloads.corpus import default_corpus
 from pytest_llmperf.workloads.params import fraction, output_controls, positive_int
-from pytest_llmperf.workloads.tokenizer import Tokenizer, resolve_tokenizer
+from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
 
 __all__ = ["SAMPLE_FILE", "ConversationWorkload", "Turn", "load_conversations"]
 
@@ -97,6 +100,10 @@ class _Request:
     history: tuple[Turn, ...]
     prompt: str
     answer_tokens: int
+    content_tokens: int  # history and prompt, by the workload's tokenizer
+
+    def roles(self, system: bool) -> tuple[str, ...]:
+        return (*(("system",) if system else ()), *(r for r, _ in self.history), "user")
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,8 @@ class ConversationWorkload:
     skipped: int
     controls: Mapping[str, Any] = field(default_factory=dict)
     name: str = "conversation"
+    system_prompt_count: int = 0  # the system prompt's tokens as the tokenizer counts them
+    overheads: Mapping[tuple[str, ...], int] = field(default_factory=dict)  # roles -> template
 
     @property
     def size(self) -> int:
@@ -131,8 +140,8 @@ class ConversationWorkload:
         with_system = self.system_prompt_tokens > 0 and rng.random() < self.system_prompt_share
         if with_system:
             history.insert(0, {"role": "system", "content": self.system_prompt})
-        input_tokens = sum(self.tokenizer.count(turn["content"]) for turn in history)
-        input_tokens += self.tokenizer.count(request.prompt)
+        input_tokens = request.content_tokens + (self.system_prompt_count if with_system else 0)
+        input_tokens += self.overheads.get(request.roles(with_system), 0)
         n_out = max(self.min_output_tokens, request.answer_tokens)
         if self.max_output_tokens:
             n_out = min(n_out, self.max_output_tokens)
@@ -160,12 +169,21 @@ class ConversationWorkload:
             + f", at least {self.min_output_tokens}",
             "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
             "tokenizer": self.tokenizer.label,
+            **self._describe_overheads(),
         }
+
+    def _describe_overheads(self) -> dict[str, Any]:
+        sizes = sorted(set(self.overheads.values()))
+        if not sizes or sizes[-1] <= 0:
+            return {}
+        span = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+        return {"prompt_overhead_tokens": f"{span} (by message count)"}
 
 
 def _requests(
     conversations: Sequence[Sequence[Turn]], tokenizer: Tokenizer, max_input_tokens: int | None
 ) -> tuple[list[_Request], int]:
+    count = _counter(tokenizer)
     out: list[_Request] = []
     skipped = 0
     for turns in conversations:
@@ -174,13 +192,34 @@ def _requests(
             if role != "user" or next_role != "assistant":
                 continue
             history = tuple(turns[:i])
-            if max_input_tokens is not None:
-                size = sum(tokenizer.count(c) for _, c in history) + tokenizer.count(text)
-                if size > max_input_tokens:
-                    skipped += 1
-                    continue
-            out.append(_Request(history, text, max(1, tokenizer.count(answer))))
+            size = sum(count(c) for _, c in history) + count(text)
+            if max_input_tokens is not None and size > max_input_tokens:
+                skipped += 1
+                continue
+            out.append(_Request(history, text, max(1, count(answer)), size))
     return out, skipped
+
+
+def _counter(tokenizer: Tokenizer) -> Callable[[str], int]:
+    """``tokenizer.count`` remembering each text (turns repeat as later requests' history)."""
+    seen: dict[str, int] = {}
+
+    def count(text: str) -> int:
+        if text not in seen:
+            seen[text] = tokenizer.count(text)
+        return seen[text]
+
+    return count
+
+
+def _overheads(
+    requests: Sequence[_Request], tokenizer: Tokenizer, with_system: bool
+) -> dict[tuple[str, ...], int]:
+    """What the chat template adds, per sequence of roles the requests use."""
+    shapes = {r.roles(False) for r in requests}
+    if with_system:
+        shapes |= {r.roles(True) for r in requests}
+    return {roles: framing_tokens(tokenizer, roles) for roles in sorted(shapes)}
 
 
 @register_workload("conversation")
@@ -215,15 +254,19 @@ def conversation(
             + (f" within max_input_tokens={max_in}" if max_in else "")
         )
     corpus = default_corpus()
+    system_prompt = tok.window(
+        corpus, random.Random(f"{seed}:system").randrange(len(corpus)), sys_tokens
+    )
+    share = fraction("system_prompt_share", system_prompt_share)
     return ConversationWorkload(
         seed=seed,
         source=source,
         requests=tuple(requests),
-        system_prompt=tok.window(
-            corpus, random.Random(f"{seed}:system").randrange(len(corpus)), sys_tokens
-        ),
+        system_prompt=system_prompt,
         system_prompt_tokens=sys_tokens,
-        system_prompt_share=fraction("system_prompt_share", system_prompt_share),
+        system_prompt_share=share,
+        system_prompt_count=tok.count(system_prompt) if sys_tokens else 0,
+        overheads=_overheads(requests, tok, sys_tokens > 0 and share > 0),
         max_output_tokens=max_out,
         min_output_tokens=positive_int("min_output_tokens", min_output_tokens),
         tokenizer=tok,

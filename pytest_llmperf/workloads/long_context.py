@@ -6,7 +6,9 @@ question (~100 tokens), the target drawn uniformly from ``context_tokens``
 (default the draft's 8192-131072 list; pass one length, or a shorter list
 for servers with smaller context windows), and a fixed output of 256 tokens.
 Samples are labelled with their target length (``"8192"``), so the
-long-context scaling analysis can group by it.
+long-context scaling analysis can group by it. The target is what the server
+counts: the document gets it less the header, the question, their
+junctions and what the server adds around a prompt (chat template, BOS).
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample, register_workload
+from pytest_llmperf.workloads.budget import content_tokens, describe_overhead, joint_cost
 from pytest_llmperf.workloads.corpus import Corpus, default_corpus
 from pytest_llmperf.workloads.params import output_controls, positive_int
-from pytest_llmperf.workloads.tokenizer import Tokenizer, resolve_tokenizer
+from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
 
 __all__ = ["DRAFT_CONTEXT_TOKENS", "QUESTION", "LongContextWorkload"]
 
@@ -50,18 +54,30 @@ class LongContextWorkload:
     controls: Mapping[str, Any] = field(default_factory=dict)
     name: str = "long-context"
     size: int | None = None
+    overhead: int = 0  # tokens the server adds around the prompt (chat template, BOS)
+
+    @cached_property
+    def question(self) -> str:
+        """About ``question_tokens`` of the question (an exact window may start later in it)."""
+        text = self.tokenizer.window(QUESTION, 0, self.question_tokens)
+        return text if text.startswith("Question:") else f"Question: {text}"
+
+    @cached_property
+    def around_document(self) -> int:
+        """Tokens of everything but the document: header, question, junctions, framing."""
+        parts = [f"{HEADER}\n", None, f"\n\n{self.question}"]
+        return joint_cost(self.tokenizer, parts, self.corpus) + self.overhead
 
     def sample(self, index: int) -> Sample:
         rng = random.Random(f"{self.seed}:{index}")
         target = rng.choice(self.context_tokens)
-        question = self.tokenizer.window(QUESTION, 0, self.question_tokens)
-        n_doc = target - self.tokenizer.count(question) - self.tokenizer.count(HEADER)
+        n_doc = content_tokens(target, self.around_document)
         document = self.tokenizer.window(self.corpus, rng.randrange(len(self.corpus)), n_doc)
-        prompt = f"{HEADER}\n{document}\n\n{question}"
+        prompt = f"{HEADER}\n{document}\n\n{self.question}"
         return Sample(
             index=index,
             prompt=prompt,
-            input_tokens=self.tokenizer.count(prompt),
+            input_tokens=target,
             max_tokens=self.output_tokens,
             category=str(target),
             extra_body=self.controls,
@@ -78,6 +94,7 @@ class LongContextWorkload:
             "output_tokens": self.output_tokens,
             "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
             "tokenizer": self.tokenizer.label,
+            **describe_overhead(self.overhead, min(self.context_tokens)),
         }
 
 
@@ -103,12 +120,14 @@ def long_context(
             f"context_tokens {too_short} leave no room for a document after the "
             f"{n_question}-token question (need >= {n_question + 8})"
         )
+    tok = resolve_tokenizer(tokenizer)
     return LongContextWorkload(
         seed=seed,
         context_tokens=checked,
         question_tokens=n_question,
         output_tokens=positive_int("output_tokens", output_tokens),
-        tokenizer=resolve_tokenizer(tokenizer),
+        tokenizer=tok,
         corpus=default_corpus(),
         controls=output_controls(ignore_eos),
+        overhead=framing_tokens(tok, ("user",)),
     )

@@ -6,8 +6,11 @@ The draft's code-completion workload: ``n_prefixes`` repository contexts
 ``zipf_s`` (default 1.5: the first context is by far the most popular), then
 a request-specific suffix; output lengths log-normal (mu=4.0, sigma=1.5,
 clamped to 16-2048). Requests are labelled ``shared`` or ``unique`` for the
-prefix-cache analysis. Content is prose from the bundled corpus (no code
-dataset ships with the package): a prefix cache sees the same token reuse.
+prefix-cache analysis. A request's input length is its prefix's tokens plus
+its ``suffix_tokens`` draw, as the server counts them: the suffix's text gets
+the draw less the separator and what the server adds around a prompt.
+Content is prose from the bundled corpus (no code dataset ships with the
+package): a prefix cache sees the same token reuse.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample, register_workload
+from pytest_llmperf.workloads.budget import content_tokens, describe_overhead, joint_cost
 from pytest_llmperf.workloads.corpus import Corpus, default_corpus
 from pytest_llmperf.workloads.lengths import LogNormalLength, log_normal_length
 from pytest_llmperf.workloads.params import (
@@ -29,11 +33,12 @@ from pytest_llmperf.workloads.params import (
     positive_int,
     token_range,
 )
-from pytest_llmperf.workloads.tokenizer import Tokenizer, resolve_tokenizer
+from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
 
 __all__ = ["CODE_OUTPUT", "SharedPrefixWorkload", "zipf_weights"]
 
 CODE_OUTPUT = LogNormalLength(mu=4.0, sigma=1.5, floor=16, cap=2048)
+SEPARATOR = "\n\n"  # between a shared prefix and its request's suffix
 
 
 def zipf_weights(n: int, s: float) -> list[float]:
@@ -59,6 +64,8 @@ class SharedPrefixWorkload:
     corpus: Corpus
     controls: Mapping[str, Any] = field(default_factory=dict)
     size: int | None = None
+    overhead: int = 0  # tokens the server adds around the prompt (chat template, BOS)
+    separator_tokens: int = 0  # what SEPARATOR costs between two windows
 
     @cached_property
     def prefixes(self) -> tuple[str, ...]:
@@ -69,6 +76,11 @@ class SharedPrefixWorkload:
             n = rng.randint(*self.prefix_tokens)
             out.append(self.tokenizer.window(self.corpus, rng.randrange(len(self.corpus)), n))
         return tuple(out)
+
+    @cached_property
+    def prefix_tokens_of(self) -> tuple[int, ...]:
+        """Each prefix's token count (measured once: an exact window may fall short)."""
+        return tuple(self.tokenizer.count(p) for p in self.prefixes)
 
     @cached_property
     def _weights(self) -> list[float]:
@@ -85,12 +97,20 @@ class SharedPrefixWorkload:
         prefix_id = self.prefix_of(index)
         rng = random.Random(f"{self.seed}:{index}:body")
         n_suffix = rng.randint(*self.suffix_tokens)
-        suffix = self.tokenizer.window(self.corpus, rng.randrange(len(self.corpus)), n_suffix)
-        prompt = suffix if prefix_id is None else f"{self.prefixes[prefix_id]}\n\n{suffix}"
+        start = rng.randrange(len(self.corpus))
+        if prefix_id is None:
+            n_text = content_tokens(n_suffix, self.overhead)
+            prompt = self.tokenizer.window(self.corpus, start, n_text)
+            input_tokens = n_suffix
+        else:
+            n_text = content_tokens(n_suffix, self.overhead + self.separator_tokens)
+            suffix = self.tokenizer.window(self.corpus, start, n_text)
+            prompt = f"{self.prefixes[prefix_id]}{SEPARATOR}{suffix}"
+            input_tokens = self.prefix_tokens_of[prefix_id] + n_suffix
         return Sample(
             index=index,
             prompt=prompt,
-            input_tokens=self.tokenizer.count(prompt),
+            input_tokens=input_tokens,
             max_tokens=self.output_dist.draw(rng),
             category="unique" if prefix_id is None else "shared",
             extra_body=self.controls,
@@ -109,6 +129,10 @@ class SharedPrefixWorkload:
             "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
             "content": "prose from the bundled corpus",
             "tokenizer": self.tokenizer.label,
+            **describe_overhead(
+                self.overhead + self.separator_tokens * (self.sharing_fraction > 0),
+                self.suffix_tokens[0],
+            ),
         }
 
 
@@ -116,6 +140,7 @@ def _build(name: str, seed: int, **params: Any) -> SharedPrefixWorkload:
     zipf_s = params["zipf_s"]
     if isinstance(zipf_s, bool) or not isinstance(zipf_s, (int, float)) or zipf_s < 0:
         raise LlmPerfUsageError(f"zipf_s must be a number >= 0, got {zipf_s!r}")
+    tok = resolve_tokenizer(params["tokenizer"])
     return SharedPrefixWorkload(
         name=name,
         seed=seed,
@@ -125,9 +150,11 @@ def _build(name: str, seed: int, **params: Any) -> SharedPrefixWorkload:
         zipf_s=float(zipf_s),
         suffix_tokens=token_range("suffix_tokens", params["suffix_tokens"]),
         output_dist=log_normal_length("output_tokens", params["output_tokens"], CODE_OUTPUT),
-        tokenizer=resolve_tokenizer(params["tokenizer"]),
+        tokenizer=tok,
         corpus=default_corpus(),
         controls=output_controls(params["ignore_eos"]),
+        overhead=framing_tokens(tok, ("user",)),
+        separator_tokens=joint_cost(tok, [None, SEPARATOR, None]),
     )
 
 

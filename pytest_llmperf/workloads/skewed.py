@@ -20,10 +20,11 @@ from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample, register_workload
+from pytest_llmperf.workloads.budget import content_tokens, describe_overhead
 from pytest_llmperf.workloads.corpus import Corpus, default_corpus
 from pytest_llmperf.workloads.lengths import LogNormalLength, log_normal_length
 from pytest_llmperf.workloads.params import TokenRange, output_controls, token_range
-from pytest_llmperf.workloads.tokenizer import Tokenizer, resolve_tokenizer
+from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
 
 __all__ = [
     "FAIRNESS_CLASSES",
@@ -75,6 +76,7 @@ class SkewedWorkload:
     controls: Mapping[str, Any] = field(default_factory=dict)
     name: str = "synthetic-skewed"
     size: int | None = None
+    overhead: int = 0  # tokens the server adds around the prompt (chat template, BOS)
 
     def sample(self, index: int) -> Sample:
         rng = random.Random(f"{self.seed}:{index}")
@@ -88,7 +90,8 @@ class SkewedWorkload:
             n_in = self.input_dist.draw(rng)
             n_out = self.output_dist.draw(rng)
             category = length_class(n_in)
-        prompt = self.tokenizer.window(self.corpus, rng.randrange(len(self.corpus)), n_in)
+        start = rng.randrange(len(self.corpus))
+        prompt = self.tokenizer.window(self.corpus, start, content_tokens(n_in, self.overhead))
         return Sample(
             index=index,
             prompt=prompt,
@@ -113,7 +116,13 @@ class SkewedWorkload:
             out["categories"] = f"short < {SHORT_BELOW} <= medium < {LONG_FROM} <= long (input)"
         out["output_control"] = "max_tokens" + ("" if self.controls else " + ignore_eos")
         out["tokenizer"] = self.tokenizer.label
+        out.update(describe_overhead(self.overhead, self._smallest_input()))
         return out
+
+    def _smallest_input(self) -> int:
+        if self.mix:
+            return min(self.classes[name].input_tokens[0] for name, _ in self.mix)
+        return self.input_dist.floor
 
 
 def _classes(value: Any) -> dict[str, LengthClass]:
@@ -169,13 +178,15 @@ def synthetic_skewed(
 ) -> SkewedWorkload:
     """``input_tokens``/``output_tokens`` override log-normal keys, e.g. ``{"cap": 1500}``."""
     known = _classes(classes)
+    tok = resolve_tokenizer(tokenizer)
     return SkewedWorkload(
         seed=seed,
         input_dist=log_normal_length("input_tokens", input_tokens, SKEWED_INPUT),
         output_dist=log_normal_length("output_tokens", output_tokens, SKEWED_OUTPUT),
         mix=_mix(class_mix, known),
         classes=known,
-        tokenizer=resolve_tokenizer(tokenizer),
+        tokenizer=tok,
         corpus=default_corpus(),
         controls=output_controls(ignore_eos),
+        overhead=framing_tokens(tok, ("user",)),
     )

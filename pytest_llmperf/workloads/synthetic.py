@@ -2,6 +2,8 @@
 
 ``synthetic`` takes explicit lengths; ``synthetic-uniform`` is the
 methodology draft's standard uniform mix (input 128-512, output 64-256).
+An input length is what the server counts: the prompt's content gets it
+less the tokens the server adds around a prompt (:mod:`.budget`).
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.workloads.base import Sample, register_workload
+from pytest_llmperf.workloads.budget import content_tokens, describe_overhead
 from pytest_llmperf.workloads.corpus import Corpus, default_corpus
 from pytest_llmperf.workloads.params import TokenRange, output_controls, token_range
-from pytest_llmperf.workloads.tokenizer import Tokenizer, resolve_tokenizer
+from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
 
 __all__ = ["SyntheticWorkload"]
 
@@ -35,12 +38,14 @@ class SyntheticWorkload:
     tokenizer: Tokenizer
     controls: Mapping[str, Any] = field(default_factory=dict)
     size: int | None = None
+    overhead: int = 0  # tokens the server adds around the prompt (chat template, BOS)
 
     def sample(self, index: int) -> Sample:
         rng = random.Random(f"{self.seed}:{index}")
         n_in = rng.randint(*self.input_tokens)
         n_out = rng.randint(*self.output_tokens)
-        prompt = self.tokenizer.window(self.corpus, rng.randrange(len(self.corpus)), n_in)
+        start = rng.randrange(len(self.corpus))
+        prompt = self.tokenizer.window(self.corpus, start, content_tokens(n_in, self.overhead))
         return Sample(
             index=index,
             prompt=prompt,
@@ -57,6 +62,7 @@ class SyntheticWorkload:
             "output_tokens": list(self.output_tokens),
             "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
             "tokenizer": self.tokenizer.label,
+            **describe_overhead(self.overhead, self.input_tokens[0]),
         }
 
 
@@ -72,14 +78,16 @@ def _named(name: str, input_tokens: Any, output_tokens: Any) -> Callable[..., Sy
         ignore_eos: Any = True,
         tokenizer: Any = None,
     ) -> SyntheticWorkload:
+        tok = resolve_tokenizer(tokenizer)
         return SyntheticWorkload(
             name=name,
             seed=seed,
             input_tokens=token_range("input_tokens", input_tokens),
             output_tokens=token_range("output_tokens", output_tokens),
             corpus=default_corpus(),
-            tokenizer=resolve_tokenizer(tokenizer),
+            tokenizer=tok,
             controls=output_controls(ignore_eos),
+            overhead=framing_tokens(tok, ("user",)),
         )
 
     factory.__name__ = factory.__qualname__ = name.replace("-", "_")  # named in usage errors

@@ -1,0 +1,272 @@
+"""``--llm-tokenizer``: which tokenizer sizes a session's prompts, chosen once per session.
+
+A requested input length is only meaningful in the model's own tokens, and
+only if it includes what the server adds (chat template, BOS). The option
+names the tokenizer; unset, the model's own is used when it can be had
+without a download, in this order:
+
+1. the ``root`` that ``GET /v1/models`` reports for the model, when it is a
+   local folder holding ``tokenizer.json`` (vLLM reports the path it loaded);
+2. the local Hugging Face cache, offline (``models--ORG--NAME/snapshots/*/``);
+3. the server's own ``POST /tokenize`` (vLLM, SGLang), calibrated once here;
+4. else the approximation, with a :class:`TokenizerFallbackWarning` naming why
+   each of the above was not available.
+
+Against the embedded simulator the approximation *is* the server's
+tokenizer, so it is used without a warning. Library use needs no pytest:
+:func:`choose_tokenizer` takes an endpoint and returns the choice.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pytest_llmperf.client.endpoint import Endpoint, redact_url
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.workloads.hf_cache import cached_tokenizer_file, hub_cache_dir
+from pytest_llmperf.workloads.hf_tokenizer import (
+    TOKENIZERS_MISSING,
+    load_hf_tokenizer,
+    looks_like_path,
+    tokenizer_file,
+)
+from pytest_llmperf.workloads.server_tokenizer import (
+    ServerTokenizer,
+    TokenizeRouteError,
+    probe_tokenize,
+    require_tokenize,
+    server_root,
+)
+from pytest_llmperf.workloads.tiktoken_tokenizer import (
+    TiktokenTokenizer,
+    TiktokenUnavailable,
+    load_offline,
+    tiktoken_names,
+)
+from pytest_llmperf.workloads.tokenizer import (
+    APPROXIMATE,
+    SERVER,
+    ApproximateTokenizer,
+    Tokenizer,
+    bind_api,
+)
+
+__all__ = [
+    "OPTION",
+    "TokenizerChoice",
+    "TokenizerFallbackWarning",
+    "check_tokenizer_option",
+    "choose_tokenizer",
+    "session_tokenizer",
+]
+
+OPTION = "--llm-tokenizer"
+_APPROX = "approximate (words and punctuation)"
+_SIM_LABEL = f"{_APPROX}: the embedded simulator's own tokenizer"
+_HTTP_TIMEOUT_S = 30.0
+
+
+class TokenizerFallbackWarning(UserWarning):
+    """Prompts are sized with the approximation against a real server: lengths will differ."""
+
+
+@dataclass(frozen=True)
+class TokenizerChoice:
+    """The session's tokenizer, where it came from, and why better sources were passed over."""
+
+    tokenizer: Tokenizer
+    source: str  # option | model-root | hf-cache | server | simulator | approximation
+    passed_over: tuple[str, ...] = ()
+    model: str | None = None
+
+    @property
+    def warning(self) -> str | None:
+        """The fallback warning's text (None unless the approximation stands in for a model)."""
+        if self.source != "approximation":
+            return None
+        why = "; ".join(self.passed_over) or "no tokenizer source was available"
+        return (
+            f"prompts are sized with the approximate tokenizer (words and punctuation), not "
+            f"{self.model or 'the model'}'s own: {why}. Input lengths will differ from what the "
+            f"server counts; pass {OPTION}=PATH|NAME|server"
+        )
+
+
+def check_tokenizer_option(value: Any) -> str | None:
+    """``--llm-tokenizer``'s value, checked without loading anything (usage errors say why)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    text = str(value).strip()
+    if text in (SERVER, APPROXIMATE):
+        return text
+    if looks_like_path(text):
+        if tokenizer_file(text) is None and cached_tokenizer_file(text) is None:
+            raise LlmPerfUsageError(
+                f"{text!r} is neither a tokenizer.json file, a folder holding one, nor a "
+                f"model in the Hugging Face cache {hub_cache_dir()}",
+                where=OPTION,
+            )
+        if not _have_tokenizers():
+            raise LlmPerfUsageError(f"{text!r} {TOKENIZERS_MISSING}", where=OPTION)
+        return text
+    names = tiktoken_names()
+    if names is not None and text in names:
+        return text
+    known = "tiktoken is not installed" if names is None else "tiktoken: " + ", ".join(names)
+    raise LlmPerfUsageError(
+        f"{text!r} is not a tokenizer folder or tokenizer.json path, 'server', 'approximate' "
+        f"or a tiktoken encoding name ({known})",
+        where=OPTION,
+    )
+
+
+def session_tokenizer(option: str | None, endpoint: Endpoint) -> Tokenizer:
+    """:func:`choose_tokenizer`'s tokenizer; a fallback is announced as a warning."""
+    choice = choose_tokenizer(option, endpoint)
+    if choice.warning:
+        warnings.warn(TokenizerFallbackWarning(choice.warning), stacklevel=2)
+    return choice.tokenizer
+
+
+def choose_tokenizer(option: str | None, endpoint: Endpoint) -> TokenizerChoice:
+    """The tokenizer for ``endpoint`` (its model resolved): ``option``'s, or the default order.
+
+    An explicit ``option`` that cannot be honoured is a usage error naming
+    the option; the default order never fails, it falls back.
+    """
+    option = check_tokenizer_option(option)
+    api = endpoint.api
+    if option == APPROXIMATE:
+        return TokenizerChoice(ApproximateTokenizer(), "option")
+    if endpoint.sim_profile and option is None:
+        return TokenizerChoice(ApproximateTokenizer(_SIM_LABEL), "simulator")
+    if option == SERVER:
+        tok = _server_tokenizer(endpoint)
+        if endpoint.sim_profile:  # its /tokenize, if it has one, counts as the approximation
+            try:
+                probe_tokenize(tok)
+            except TokenizeRouteError:
+                return TokenizerChoice(ApproximateTokenizer(_SIM_LABEL), "simulator")
+        require_tokenize(tok, OPTION)
+        try:
+            return TokenizerChoice(bind_api(tok.calibrate(), api), "option")
+        except TokenizeRouteError as exc:
+            raise LlmPerfUsageError(
+                f"calibrating with the server failed: {exc}", where=OPTION
+            ) from None
+    if option is not None:
+        return TokenizerChoice(bind_api(_explicit(option), api), "option")
+    return _default(endpoint)
+
+
+def _explicit(option: str) -> Tokenizer:
+    try:
+        if looks_like_path(option):
+            cached = None if tokenizer_file(option) else cached_tokenizer_file(option)
+            return load_hf_tokenizer(cached or option)
+        return TiktokenTokenizer(load_offline(option), option)
+    except TiktokenUnavailable as exc:
+        raise LlmPerfUsageError(
+            f"{option!r} is not available offline ({exc})", where=OPTION
+        ) from None
+    except LlmPerfUsageError as exc:
+        raise exc.located(OPTION) from None
+
+
+def _default(endpoint: Endpoint) -> TokenizerChoice:
+    api, model = endpoint.api, endpoint.model
+    passed: list[str] = []
+    root, why = _model_root(endpoint)
+    if why:
+        passed.append(why)
+    if _have_tokenizers():
+        local = [p for p in (root, model) if p and Path(p).expanduser().is_dir()]
+        before = len(passed)
+        for path in local:
+            if tokenizer_file(path) is not None:
+                found = _try_load(path, passed)
+                if found is not None:
+                    return TokenizerChoice(bind_api(found, api), "model-root")
+        if local and len(passed) == before:
+            passed.append(f"the model folder {local[0]} has no tokenizer.json")
+        elif root and not local:
+            passed.append(f"GET /v1/models gives root {root!r}, not a folder on this machine")
+        repos = list(dict.fromkeys(r for r in (root, model) if r and r not in local))
+        for repo in repos:
+            file = cached_tokenizer_file(repo)
+            found = _try_load(file, passed) if file is not None else None
+            if found is not None:
+                return TokenizerChoice(bind_api(found, api), "hf-cache")
+        if repos:
+            passed.append(f"{' / '.join(repos)} is not in the Hugging Face cache {hub_cache_dir()}")
+    else:
+        passed.append(f"a local model tokenizer {TOKENIZERS_MISSING}")
+    tok = _server_tokenizer(endpoint)
+    try:
+        probe_tokenize(tok)
+        return TokenizerChoice(bind_api(tok.calibrate(), api), "server")
+    except TokenizeRouteError as exc:
+        tok.close()
+        passed.append(f"the server's {exc}")
+    label = f"{_APPROX}; the model's tokenizer is not available offline"
+    return TokenizerChoice(ApproximateTokenizer(label), "approximation", tuple(passed), model)
+
+
+def _try_load(path: str | Path, passed: list[str]) -> Tokenizer | None:
+    """The tokenizer at ``path``, or None with the reason noted (the default never fails)."""
+    try:
+        return load_hf_tokenizer(path)
+    except LlmPerfUsageError as exc:
+        passed.append(str(exc))
+        return None
+
+
+def _server_tokenizer(endpoint: Endpoint) -> ServerTokenizer:
+    return ServerTokenizer(
+        server_root(endpoint.base_url),
+        endpoint.model,
+        headers=endpoint.headers(),
+        timeout=min(_HTTP_TIMEOUT_S, endpoint.timeouts.total),
+        label_url=server_root(redact_url(endpoint.base_url)),
+    )
+
+
+def _model_root(endpoint: Endpoint) -> tuple[str | None, str | None]:
+    """The ``root`` of the served model in ``GET /v1/models`` (and why there is none)."""
+    from pytest_llmperf.client.tls import tls_verify
+
+    try:
+        with httpx.Client(
+            headers=endpoint.headers(),
+            timeout=min(_HTTP_TIMEOUT_S, endpoint.timeouts.total),
+            verify=tls_verify(),
+            trust_env=False,
+        ) as http:
+            response = http.get(f"{endpoint.base_url}/models")
+    except httpx.HTTPError as exc:
+        return None, f"GET /v1/models failed ({type(exc).__name__})"
+    if response.status_code != 200:
+        return None, f"GET /v1/models answered HTTP {response.status_code}"
+    try:
+        data = response.json()["data"]
+        entries = [e for e in data if isinstance(e, dict)]
+    except (ValueError, KeyError, TypeError):
+        return None, "GET /v1/models answered no model list"
+    entry = next((e for e in entries if e.get("id") == endpoint.model), None)
+    root = (entry or {}).get("root")
+    if isinstance(root, str) and root:
+        return root, None
+    return None, None  # no root: the model id itself is tried next
+
+
+def _have_tokenizers() -> bool:
+    try:
+        import tokenizers  # noqa: F401
+    except ImportError:
+        return False
+    return True
