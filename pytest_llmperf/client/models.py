@@ -7,7 +7,7 @@ import httpx
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.errors import LlmPerfUsageError
 
-__all__ = ["resolve_model"]
+__all__ = ["model_from_listing", "resolve_model"]
 
 
 async def resolve_model(endpoint: Endpoint, http: httpx.AsyncClient | None = None) -> Endpoint:
@@ -33,6 +33,17 @@ async def resolve_model(endpoint: Endpoint, http: httpx.AsyncClient | None = Non
     finally:
         if owned:
             await client.aclose()
+    return model_from_listing(endpoint, response)
+
+
+def model_from_listing(endpoint: Endpoint, response: httpx.Response) -> Endpoint:
+    """``endpoint`` with the first model id of a ``GET /v1/models`` answer, or a usage error.
+
+    Kept apart from the request so the preflight can use its own answer: a
+    server that fails ``/models`` with a 500 may reset the connection after
+    it (uvicorn does), and a second request would report that reset rather
+    than the 500 and its remedy.
+    """
     if response.status_code != 200:
         raise LlmPerfUsageError(
             f"GET {endpoint.label}/models answered HTTP {response.status_code}; "

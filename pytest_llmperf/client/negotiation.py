@@ -166,11 +166,16 @@ async def _probe(endpoint: Endpoint, http: httpx.AsyncClient, fields: RequestFie
     """One two-token streaming request with ``fields``; what the server said."""
     assert endpoint.model is not None
     body = build_payload(endpoint.api, endpoint.model, PROBE_SAMPLE, fields)
-    try:
-        async with http.stream("POST", endpoint.request_url, json=body) as response:
-            raw = await response.aread()
-    except httpx.HTTPError:
-        return FieldProbe(0)  # a transport failure settles nothing; the run reports it
+    for attempt in range(2):
+        try:
+            async with http.stream("POST", endpoint.request_url, json=body) as response:
+                raw = await response.aread()
+            break
+        except httpx.HTTPError:
+            # Once more on a fresh connection: a server may reset a kept-alive one (uvicorn
+            # after a 500). A second failure settles nothing; the run's requests report it.
+            if attempt:
+                return FieldProbe(0)
     if 200 <= response.status_code < 300:
         return FieldProbe(response.status_code)
     try:

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.failures import classify_transport_error
-from pytest_llmperf.client.models import resolve_model
+from pytest_llmperf.client.models import model_from_listing
 from pytest_llmperf.client.negotiation import UserFields, negotiate_fields
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.redaction import scrub
@@ -67,11 +67,11 @@ async def preflight(endpoint: Endpoint, user_fields: Sequence[UserFields] = ()) 
         async with endpoint.client(max_connections=2) as http:
             async with asyncio.timeout(_limit(endpoint)):
                 response = await http.get(f"{endpoint.base_url}/models")
-                await response.aclose()
+                await response.aread()
                 if response.status_code in (401, 403):
                     raise LlmPerfUsageError(_refused_message(endpoint, response.status_code))
                 if endpoint.model is None:
-                    endpoint = await resolve_model(endpoint, http)
+                    endpoint = model_from_listing(endpoint, response)
             user = [*user_fields]
             if endpoint.fields.extra:
                 user.insert(0, UserFields("--llm-request-extra", {}))

@@ -60,6 +60,10 @@ async def send_request(
         reading.stop_watching()
         if conn is not None:
             conn.detach()  # closes it unless its response was read to the end
+            if (record.status or 0) >= 500:
+                # uvicorn answers an unhandled error without "Connection: close" and then
+                # resets the socket (seen on transformers serve): never reuse such a one
+                conn.close()
             client.release(conn)
         if not record.t_end:
             record.t_end = time.monotonic_ns()

@@ -103,6 +103,7 @@ class StrictServer:
     allowed_extra: frozenset[str] = frozenset()
     usage_only: bool = False  # stream no token event, only the usage that counts them
     finish_on_last: bool = False  # vLLM: finish_reason rides on the last token's chunk
+    reset_after_500: bool = False  # uvicorn: a 500 for /models, then the socket is reset
     served: list[ServedRequest] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
     port: int = 0
@@ -128,6 +129,15 @@ class StrictServer:
                 }
                 size = int(headers.get("content-length", "0"))
                 raw = await reader.readexactly(size) if size else b""
+                if method == "GET" and self.reset_after_500:
+                    writer.write(
+                        b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\n"
+                        b"content-length: 21\r\n\r\nInternal Server Error"
+                    )
+                    await writer.drain()
+                    await asyncio.sleep(0.05)  # the client may send its next request: reset
+                    writer.transport.abort()
+                    return
                 if method == "GET":
                     models = {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
                     await _whole(writer, 200, models)

@@ -185,3 +185,16 @@ async def test_a_stream_with_neither_events_nor_output_usage_is_empty():
     [sample] = result.error_samples
     assert sample["kind"] == "empty_response" and sample["count"] == 2
     assert "no generated text" in sample["message"]
+
+
+@pytest.mark.asyncio
+async def test_a_server_that_resets_after_a_500_still_gets_a_clear_answer():
+    """transformers serve: GET /v1/models is a 500 (no hub cache), then uvicorn resets the
+    connection. Discovery must report the 500 and its remedy, and with the model named the
+    probes must still settle the fields on a fresh connection."""
+    with serve(StrictServer(style="pydantic", reset_after_500=True)) as server:
+        with pytest.raises(LlmPerfUsageError, match=r"HTTP 500; pass --llm-model"):
+            await preflight(_endpoint(server))
+        named = Endpoint(normalize_base_url(server.url), model="strict-model")
+        endpoint = await preflight(named)
+    assert endpoint.fields.ignore_eos is False, endpoint.fields
