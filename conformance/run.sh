@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The conformance tier, as CI runs it: pytest-llmperf against real servers.
+#
+#   bash conformance/run.sh [DIR] [-- PYTEST_ARGS...]
+#
+# DIR: an install folder (see install.sh); installed there first unless it
+# holds a finished install; default: a fresh temporary folder. The model is
+# (re)built into DIR/model every time (deterministic, under a second). The
+# suite runs with the `pytest` on PATH, i.e. the environment that has
+# pytest-llmperf installed (CI's venv), and LLMPERF_CONFORMANCE=DIR, without
+# which tests/conformance skips itself.
+#
+# Bounded everywhere: each server's start and each inner session have their
+# own limits (conformance/servers.py, tests/conformance); the whole suite is
+# killed after LLMPERF_CONFORMANCE_LIMIT seconds (default 1200), the install
+# after 1200 s. A temporary folder made here loses its venvs (5 GB) at exit;
+# its logs stay (LLMPERF_CONFORMANCE_KEEP=1 keeps everything).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dir=""
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir="$1"; shift; fi
+[ "${1:-}" = "--" ] && shift
+dir="${dir:-${LLMPERF_CONFORMANCE:-}}"
+made_here=0
+if [ -z "$dir" ]; then dir="$(mktemp -d -t llmperf-conformance.XXXXXX)"; made_here=1; fi
+mkdir -p "$dir"
+dir="$(cd "$dir" && pwd)"
+
+# Servers run in their own process groups; if the suite is killed before its
+# teardown, end the groups it left (listed by conformance/servers.py).
+cleanup() {
+  if [ -s "$dir/running.pids" ]; then
+    while read -r pgid; do
+      if [ -n "$pgid" ] && kill -KILL -- "-$pgid" 2>/dev/null; then
+        echo "conformance: killed leftover server group $pgid"
+      fi
+    done <"$dir/running.pids"
+    : >"$dir/running.pids"
+  fi
+  if [ "$made_here" = 1 ] && [ -z "${LLMPERF_CONFORMANCE_KEEP:-}" ]; then
+    rm -rf "$dir/vllm" "$dir/transformers" "$dir/.installed"
+  fi
+}
+trap cleanup EXIT
+
+if [ ! -f "$dir/.installed" ]; then
+  timeout --kill-after=30 1200 bash conformance/install.sh "$dir"
+else
+  echo "conformance: using the install in $dir"
+fi
+
+# Exact prompt lengths need the plugin's optional tokenizer extra in the
+# environment under test (a user would install it): install that extra's
+# requirements only, leaving the plugin itself (editable or not) as it is.
+extra_reqs="$(python -c 'import tomllib; x = tomllib.load(open("pyproject.toml", "rb"))
+print(" ".join(x["project"].get("optional-dependencies", {}).get("tokenizers", [])))')"
+if [ -n "$extra_reqs" ]; then
+  # shellcheck disable=SC2086  # one word per requirement
+  python -m pip install -q $extra_reqs
+fi
+
+t0=$(date +%s)
+"$dir/vllm/bin/python" conformance/build_tiny_model.py "$dir/model"
+echo "conformance: model built in $(( $(date +%s) - t0 )) s"
+
+
+export LLMPERF_CONFORMANCE="$dir"
+limit="${LLMPERF_CONFORMANCE_LIMIT:-1200}"
+t0=$(date +%s)
+status=0
+timeout --kill-after=30 "$limit" \
+  pytest tests/conformance -p no:cacheprovider -v -rfEs --durations=10 "$@" || status=$?
+echo "conformance: suite finished in $(( $(date +%s) - t0 )) s with status $status"
+if [ "$status" = 124 ] || [ "$status" = 137 ]; then
+  echo "conformance: the suite hit its ${limit} s limit; server logs are in $dir/logs" >&2
+fi
+exit "$status"

@@ -1,0 +1,372 @@
+"""Start and stop the real servers of the conformance tier, on 127.0.0.1 only.
+
+Each server runs from its own virtual environment under the install folder
+(``conformance/install.sh``) in a new process group, so teardown can kill
+the whole group: vLLM forks an engine-core process that outlives a plain
+``terminate()`` of the API server. Readiness is polled with a bounded
+timeout; a server that dies or never answers raises :class:`ServerError`
+with the tail of its log, which is where the reason is.
+
+Everything runs offline: ``HF_HUB_OFFLINE=1`` and a private, empty
+``HF_HOME`` (so nothing on the machine's Hugging Face cache leaks in and
+nothing is fetched).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "Install",
+    "Server",
+    "ServerError",
+    "free_port",
+    "start_transformers",
+    "start_vllm",
+    "warm_up",
+]
+
+HOST = "127.0.0.1"
+VLLM_START_LIMIT_S = 300.0  # ~40 s seen on 2 cores; a cold page cache can triple it
+TRANSFORMERS_START_LIMIT_S = 180.0
+STOP_GRACE_S = 10.0
+
+
+class ServerError(RuntimeError):
+    """A server did not start (or died); the message carries its log tail."""
+
+
+@dataclass(frozen=True)
+class Install:
+    """The install folder's layout, as ``install.sh`` and ``run.sh`` make it."""
+
+    root: Path
+
+    @property
+    def vllm_python(self) -> Path:
+        return self.root / "vllm" / "bin" / "python"
+
+    @property
+    def transformers_bin(self) -> Path:
+        return self.root / "transformers" / "bin" / "transformers"
+
+    @property
+    def model(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def hf_home(self) -> Path:
+        return self.root / "hf-home"
+
+    @property
+    def pid_file(self) -> Path:
+        """Process groups of servers still running; ``run.sh`` kills what is left at exit."""
+        return self.root / "running.pids"
+
+    def remember(self, pgid: int) -> None:
+        with self.pid_file.open("a") as f:
+            f.write(f"{pgid}\n")
+
+    def forget(self, pgid: int) -> None:
+        if self.pid_file.exists():
+            kept = [ln for ln in self.pid_file.read_text().split() if ln != str(pgid)]
+            self.pid_file.write_text("".join(f"{ln}\n" for ln in kept))
+
+    def versions(self) -> dict[str, str]:
+        """What ``install.sh`` recorded (package versions per venv), or ``{}``."""
+        path = self.root / "versions.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def problems(self) -> list[str]:
+        """What is missing for the tier to run (empty when all is there)."""
+        wanted = {
+            "vLLM venv": self.vllm_python,
+            "transformers venv": self.transformers_bin,
+            "model config": self.model / "config.json",
+            "model tokenizer": self.model / "tokenizer.json",
+        }
+        return [f"{name}: {path} not found" for name, path in wanted.items() if not path.exists()]
+
+
+@dataclass
+class Server:
+    """A running server: where to reach it and how to stop it."""
+
+    name: str
+    port: int
+    model: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    install: Install
+    started_s: float = 0.0  # seconds from launch to ready
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def log_tail(self, lines: int = 40) -> str:
+        return log_tail(self.log_path, lines)
+
+    def stop(self) -> None:
+        """SIGTERM the process group, then SIGKILL it after a grace period."""
+        stop_group(self.proc)
+        self.install.forget(self.proc.pid)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """End ``proc``'s whole process group; never raises, never waits unbounded."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=STOP_GRACE_S)
+    # children (vLLM's engine core) may outlive the leader: kill what is left
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=STOP_GRACE_S)
+
+
+def offline_env(install: Install, **extra: str) -> dict[str, str]:
+    """The servers' environment: offline, a private HF home, no proxies."""
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    install.hf_home.mkdir(parents=True, exist_ok=True)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_HOME=str(install.hf_home),
+        HF_HUB_DISABLE_TELEMETRY="1",
+        DO_NOT_TRACK="1",
+        VLLM_NO_USAGE_STATS="1",
+        PYTHONUNBUFFERED="1",
+        NO_PROXY="*",
+    )
+    env.update(extra)
+    return env
+
+
+def launch(
+    name: str, argv: list[str], env: dict[str, str], install: Install
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """Start ``argv`` in a new session (its own process group), output to a log file."""
+    install.logs.mkdir(parents=True, exist_ok=True)
+    log_path = install.logs / f"{name}-{int(time.time())}.log"
+    with log_path.open("wb") as log:
+        log.write(("$ " + " ".join(argv) + "\n").encode())
+        log.flush()
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+    install.remember(proc.pid)  # its own session: pgid == pid
+    return proc, log_path
+
+
+def http_json(
+    method: str, url: str, body: object | None = None, timeout: float = 10.0
+) -> tuple[int, str]:
+    """One request without a proxy: ``(status, body text)``; status 0 when nothing answered."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=timeout) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError):
+        return 0, ""
+
+
+def wait_ready(server: Server, ready: Callable[[], bool], limit_s: float, t0: float) -> None:
+    """Poll ``ready`` until it holds; stop the server and raise with its log if it never does."""
+    deadline = t0 + limit_s
+    while True:
+        if server.proc.poll() is not None:
+            tail = server.log_tail()
+            server.stop()
+            raise ServerError(
+                f"{server.name} exited with status {server.proc.returncode} before it was "
+                f"ready; log {server.log_path}:\n{tail}"
+            )
+        if ready():
+            server.started_s = time.monotonic() - t0
+            return
+        if time.monotonic() > deadline:
+            tail = server.log_tail()
+            server.stop()
+            raise ServerError(
+                f"{server.name} not ready within {limit_s:g} s; log {server.log_path}:\n{tail}"
+            )
+        time.sleep(1.0)
+
+
+def warm_up(server: Server, apis: tuple[str, ...] = ("chat", "completions")) -> None:
+    """A few requests before any test: a server's first ones are not like the rest.
+
+    Seen on vLLM CPU: the first streamed request after start comes back in
+    one burst 200 ms late (first forward passes), which would land in the
+    first test's percentiles. One request per API, then four at once.
+    """
+    prompt = "The harbour town woke before the sun. " * 8
+    bodies = {
+        "chat": {"messages": [{"role": "user", "content": prompt}]},
+        "completions": {"prompt": prompt},
+    }
+    paths = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+    def one(api: str) -> None:
+        body = {"model": server.model, "max_tokens": 32, "temperature": 0.0, **bodies[api]}
+        status, text = http_json("POST", server.url + paths[api], body, timeout=60.0)
+        if status != 200:
+            raise ServerError(f"{server.name} warm-up {api}: HTTP {status}: {text[:500]}")
+
+    for api in apis:
+        one(api)
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(one, [apis[i % len(apis)] for i in range(4)]))
+
+
+def _warm(server: Server) -> None:
+    """:func:`warm_up`, stopping the server if it fails (the caller gets only the error)."""
+    try:
+        warm_up(server)
+    except ServerError as exc:
+        server.stop()
+        raise ServerError(f"{exc}\nlog {server.log_path}:\n{server.log_tail()}") from None
+
+
+def start_vllm(install: Install, port: int | None = None) -> Server:
+    """vLLM's OpenAI server on the tiny model (CPU, float32, eager, 1024-token context).
+
+    ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB) keeps it near 2 GB; ready when
+    ``GET /v1/models`` answers 200, which vLLM only does once the engine is up.
+    """
+    port = port or free_port()
+    argv = [
+        str(install.vllm_python),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(install.model),
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        "1024",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+    ]
+    env = offline_env(install, VLLM_CPU_KVCACHE_SPACE="1")
+    t0 = time.monotonic()
+    proc, log_path = launch("vllm", argv, env, install)
+    server = Server("vLLM", port, str(install.model), proc, log_path, install)
+    url = f"{server.url}/v1/models"
+    wait_ready(server, lambda: http_json("GET", url, timeout=5.0)[0] == 200, VLLM_START_LIMIT_S, t0)
+    _warm(server)
+    return server
+
+
+def start_transformers(install: Install, port: int | None = None) -> Server:
+    """``transformers serve`` pinned to the tiny model (its FORCE_MODEL argument), on the CPU.
+
+    ``/health`` answers as soon as uvicorn runs, before the model is loaded,
+    so readiness is a one-token chat request that succeeds.
+    """
+    port = port or free_port()
+    model = str(install.model)
+    argv = [
+        str(install.transformers_bin),
+        "serve",
+        model,
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--log-level",
+        "info",
+    ]
+    t0 = time.monotonic()
+    proc, log_path = launch("transformers-serve", argv, offline_env(install), install)
+    server = Server("transformers serve", port, model, proc, log_path, install)
+    probe = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+    url = f"{server.url}/v1/chat/completions"
+    wait_ready(
+        server,
+        lambda: http_json("POST", url, probe, timeout=30.0)[0] == 200,
+        TRANSFORMERS_START_LIMIT_S,
+        t0,
+    )
+    _warm(server)
+    return server
+
+
+def main() -> None:
+    """``python conformance/servers.py DIR vllm|transformers``: serve until Enter or Ctrl-C.
+
+    For looking at a server by hand (curl, the plugin) with the tier's exact settings.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("install", type=Path)
+    parser.add_argument("server", choices=["vllm", "transformers"])
+    parser.add_argument("--port", type=int, default=None)
+    args = parser.parse_args()
+    start = start_vllm if args.server == "vllm" else start_transformers
+    server = start(Install(args.install.resolve()), args.port)
+    print(f"{server.name} ready at {server.url} in {server.started_s:.1f} s (model {server.model})")
+    print(f"log: {server.log_path}; press Enter or Ctrl-C to stop", flush=True)
+    try:
+        input()
+    except (KeyboardInterrupt, EOFError):
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

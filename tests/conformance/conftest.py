@@ -1,0 +1,93 @@
+"""The conformance tier: pytest-llmperf against real servers (vLLM CPU, transformers serve).
+
+It needs an install folder made by ``conformance/install.sh`` (two server
+venvs and the tiny model, about 5 GB and two minutes), so it runs only when
+``LLMPERF_CONFORMANCE`` points at one, as ``bash conformance/run.sh`` does.
+Otherwise every test here is skipped with that reason, and ``pytest tests``
+stays fast. With the variable set, a missing piece of the install is an
+error, never a skip: CI must not pass a tier that did not run.
+
+Servers are module-scoped and each module uses one, so at most one server
+runs at a time (two cores: they would slow each other and the measurements).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ENV = "LLMPERF_CONFORMANCE"
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+SKIP_REASON = (
+    f"conformance tier: needs real servers; set {ENV} to an install folder "
+    "(`bash conformance/run.sh` installs them and runs this tier)"
+)
+
+
+def _load_servers() -> ModuleType:
+    """``conformance/servers.py`` by path: the checkout is not on sys.path (CI tests the wheel)."""
+    path = ROOT / "conformance" / "servers.py"
+    spec = importlib.util.spec_from_file_location("llmperf_conformance_servers", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+servers = _load_servers()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get(ENV):
+        return
+    skip = pytest.mark.skip(reason=SKIP_REASON)
+    for item in items:
+        if HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def install() -> Any:
+    """The install folder named by ``LLMPERF_CONFORMANCE``, checked complete."""
+    root = Path(os.environ[ENV]).resolve()
+    found = servers.Install(root)
+    problems = found.problems()
+    if problems:
+        pytest.fail(f"{ENV}={root} is not a complete install: " + "; ".join(problems))
+    return found
+
+
+@pytest.fixture(scope="session")
+def model_dir(install: Any) -> str:
+    return str(install.model)
+
+
+def _serve(start: Any, install: Any) -> Iterator[Any]:
+    try:
+        server = start(install)
+    except servers.ServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    print(f"\n{server.name} ready on {server.url} in {server.started_s:.1f} s")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def vllm(install: Any) -> Iterator[Any]:
+    yield from _serve(servers.start_vllm, install)
+
+
+@pytest.fixture(scope="module")
+def transformers_serve(install: Any) -> Iterator[Any]:
+    yield from _serve(servers.start_transformers, install)
