@@ -35,8 +35,8 @@ from cheap_server import start_cheap_server  # noqa: E402
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts  # noqa: E402
 from pytest_llmperf.client.fdlimits import descriptor_limits  # noqa: E402
-from pytest_llmperf.config import RunSpec  # noqa: E402
 from pytest_llmperf.loadgen.session import run_load  # noqa: E402
+from pytest_llmperf.specs.run import RunSpec  # noqa: E402
 
 
 def _rss_mb() -> float:

@@ -16,13 +16,16 @@ send/first-read instants with the server's arrival/first-write instants.
 (``fixed`` profile) and prints TTFT minus its nominal value, to separate the
 simulator's own delay from the client's.
 
-    python benchmarks/loadgen_latency.py [--requests 640] [--sim]
+``--loop uvloop`` runs the client on uvloop, ``--sim-loop uvloop`` the
+simulator child (the measurements behind the uvloop decision in
+``benchmarks/README.md``).
+
+    python benchmarks/loadgen_latency.py [--requests 640] [--sim] [--loop L] [--sim-loop L]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import platform
 import sys
@@ -30,15 +33,16 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np
+from loops import LOOPS, run_on, sim_loop
 from streaming_server import start_server
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import RequestRecord
-from pytest_llmperf.config import RunSpec
-from pytest_llmperf.loadgen.patterns import LoadSpec
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.loadgen.session import LoadRun
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.specs.load import LoadSpec
+from pytest_llmperf.specs.run import RunSpec
 
 TTFT_MS, ITL_MS, TOKENS, CONCURRENCY = 50.0, 10.0, 64, 32
 
@@ -83,10 +87,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=640)
     ap.add_argument("--sim", action="store_true", help="also measure the embedded simulator")
+    ap.add_argument("--loop", choices=LOOPS, default="asyncio", help="the client's event loop")
+    ap.add_argument("--sim-loop", choices=LOOPS, default="", help="the simulator's event loop")
     args = ap.parse_args()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-        f", load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        f", load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; client loop "
+        f"{args.loop}" + (f", simulator loop {args.sim_loop}" if args.sim_loop else "")
     )
     print(
         f"server truth TTFT {TTFT_MS:g} ms / ITL {ITL_MS:g} ms, {CONCURRENCY} concurrent "
@@ -96,7 +103,7 @@ def main() -> None:
     try:
         run_spec = spec("concurrency", {"concurrency": CONCURRENCY}, args.requests)
         server.reset()
-        result, records = asyncio.run(measure(server.url, run_spec))
+        result, records = run_on(args.loop, measure(server.url, run_spec))
         truth = server.truth()
     finally:
         server.stop()
@@ -130,7 +137,8 @@ def main() -> None:
         ):
             ttft, itl = (20.0, 5.0) if pattern == "poisson" else (TTFT_MS, ITL_MS)
             tokens = 16 if pattern == "poisson" else TOKENS
-            sim = start_sim_process("fixed", overrides={"ttft_ms": ttft, "itl_ms": itl})
+            with sim_loop(args.sim_loop):
+                sim = start_sim_process("fixed", overrides={"ttft_ms": ttft, "itl_ms": itl})
             try:
                 srv = start_server(ttft, itl)
                 try:
@@ -142,19 +150,21 @@ def main() -> None:
                         requests=n,
                         warmup=params.get("concurrency", 0),
                     )
-                    sim_result, _ = asyncio.run(measure(sim.url, s))
-                    bench_result, _ = asyncio.run(measure(srv.url, s))
+                    sim_result, _ = run_on(args.loop, measure(sim.url, s))
+                    bench_result, _ = run_on(args.loop, measure(srv.url, s))
                     bench_truth = hist(srv.truth()["ttft_ns"])
                 finally:
                     srv.stop()
             finally:
                 sim.stop()
             st, bt = sim_result.metrics["ttft"], bench_result.metrics["ttft"]
+            si = sim_result.metrics["itl"]
             print(
                 f"  {pattern} {params}, nominal TTFT {ttft:g} ms: simulator measured "
                 f"p50 {st.p(50):.3f} p99 {st.p(99):.3f}; benchmark server measured "
                 f"p50 {bt.p(50):.3f} p99 {bt.p(99):.3f}, its truth p50 {bench_truth.p(50):.3f} "
-                f"p99 {bench_truth.p(99):.3f}"
+                f"p99 {bench_truth.p(99):.3f}; simulator ITL (nominal {itl:g} ms) "
+                f"p50 {si.p(50):.3f} p99 {si.p(99):.3f}"
             )
 
 

@@ -165,7 +165,7 @@ class LlmPerfOptions:
 
 def _request_extra(value: Any) -> dict[str, Any]:
     """``--llm-request-extra``: a JSON object of request fields."""
-    from pytest_llmperf.config import check_extra_body
+    from pytest_llmperf.specs.run import check_extra_body
 
     if not value:
         return {}

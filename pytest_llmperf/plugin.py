@@ -4,10 +4,10 @@ Nothing here measures or judges; it only moves data between pytest and
 :mod:`pytest_llmperf`'s packages:
 
 - options and ini keys -> :class:`~pytest_llmperf.options.LlmPerfOptions`
-- markers -> :class:`~pytest_llmperf.config.PerfSpec` at collection (bad ones
+- markers -> :class:`~pytest_llmperf.specs.perf.PerfSpec` at collection (bad ones
   are usage errors that name the test and the bad word)
 - ``llm_endpoint`` / ``llm_loadgen`` fixtures -> the endpoint (simulator
-  started on first use) and a :class:`~pytest_llmperf.loadgen.generator.LoadGenerator`
+  started on first use) and a :class:`~pytest_llmperf.methodology.llm_loadgen.LlmLoadgen`
 - after each test body: SLO verdicts fail the test itself, JUnit properties
 - the call report carries the runs, so the session data also forms under xdist
 - session end: merged histograms, session ruleset, terminal summary, JSON.
@@ -26,11 +26,17 @@ from pytest_llmperf.client.endpoint import Endpoint, redact_url
 from pytest_llmperf.client.negotiation import UserFields
 from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.client.preflight import preflight_sync
-from pytest_llmperf.config import PerfSpec
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.hook_calls import (
+    HookFailure,
+    call_run_finished,
+    call_session_finished,
+    call_update_json,
+)
 from pytest_llmperf.interrupts import terminate_as_interrupt
 from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.methodology.llm_loadgen import LlmLoadgen
 from pytest_llmperf.options import OPTIONS, LlmPerfOptions
 from pytest_llmperf.output_paths import check_output_paths
 from pytest_llmperf.reports.baseline import Baseline, build_baseline, load_baseline, write_baseline
@@ -43,9 +49,10 @@ from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.terminal import write_terminal_summary
 from pytest_llmperf.session_tokenizer import session_tokenizer
 from pytest_llmperf.slo.regression import RegressionCheck, Thresholds
-from pytest_llmperf.slo.rulesets import Ruleset, load_ruleset
 from pytest_llmperf.slo.session import evaluate_session
 from pytest_llmperf.slo.verdicts import SloVerdict, evaluate_runs
+from pytest_llmperf.specs.perf import PerfSpec
+from pytest_llmperf.specs.rulesets import Ruleset, load_ruleset
 from pytest_llmperf.workloads.tokenizer import Tokenizer
 
 __all__ = [
@@ -78,6 +85,13 @@ class LlmPerfInconclusiveWarning(UserWarning):
 class LlmPerfTokenLengthWarning(UserWarning):
     """Prompts or outputs reached the server more than 10% off the lengths the workload asked
     for: the tokenizer is not the model's, or the model stopped early."""
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Other plugins and conftest.py files extend pytest-llmperf through these (hooks.py)."""
+    from pytest_llmperf import hooks
+
+    pluginmanager.add_hookspecs(hooks)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -151,12 +165,12 @@ def llm_endpoint(pytestconfig: pytest.Config) -> Endpoint:
 
 
 @pytest.fixture
-def llm_loadgen(request: pytest.FixtureRequest, llm_endpoint: Endpoint) -> LoadGenerator:
+def llm_loadgen(request: pytest.FixtureRequest, llm_endpoint: Endpoint) -> LlmLoadgen:
     """The load generator configured from this test's markers; ``await llm_loadgen.run()``."""
     plugin = request.config.stash[PLUGIN_KEY]
     item = request.node
     spec = item.stash.get(SPEC_KEY, None) or PerfSpec.from_markers(None, None, [])
-    generator = LoadGenerator(
+    generator = LlmLoadgen(
         llm_endpoint,
         spec,
         scale=plugin.options.scale,
@@ -164,6 +178,7 @@ def llm_loadgen(request: pytest.FixtureRequest, llm_endpoint: Endpoint) -> LoadG
         events_name=item.nodeid,
         workers=plugin.options.workers,
         tokenizer=plugin.tokenizer,
+        on_result=lambda result: call_run_finished(item, result),  # pytest_llmperf_run_finished
     )
     item.stash[GEN_KEY] = generator
     return generator
@@ -194,6 +209,7 @@ class LlmPerfPlugin:
         self._sim: Any = None
         self.tokenizer: Tokenizer | None = None  # --llm-tokenizer, resolved after the preflight
         self.written: list[str] = []
+        self.hook_failures: list[HookFailure] = []  # session hooks that raised (hook_calls.py)
         self._user_fields: list[UserFields] = []  # tests' extra_body, probed at preflight
         self._restore_sigterm: Callable[[], None] = lambda: None
 
@@ -464,11 +480,17 @@ class LlmPerfPlugin:
         if self.options.baseline_save:
             document = build_baseline(self.data, endpoint=endpoint, options=self._run_options())
             self.written.append(str(write_baseline(self.options.baseline_save, document)))
-        report = build_report(self.data, endpoint=endpoint, session=session_info)
+        report, failure = call_update_json(
+            self.config, lambda: build_report(self.data, endpoint=endpoint, session=session_info)
+        )
         if self.options.json:
             self.written.append(str(write_json_report(self.options.json, report)))
         if self.options.html:
             self.written.append(str(write_html_report(self.options.html, report, self.data)))
+        failures = [failure, call_session_finished(session, report)]
+        self.hook_failures = [f for f in failures if f is not None]
+        if self.hook_failures and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def _report_endpoint(self) -> dict[str, Any]:
         if self._endpoint is not None:
@@ -499,7 +521,13 @@ class LlmPerfPlugin:
         }
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        write_terminal_summary(terminalreporter, self.data, self.session_verdicts, self.written)
+        write_terminal_summary(
+            terminalreporter,
+            self.data,
+            self.session_verdicts,
+            self.written,
+            errors=[f.message() for f in self.hook_failures],
+        )
 
 
 def _spec_for(item: pytest.Item) -> PerfSpec:

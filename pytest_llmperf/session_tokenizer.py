@@ -238,7 +238,7 @@ def _server_tokenizer(endpoint: Endpoint) -> ServerTokenizer:
 
 def _model_root(endpoint: Endpoint) -> tuple[str | None, str | None]:
     """The ``root`` of the served model in ``GET /v1/models`` (and why there is none)."""
-    from pytest_llmperf.client.tls import tls_verify
+    from pytest_llmperf.tls import tls_verify
 
     try:
         with httpx.Client(

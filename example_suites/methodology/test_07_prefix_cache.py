@@ -11,7 +11,8 @@ served from its cache (``usage.prompt_tokens_details.cached_tokens``).
 
 import pytest
 
-from pytest_llmperf.analysis import compare_table, prefix_cache_effectiveness, run_configurations
+from pytest_llmperf.analysis import compare_table, prefix_cache_effectiveness
+from pytest_llmperf.methodology import run_configurations
 
 
 @pytest.mark.llm_workload(

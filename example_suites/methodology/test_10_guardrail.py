@@ -10,7 +10,8 @@ baseline with its significance, and the throughput reduction.
 
 import pytest
 
-from pytest_llmperf.analysis import guardrail_overhead, run_configurations
+from pytest_llmperf.analysis import guardrail_overhead
+from pytest_llmperf.methodology import run_configurations
 
 
 @pytest.mark.llm_workload("conversation", max_output_tokens=48, requests=40, seed=3)

@@ -4,6 +4,11 @@ Each returns a plain-JSON payload for ``llm_loadgen.attach()`` (``title``,
 ``kind`` table|curve, ``columns``, ``rows``; curves add ``x``/``y``) with its
 headline numbers under their own keys. Per-request analyses take rows from
 :func:`collect` (a load-generator observer with bounded memory).
+
+Procedures that *run* load (sweeps, searches, warm-up, the multi-configuration
+runs these comparisons read) are :mod:`pytest_llmperf.methodology`, a layer
+above; the one exception is :func:`memory_pressure`, which drives the
+generator it is given through ``run()`` without importing the load generator.
 """
 
 from pytest_llmperf.analysis.collector import RequestCollector, RequestRow, collect
@@ -13,7 +18,6 @@ from pytest_llmperf.analysis.compare import (
     guardrail_overhead,
     metric_value,
     prefix_cache_effectiveness,
-    run_configurations,
 )
 from pytest_llmperf.analysis.fairness import class_fairness
 from pytest_llmperf.analysis.latency import (
@@ -45,7 +49,6 @@ __all__ = [
     "metric_value",
     "parse_prometheus",
     "prefix_cache_effectiveness",
-    "run_configurations",
     "scrape_metrics",
     "ttft_by_input_length",
 ]

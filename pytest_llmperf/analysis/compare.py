@@ -1,12 +1,13 @@
 """Comparisons of endpoints or configurations, per the draft's multi-system guidelines.
 
-The same workload (same requests, same order, same seed: the test's
-declared workload, replayed) runs against each configuration, repeated at
-least 3 times and interleaved (A, B, A, B, ...) so slow drifts of the
-machine hit every configuration alike. Each metric is then reported per
-configuration as a mean with its confidence interval over the repetitions,
-and its difference from the baseline configuration with Welch's t-test.
-The guardrail-overhead and prefix-cache tests are such comparisons.
+Statistics only: the runs come from
+:func:`pytest_llmperf.methodology.configurations.run_configurations` (the
+same workload against each configuration, repeated at least 3 times and
+interleaved), collected in a :class:`ConfigurationRuns`. Each metric is then
+reported per configuration as a mean with its confidence interval over the
+repetitions, and its difference from the baseline configuration with
+Welch's t-test. The guardrail-overhead and prefix-cache tests are such
+comparisons.
 """
 
 from __future__ import annotations
@@ -15,24 +16,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_llmperf.analysis.collector import RequestCollector, RequestRow
+from pytest_llmperf.analysis.collector import RequestRow
 from pytest_llmperf.analysis.stats import mean_interval, nearest_rank, welch_test
-from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.result import RunResult
 
 __all__ = [
     "DEFAULT_COMPARE_METRICS",
-    "MIN_REPETITIONS",
     "ConfigurationRuns",
     "compare_table",
     "guardrail_overhead",
     "metric_value",
     "prefix_cache_effectiveness",
-    "run_configurations",
 ]
 
-MIN_REPETITIONS = 3
 DEFAULT_COMPARE_METRICS = ("ttft.p50", "ttft.p99", "e2e.p50", "e2e.p99", "output_throughput")
 
 
@@ -53,7 +50,10 @@ def metric_value(result: RunResult, metric: str) -> float:
 
 @dataclass
 class ConfigurationRuns:
-    """Each configuration's repeated runs and, per run, its per-request rows."""
+    """Each configuration's repeated runs and, per run, its per-request rows.
+
+    Filled by :func:`pytest_llmperf.methodology.configurations.run_configurations`.
+    """
 
     results: dict[str, list[RunResult]] = field(default_factory=dict)
     rows: dict[str, list[list[RequestRow]]] = field(default_factory=dict)
@@ -64,57 +64,6 @@ class ConfigurationRuns:
 
     def pooled_rows(self, name: str, runs: slice = slice(None)) -> list[RequestRow]:
         return [row for rows in self.rows[name][runs] for row in rows]
-
-
-def _endpoint(target: Endpoint | str, like: Endpoint) -> Endpoint:
-    if isinstance(target, Endpoint):
-        return target
-    if not isinstance(target, str):
-        raise LlmPerfUsageError(f"a configuration's endpoint must be a URL, got {target!r}")
-    # Same API and timeouts as the endpoint under test; the model is resolved per server.
-    return Endpoint.from_env(target, api_key_env=None, api=like.api, timeouts=like.timeouts)
-
-
-async def run_configurations(
-    gen: Any,
-    endpoints: Mapping[str, Endpoint | str | None],
-    *,
-    repetitions: int = MIN_REPETITIONS,
-    **overrides: Any,
-) -> ConfigurationRuns:
-    """Run the test's workload against each configuration ``repetitions`` times, interleaved.
-
-    ``endpoints`` maps a configuration name to a URL or :class:`Endpoint`
-    (``None`` = the endpoint under test). Every run is kept in the test's
-    report, ungated, labelled ``"<name> rep <i>"``.
-    """
-    from pytest_llmperf.loadgen.generator import LoadGenerator
-
-    if len(endpoints) < 2:
-        raise LlmPerfUsageError("a comparison needs at least two configurations")
-    if repetitions < MIN_REPETITIONS:
-        raise LlmPerfUsageError(
-            f"the methodology asks for >= {MIN_REPETITIONS} repetitions, got {repetitions!r}"
-        )
-    generators = {
-        name: gen if target is None else LoadGenerator(
-            _endpoint(target, gen.endpoint), gen.spec, scale=gen.scale
-        )
-        for name, target in endpoints.items()
-    }  # fmt: skip
-    out = ConfigurationRuns({n: [] for n in endpoints}, {n: [] for n in endpoints})
-    for rep in range(1, repetitions + 1):
-        for name, runner in generators.items():
-            collector = RequestCollector()
-            with collector.observing(runner):
-                result = await runner.run(gate=False, label=f"{name} rep {rep}", **overrides)
-            if runner is not gen:
-                gen.results.append(result)
-                if gen.on_result:
-                    gen.on_result(result)
-            out.results[name].append(result)
-            out.rows[name].append(collector.rows)
-    return out
 
 
 def _r(value: float | None, digits: int = 3) -> float | None:

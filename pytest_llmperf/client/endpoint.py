@@ -219,23 +219,35 @@ class Endpoint:
         }
 
     def client(self, *, max_connections: int | None = 1024) -> httpx.AsyncClient:
-        """A fresh ``httpx.AsyncClient`` on the aiohttp transport, for your own requests.
+        """A fresh ``httpx.AsyncClient`` (httpx's own transport), for your own requests.
 
-        Must be called inside the running event loop that will use it. The
-        aiohttp transport keeps httpx's API at about ten times the streaming
-        throughput of httpx's own (DESIGN.md, Dependencies). The load
-        generator itself streams through the leaner
-        :class:`~pytest_llmperf.client.stream_client.StreamClient`. The process's
+        Must be called inside the running event loop that will use it. It
+        serves metadata calls (``GET /v1/models``, preflight probes,
+        ``/metrics``) and your own requests in a test; the load generator
+        streams through the leaner
+        :class:`~pytest_llmperf.client.stream_client.StreamClient`, so httpx's
+        plain transport is all that is needed here (no aiohttp underneath:
+        :mod:`~pytest_llmperf.client.failures` classifies its exceptions).
+        The environment is ignored (no proxies) except ``SSL_CERT_FILE`` /
+        ``SSL_CERT_DIR`` (:mod:`~pytest_llmperf.tls`). The process's
         file-descriptor limit is raised to fit ``max_connections`` sockets first
         (a usage error if the OS refuses), so a big run cannot fail half-way on EMFILE.
         ``max_connections=None`` (open-loop loads) sizes the pool by the descriptor
         budget instead, so no request ever waits in the client for a connection.
+        A header that would break HTTP framing (an API key with a newline) is a
+        usage error naming the header, never its value.
         """
-        from httpx_aiohttp import AiohttpTransport
-
         from pytest_llmperf.client.fdlimits import connection_budget, ensure_descriptors
-        from pytest_llmperf.client.tls import tls_verify
+        from pytest_llmperf.client.http1 import check_request_headers
+        from pytest_llmperf.tls import tls_verify
 
+        headers = self.headers()
+        try:
+            check_request_headers(headers)
+        except ValueError as exc:
+            raise LlmPerfUsageError(
+                f"cannot send requests to {self.label}: {exc}", where="--llm-endpoint"
+            ) from None
         if max_connections is None:
             max_connections = connection_budget()
         else:
@@ -246,10 +258,10 @@ class Endpoint:
             keepalive_expiry=30.0,
         )
         t = self.timeouts
-        transport = AiohttpTransport(limits=limits, trust_env=False, verify=tls_verify())
+        transport = httpx.AsyncHTTPTransport(verify=tls_verify(), limits=limits, trust_env=False)
         return httpx.AsyncClient(
             transport=transport,
             timeout=httpx.Timeout(connect=t.connect, read=t.stall, write=t.stall, pool=None),
-            headers=self.headers(),
+            headers=headers,
             trust_env=False,
         )

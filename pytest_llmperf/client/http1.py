@@ -10,29 +10,54 @@ the client's CPU per streamed request fell by about two thirds
 (``benchmarks/loadgen_throughput.py``). Metadata calls (``GET /v1/models``,
 ``/metrics``) and the ``llm_endpoint.client()`` fixture keep httpx.
 
-What the parser accepts is what OpenAI-compatible servers send: a status
-line and headers, then a body framed by ``Transfer-Encoding: chunked``,
-``Content-Length``, or the end of the connection; interim ``1xx`` heads are
-skipped. Anything else is a :data:`~pytest_llmperf.client.records.ErrorKind.PROTOCOL`
-failure of that request, never an exception out of the event loop.
+Why llhttp (``httptools``) frames the responses: status line, headers,
+``Content-Length``, chunked and close-delimited bodies, keep-alive rules
+(HTTP/1.0, ``Connection: close``), interim ``1xx`` heads and trailers are
+what uvicorn, aiohttp and Node read with the same parser, strictly: a chunk
+size such as ``0x1a``, ``1_0`` or ``+a``, a CR or LF inside a header value,
+``Content-Length`` beside ``Transfer-Encoding``, bytes after a
+``Connection: close`` response are all refused. What stays here is the
+project's own job: one ``monotonic_ns`` reading per read, the body of that
+read handed to the sink in one piece, and the few things llhttp leaves to its
+caller — the end of a close-delimited body (httptools cannot be told of the
+socket's end), a bound on the bytes of a head, and bytes that arrive when no
+request asked for them. Anything malformed is a
+:data:`~pytest_llmperf.client.records.ErrorKind.PROTOCOL` failure of that
+request (a cut, :data:`~pytest_llmperf.client.records.ErrorKind.TRUNCATED`),
+never an exception out of the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from types import SimpleNamespace
+from typing import Protocol, cast
+
+from httptools import (
+    HttpParserCallbackError,
+    HttpParserError,
+    HttpParserUpgrade,
+    HttpResponseParser,
+)
 
 from pytest_llmperf.client.records import ErrorKind
 
-__all__ = ["MAX_HEAD_BYTES", "Http1Connection", "ResponseSink", "request_prefix"]
+__all__ = [
+    "MAX_HEAD_BYTES",
+    "Http1Connection",
+    "ResponseSink",
+    "check_request_headers",
+    "request_prefix",
+]
 
-MAX_HEAD_BYTES = 64 * 1024  # status line + headers; more is not a sane server
-_MAX_CHUNK_LINE = 4096  # a chunk-size line (with extensions) or a trailer line
+MAX_HEAD_BYTES = 64 * 1024  # a head, or framing bytes without body data between; more is not sane
 
-# Body framing of the response being read.
-_CHUNKED, _LENGTH, _UNTIL_CLOSE, _NONE = range(4)
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token (header name, method)
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # controls but HTAB: CR and LF above all
+_BAD_TARGET = re.compile(r"[^\x21-\x7e]")  # a request target is visible ASCII, no spaces
 
 
 class ResponseSink(Protocol):
@@ -47,12 +72,53 @@ class ResponseSink(Protocol):
     def on_failure(self, kind: str, detail: str, now_ns: int) -> None: ...
 
 
-def request_prefix(method: str, path: str, host: str, headers: dict[str, str]) -> bytes:
-    """A request's head up to ``Content-Length: `` (the length and body follow per request)."""
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
+def check_request_headers(headers: Mapping[str, str]) -> None:
+    """Raise ``ValueError`` for a header that would break a request's framing.
+
+    A CR or LF in a value would end the header early and let the rest be read
+    as further headers or as the body (header injection); a value from the
+    environment, such as an API key read from a file with its newline, is the
+    usual way one gets there. The message names the header, never its value:
+    the value may be a secret.
+    """
+    for name, value in headers.items():
+        if not _TOKEN.fullmatch(name):
+            raise ValueError(f"header name {name!r} is not an HTTP token")
+        if _BAD_VALUE.search(value):
+            raise ValueError(
+                f"the value of the {name} header contains a control character (CR, LF, NUL, …);"
+                " a trailing newline in an environment variable is the usual cause"
+            )
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise ValueError(f"the value of the {name} header is not ISO-8859-1 text") from None
+
+
+def request_prefix(method: str, target: str, host: str, headers: dict[str, str]) -> bytes:
+    """A request's head up to ``Content-Length: `` (the length and body follow per request).
+
+    ``target`` is the path with its query string, if any. Every part is
+    checked first (``ValueError`` naming the part): this head is built once
+    and then written for every request, so a bad byte here would be in all of
+    them.
+    """
+    if not _TOKEN.fullmatch(method):
+        raise ValueError(f"request method {method!r} is not an HTTP token")
+    if not target.startswith("/") or _BAD_TARGET.search(target):
+        raise ValueError(
+            f"request path {target!r} must start with '/' and be visible ASCII"
+            " (percent-encode spaces and other characters)"
+        )
+    check_request_headers({"Host": host, **headers})
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
     lines.extend(f"{name}: {value}" for name, value in headers.items())
     lines.append("Content-Length: ")
     return "\r\n".join(lines).encode("latin-1")
+
+
+class _Unsolicited(Exception):
+    """Raised inside the parser: a response began that no request asked for."""
 
 
 class Http1Connection(asyncio.Protocol):
@@ -60,6 +126,8 @@ class Http1Connection(asyncio.Protocol):
 
     ``reusable`` is true once a response has been read completely on a
     connection both sides keep open; the pool only reuses such connections.
+    One llhttp parser serves the connection's responses in turn; after any
+    framing error the connection is closed, never reused.
     """
 
     def __init__(self) -> None:
@@ -67,17 +135,30 @@ class Http1Connection(asyncio.Protocol):
         self.closed = False
         self.reusable = False
         self.idle_since = 0.0  # time.monotonic() when last put back in the pool
-        self._sink: ResponseSink | None = None
-        self._buf = bytearray()
-        self._in_head = False
-        self._framing = _NONE
-        self._left = 0  # bytes left: of the body (Content-Length) or of this chunk
-        self._crlf_due = False  # after a chunk's data
-        self._trailers = False  # after the zero-size chunk
-        self._keep_alive = True
         self.lost = False  # the transport has let go of the socket
-        self._lost: asyncio.Future[None] | None = None
         self.on_lost: Callable[[Http1Connection], None] | None = None
+        self._lost: asyncio.Future[None] | None = None
+        self._sink: ResponseSink | None = None
+        self._now = 0  # the instant of the read being parsed
+        self._pieces: list[bytes] = []  # body bytes of this read (never replaced: see below)
+        self._headers: dict[str, str] = {}
+        self._in_head = False  # a request is out and its final head has not been read
+        self._status_seen = False  # the status line of the head being read was accepted
+        self._interim = False  # the message being read is a 1xx head
+        self._until_close = False  # the body ends when the server closes the connection
+        self._unframed = 0  # bytes read since the last head or body data (bounded)
+        self._early = bytearray()  # bytes that came while no request was out
+        # llhttp calls these during feed_data(); ``on_body`` is the list's own append,
+        # so a chunk of body costs no Python frame.
+        callbacks = SimpleNamespace(
+            on_message_begin=self._on_message_begin,
+            on_status=self._on_status,
+            on_header=self._on_header,
+            on_headers_complete=self._on_headers_complete,
+            on_body=self._pieces.append,
+            on_message_complete=self._on_message_complete,
+        )
+        self._parser: HttpResponseParser | None = HttpResponseParser(callbacks)
 
     async def wait_closed(self) -> None:
         """Until the transport has really let go of the socket (after :meth:`close`)."""
@@ -90,20 +171,34 @@ class Http1Connection(asyncio.Protocol):
     # -- asyncio.Protocol --------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Not an isinstance check: uvloop's transports do not derive from asyncio's classes.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         now = time.monotonic_ns()
-        if self._sink is None:  # bytes nobody asked for: keep a little, to report them
-            if len(self._buf) < MAX_HEAD_BYTES:
-                self._buf += data
-            self.reusable = False
+        sink = self._sink
+        if sink is None or self._parser is None:
+            self._unasked(data)
             return
-        if self._in_head:
-            self._read_head(data, now)
-        else:
-            self._read_body(data, now)
+        self._now = now
+        try:
+            self._parser.feed_data(data)
+        except HttpParserError as exc:
+            self._parse_failed(exc, data)
+            return
+        except HttpParserUpgrade:
+            self._fail(ErrorKind.PROTOCOL, "the server switched protocols (HTTP 101)", now)
+            return
+        pieces = self._pieces
+        if pieces:  # a response that ended in this read has had its body already
+            body = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            pieces.clear()
+            self._unframed = 0
+            sink.on_body(body, now)
+        elif self._sink is not None:
+            self._unframed += len(data)
+            if self._unframed > MAX_HEAD_BYTES:
+                self._too_long(now)
 
     def eof_received(self) -> bool:
         return False  # close the transport; connection_lost reports the end
@@ -111,6 +206,7 @@ class Http1Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = self.lost = True
         self.reusable = False
+        self._parser = None  # it holds this object's methods: no cycle left to collect
         if self._lost is not None and not self._lost.done():
             self._lost.set_result(None)
         if self.on_lost is not None:
@@ -120,7 +216,7 @@ class Http1Connection(asyncio.Protocol):
             return
         now = time.monotonic_ns()
         self._sink = None
-        if not self._in_head and self._framing == _UNTIL_CLOSE and exc is None:
+        if not self._in_head and self._until_close and exc is None:
             sink.on_end(now)  # the close is the end of this body
             return
         where = "before the response head" if self._in_head else "mid-body"
@@ -137,13 +233,12 @@ class Http1Connection(asyncio.Protocol):
         self._sink = sink
         self.reusable = False
         self._in_head = True
-        self._framing = _NONE
-        self._keep_alive = True
+        self._status_seen = self._interim = self._until_close = False
+        self._unframed = 0
         t_send = time.monotonic_ns()
         self.transport.write(data)
-        if self._buf:  # the server spoke first (a banner): judge it as the response
-            early, self._buf = bytes(self._buf), bytearray()
-            self._read_head(early, time.monotonic_ns())
+        if self._early:
+            self._answered_before_asked(time.monotonic_ns())
         return t_send
 
     def detach(self) -> None:
@@ -158,206 +253,115 @@ class Http1Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    # -- parsing -----------------------------------------------------------------
+    # -- llhttp callbacks (inside feed_data) ---------------------------------------
+
+    def _on_message_begin(self) -> None:
+        if self._sink is None:
+            raise _Unsolicited  # stops the parser; data_received closes the connection
+        self._headers = {}
+
+    def _on_status(self, reason: bytes) -> None:
+        self._status_seen = True
+
+    def _on_header(self, name: bytes, value: bytes) -> None:
+        """Names lower-cased, repeated names joined with commas; trailers are dropped."""
+        if not self._in_head:
+            return
+        headers = self._headers
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1").strip()
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def _on_headers_complete(self) -> None:
+        assert self._parser is not None and self._sink is not None
+        status = self._parser.get_status_code()
+        if status < 200:  # 100 Continue, 103 Early Hints (101 ends in HttpParserUpgrade)
+            self._interim = True
+            return
+        self._in_head = False
+        self._unframed = 0
+        headers = self._headers
+        self._until_close = _ends_at_close(status, headers)
+        self._sink.on_head(status, headers, self._now)
+
+    def _on_message_complete(self) -> None:
+        if self._interim:
+            self._interim = False  # the final head follows
+            return
+        sink, self._sink = self._sink, None
+        assert sink is not None and self._parser is not None
+        now = self._now
+        pieces = self._pieces
+        if pieces:
+            sink.on_body(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
+            pieces.clear()
+        if self._parser.should_keep_alive() and not self.closed:
+            self.reusable = True
+        else:
+            self.close()  # HTTP/1.0 without keep-alive, or Connection: close
+        sink.on_end(now)
+
+    # -- what llhttp leaves to its caller ----------------------------------------------
+
+    def _unasked(self, data: bytes) -> None:
+        """Bytes while no request is out: kept (a little) to report, and never reused."""
+        self.reusable = False
+        if len(self._early) < MAX_HEAD_BYTES:
+            self._early += data
+
+    def _answered_before_asked(self, now: int) -> None:
+        shown = bytes(self._early[:60]).decode("latin-1")
+        if shown.startswith("HTTP/"):
+            detail = f"the server sent a response before the request was sent: {shown!r}"
+        else:
+            detail = f"not an HTTP response: {shown!r} (sent before the request)"
+        self._fail(ErrorKind.PROTOCOL, detail, now)
+
+    def _parse_failed(self, exc: HttpParserError, data: bytes) -> None:
+        if self._sink is None:  # bytes after a complete response: that connection is spoiled
+            self.close()
+            return
+        cause = exc.__context__
+        if isinstance(exc, HttpParserCallbackError) and cause is not None:
+            # A bug in a sink must not take the loop down: it fails this request alone.
+            self._fail(ErrorKind.CLIENT, f"{type(cause).__name__}: {cause}", self._now)
+            return
+        reason = str(exc) or type(exc).__name__
+        if not self._in_head:
+            detail = f"malformed response body: {reason}"
+        elif self._status_seen or data.startswith(b"HTTP/"):
+            detail = f"malformed response head: {reason}"
+        else:
+            detail = f"not an HTTP response: {data[:60].decode('latin-1')!r} ({reason})"
+        self._fail(ErrorKind.PROTOCOL, detail, self._now)
+
+    def _too_long(self, now: int) -> None:
+        if self._in_head:
+            self._fail(ErrorKind.PROTOCOL, f"response head over {MAX_HEAD_BYTES} bytes", now)
+        else:
+            detail = f"over {MAX_HEAD_BYTES} bytes of chunk framing or trailers without body data"
+            self._fail(ErrorKind.PROTOCOL, detail, now)
 
     def _fail(self, kind: str, detail: str, now: int) -> None:
         sink, self._sink = self._sink, None
+        self._pieces.clear()
         self.close()
         if sink is not None:
             sink.on_failure(kind, detail, now)
 
-    def _finish(self, now: int, leftover: bool) -> None:
-        sink, self._sink = self._sink, None
-        self._buf.clear()
-        if leftover or not self._keep_alive or self.closed:
-            self.close()  # bytes past the body, or the server said close: not reusable
-        else:
-            self.reusable = True
-        if sink is not None:
-            sink.on_end(now)
 
-    def _read_head(self, data: bytes, now: int) -> None:
-        buf = self._buf
-        buf += data
-        while self._in_head:
-            if len(buf) >= 5 and not buf.startswith(b"HTTP/"):
-                shown = bytes(buf[:60]).decode("latin-1")
-                self._fail(ErrorKind.PROTOCOL, f"not an HTTP response: {shown!r}", now)
-                return
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buf) > MAX_HEAD_BYTES:
-                    self._fail(
-                        ErrorKind.PROTOCOL, f"response head over {MAX_HEAD_BYTES} bytes", now
-                    )
-                return
-            head = bytes(buf[:end]).decode("latin-1")
-            del buf[: end + 4]
-            try:
-                http10, status, headers = _parse_head(head)
-            except ValueError as exc:
-                self._fail(ErrorKind.PROTOCOL, f"malformed response head: {exc}", now)
-                return
-            if 100 <= status < 200:
-                continue  # an interim response (100 Continue, 103 Early Hints)
-            self._start_body(status, headers, now, http10)
-        if self._sink is not None and buf:
-            rest = bytes(buf)
-            buf.clear()
-            self._read_body(rest, now)
+def _ends_at_close(status: int, headers: Mapping[str, str]) -> bool:
+    """Whether llhttp reads this response's body until the connection closes.
 
-    def _start_body(self, status: int, headers: dict[str, str], now: int, http10: bool) -> None:
-        self._in_head = False
-        connection = headers.get("connection", "").lower()
-        # HTTP/1.1 keeps the connection unless told otherwise; HTTP/1.0 only when told to.
-        self._keep_alive = "keep-alive" in connection if http10 else "close" not in connection
-        encoding = headers.get("transfer-encoding", "").lower()
-        length = headers.get("content-length")
-        if status in (204, 304):
-            self._framing, self._left = _LENGTH, 0
-        elif "chunked" in encoding:
-            self._framing, self._left = _CHUNKED, 0
-            self._crlf_due = self._trailers = False
-        elif length is not None:
-            try:
-                self._left = int(length)
-                if self._left < 0:
-                    raise ValueError
-            except ValueError:
-                self._fail(ErrorKind.PROTOCOL, f"bad Content-Length: {length[:40]!r}", now)
-                return
-            self._framing = _LENGTH
-        else:
-            self._framing = _UNTIL_CLOSE
-            self._keep_alive = False
-        sink = self._sink
-        assert sink is not None
-        sink.on_head(status, headers, now)
-        if self._sink is not None and self._framing == _LENGTH and self._left == 0:
-            self._finish(now, leftover=False)
-
-    def _read_body(self, data: bytes, now: int) -> None:
-        if self._framing == _CHUNKED:
-            self._read_chunked(data, now)
-        elif self._framing == _LENGTH:
-            self._read_sized(data, now)
-        elif self._sink is not None:
-            self._sink.on_body(data, now)
-
-    def _read_sized(self, data: bytes, now: int) -> None:
-        sink = self._sink
-        if sink is None:
-            return
-        left = self._left
-        if len(data) >= left:
-            body, extra = data[:left], len(data) > left
-            self._left = 0
-            if body:
-                sink.on_body(body, now)
-            if self._sink is not None:
-                self._finish(now, leftover=extra)
-            return
-        self._left = left - len(data)
-        sink.on_body(data, now)
-
-    def _read_chunked(self, data: bytes, now: int) -> None:
-        """Decode ``Transfer-Encoding: chunked``; one ``on_body`` per read, all pieces joined.
-
-        A chunk that arrived whole (the usual case: an SSE event per chunk,
-        several per read) takes one step; a chunk split across reads goes
-        through the byte-by-byte states (``_left``, ``_crlf_due``, ``_trailers``).
-        """
-        buf = self._buf
-        if buf:
-            buf += data
-            data = bytes(buf)
-            buf.clear()
-        pos, size = 0, len(data)
-        pieces: list[bytes] = []
-        done = False
-        while pos < size:
-            if self._left:
-                take = min(self._left, size - pos)
-                pieces.append(data[pos : pos + take])
-                pos += take
-                self._left -= take
-                if not self._left:
-                    self._crlf_due = True
-                continue
-            if self._crlf_due:
-                if size - pos < 2:
-                    break
-                if data[pos : pos + 2] != b"\r\n":
-                    self._fail(ErrorKind.PROTOCOL, "chunk data not followed by CRLF", now)
-                    return
-                pos += 2
-                self._crlf_due = False
-                continue
-            nl = data.find(b"\n", pos)
-            if nl < 0:
-                if size - pos > _MAX_CHUNK_LINE:
-                    self._fail(ErrorKind.PROTOCOL, "chunk-size line too long", now)
-                    return
-                break
-            line = data[pos:nl]
-            pos = nl + 1
-            if self._trailers:
-                if not line.rstrip(b"\r"):
-                    done = True
-                    break
-                continue
-            try:
-                chunk = int(line, 16)  # int() ignores the surrounding whitespace and the CR
-            except ValueError:
-                chunk = _chunk_size(line)  # chunk extensions, or not a size at all
-            if chunk is None or chunk < 0:
-                shown = line[:40].decode("latin-1")
-                self._fail(ErrorKind.PROTOCOL, f"bad chunk size line {shown!r}", now)
-                return
-            if chunk == 0:
-                self._trailers = True
-                continue
-            end = pos + chunk
-            if end + 2 <= size and data[end : end + 2] == b"\r\n":  # the whole chunk is here
-                pieces.append(data[pos:end])
-                pos = end + 2
-            else:
-                self._left = chunk
-        if not done and pos < size:
-            buf += data[pos:]
-        sink = self._sink
-        if pieces and sink is not None:
-            sink.on_body(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
-        if done and self._sink is not None:
-            self._finish(now, leftover=pos < size)
-
-
-def _chunk_size(line: bytes) -> int | None:
-    """The size on a chunk-size line with ``;extensions``, or None if it is not one."""
-    head = line.split(b";", 1)[0]
-    if head == line:
-        return None
-    try:
-        return int(head, 16)
-    except ValueError:
-        return None
-
-
-def _parse_head(head: str) -> tuple[bool, int, dict[str, str]]:
-    """Whether it is HTTP/1.0, the status code, and the headers.
-
-    Header names are lower-cased; repeated names are joined with commas.
+    httptools has no call for the socket's end (llhttp's ``llhttp_finish``),
+    so the caller must know when a close is the body's proper end: the rule
+    of llhttp's ``llhttp_message_needs_eof`` (RFC 9112 §6.3), from the head
+    llhttp has already accepted (so never ``Content-Length`` together with
+    ``Transfer-Encoding``, nor two different lengths).
     """
-    status_line, *lines = head.split("\r\n")
-    parts = status_line.split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-        raise ValueError(f"status line {status_line[:60]!r}")
-    headers: dict[str, str] = {}
-    for line in lines:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise ValueError(f"header line {line[:60]!r}")
-        key = name.lower()
-        value = value.strip()
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return parts[0] == "HTTP/1.0", int(parts[1]), headers
+    if status in (204, 304):
+        return False
+    coding = headers.get("transfer-encoding")
+    if coding is not None:  # chunked must be the final coding, else the close ends it
+        return coding.rsplit(",", 1)[-1].strip().lower() != "chunked"
+    return "content-length" not in headers

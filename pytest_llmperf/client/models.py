@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 
 from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.unreachable import unreachable_message
 from pytest_llmperf.errors import LlmPerfUsageError
 
 __all__ = ["model_from_listing", "resolve_model"]
@@ -25,8 +26,6 @@ async def resolve_model(endpoint: Endpoint, http: httpx.AsyncClient | None = Non
     try:
         response = await client.get(url)
     except Exception as exc:  # any transport failure: one clear message, no traceback
-        from pytest_llmperf.client.preflight import unreachable_message  # (import cycle)
-
         raise LlmPerfUsageError(
             unreachable_message(endpoint, exc), where="--llm-endpoint"
         ) from None

@@ -16,41 +16,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.client.failures import classify_transport_error
 from pytest_llmperf.client.models import model_from_listing
 from pytest_llmperf.client.negotiation import UserFields, negotiate_fields
+from pytest_llmperf.client.unreachable import metadata_limit_s, unreachable_message
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.redaction import scrub
 
-__all__ = ["PREFLIGHT_LIMIT_S", "preflight", "preflight_sync", "unreachable_message"]
-
-PREFLIGHT_LIMIT_S = 30.0  # beyond the connect timeout: a server that accepts but never answers
-
-_HINTS = {
-    "connect_error": "is the server running, and is the host and port right?",
-    "dns_error": "the host name does not resolve; check its spelling",
-    "tls_error": "check http:// vs https:// and the server's certificate",
-    "connect_timeout": "nothing answered the connection; check the address and any firewall",
-    "stall_timeout": "the server accepted the connection but never answered",
-    "first_token_timeout": "the server accepted the connection but never answered",
-    "protocol_error": "something answered, but not HTTP; check the port",
-}
-
-
-def unreachable_message(endpoint: Endpoint, exc: BaseException) -> str:
-    """``cannot reach URL: <category>: <detail> (<hint>)``, with secrets scrubbed."""
-    if isinstance(exc, TimeoutError) and type(exc) is TimeoutError:
-        kind, detail = "stall_timeout", f"no answer to GET /models within {_limit(endpoint):g} s"
-    else:
-        kind, detail = classify_transport_error(exc)
-    hint = _HINTS.get(kind, "check --llm-endpoint")
-    text = f"cannot reach {endpoint.label}: {kind}: {detail} ({hint})"
-    return scrub(text, *endpoint.secrets)
-
-
-def _limit(endpoint: Endpoint) -> float:
-    t = endpoint.timeouts
-    return min(t.total, t.connect + PREFLIGHT_LIMIT_S)
+__all__ = ["preflight", "preflight_sync"]
 
 
 async def preflight(endpoint: Endpoint, user_fields: Sequence[UserFields] = ()) -> Endpoint:
@@ -65,7 +36,7 @@ async def preflight(endpoint: Endpoint, user_fields: Sequence[UserFields] = ()) 
     """
     try:
         async with endpoint.client(max_connections=2) as http:
-            async with asyncio.timeout(_limit(endpoint)):
+            async with asyncio.timeout(metadata_limit_s(endpoint)):
                 response = await http.get(f"{endpoint.base_url}/models")
                 await response.aread()
                 if response.status_code in (401, 403):
@@ -76,7 +47,7 @@ async def preflight(endpoint: Endpoint, user_fields: Sequence[UserFields] = ()) 
             if endpoint.fields.extra:
                 user.insert(0, UserFields("--llm-request-extra", {}))
             try:
-                async with asyncio.timeout(_limit(endpoint)):
+                async with asyncio.timeout(metadata_limit_s(endpoint)):
                     return await negotiate_fields(endpoint, http, user)
             except TimeoutError:  # a slow first token: keep the fields, the run will tell
                 return endpoint

@@ -7,6 +7,11 @@ the rest age out), and drops one that sat idle longer than
 ``KEEPALIVE_S`` — below the 5 s keep-alive timeout of uvicorn (vLLM, SGLang),
 so the client does not write into a socket the server is closing.
 
+The request head is built once per API and checked then (a header value
+with CR/LF, say an API key read with its newline, is a usage error naming the
+header, never its value); a query string on the base URL (``?api-version=…``
+of a gateway) is kept after the API path.
+
 A failure to connect is raised as :class:`TransportFailure` carrying its
 :class:`~pytest_llmperf.client.records.ErrorKind`, so the request that needed
 the connection records the real cause (DNS, TLS, refused, timeout).
@@ -26,7 +31,8 @@ from pytest_llmperf.client.fdlimits import connection_budget, ensure_descriptors
 from pytest_llmperf.client.http1 import Http1Connection, request_prefix
 from pytest_llmperf.client.openai import API_PATHS
 from pytest_llmperf.client.records import ErrorKind
-from pytest_llmperf.client.tls import tls_verify
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.tls import tls_verify
 
 __all__ = ["KEEPALIVE_S", "StreamClient", "TransportFailure"]
 
@@ -76,10 +82,16 @@ class StreamClient:
             "Content-Type": "application/json",
             **endpoint.headers(),
         }
-        self._prefixes = {
-            api: request_prefix("POST", parts.path + path, self.authority, headers)
-            for api, path in API_PATHS.items()
-        }
+        query = f"?{parts.query}" if parts.query else ""  # e.g. ?api-version=… of a gateway
+        try:
+            self._prefixes = {
+                api: request_prefix("POST", parts.path + path + query, self.authority, headers)
+                for api, path in API_PATHS.items()
+            }
+        except ValueError as exc:  # a header or path that would break every request's framing
+            raise LlmPerfUsageError(
+                f"cannot send requests to {endpoint.label}: {exc}", where="--llm-endpoint"
+            ) from None
         self._idle: list[Http1Connection] = []
         self._open: set[Http1Connection] = set()  # until each socket is really closed
         self._slots = asyncio.Semaphore(max_connections)

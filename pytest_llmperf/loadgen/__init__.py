@@ -1,15 +1,24 @@
-"""The load generator: when to send which request, and the run's lifecycle."""
+"""The load generator: when to send which request, and the run's lifecycle.
 
-from pytest_llmperf.loadgen.patterns import LOAD_PATTERNS, LoadSpec, arrival_offsets_ns
+Layers below: :mod:`pytest_llmperf.specs` (what a test declares),
+:mod:`pytest_llmperf.client` (one request) and :mod:`pytest_llmperf.metrics`
+(what a run measured). Above: :mod:`pytest_llmperf.slo` and
+:mod:`pytest_llmperf.analysis` read :class:`RunResult`, and
+:mod:`pytest_llmperf.methodology` drives :class:`LoadGenerator` through sweeps,
+searches, warm-up and multi-configuration runs.
+"""
+
+from pytest_llmperf.loadgen.delivery import RecordObserver
+from pytest_llmperf.loadgen.generator import LoadGenerator
+from pytest_llmperf.loadgen.plan import ScheduleShare, arrival_offsets_ns
 from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.loadgen.sample_order import SAMPLE_ORDERS, SampleOrder
-from pytest_llmperf.loadgen.session import LoadRun, ScheduleShare, run_load
+from pytest_llmperf.loadgen.sample_order import SampleOrder
+from pytest_llmperf.loadgen.session import LoadRun, run_load
 
 __all__ = [
-    "LOAD_PATTERNS",
-    "SAMPLE_ORDERS",
+    "LoadGenerator",
     "LoadRun",
-    "LoadSpec",
+    "RecordObserver",
     "RunResult",
     "SampleOrder",
     "ScheduleShare",

@@ -1,30 +1,49 @@
-"""The load generator as a test sees it: configured from markers, run on demand.
+"""The load generator as a test sees it: configured once from the session, run on demand.
 
 ``await gen.run()`` runs the test's declared workload and load; keyword
 overrides change one run (a sweep calls ``run(rate=r)`` per rate). Every
 result is kept in :attr:`LoadGenerator.results` so the test's SLOs can be
 judged on all of them after the test body returns.
+
+This is the *one* way to make runs: the plugin configures a generator with
+the session's settings (``--llm-workers``, ``--llm-events``, ``--llm-scale``,
+``--llm-tokenizer``, the endpoint's timeouts, the observers), and every
+procedure that needs another run asks this one for it: :meth:`LoadGenerator.run`
+for the test's workload, :meth:`LoadGenerator.run_spec` for a spec of its
+own (warm-up probes), :meth:`LoadGenerator.for_endpoint` for another server
+(A/B comparisons). So no procedure can forget a setting.
+
+The methodology's procedures (sweeps, searches, warm-up, multi-configuration
+runs) live a layer above, in :mod:`pytest_llmperf.methodology`, and the
+``llm_loadgen`` fixture's object (:class:`pytest_llmperf.methodology.LlmLoadgen`)
+adds them as methods; this module never imports them, so ``loadgen`` stays
+below ``methodology`` with no import going up.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.config import PerfSpec, RunSpec
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.loadgen.delivery import RecordObserver
+from pytest_llmperf.loadgen.event_files import events_file_for
 from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.loadgen.session import LoadRun, RecordObserver, events_file_for
-from pytest_llmperf.slo.verdicts import request_limits
+from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.specs.perf import PerfSpec
+from pytest_llmperf.specs.run import RunSpec
+from pytest_llmperf.specs.slo import request_limits
 from pytest_llmperf.workloads.tokenizer import Tokenizer, bind_api, resolve_tokenizer
 
 __all__ = ["LoadGenerator"]
 
 
 class LoadGenerator:
-    """Runs a :class:`PerfSpec` against an endpoint and keeps the results."""
+    """Runs a :class:`PerfSpec` against an endpoint with the session's settings; keeps results."""
 
     def __init__(
         self,
@@ -52,29 +71,52 @@ class LoadGenerator:
         self.analyses: list[dict[str, Any]] = []
         self._current: LoadRun | None = None
 
+    # -- runs --------------------------------------------------------------------
+
     async def run(
         self, *, gate: bool = True, label: str | None = None, **overrides: Any
     ) -> RunResult:
         """Run the declared workload and load once, with ``overrides`` applied.
 
         ``gate=False`` keeps the run in reports but out of the test's SLO
-        verdicts (probe runs of a search, warm-up runs).
+        verdicts (probe runs of a search, warm-up runs). ``--llm-scale``
+        applies to the declared (and overridden) request counts and durations.
         """
         run_spec = self.spec.run.with_overrides(overrides).scaled(self.scale)
-        run_spec = _sized_by(run_spec, self.tokenizer, self.endpoint.api)
         label = label or _label(len(self.results), overrides)
+        return await self.run_spec(run_spec, gate=gate, label=label)
+
+    async def run_spec(
+        self,
+        spec: RunSpec,
+        *,
+        label: str,
+        gate: bool = True,
+        observers: Iterable[RecordObserver] = (),
+        workers: int | None = None,
+    ) -> RunResult:
+        """Run ``spec`` as given (not scaled) with this generator's settings, and keep it.
+
+        For procedures whose runs are not the test's workload, e.g. warm-up
+        probes of a fixed size: they still get the session's event log,
+        tokenizer, timeouts and observers (plus ``observers`` for this run
+        only) and land in the test's reports. ``workers`` overrides
+        ``--llm-workers`` for this run (``1`` keeps a run in this process,
+        where observers see its records).
+        """
+        spec = _sized_by(spec, self.tokenizer, self.endpoint.api)
         run = LoadRun(
             self.endpoint,
-            run_spec,
+            spec,
             request_limits_ms=request_limits(self.spec.slos),
-            observers=self.observers,
+            observers=[*self.observers, *observers],
             label=label,
             events_path=(
                 events_file_for(self.events_dir, f"{self.events_name}-{label}")
                 if self.events_dir
                 else None
             ),
-            workers=self.workers,
+            workers=self.workers if workers is None else workers,
         )
         self._current = run
         try:
@@ -82,14 +124,41 @@ class LoadGenerator:
         finally:
             self._current = None
         self.endpoint = run.endpoint  # keeps the resolved model for later runs
-        result.gated = gate
-        self.results.append(result)
-        if self.on_result:
-            self.on_result(result)
+        self.keep(result, gate=gate)
         if result.stop_reason == "SIGINT":
             # The run drained gracefully and its result is kept; now stop the session.
             raise KeyboardInterrupt
         return result
+
+    def keep(self, result: RunResult, *, gate: bool = True) -> None:
+        """Record a finished run in this test's reports (and, with ``gate``, its verdicts)."""
+        result.gated = gate
+        self.results.append(result)
+        if self.on_result:
+            self.on_result(result)
+
+    def for_endpoint(self, endpoint: Endpoint | str) -> Self:
+        """This generator aimed at another server: same spec and session settings.
+
+        Workers, event logs, scale, tokenizer, observers and callbacks are
+        this generator's; a URL gets this endpoint's API and timeouts (its
+        model is resolved on that server). The new generator's runs are kept
+        in *this* test's record (``results`` and ``analyses`` are shared), so
+        an A/B comparison reports every configuration's runs.
+        """
+        if isinstance(endpoint, str):
+            endpoint = Endpoint.from_env(
+                endpoint, api_key_env=None, api=self.endpoint.api, timeouts=self.endpoint.timeouts
+            )
+        elif not isinstance(endpoint, Endpoint):
+            raise LlmPerfUsageError(f"a configuration's endpoint must be a URL, got {endpoint!r}")
+        other = copy.copy(self)  # shares results, analyses and on_result with this one
+        other.endpoint = endpoint
+        other.observers = list(self.observers)
+        other._current = None
+        return other
+
+    # -- the test's record -------------------------------------------------------
 
     def attach(self, analysis: Mapping[str, Any]) -> None:
         """Add a table or curve to this test's reports (JSON ``analyses``, HTML).
@@ -104,32 +173,6 @@ class LoadGenerator:
         """Stop issuing in the current run (it still drains and returns its result)."""
         if self._current is not None:
             self._current.stop()
-
-    # -- the methodology's sweeps and searches (logic in loadgen/sweeps.py) ------
-
-    async def sweep(self, rates: Iterable[float], **options: Any) -> Any:
-        """Latency-vs-load curve over offered ``rates`` with knee and saturation points."""
-        from pytest_llmperf.loadgen.sweeps import latency_sweep
-
-        return await latency_sweep(self, rates, **options)
-
-    async def max_rate(self, **options: Any) -> Any:
-        """Highest offered rate meeting the SLOs (binary search, probes ungated)."""
-        from pytest_llmperf.loadgen.sweeps import max_rate
-
-        return await max_rate(self, **options)
-
-    async def max_concurrency(self, **options: Any) -> Any:
-        """Highest closed-loop concurrency meeting the SLOs (doubling, then bisection)."""
-        from pytest_llmperf.loadgen.sweeps import max_concurrency
-
-        return await max_concurrency(self, **options)
-
-    async def warm_up(self, **options: Any) -> Any:
-        """Warm-up with verification: probes until latency is stable within 10%."""
-        from pytest_llmperf.loadgen.sweeps import warm_up
-
-        return await warm_up(self, **options)
 
 
 def _sized_by(spec: RunSpec, tokenizer: Tokenizer | None, api: str) -> RunSpec:

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.specs.load import SAMPLE_ORDERS  # the names llm_load(sample_order=) takes
 
-__all__ = ["SAMPLE_ORDERS", "SampleOrder"]
-
-SAMPLE_ORDERS: tuple[str, ...] = ("sequential", "without-replacement", "with-replacement")
+__all__ = ["SampleOrder"]
 
 
 @dataclass(frozen=True)

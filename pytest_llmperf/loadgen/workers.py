@@ -16,6 +16,10 @@ accumulator as :meth:`MetricsAccumulator.to_state` (HDR's lossless
 encoding); the parent decodes and merges them bucket by bucket, so the
 merged percentiles are those of one histogram fed every sample, and merges
 the workers' event logs into the run's one database.
+
+This module is the parent's side; what runs inside each worker process is
+:mod:`~pytest_llmperf.loadgen.worker_process`. The pool sees the run it
+serves only through :class:`PooledRun`, so ``session -> workers`` stays one-way.
 """
 
 from __future__ import annotations
@@ -23,24 +27,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from pytest_llmperf.loadgen.session import IssueStats, LoadRun, ScheduleShare
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.loadgen.issue import IssueStats
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.recorder import SCHEMA
+from pytest_llmperf.specs.run import RunSpec
 
-if TYPE_CHECKING:
-    from pytest_llmperf.config import RunSpec
-
-__all__ = ["START_MARGIN_S", "WorkerError", "WorkerPool", "merge_event_logs"]
+__all__ = ["START_MARGIN_S", "PooledRun", "WorkerError", "WorkerPool", "merge_event_logs"]
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 START_MARGIN_S = 0.1  # from "all workers ready" to the common t0
@@ -51,10 +52,25 @@ class WorkerError(RuntimeError):
     """A worker process died or did not start."""
 
 
+class PooledRun(Protocol):
+    """What the pool reads from and merges into the run it serves (a ``LoadRun``)."""
+
+    spec: RunSpec
+    endpoint: Endpoint
+    request_limits_ms: dict[str, float]
+    label: str
+    workers: int
+    accumulator: MetricsAccumulator
+    stats: IssueStats
+    stop_reason: str
+
+    def event_log_meta(self, started_at: str) -> dict[str, Any]: ...
+
+
 class WorkerPool:
     """Runs ``run``'s spec in ``run.workers`` processes and merges into ``run``."""
 
-    def __init__(self, run: LoadRun, events_file: Path | None, started_at: str = "") -> None:
+    def __init__(self, run: PooledRun, events_file: Path | None, started_at: str = "") -> None:
         self.load_run = run
         self.events_file = events_file
         self.started_at = started_at
@@ -121,7 +137,7 @@ class WorkerPool:
             run.stop_reason = next((r for r in reasons if r != "completed"), "completed")
         if self.events_file is not None:
             parts = [self._part(i) for i in range(self.count)]
-            meta = run._meta(self.started_at)
+            meta = run.event_log_meta(self.started_at)
             meta["summary"] = run.accumulator.summary()
             meta["workers"] = self.count
             await loop.run_in_executor(
@@ -149,7 +165,8 @@ class _Channel:
 
     @classmethod
     def start(cls, payload: dict[str, Any]) -> _Channel:
-        """``python -m pytest_llmperf.loadgen.workers`` — no re-import of the caller's script."""
+        """``python -m pytest_llmperf.loadgen.worker_process`` — no re-import of the caller's
+        script."""
         down_r, down_w = os.pipe()
         up_r, up_w = os.pipe()
         env = dict(os.environ)
@@ -157,7 +174,7 @@ class _Channel:
             p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p
         )
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_llmperf.loadgen.workers", str(down_r), str(up_w)],
+            [sys.executable, "-m", "pytest_llmperf.loadgen.worker_process", str(down_r), str(up_w)],
             pass_fds=(down_r, up_w),
             stdin=subprocess.DEVNULL,
             env=env,
@@ -232,88 +249,3 @@ def merge_event_logs(target: Path, parts: list[Path], meta: dict[str, Any]) -> N
     for part in parts:
         for suffix in ("", "-wal", "-shm"):
             Path(str(part) + suffix).unlink(missing_ok=True)
-
-
-# -- in the worker process ---------------------------------------------------------
-
-
-def _worker_main(inp: Connection, out: Connection) -> None:
-    """Entry point of a worker process: build the run, wait for t0, run, send the state."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    try:
-        payload = inp.recv()[1]
-        from pytest_llmperf.config import RunSpec
-
-        spec = RunSpec(**payload["spec"])
-        run = LoadRun(
-            payload["endpoint"],
-            spec,
-            request_limits_ms=payload["request_limits_ms"],
-            label=payload["label"],
-            events_path=payload["events_path"],
-            handle_sigint=False,
-        )
-        import httpx_aiohttp  # noqa: F401 - imported before t0, not on the first request
-
-        spec.workload.sample(0)
-        out.send(("ready",))
-        msg = inp.recv()
-        if msg[0] != "go":
-            return
-        run.share = ScheduleShare(
-            payload["index"], payload["count"], msg[1], payload["concurrency"]
-        )
-        result = asyncio.run(_run_in_worker(run, inp))
-        out.send(
-            (
-                "result",
-                {
-                    "accumulator": result.accumulator.to_state(),
-                    "stats": run.stats.to_state(),
-                    "stop_reason": result.stop_reason,
-                },
-            )
-        )
-    except BaseException as exc:  # report, do not hang the parent
-        with contextlib.suppress(OSError):
-            out.send(("error", f"{type(exc).__name__}: {exc}"))
-        raise
-    finally:
-        out.close()
-
-
-async def _run_in_worker(run: LoadRun, conn: Connection) -> Any:
-    loop = asyncio.get_running_loop()
-    done = threading.Event()
-
-    def listen() -> None:
-        while not done.is_set():
-            try:
-                if not conn.poll(0.1):
-                    continue
-                msg = conn.recv()
-            except (EOFError, OSError):
-                # The parent is gone (even SIGKILL closes its end): stop now, no orphan.
-                with contextlib.suppress(RuntimeError):  # the loop may have just closed
-                    loop.call_soon_threadsafe(run._on_sigint)
-                    loop.call_soon_threadsafe(run._on_sigint)
-                return
-            if msg[0] == "stop":
-                loop.call_soon_threadsafe(run.stop, "stop()")
-            elif msg[0] == "abort":
-                loop.call_soon_threadsafe(run._on_sigint)
-                loop.call_soon_threadsafe(run._on_sigint)
-
-    listener = threading.Thread(target=listen, name="llmperf-worker-control", daemon=True)
-    listener.start()
-    try:
-        return await run.execute()
-    finally:
-        done.set()
-        listener.join()
-
-
-if __name__ == "__main__":
-    _worker_main(
-        Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False)
-    )

@@ -4,6 +4,7 @@ from pytest_llmperf.metrics.accumulator import LATENCY_METRICS, RATE_METRICS, Me
 from pytest_llmperf.metrics.event_log import analyse_event_log, read_meta, read_records
 from pytest_llmperf.metrics.histogram import PERCENTILES, LatencyHistogram
 from pytest_llmperf.metrics.recorder import EventRecorder
+from pytest_llmperf.metrics.sample_size import min_samples, supported_percentile
 
 __all__ = [
     "LATENCY_METRICS",
@@ -13,6 +14,8 @@ __all__ = [
     "LatencyHistogram",
     "MetricsAccumulator",
     "analyse_event_log",
+    "min_samples",
     "read_meta",
     "read_records",
+    "supported_percentile",
 ]

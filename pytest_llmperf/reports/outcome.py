@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.reports.table import error_sample_lines, regression_table, verdict_table
-from pytest_llmperf.slo.expressions import Slo
 from pytest_llmperf.slo.regression import RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict
+from pytest_llmperf.specs.slo import Slo
 
 __all__ = ["Outcome", "judge_test"]
 

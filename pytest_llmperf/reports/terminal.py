@@ -103,12 +103,17 @@ def write_terminal_summary(
     data: SessionData,
     session_verdicts: Sequence[SloVerdict],
     written: Sequence[str],
+    *,
+    errors: Sequence[str] = (),
 ) -> None:
+    """``errors``: extension hooks that failed (pytest_llmperf.hook_calls), shown last, in red."""
     lines = summary_lines(data, session_verdicts)
-    if not lines and not written:
+    if not lines and not written and not errors:
         return
     terminalreporter.section("llmperf")
     for line in lines:
         terminalreporter.write_line(line)
     for path in written:
         terminalreporter.write_line(f"llmperf report: {path}")
+    for error in errors:
+        terminalreporter.write_line(error, red=True)

@@ -1,23 +1,16 @@
-"""Service-level objectives: parsing, rulesets, verdicts, session aggregation, regression."""
+"""Judging runs against SLOs: verdicts, session aggregation, regression against a baseline.
 
-from pytest_llmperf.slo.expressions import Slo, parse_slo
+The SLOs themselves (expressions, rulesets, the per-request limits they
+imply) are plain specs, parsed at collection time: :mod:`pytest_llmperf.specs`.
+"""
+
 from pytest_llmperf.slo.regression import RegressionCheck, Thresholds, compare_accumulators
-from pytest_llmperf.slo.rulesets import BUILTIN_RULESETS, Ruleset, load_ruleset
 from pytest_llmperf.slo.session import SessionGroup, evaluate_session, group_runs
-from pytest_llmperf.slo.verdicts import (
-    SloVerdict,
-    evaluate,
-    evaluate_runs,
-    min_samples,
-    request_limits,
-)
+from pytest_llmperf.slo.verdicts import SloVerdict, evaluate, evaluate_runs, min_samples
 
 __all__ = [
-    "BUILTIN_RULESETS",
     "RegressionCheck",
-    "Ruleset",
     "SessionGroup",
-    "Slo",
     "SloVerdict",
     "Thresholds",
     "compare_accumulators",
@@ -25,8 +18,5 @@ __all__ = [
     "evaluate_runs",
     "evaluate_session",
     "group_runs",
-    "load_ruleset",
     "min_samples",
-    "parse_slo",
-    "request_limits",
 ]

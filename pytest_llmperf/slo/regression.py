@@ -34,8 +34,8 @@ import numpy as np
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
-from pytest_llmperf.slo.expressions import STATS
 from pytest_llmperf.slo.verdicts import min_samples
+from pytest_llmperf.specs.slo import STATS
 
 __all__ = [
     "COMPARED_METRICS",

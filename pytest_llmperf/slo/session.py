@@ -20,8 +20,8 @@ from typing import Any
 
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.slo.rulesets import Ruleset
 from pytest_llmperf.slo.verdicts import SloVerdict, evaluate
+from pytest_llmperf.specs.rulesets import Ruleset
 
 __all__ = ["SessionGroup", "endpoint_key", "evaluate_session", "group_runs"]
 

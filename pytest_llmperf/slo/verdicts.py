@@ -18,19 +18,15 @@ from typing import Any
 
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.sample_size import min_samples
-from pytest_llmperf.slo.expressions import Slo
-from pytest_llmperf.slo.rulesets import Ruleset
+from pytest_llmperf.specs.rulesets import Ruleset
+from pytest_llmperf.specs.slo import Slo
 
 __all__ = [
-    "GOODPUT_METRICS",
     "SloVerdict",
     "evaluate",
     "evaluate_runs",
     "min_samples",
-    "request_limits",
 ]
-
-GOODPUT_METRICS = ("ttft", "ttfo", "tpot", "e2e")
 
 
 @dataclass(frozen=True)
@@ -129,17 +125,3 @@ def evaluate_runs(
         if getattr(r, "gated", True)
         for slo in slos
     ]
-
-
-def request_limits(slos: Iterable[Slo]) -> dict[str, float]:
-    """Per-request limits (ms) implied by upper-bound latency SLOs, for goodput.
-
-    ``ttft.p99 < 500ms`` means each request should see TTFT under 500 ms;
-    the tightest bound per metric wins. ITL has no per-request form (a
-    request's TPOT stands for it), so only ttft, tpot and e2e count.
-    """
-    limits: dict[str, float] = {}
-    for slo in slos:
-        if slo.metric in GOODPUT_METRICS and slo.op in ("<", "<="):
-            limits[slo.metric] = min(limits.get(slo.metric, math.inf), slo.target)
-    return limits

@@ -16,12 +16,16 @@ from pytest_llmperf.workloads.base import (
     register_workload,
     workload_names,
 )
+from pytest_llmperf.workloads.tokenizer import ApproximateTokenizer, Tokenizer, resolve_tokenizer
 
 __all__ = [
     "WORKLOADS",
+    "ApproximateTokenizer",
     "Sample",
+    "Tokenizer",
     "Workload",
     "build_workload",
     "register_workload",
+    "resolve_tokenizer",
     "workload_names",
 ]

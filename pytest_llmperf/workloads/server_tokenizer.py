@@ -83,7 +83,7 @@ class ServerTokenizer(ExactTokenizer):
 
     def _post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
         if self._client is None:
-            from pytest_llmperf.client.tls import tls_verify  # SSL_CERT_FILE, as the client's
+            from pytest_llmperf.tls import tls_verify  # SSL_CERT_FILE, as the client's
 
             self._client = httpx.Client(
                 headers=self._headers, timeout=self._timeout, verify=tls_verify(), trust_env=False

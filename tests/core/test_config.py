@@ -2,9 +2,10 @@ import itertools
 
 import pytest
 
-from pytest_llmperf.config import PerfSpec, RunSpec
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen import LoadSpec, arrival_offsets_ns
+from pytest_llmperf.loadgen.plan import arrival_offsets_ns
+from pytest_llmperf.specs import PerfSpec, RunSpec
+from pytest_llmperf.specs.load import LoadSpec
 
 
 def spec(workload=(), wkw=None, load=(), lkw=None) -> RunSpec:

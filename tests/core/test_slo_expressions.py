@@ -1,7 +1,8 @@
 import pytest
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.slo import min_samples, parse_slo, request_limits
+from pytest_llmperf.metrics.sample_size import min_samples
+from pytest_llmperf.specs.slo import parse_slo, request_limits
 
 
 @pytest.mark.parametrize(

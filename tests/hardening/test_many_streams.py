@@ -21,9 +21,9 @@ from cheap_server import start_cheap_server
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.fdlimits import ensure_descriptors
 from pytest_llmperf.client.records import RequestRecord
-from pytest_llmperf.config import RunSpec
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.session import run_load
+from pytest_llmperf.specs.run import RunSpec
 
 STREAMS = 1000
 

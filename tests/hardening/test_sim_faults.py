@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.config import RunSpec
 from pytest_llmperf.loadgen.session import run_load
 from pytest_llmperf.sim import start_sim_process
+from pytest_llmperf.specs.run import RunSpec
 
 FAULTS = {
     "error_rate": 0.15,

@@ -9,9 +9,9 @@ import pytest
 import pytest_asyncio
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.config import RunSpec
-from pytest_llmperf.loadgen.patterns import LoadSpec
 from pytest_llmperf.sim import SimServer
+from pytest_llmperf.specs.load import LoadSpec
+from pytest_llmperf.specs.run import RunSpec
 
 
 @pytest_asyncio.fixture

@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.patterns import LoadSpec
 from pytest_llmperf.loadgen.sample_order import SampleOrder
+from pytest_llmperf.specs.load import LoadSpec
 
 
 def take(order: SampleOrder, n: int) -> list[int]:

@@ -10,9 +10,9 @@ from collections.abc import Callable
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.config import RunSpec
 from pytest_llmperf.loadgen.session import LoadRun
 from pytest_llmperf.sim import SimServer
+from pytest_llmperf.specs.run import RunSpec
 
 pytestmark = pytest.mark.asyncio
 
@@ -78,8 +78,8 @@ async def test_second_interrupt_abandons_the_drain_and_reports_incomplete(
         endpoint = Endpoint(sim.url + "/v1", timeouts=Timeouts.from_seconds(30))
         run = LoadRun(endpoint, make_spec("concurrency", concurrency=3, requests=3))
         loop = asyncio.get_running_loop()
-        loop.call_later(0.3, run._on_sigint)
-        loop.call_later(0.4, run._on_sigint)
+        loop.call_later(0.3, run.interrupt)
+        loop.call_later(0.4, run.interrupt)
         result = await asyncio.wait_for(run.execute(), 10)
     assert result.counts == {"issued": 3, "completed": 0, "failed": 3, "incomplete": 3}
     assert result.errors == {"incomplete_at_cap": 3}

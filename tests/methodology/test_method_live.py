@@ -10,27 +10,21 @@ from __future__ import annotations
 import pytest
 from aiohttp import web
 
-from pytest_llmperf.analysis import (
-    collect,
-    compare_table,
-    memory_pressure,
-    run_configurations,
-    scrape_metrics,
-)
+from pytest_llmperf.analysis import collect, compare_table, memory_pressure, scrape_metrics
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.config import PerfSpec
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.generator import LoadGenerator
+from pytest_llmperf.methodology import LlmLoadgen, run_configurations
 from pytest_llmperf.sim import SimServer
+from pytest_llmperf.specs.perf import PerfSpec
 
 pytestmark = pytest.mark.asyncio
 
 
-def generator(url: str, workload: dict, load: dict | None = None, slos=()) -> LoadGenerator:
+def generator(url: str, workload: dict, load: dict | None = None, slos=()) -> LlmLoadgen:
     spec = PerfSpec.from_markers(
         (("synthetic",), workload), ((), load) if load else None, [(tuple(slos), {})]
     )
-    return LoadGenerator(Endpoint.from_env(url, api_key_env=None), spec)
+    return LlmLoadgen(Endpoint.from_env(url, api_key_env=None), spec)
 
 
 async def test_sweep_finds_knee_and_keeps_probe_runs_ungated() -> None:

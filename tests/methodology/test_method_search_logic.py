@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf.loadgen.sweeps import (
-    _search,
-    consecutive_variation,
-    find_knee,
-    find_saturation,
-)
+from pytest_llmperf.methodology.search import _search
+from pytest_llmperf.methodology.sweep import find_knee, find_saturation
+from pytest_llmperf.methodology.warm_up import consecutive_variation
 
 
 def test_knee_is_first_level_with_p99_over_twice_the_minimum() -> None:

@@ -12,8 +12,8 @@ from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports.session_data import SessionData
-from pytest_llmperf.slo.expressions import parse_slo
 from pytest_llmperf.slo.verdicts import evaluate
+from pytest_llmperf.specs.slo import parse_slo
 
 ENDPOINT = {
     "url": "http://127.0.0.1:1/v1",

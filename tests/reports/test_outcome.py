@@ -4,8 +4,8 @@ from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics import MetricsAccumulator
 from pytest_llmperf.reports.outcome import judge_test
-from pytest_llmperf.slo import parse_slo
 from pytest_llmperf.slo.verdicts import SloVerdict
+from pytest_llmperf.specs.slo import parse_slo
 
 SLOS = [parse_slo("ttft.p50 < 1s")]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.slo.rulesets import BUILTIN_RULESETS, load_ruleset
+from pytest_llmperf.specs.rulesets import BUILTIN_RULESETS, load_ruleset
 
 MLPERF = {
     "llama2-70b": ((2000, 200), (450, 40)),

@@ -10,10 +10,10 @@ import pytest
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
-from pytest_llmperf.slo.expressions import parse_slo
-from pytest_llmperf.slo.rulesets import Ruleset
 from pytest_llmperf.slo.session import endpoint_key, evaluate_session, group_runs
 from pytest_llmperf.slo.verdicts import evaluate, evaluate_runs
+from pytest_llmperf.specs.rulesets import Ruleset
+from pytest_llmperf.specs.slo import parse_slo
 
 SIM = {"url": "http://127.0.0.1:40001/v1", "model": "m", "simulator": "fixed"}
 REAL_A = {"url": "http://a:8000/v1", "model": "llama", "simulator": None}

@@ -1,6 +1,12 @@
-"""Which certificates the client trusts.
+"""Which certificates the package's HTTP clients trust.
 
-The client ignores the environment (``trust_env=False``) so that proxy
+A module of the top level because every client shares the policy: the load
+generator's own (:mod:`pytest_llmperf.client.stream_client`), the metadata
+client (``Endpoint.client()``), and the calls that size prompts
+(:mod:`pytest_llmperf.workloads.server_tokenizer`, the session's tokenizer
+discovery), which sit below the client package.
+
+The clients ignore the environment (``trust_env=False``) so that proxy
 variables cannot silently route a load test through a proxy. Certificate
 trust is the exception: a team testing a server behind an internal CA points
 ``SSL_CERT_FILE`` (a PEM bundle) and/or ``SSL_CERT_DIR`` at it, the convention

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.slo.expressions import (
+from pytest_llmperf.specs.slo import (
     LATENCY_SLO_METRICS,
     RATE_SLO_METRICS,
     STATS,
@@ -80,7 +80,7 @@ class Ruleset:
     """A named list of SLOs, plus when they may be judged at all.
 
     ``min_samples`` raises (never lowers) the per-percentile minimum of
-    :func:`~pytest_llmperf.slo.verdicts.min_samples`; ``min_duration_s`` is
+    :func:`~pytest_llmperf.metrics.sample_size.min_samples`; ``min_duration_s`` is
     the least measured time (sum of the runs' windows) a verdict needs.
     """
 

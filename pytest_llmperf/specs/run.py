@@ -1,4 +1,4 @@
-"""Run specifications: what the markers (and ``run()`` overrides) ask for.
+"""Run specifications: what ``llm_workload``/``llm_load`` (and ``run()`` overrides) ask for.
 
 ``llm_workload`` says *what* to send and how many, ``llm_load`` says *when*;
 :class:`RunSpec` is the validated combination. Everything is checked here, at
@@ -13,12 +13,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.patterns import LOAD_PATTERNS, LoadSpec
-from pytest_llmperf.slo.expressions import Slo, parse_slo
-from pytest_llmperf.slo.rulesets import load_ruleset
+from pytest_llmperf.specs.load import LOAD_PATTERNS, LoadSpec
 from pytest_llmperf.workloads import Workload, build_workload
 
-__all__ = ["DEFAULT_REQUESTS", "PerfSpec", "RunSpec", "check_extra_body"]
+__all__ = ["DEFAULT_REQUESTS", "RunSpec", "check_extra_body"]
 
 DEFAULT_REQUESTS = 100
 _LOAD_KEYS = {"pattern", "rate", "concurrency", "seed", "sample_order"}
@@ -125,7 +123,7 @@ class RunSpec:
             spec = replace(spec, load=LoadSpec.parse(pattern, params))
         stop_given = {k: overrides[k] for k in _STOP_KEYS if k in overrides}
         if stop_given:
-            merged = {"warmup": spec.warmup}
+            merged: dict[str, Any] = {"warmup": spec.warmup}
             if "requests" not in stop_given and "duration" not in stop_given:
                 merged.update({"requests": spec.requests, "duration": spec.duration})
             merged.update(stop_given)
@@ -195,40 +193,3 @@ def _stop_values(stops: Mapping[str, Any]) -> tuple[int | None, float | None, in
     if requests is None and duration is None:
         requests = DEFAULT_REQUESTS
     return requests, (float(duration) if duration is not None else None), warmup
-
-
-@dataclass(frozen=True)
-class PerfSpec:
-    """Everything one test's markers declare: the run and its SLOs."""
-
-    run: RunSpec
-    slos: tuple[Slo, ...] = ()
-    rulesets: tuple[str, ...] = ()
-
-    @classmethod
-    def from_markers(
-        cls,
-        workload: tuple[tuple[Any, ...], Mapping[str, Any]] | None,
-        load: tuple[tuple[Any, ...], Mapping[str, Any]] | None,
-        slo_markers: list[tuple[tuple[Any, ...], Mapping[str, Any]]],
-    ) -> PerfSpec:
-        run = RunSpec.from_markers(
-            workload[0] if workload else (),
-            workload[1] if workload else None,
-            load[0] if load else (),
-            load[1] if load else None,
-        )
-        slos: list[Slo] = []
-        rulesets: list[str] = []
-        for args, kwargs in slo_markers:
-            unknown = sorted(set(kwargs) - {"ruleset"})
-            if unknown:
-                raise LlmPerfUsageError(
-                    f"llm_slo does not take {', '.join(unknown)}= (takes ruleset=)"
-                )
-            slos.extend(parse_slo(expr) for expr in args)
-            if "ruleset" in kwargs:
-                ruleset = load_ruleset(kwargs["ruleset"])
-                rulesets.append(ruleset.name)
-                slos.extend(ruleset.slos)
-        return cls(run, tuple(slos), tuple(rulesets))

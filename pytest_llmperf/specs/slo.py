@@ -4,23 +4,31 @@ Grammar: ``<metric>.<stat> <op> <number>[unit]`` for latency metrics and
 ``<rate-metric> <op> <number>[unit]`` for rates. Values are converted to one
 canonical unit per metric kind (milliseconds, fractions, per second) so
 comparisons and reports never mix units.
+
+Parsing only: whether a run meets an SLO is :mod:`pytest_llmperf.slo.verdicts`.
+:func:`request_limits` is here because the load generator needs it before a
+run (goodput counts each request against the limits the SLOs imply) and must
+not depend on the verdict layer that judges its results.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pytest_llmperf.errors import LlmPerfUsageError
 
 __all__ = [
+    "GOODPUT_METRICS",
     "LATENCY_SLO_METRICS",
     "RATE_SLO_METRICS",
     "STATS",
     "Slo",
     "parse_slo",
+    "request_limits",
 ]
 
 LATENCY_SLO_METRICS = (
@@ -41,6 +49,7 @@ RATE_SLO_METRICS: dict[str, tuple[str, dict[str, float]]] = {
     "output_throughput": ("tok/s", {"tok/s": 1.0, "": 1.0}),
     "input_throughput": ("tok/s", {"tok/s": 1.0, "": 1.0}),
 }
+GOODPUT_METRICS = ("ttft", "ttfo", "tpot", "e2e")  # latencies with a per-request form
 _TIME_UNITS = {"us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
@@ -127,3 +136,17 @@ def parse_slo(expr: str) -> Slo:
             + (" (a unit is required)" if not unit else "")
         )
     return Slo(expr, metric, stat, op, value * _TIME_UNITS[unit], "ms")
+
+
+def request_limits(slos: Iterable[Slo]) -> dict[str, float]:
+    """Per-request limits (ms) implied by upper-bound latency SLOs, for goodput.
+
+    ``ttft.p99 < 500ms`` means each request should see TTFT under 500 ms;
+    the tightest bound per metric wins. ITL has no per-request form (a
+    request's TPOT stands for it), so only ttft, ttfo, tpot and e2e count.
+    """
+    limits: dict[str, float] = {}
+    for slo in slos:
+        if slo.metric in GOODPUT_METRICS and slo.op in ("<", "<="):
+            limits[slo.metric] = min(limits.get(slo.metric, math.inf), slo.target)
+    return limits

@@ -1,25 +1,36 @@
-"""Load patterns: when requests are sent.
+"""Load patterns as a test declares them: ``llm_load(pattern, rate=, concurrency=, ...)``.
 
 Open-loop patterns (``poisson``, ``constant``) fix every request's planned
 send time in advance as a cumulative offset from the run's start, so one late
 send never delays the ones after it, and latency is counted from the plan.
 Closed-loop patterns (``concurrency``, ``max-throughput``) send the next
 request when a slot frees, and count latency from the actual send.
+
+This module only parses and validates (at collection time, before any
+request is sent); the schedule a pattern draws is the load generator's
+(:func:`pytest_llmperf.loadgen.plan.arrival_offsets_ns`), and the order
+samples are walked in is :class:`pytest_llmperf.loadgen.sample_order.SampleOrder`.
+The names of both live here because a marker is checked against them.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.sample_order import SAMPLE_ORDERS
 
-__all__ = ["LOAD_PATTERNS", "LoadSpec", "arrival_offsets_ns"]
+__all__ = [
+    "DEFAULT_MAX_THROUGHPUT_CONCURRENCY",
+    "LOAD_PATTERNS",
+    "OPEN_LOOP",
+    "SAMPLE_ORDERS",
+    "LoadSpec",
+]
 
 LOAD_PATTERNS: tuple[str, ...] = ("poisson", "constant", "concurrency", "max-throughput")
+SAMPLE_ORDERS: tuple[str, ...] = ("sequential", "without-replacement", "with-replacement")
 OPEN_LOOP = ("poisson", "constant")
 DEFAULT_MAX_THROUGHPUT_CONCURRENCY = 256
 
@@ -97,24 +108,3 @@ class LoadSpec:
 
     def describe(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
-
-
-def arrival_offsets_ns(spec: LoadSpec) -> Iterator[int]:
-    """Planned send offsets from the run start, cumulative and without end.
-
-    The first request is due at 0. Poisson gaps are exponential with mean
-    1/rate from ``random.Random(seed)``; constant gaps are exactly 1/rate,
-    computed as ``i / rate`` rather than summed so rounding never drifts.
-    """
-    if spec.rate is None:
-        raise ValueError(f"{spec.pattern} has no arrival schedule")
-    if spec.pattern == "constant":
-        i = 0
-        while True:
-            yield round(i * 1e9 / spec.rate)
-            i += 1
-    rng = random.Random(spec.seed)
-    offset = 0.0
-    while True:
-        yield round(offset * 1e9)
-        offset += rng.expovariate(spec.rate)

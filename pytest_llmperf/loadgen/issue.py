@@ -1,0 +1,292 @@
+"""Issuing one process's share of the plan, on the pattern's clock, and draining at the end.
+
+Open-loop sends are paced against absolute planned times (``t0 +
+offset_i``), never "previous send + delay", so the schedule cannot drift; a
+send that happens late still counts its latency from its planned time
+(:mod:`~pytest_llmperf.loadgen.pacing` wakes up early and finishes on the
+monotonic clock, because asyncio's timers are only millisecond-accurate).
+Closed-loop slots (``concurrency``, ``max-throughput``) issue the next
+request as soon as their previous one ends.
+
+Stopping: when the plan runs out, after a closed loop's ``duration``, or on
+:meth:`Issuer.stop`. Every issued request ends in exactly one record: the
+drain waits for tracked requests up to a cap, and any still in flight then
+are recorded as ``incomplete_at_cap`` failures rather than dropped from the
+tail. Records go to a :class:`~pytest_llmperf.loadgen.delivery.Delivery`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.records import ErrorKind, RequestRecord
+from pytest_llmperf.client.request import send_request
+from pytest_llmperf.client.stream_client import StreamClient
+from pytest_llmperf.loadgen.delivery import Delivery
+from pytest_llmperf.loadgen.gc_pauses import collect_if_due
+from pytest_llmperf.loadgen.pacing import Pacer
+from pytest_llmperf.loadgen.plan import PlannedRequest
+from pytest_llmperf.specs.run import RunSpec
+from pytest_llmperf.workloads.base import Sample
+
+__all__ = ["DRAIN_GRACE_S", "INTERRUPT_DRAIN_S", "IssueStats", "Issuer"]
+
+DRAIN_GRACE_S = 5.0  # past the per-request total timeout, before in-flight = incomplete
+INTERRUPT_DRAIN_S = 5.0  # after Ctrl-C / SIGTERM / cancellation: then in-flight = incomplete
+_YIELD_EVERY = 32  # when behind schedule, still let responses be read this often
+
+
+@dataclass
+class IssueStats:
+    """What the issuing side did, for the self-check; merges across workers."""
+
+    tracked_issued: int = 0
+    first_send_ns: int = 0
+    last_send_ns: int = 0
+    first_planned_ns: int = 0
+    last_planned_ns: int = 0
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    worker_cpu_s: list[float] = field(default_factory=list)
+
+    def note(self, planned_ns: int, send_ns: int) -> None:
+        if not self.tracked_issued:
+            self.first_send_ns, self.first_planned_ns = send_ns, planned_ns
+        self.tracked_issued += 1
+        self.last_send_ns, self.last_planned_ns = send_ns, planned_ns
+
+    def merge(self, other: IssueStats) -> None:
+        if other.tracked_issued:
+            if not self.tracked_issued:
+                self.first_send_ns, self.first_planned_ns = (
+                    other.first_send_ns,
+                    other.first_planned_ns,
+                )
+                self.last_send_ns, self.last_planned_ns = other.last_send_ns, other.last_planned_ns
+            else:
+                self.first_send_ns = min(self.first_send_ns, other.first_send_ns)
+                self.first_planned_ns = min(self.first_planned_ns, other.first_planned_ns)
+                self.last_send_ns = max(self.last_send_ns, other.last_send_ns)
+                self.last_planned_ns = max(self.last_planned_ns, other.last_planned_ns)
+        self.tracked_issued += other.tracked_issued
+        self.cpu_s += other.cpu_s
+        self.worker_cpu_s.append(round(other.cpu_s, 4))
+
+    def to_state(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> IssueStats:
+        return cls(**state)
+
+
+class Issuer:
+    """Sends planned requests and drains them; :meth:`stop` ends issuing early.
+
+    ``stop_reason`` says why issuing ended (first reason wins): ``stop()``,
+    ``SIGINT``, ``cancelled``, ``duration`` (a closed loop's clock ran out),
+    or empty while nothing stopped it.
+    """
+
+    def __init__(self, spec: RunSpec, delivery: Delivery, stats: IssueStats) -> None:
+        self.spec = spec
+        self.delivery = delivery
+        self.stats = stats
+        self.stop_reason = ""
+        self._stopping = asyncio.Event()
+        self._abort_drain: asyncio.Future[None] | None = None
+        self._pacer = Pacer()
+        self._inflight: dict[asyncio.Task[Any], RequestRecord] = {}
+        self._issued = 0
+        self._closed_loop_over: asyncio.Future[None] | None = None
+
+    # -- control -----------------------------------------------------------------
+
+    def stop(self, reason: str) -> None:
+        """Stop issuing; requests in flight are still awaited and delivered."""
+        if not self.stop_reason:
+            self.stop_reason = reason
+        self._stopping.set()
+        self._pacer.cancel()
+        self._end_closed_loop()
+
+    def end_drain(self) -> None:
+        """Stop waiting for requests in flight: they are recorded as incomplete now."""
+        if self._abort_drain is not None and not self._abort_drain.done():
+            self._abort_drain.set_result(None)
+
+    def _end_closed_loop(self, error: BaseException | None = None) -> None:
+        over = self._closed_loop_over
+        if over is not None and not over.done():
+            if error is None:
+                over.set_result(None)
+            else:
+                over.set_exception(error)
+
+    # -- one request -------------------------------------------------------------
+
+    def _new_record(self, item: PlannedRequest, sample: Sample, t_sched: int) -> RequestRecord:
+        """The record of a request about to be issued, counted as issued."""
+        record = RequestRecord(
+            index=item.sample_index,
+            t_sched=t_sched,
+            category=sample.category,
+            tracked=item.tracked,
+            input_requested=sample.input_tokens,
+            output_requested=sample.max_tokens,
+        )
+        if item.tracked:
+            self.stats.note(t_sched, time.monotonic_ns())
+        self._issued += 1
+        collect_if_due(self._issued)
+        self.delivery.issued(record, item.position)
+        return record
+
+    def _launch(
+        self,
+        http: StreamClient,
+        endpoint: Endpoint,
+        item: PlannedRequest,
+        sample: Sample,
+        t_sched: int,
+    ) -> asyncio.Task[RequestRecord]:
+        """Open loop: the request runs in a task of its own (many overlap)."""
+        record = self._new_record(item, sample, t_sched)
+        task = asyncio.create_task(send_request(http, endpoint, sample, record))
+        self._inflight[task] = record
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[RequestRecord]) -> None:
+        record = self._inflight.pop(task)
+        if task.cancelled():
+            return  # recorded by drain() as incomplete
+        exc = task.exception()
+        if exc is not None:
+            record.fail(ErrorKind.CLIENT, f"{type(exc).__name__}: {exc}", now=time.monotonic_ns())
+        self.delivery.deliver(record)
+
+    # -- issuing -----------------------------------------------------------------
+
+    async def issue_open_loop(
+        self, http: StreamClient, endpoint: Endpoint, plan: Iterator[PlannedRequest], t0: int
+    ) -> None:
+        """Send each planned request at ``t0 + offset``, each in a task of its own."""
+        workload = self.spec.workload
+        pacer = self._pacer
+        behind = 0
+        for item in plan:
+            if self._stopping.is_set():
+                break
+            assert item.offset_ns is not None
+            planned = t0 + item.offset_ns
+            sample = workload.sample(item.sample_index)  # prepared before the wait
+            if planned > time.monotonic_ns():
+                behind = 0
+                if not await pacer.wait_until(planned):
+                    break
+            else:
+                behind += 1
+                if behind % _YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+            self._launch(http, endpoint, item, sample, planned)
+
+    async def issue_closed_loop(
+        self,
+        http: StreamClient,
+        endpoint: Endpoint,
+        plan: Iterator[PlannedRequest],
+        concurrency: int,
+        t0: int,
+    ) -> None:
+        """Keep ``concurrency`` requests in flight: each slot sends its next as one ends.
+
+        A slot awaits its requests inline (no task per request: that was 5% of
+        the client's CPU at max throughput). While a request is in flight its
+        record is in ``_inflight`` under the slot's task, so a stop leaves it
+        to the drain, and past the drain's cap it is cancelled and recorded
+        as incomplete.
+        """
+        workload = self.spec.workload
+        duration_ns = self.spec.duration * 1e9 if self.spec.duration is not None else None
+        deadline: list[float] = [t0 + duration_ns] if duration_ns and not self.spec.warmup else []
+        while time.monotonic_ns() < t0:  # workers start together on the shared clock
+            await asyncio.sleep(min(0.05, (t0 - time.monotonic_ns()) / 1e9))
+        over = self._closed_loop_over = asyncio.get_running_loop().create_future()
+        inflight = self._inflight
+        deliver = self.delivery.deliver
+
+        async def slot() -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            for item in plan:
+                if self._stopping.is_set():
+                    return
+                now = time.monotonic_ns()
+                if item.tracked and duration_ns is not None:
+                    if not deadline:
+                        deadline.append(now + duration_ns)
+                    elif now >= deadline[0]:
+                        self.stop_reason = self.stop_reason or "duration"
+                        return
+                sample = workload.sample(item.sample_index)
+                record = self._new_record(item, sample, now)
+                inflight[task] = record
+                try:
+                    await send_request(http, endpoint, sample, record)
+                except Exception as exc:  # a client bug: this request fails, the run goes on
+                    kind = f"{type(exc).__name__}: {exc}"
+                    record.fail(ErrorKind.CLIENT, kind, now=time.monotonic_ns())
+                del inflight[task]  # (cancelled: the drain records it as incomplete)
+                deliver(record)
+
+        slots = max(1, concurrency)
+
+        def slot_ended(task: asyncio.Task[None]) -> None:
+            nonlocal slots
+            slots -= 1
+            if not task.cancelled() and task.exception() is not None:
+                self._stopping.set()  # the other slots stop issuing too
+                self._end_closed_loop(task.exception())  # a workload that fails to build, say
+            elif not slots:
+                self._end_closed_loop()
+
+        for _ in range(slots):
+            asyncio.ensure_future(slot()).add_done_callback(slot_ended)
+        await over
+
+    # -- the end -----------------------------------------------------------------
+
+    async def drain(self, cap_s: float) -> None:
+        """Wait up to ``cap_s`` for tracked requests in flight; record the rest as incomplete.
+
+        Warm-up requests are not waited for (the performance phase began
+        while they were in flight); cut ones are not delivered.
+        """
+        pending = [t for t, r in self._inflight.items() if r.tracked]
+        if pending:
+            self._abort_drain = asyncio.get_running_loop().create_future()
+            all_done = asyncio.ensure_future(asyncio.wait(pending))
+            await asyncio.wait(
+                (all_done, self._abort_drain), timeout=cap_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            all_done.cancel()
+            if not self._abort_drain.done():
+                self._abort_drain.cancel()
+        leftovers = list(self._inflight.items())
+        for task, _ in leftovers:
+            task.cancel()
+        if leftovers:
+            await asyncio.wait([t for t, _ in leftovers])
+        now = time.monotonic_ns()
+        for _, record in leftovers:
+            if record.tracked:
+                record.fail(ErrorKind.INCOMPLETE, "still in flight when the run ended", now=now)
+                self.delivery.deliver(record)
+            else:
+                self.delivery.discard(record)

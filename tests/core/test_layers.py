@@ -1,0 +1,156 @@
+"""The package's layers import one way: no cycles, and ``specs`` at the bottom.
+
+The import graph is read from the source with :mod:`ast`, every import
+counted: module level, inside functions (a "lazy" import is still a
+dependency) and under ``TYPE_CHECKING``. A node is a sub-package
+(``loadgen``, ``specs``, ...) or a top-level module (``plugin``, ``errors``,
+...); the package's own ``__init__`` is the node ``pytest_llmperf``.
+
+The layers, low to high (each imports only layers before it): ``errors``,
+``tokens``, ``tls``, ``redaction`` | ``workloads``, ``sim`` | ``specs``,
+``client`` | ``metrics`` | ``loadgen`` | ``slo``, ``analysis`` |
+``methodology`` | ``reports`` | ``plugin`` and the package's front door.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest_llmperf
+
+ROOT = Path(pytest_llmperf.__file__).resolve().parent
+PACKAGE = ROOT.name
+SPECS_MAY_IMPORT = {"errors", "tokens", "workloads"}  # and, through workloads, tls
+SPECS_REACH = SPECS_MAY_IMPORT | {"tls"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+def imported_modules(name: str, source: str, *, is_package: bool = False) -> set[str]:
+    """The package's modules that module ``name`` imports, anywhere in its ``source``."""
+    here = name.split(".") if is_package else name.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*here[: len(here) - node.level + 1], *filter(None, [base])])
+            for alias in node.names:  # ``from pytest_llmperf import hooks`` imports a module
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in MODULES else base)
+    return {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
+
+
+def layer(module: str) -> str:
+    """``pytest_llmperf.loadgen.issue`` -> ``loadgen``; ``pytest_llmperf.plugin`` -> ``plugin``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else PACKAGE
+
+
+def module_graph() -> dict[str, set[str]]:
+    return {
+        name: imported_modules(
+            name, path.read_text(encoding="utf-8"), is_package=path.name == "__init__.py"
+        )
+        - {name}
+        for name, path in MODULES.items()
+    }
+
+
+def layer_graph() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for source, targets in module_graph().items():
+        edges[layer(source)] |= {layer(t) for t in targets} - {layer(source)}
+    return dict(edges)
+
+
+def find_cycle(edges: Mapping[str, Iterable[str]]) -> list[str] | None:
+    """One cycle of ``edges`` as ``[a, b, ..., a]``, or None (depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def reachable(edges: Mapping[str, Iterable[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_the_graph_reader_counts_every_import_and_finds_cycles() -> None:
+    source = """
+from typing import TYPE_CHECKING
+from pytest_llmperf import hooks
+from . import plan
+if TYPE_CHECKING:
+    from pytest_llmperf.specs.run import RunSpec
+def later():
+    import pytest_llmperf.metrics.recorder
+    from ..methodology.search import max_rate
+"""
+    assert imported_modules(f"{PACKAGE}.loadgen.session", source) == {
+        f"{PACKAGE}.hooks",
+        f"{PACKAGE}.loadgen.plan",
+        f"{PACKAGE}.specs.run",
+        f"{PACKAGE}.metrics.recorder",
+        f"{PACKAGE}.methodology.search",
+    }
+    assert layer(f"{PACKAGE}.specs.run") == "specs" and layer(f"{PACKAGE}.plugin") == "plugin"
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}}) is None
+
+
+def test_no_import_cycle_between_sub_packages() -> None:
+    cycle = find_cycle(layer_graph())
+    assert cycle is None, "sub-packages import each other in a cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_import_cycle_between_modules() -> None:
+    cycle = find_cycle(module_graph())
+    assert cycle is None, "modules import each other in a cycle: " + " -> ".join(cycle or [])
+
+
+def test_specs_import_nothing_above_them() -> None:
+    edges = layer_graph()
+    direct = edges.get("specs", set())
+    assert direct <= SPECS_MAY_IMPORT, f"specs imports {sorted(direct - SPECS_MAY_IMPORT)}"
+    above = reachable(edges, "specs") - SPECS_REACH
+    assert not above, f"specs reaches {sorted(above)} through its imports"
+
+
+def test_methodology_is_above_loadgen_slo_and_analysis() -> None:
+    edges = layer_graph()
+    for lower in ("loadgen", "slo", "analysis", "specs", "client", "metrics"):
+        assert "methodology" not in reachable(edges, lower), f"{lower} reaches methodology"
