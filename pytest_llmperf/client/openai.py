@@ -132,7 +132,7 @@ def build_payload(
 class ChunkInfo:
     """What one decoded stream event means for the measurement.
 
-    ``event`` is true for a token event (DESIGN.md, Metric definitions): a
+    ``event`` is true for a token event (docs/measurement.md, "Token events"): a
     chunk whose delta carries ``content``, ``reasoning_content``/``reasoning``
     or ``tool_calls`` (an empty string included: vLLM streams a token that
     ends inside a multi-byte character as ``"content": ""``), or a

@@ -1,4 +1,4 @@
-"""Per-run metrics, accumulated request by request (DESIGN.md, Metric definitions).
+"""Per-run metrics, accumulated request by request (docs/measurement.md, Metrics).
 
 For each request, with ``t_sched`` the planned send time, ``t_first`` and
 ``t_last`` the arrival of the first and last token events (reasoning and

@@ -1,6 +1,6 @@
 """Run metrics of a virtual-time run, in the JSON report's shape.
 
-Same definitions as the plugin (DESIGN.md, "Metric definitions"): the virtual
+Same definitions as the plugin (docs/measurement.md, "Metrics"): the virtual
 client sends exactly on schedule, so ``t_sched = t_send = arrival`` and
 ``schedule_lag`` is 0; ``ttft = t_first - t_sched``, ``e2e = t_last - t_sched``,
 ``tpot = (t_last - t_first)/(n_out - 1)``, ``itl`` pooled over every gap.
