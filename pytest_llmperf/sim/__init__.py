@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .process import SimProcess, SimStartError, start_sim_process
 from .profiles import Profile, ProfileError, load_profile, profile_names
-from .server import SimServer
+from .serving import SimServer
 
 if TYPE_CHECKING:
     from .virtual import VirtualResult, run_virtual

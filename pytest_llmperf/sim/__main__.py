@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def _serve(args: argparse.Namespace, overrides: dict[str, str]) -> None:
-    from .server import SimServer
+    from .serving import SimServer
 
     server = SimServer(
         args.profile,
