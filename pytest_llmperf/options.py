@@ -10,16 +10,36 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from pytest_llmperf.client.endpoint import Timeouts, normalize_base_url
+from pytest_llmperf.client.openai import ApiKind
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.session_tokenizer import check_tokenizer_option
 
-__all__ = ["DEFAULT_SIM_PROFILE", "INCONCLUSIVE_POLICIES", "OPTIONS", "LlmPerfOptions", "OptionDef"]
+__all__ = [
+    "DEFAULT_SIM_PROFILE",
+    "INCONCLUSIVE_POLICIES",
+    "OPTIONS",
+    "InconclusivePolicy",
+    "LlmPerfOptions",
+    "OptionDef",
+]
 
 DEFAULT_SIM_PROFILE = "fixed"
-INCONCLUSIVE_POLICIES = ("fail", "warn", "skip")
+
+
+class InconclusivePolicy(StrEnum):
+    """What ``--llm-inconclusive`` makes of a test whose SLOs cannot be judged (a
+    ``StrEnum``: equal to, and written as, ``"fail"`` etc.)."""
+
+    FAIL = "fail"  # the default: inconclusive is never a pass
+    WARN = "warn"  # pass, with a warning
+    SKIP = "skip"
+
+
+INCONCLUSIVE_POLICIES: tuple[InconclusivePolicy, ...] = tuple(InconclusivePolicy)
 
 
 @dataclass(frozen=True)
@@ -98,7 +118,7 @@ class LlmPerfOptions:
     endpoint_url: str | None
     sim_profile: str | None
     model: str | None
-    api: str
+    api: ApiKind
     api_key_env: str
     ruleset: str | None
     html: str | None
@@ -110,7 +130,7 @@ class LlmPerfOptions:
     scale: float
     workers: int
     timeouts: Timeouts
-    inconclusive: str
+    inconclusive: InconclusivePolicy
     endpoint_given: bool
     request_extra: Mapping[str, Any] = field(default_factory=dict)
     tokenizer: str | None = None  # --llm-tokenizer, checked (pytest_llmperf.session_tokenizer)
@@ -156,7 +176,7 @@ class LlmPerfOptions:
             scale=scale,
             workers=workers,
             timeouts=timeouts,
-            inconclusive=inconclusive,
+            inconclusive=InconclusivePolicy(inconclusive),
             endpoint_given=bool(endpoint),
             request_extra=_request_extra(raw["llm_request_extra"]),
             tokenizer=check_tokenizer_option(raw["llm_tokenizer"]),
@@ -189,7 +209,10 @@ def _value(get: Callable[[OptionDef], Any], option: OptionDef) -> Any:
     return value.strip() if isinstance(value, str) else value
 
 
-def _number(flag: str, value: Any, kind: type[int] | type[float]) -> Any:
+_Number = TypeVar("_Number", int, float)
+
+
+def _number(flag: str, value: Any, kind: type[_Number]) -> _Number:
     try:
         number = kind(value)
     except (TypeError, ValueError):

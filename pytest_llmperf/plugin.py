@@ -242,7 +242,7 @@ class LlmPerfPlugin:
             url,
             api_key_env=opts.api_key_env if opts.endpoint_url else None,
             model=opts.model,
-            api=opts.api,  # type: ignore[arg-type]
+            api=opts.api,
             timeouts=opts.timeouts,
             sim_profile=opts.sim_profile,
             fields=RequestFields(extra=opts.request_extra),
@@ -427,13 +427,15 @@ class LlmPerfPlugin:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         if call.when == "call" and PAYLOAD_KEY in item.stash:
+            # An attribute of our own on pytest's report (xdist ships it to the controller
+            # with the rest of the report's __dict__); TestReport does not declare it.
             report.llmperf = item.stash[PAYLOAD_KEY]  # type: ignore[attr-defined]
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, "llmperf", None)
         if report.when == "call" and payload is not None:
-            outcome = report.outcome
+            outcome: str = report.outcome
             if hasattr(report, "wasxfail"):  # pytest reports xfail as skipped, xpass as passed
                 outcome = "xfailed" if report.skipped else "xpassed"
             self.data.add(report.nodeid, outcome, payload)
@@ -514,7 +516,7 @@ class LlmPerfPlugin:
             "scale": opts.scale,
             "workers": opts.workers,
             "timeout_s": opts.timeouts.total,
-            "inconclusive": opts.inconclusive,
+            "inconclusive": opts.inconclusive.value,  # plain data for hooks and the JSON
             "ruleset": opts.ruleset,
             "api_key_env": opts.api_key_env,
             "tokenizer": opts.tokenizer,

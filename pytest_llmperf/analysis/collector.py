@@ -14,9 +14,9 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from pytest_llmperf.client.records import RequestRecord
+from pytest_llmperf.client.records import ErrorKind, RequestRecord
 
 __all__ = ["DEFAULT_MAX_ROWS", "RequestCollector", "RequestRow", "collect"]
 
@@ -37,7 +37,7 @@ class RequestRow:
     index: int
     category: str
     ok: bool
-    error: str | None
+    error: ErrorKind | None
     ttft_ms: float | None
     e2e_ms: float | None
     output_tokens: int
@@ -146,16 +146,28 @@ class RequestCollector:
 
 
 @contextmanager
-def collect(generator: Any, **options: Any) -> Iterator[RequestCollector]:
+def collect(
+    generator: _HasObservers,
+    *,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    include_untracked: bool = False,
+    input_tokens: Callable[[int], int] | None = None,
+) -> Iterator[RequestCollector]:
     """``with collect(llm_loadgen) as requests: await llm_loadgen.run()`` -> per-request rows.
 
-    When the server reports no ``usage``, input sizes come from the test's
-    declared workload (``generator.spec.run.workload``).
+    When the server reports no ``usage``, input sizes come from ``input_tokens``,
+    else from the test's declared workload (``generator.spec.run.workload``). The
+    other options are :class:`RequestCollector`'s.
     """
-    if "input_tokens" not in options:
-        workload = getattr(getattr(getattr(generator, "spec", None), "run", None), "workload", None)
-        if workload is not None:
-            options["input_tokens"] = lambda i: workload.sample(i).input_tokens
-    collector = RequestCollector(**options)
+    workload = getattr(getattr(getattr(generator, "spec", None), "run", None), "workload", None)
+    if input_tokens is None and workload is not None:
+
+        def planned(index: int) -> int:
+            return int(workload.sample(index).input_tokens)
+
+        input_tokens = planned
+    collector = RequestCollector(
+        max_rows=max_rows, include_untracked=include_untracked, input_tokens=input_tokens
+    )
     with collector.observing(generator):
         yield collector

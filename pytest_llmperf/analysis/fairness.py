@@ -42,7 +42,7 @@ def class_fairness(
     for name in sorted(classes):
         members = classes[name]
         ok = [r for r in members if r.ttft_ms is not None]
-        ttft = [r.ttft_ms for r in ok]
+        ttft = [t for r in ok if (t := r.ttft_ms) is not None]
         tpot = [t for r in ok if (t := r.tpot_ms) is not None]
         median = nearest_rank(ttft, 50)
         starved = sum(1 for t in ttft if t > starvation_factor * median) if ttft else 0
@@ -52,7 +52,11 @@ def class_fairness(
             inflation = median / isolated_ttft_p50_ms[name]
             normalized[name] = inflation
         else:
-            per_token = [r.e2e_ms / r.output_tokens for r in ok if r.output_tokens > 0]
+            per_token = [
+                e2e / r.output_tokens
+                for r in ok
+                if r.output_tokens > 0 and (e2e := r.e2e_ms) is not None
+            ]
             if per_token:
                 normalized[name] = sum(per_token) / len(per_token)
         table.append(

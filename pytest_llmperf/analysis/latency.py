@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_llmperf.analysis.collector import RequestRow
 from pytest_llmperf.analysis.stats import nearest_rank
+from pytest_llmperf.loadgen.result import RunResult
 
 __all__ = ["DRAFT_INPUT_BUCKETS", "itl_distribution", "latency_results", "ttft_by_input_length"]
 
@@ -25,7 +26,7 @@ def _r(value: float | None, digits: int = 3) -> float | None:
 
 
 def latency_results(
-    result: Any, metrics: Sequence[str] = ("ttft", "tpot", "e2e")
+    result: RunResult, metrics: Sequence[str] = ("ttft", "tpot", "e2e")
 ) -> dict[str, Any]:
     """The draft's results table for a run: P50, P90, P95, P99, P99.9, mean, min, max, count.
 
@@ -35,7 +36,7 @@ def latency_results(
     """
     rows = []
     for name in metrics:
-        hist = result.metrics[name]
+        hist = result.histogram(name)
         rows.append(
             [
                 name,
@@ -99,7 +100,7 @@ def ttft_by_input_length(
     }
 
 
-def itl_distribution(rows: Sequence[RequestRow], result: Any = None) -> dict[str, Any]:
+def itl_distribution(rows: Sequence[RequestRow], result: RunResult | None = None) -> dict[str, Any]:
     """Pooled ITL statistics, per-request jitter and maximum pause, and the P99/P50 tail ratio.
 
     Mean and standard deviation are exact over every gap (combined from each
@@ -110,22 +111,20 @@ def itl_distribution(rows: Sequence[RequestRow], result: Any = None) -> dict[str
     never part of ITL.
     """
     with_gaps = [r for r in rows if r.itl_count > 0 and r.itl_mean_ms is not None]
-    total = sum(r.itl_count for r in with_gaps)
-    mean = sum(r.itl_mean_ms * r.itl_count for r in with_gaps) / total if total else math.nan
+    # (gaps, mean, std dev) per request
+    moments = [
+        (r.itl_count, m, r.itl_std_ms or 0.0) for r in with_gaps if (m := r.itl_mean_ms) is not None
+    ]
+    total = sum(n for n, _, _ in moments)
+    mean = sum(m * n for n, m, _ in moments) / total if total else math.nan
     if total:
-        var = (
-            sum(
-                r.itl_count * ((r.itl_std_ms or 0.0) ** 2 + (r.itl_mean_ms - mean) ** 2)
-                for r in with_gaps
-            )
-            / total
-        )
+        var = sum(n * (sd**2 + (m - mean) ** 2) for n, m, sd in moments) / total
         std = math.sqrt(var)
     else:
         std = math.nan
     pooled: dict[str, float] = {}
     if result is not None:
-        hist = result.metrics["itl"]
+        hist = result.histogram("itl")
         pooled = {f"p{p:g}": hist.p(p) for p in (50, 90, 95, 99, 99.9)}
     jitter = [r.itl_std_ms for r in with_gaps if r.itl_count >= 2 and r.itl_std_ms is not None]
     pauses = [r.itl_max_ms for r in with_gaps if r.itl_max_ms is not None]

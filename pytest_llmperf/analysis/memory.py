@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from pytest_llmperf.analysis.server_metrics import (
     KV_USAGE,
@@ -21,7 +21,10 @@ from pytest_llmperf.analysis.server_metrics import (
     counter_deltas,
     scrape_metrics,
 )
+from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.specs.load import LoadPattern
+from pytest_llmperf.specs.run import LevelOverrides
 
 __all__ = ["PressureLevel", "memory_pressure", "memory_pressure_table"]
 
@@ -44,12 +47,12 @@ class PressureLevel:
 
 
 async def memory_pressure(
-    gen: Any,
+    gen: LoadGenerator,
     *,
     capacity: int,
     levels: Sequence[float] = (1.0, 1.1, 1.25, 1.5),
     attach: bool = True,
-    **overrides: Any,
+    **overrides: Unpack[LevelOverrides],
 ) -> list[PressureLevel]:
     """Run closed-loop at ``capacity x level`` for each level; ungated runs, one table attached."""
     out: list[PressureLevel] = []
@@ -59,7 +62,7 @@ async def memory_pressure(
         result = await gen.run(
             gate=False,
             label=f"oversubscription {level:.0%} (concurrency {concurrency})",
-            pattern="concurrency",
+            pattern=LoadPattern.CONCURRENCY,
             concurrency=concurrency,
             **overrides,
         )
@@ -84,8 +87,7 @@ def memory_pressure_table(levels: Sequence[PressureLevel]) -> dict[str, Any]:
         counts = level.result.counts
         issued = max(1, counts["issued"])
         preempt = level.preemptions
-        ttft = level.result.metrics["ttft"]
-        p99 = ttft.p(99)  # type: ignore[union-attr]
+        p99 = level.result.histogram("ttft").p(99)
         rows.append(
             [
                 level.label,

@@ -40,7 +40,7 @@ def context_scaling(
 ) -> dict[str, Any]:
     """Per-length TTFT mean/P50/P95, ms per 1K tokens, scaling exponent and R² (a curve)."""
     groups = dict(rows) if isinstance(rows, Mapping) else _groups(rows)
-    table = []
+    table: list[list[float | None]] = []
     lengths: list[float] = []
     means: list[float] = []
     for length in sorted(groups):

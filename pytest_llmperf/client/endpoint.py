@@ -170,10 +170,28 @@ class Endpoint:
 
     @classmethod
     def from_env(
-        cls, url: str, *, api_key_env: str | None = "OPENAI_API_KEY", **kwargs: Any
+        cls,
+        url: str,
+        *,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        model: str | None = None,
+        api: ApiKind = "chat",
+        timeouts: Timeouts | None = None,
+        sim_profile: str | None = None,
+        fields: RequestFields = DEFAULT_FIELDS,
     ) -> Endpoint:
+        """An endpoint at ``url`` (normalized to end in ``/v1``) with the API key read from
+        the environment variable ``api_key_env`` (None: no key)."""
         key = os.environ.get(api_key_env) if api_key_env else None
-        return cls(base_url=normalize_base_url(url), api_key=key or None, **kwargs)
+        return cls(
+            base_url=normalize_base_url(url),
+            model=model,
+            api=api,
+            timeouts=timeouts if timeouts is not None else Timeouts(),
+            api_key=key or None,
+            sim_profile=sim_profile,
+            fields=fields,
+        )
 
     @property
     def label(self) -> str:

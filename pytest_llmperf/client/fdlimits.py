@@ -32,13 +32,15 @@ OPEN_LOOP_MAX_CONNECTIONS = 65536
 
 try:
     import resource
+
+    _HAS_RESOURCE = True
 except ImportError:  # pragma: no cover - Windows
-    resource = None  # type: ignore[assignment]
+    _HAS_RESOURCE = False
 
 
 def descriptor_limits() -> tuple[int, int] | None:
     """``(soft, hard)`` ``RLIMIT_NOFILE`` (``RLIM_INFINITY`` as a large int), or None."""
-    if resource is None:
+    if not _HAS_RESOURCE:
         return None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     infinity = resource.RLIM_INFINITY
@@ -51,7 +53,7 @@ def raise_nofile_limit(wanted: int) -> tuple[int, int] | None:
     Never lowers it. Returns None where limits do not exist.
     """
     limits = descriptor_limits()
-    if limits is None or resource is None:
+    if limits is None:
         return None
     soft, hard = limits
     if soft >= wanted:

@@ -69,7 +69,7 @@ class ResponseSink(Protocol):
 
     def on_end(self, now_ns: int) -> None: ...
 
-    def on_failure(self, kind: str, detail: str, now_ns: int) -> None: ...
+    def on_failure(self, kind: ErrorKind, detail: str, now_ns: int) -> None: ...
 
 
 def check_request_headers(headers: Mapping[str, str]) -> None:
@@ -342,7 +342,7 @@ class Http1Connection(asyncio.Protocol):
             detail = f"over {MAX_HEAD_BYTES} bytes of chunk framing or trailers without body data"
             self._fail(ErrorKind.PROTOCOL, detail, now)
 
-    def _fail(self, kind: str, detail: str, now: int) -> None:
+    def _fail(self, kind: ErrorKind, detail: str, now: int) -> None:
         sink, self._sink = self._sink, None
         self._pieces.clear()
         self.close()

@@ -12,7 +12,7 @@ arrive as a frame in the middle of a 200 stream.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -158,7 +158,9 @@ class ChunkInfo:
 
 _DONE = ChunkInfo(done=True)
 _DECODER = json.JSONDecoder()
-_SCAN = _DECODER.scan_once  # the C scanner; raises StopIteration where raw_decode raises
+# The C scanner; raises StopIteration where raw_decode raises. A real attribute of every
+# JSONDecoder (set in __init__), missing from typeshed's stubs: hence the ignore.
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def parse_chunk(data: str) -> ChunkInfo:

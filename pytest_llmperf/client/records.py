@@ -70,7 +70,7 @@ class RequestRecord:
     usage_reasoning_tokens: int | None = None
     finish_reason: str | None = None
     status: int | None = None
-    error: str | None = None
+    error: ErrorKind | None = None
     error_detail: str = ""
 
     @property
@@ -91,7 +91,7 @@ class RequestRecord:
             return self.usage_reasoning_tokens
         return self.reasoning_events
 
-    def fail(self, kind: str, detail: str = "", *, now: int | None = None) -> None:
+    def fail(self, kind: ErrorKind, detail: str = "", *, now: int | None = None) -> None:
         if self.error is None:  # the first cause wins; later ones are consequences
             self.error = kind
             self.error_detail = detail[:500]

@@ -207,7 +207,7 @@ class _Reading:
                 record.fail(ErrorKind.EMPTY, why)
         self._resolve()
 
-    def on_failure(self, kind: str, detail: str, now_ns: int) -> None:
+    def on_failure(self, kind: ErrorKind, detail: str, now_ns: int) -> None:
         if not self.done.done():
             self._fail(kind, detail, now_ns)
 
@@ -240,7 +240,7 @@ class _Reading:
             extra = f" (redirect to {location[:200]}; redirects are not followed)"
         self._fail(kind, f"HTTP {status}: {detail or '(empty body)'}{extra}", now)
 
-    def _fail(self, kind: str, detail: str, now: int) -> None:
+    def _fail(self, kind: ErrorKind, detail: str, now: int) -> None:
         self.record.fail(kind, detail, now=now)
         self._resolve()
 

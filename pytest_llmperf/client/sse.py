@@ -68,7 +68,7 @@ class SSEParser:
         held = b"\r" if data.endswith(b"\r") else b""
         if held:
             data = data[:-1]
-        events: list[str] = []
+        events = []
         if b"\r" in data:
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         *lines, tail = data.split(b"\n")

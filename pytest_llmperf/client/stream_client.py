@@ -42,7 +42,7 @@ KEEPALIVE_S = 4.0
 class TransportFailure(Exception):
     """A request could not be sent; ``kind`` is its error category."""
 
-    def __init__(self, kind: str, detail: str) -> None:
+    def __init__(self, kind: ErrorKind, detail: str) -> None:
         super().__init__(detail)
         self.kind = kind
         self.detail = detail

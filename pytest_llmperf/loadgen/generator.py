@@ -32,8 +32,9 @@ from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.delivery import RecordObserver
 from pytest_llmperf.loadgen.event_files import events_file_for
-from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.specs.load import LoadPattern, SampleOrderMode
 from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.specs.slo import request_limits
@@ -74,14 +75,48 @@ class LoadGenerator:
     # -- runs --------------------------------------------------------------------
 
     async def run(
-        self, *, gate: bool = True, label: str | None = None, **overrides: Any
+        self,
+        *,
+        gate: bool = True,
+        label: str | None = None,
+        pattern: LoadPattern | str | None = None,
+        rate: float | None = None,
+        concurrency: int | None = None,
+        seed: int | None = None,
+        sample_order: SampleOrderMode | str | None = None,
+        requests: int | None = None,
+        duration: float | None = None,
+        warmup: int | None = None,
+        workload: str | None = None,
+        workload_params: Mapping[str, Any] | None = None,
     ) -> RunResult:
-        """Run the declared workload and load once, with ``overrides`` applied.
+        """Run the declared workload and load once, with the given overrides applied.
 
+        Overrides (None: as declared) change this run only: the load
+        (``pattern``, ``rate`` req/s, ``concurrency``; another pattern drops
+        the declared one's parameters), the load's ``seed`` and
+        ``sample_order``, when to stop (``requests`` or ``duration`` seconds,
+        after ``warmup`` untracked requests) and the workload (``workload``, a
+        registered name, and ``workload_params`` merged into the declared ones);
+        see :class:`~pytest_llmperf.specs.run.RunOverrides`.
         ``gate=False`` keeps the run in reports but out of the test's SLO
         verdicts (probe runs of a search, warm-up runs). ``--llm-scale``
         applies to the declared (and overridden) request counts and durations.
+        ``label`` names the run in reports (default ``run<N>(overrides)``).
         """
+        given = {
+            "pattern": pattern,
+            "rate": rate,
+            "concurrency": concurrency,
+            "seed": seed,
+            "sample_order": sample_order,
+            "requests": requests,
+            "duration": duration,
+            "warmup": warmup,
+            "workload": workload,
+            "workload_params": workload_params,
+        }
+        overrides = {k: v for k, v in given.items() if v is not None}
         run_spec = self.spec.run.with_overrides(overrides).scaled(self.scale)
         label = label or _label(len(self.results), overrides)
         return await self.run_spec(run_spec, gate=gate, label=label)
@@ -125,7 +160,7 @@ class LoadGenerator:
             self._current = None
         self.endpoint = run.endpoint  # keeps the resolved model for later runs
         self.keep(result, gate=gate)
-        if result.stop_reason == "SIGINT":
+        if result.stop_reason is StopReason.SIGINT:
             # The run drained gracefully and its result is kept; now stop the session.
             raise KeyboardInterrupt
         return result

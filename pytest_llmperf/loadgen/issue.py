@@ -31,6 +31,7 @@ from pytest_llmperf.loadgen.delivery import Delivery
 from pytest_llmperf.loadgen.gc_pauses import collect_if_due
 from pytest_llmperf.loadgen.pacing import Pacer
 from pytest_llmperf.loadgen.plan import PlannedRequest
+from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads.base import Sample
 
@@ -90,14 +91,14 @@ class Issuer:
 
     ``stop_reason`` says why issuing ended (first reason wins): ``stop()``,
     ``SIGINT``, ``cancelled``, ``duration`` (a closed loop's clock ran out),
-    or empty while nothing stopped it.
+    or None while nothing stopped it.
     """
 
     def __init__(self, spec: RunSpec, delivery: Delivery, stats: IssueStats) -> None:
         self.spec = spec
         self.delivery = delivery
         self.stats = stats
-        self.stop_reason = ""
+        self.stop_reason: StopReason | None = None
         self._stopping = asyncio.Event()
         self._abort_drain: asyncio.Future[None] | None = None
         self._pacer = Pacer()
@@ -107,7 +108,7 @@ class Issuer:
 
     # -- control -----------------------------------------------------------------
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: StopReason) -> None:
         """Stop issuing; requests in flight are still awaited and delivered."""
         if not self.stop_reason:
             self.stop_reason = reason
@@ -232,7 +233,7 @@ class Issuer:
                     if not deadline:
                         deadline.append(now + duration_ns)
                     elif now >= deadline[0]:
-                        self.stop_reason = self.stop_reason or "duration"
+                        self.stop_reason = self.stop_reason or StopReason.DURATION
                         return
                 sample = workload.sample(item.sample_index)
                 record = self._new_record(item, sample, now)

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from pytest_llmperf.metrics.accumulator import LATENCY_METRICS, RATE_METRICS, MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 
-__all__ = ["TOKEN_LENGTH_TOLERANCE", "RunResult", "token_length_warnings"]
+__all__ = ["TOKEN_LENGTH_TOLERANCE", "RunResult", "StopReason", "token_length_warnings"]
 
 TOKEN_LENGTH_TOLERANCE = 0.10
+
+
+class StopReason(StrEnum):
+    """Why a run stopped issuing (a ``StrEnum``: equal to, and written as, ``"completed"`` etc.)."""
+
+    COMPLETED = "completed"  # every planned request was sent
+    DURATION = "duration"  # a closed loop's clock ran out
+    STOPPED = "stop()"  # LoadGenerator.stop() / LoadRun.stop()
+    SIGINT = "SIGINT"  # Ctrl-C: drained, kept, then the session stops
+    CANCELLED = "cancelled"  # the run's task was cancelled
 
 
 def token_length_warnings(
@@ -56,8 +67,9 @@ class RunResult:
     ``.mean``, ``.max``, ``.count``); ``metrics["error_rate"]`` etc. are floats.
     ``self_check["generator_bound"]`` is true when the load generator, not
     the server, limited the run; verdicts on such a run are inconclusive.
-    ``stop_reason`` says why issuing ended (``completed``, ``duration``,
-    ``stop()``, ``SIGINT``, ``cancelled``); ``events_path`` is the run's
+    ``stop_reason`` says why issuing ended (a :class:`StopReason`: ``completed``,
+    ``duration``, ``stop()``, ``SIGINT``, ``cancelled``; None in a result not
+    made by a run, written ``""`` in the report); ``events_path`` is the run's
     event log (``--llm-events``), re-analysable with
     :func:`pytest_llmperf.metrics.event_log.analyse_event_log`.
     """
@@ -72,7 +84,7 @@ class RunResult:
     interrupted: bool = False
     label: str = ""
     gated: bool = True
-    stop_reason: str = ""
+    stop_reason: StopReason | None = None
     events_path: str | None = None
 
     @property
@@ -84,6 +96,14 @@ class RunResult:
         for name in RATE_METRICS:
             out[name] = self.accumulator.rate(name)
         return out
+
+    def histogram(self, name: str) -> LatencyHistogram:
+        """``metrics[name]`` for a latency metric (``ttft``, ..., ``tpot_token_weighted``)."""
+        return self.accumulator.histograms[name]
+
+    def rate(self, name: str) -> float:
+        """``metrics[name]`` for a rate metric (``error_rate``, ``output_throughput``, ...)."""
+        return self.accumulator.rate(name)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -121,7 +141,7 @@ class RunResult:
             "started_at": self.started_at,
             "duration_s": round(self.duration_s, 6),
             "interrupted": self.interrupted,
-            "stop_reason": self.stop_reason,
+            "stop_reason": self.stop_reason.value if self.stop_reason else "",
             "events": self.events_path,
             "gated": self.gated,
         }

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.specs.load import SAMPLE_ORDERS  # the names llm_load(sample_order=) takes
+from pytest_llmperf.specs.load import SAMPLE_ORDERS, SampleOrderMode  # llm_load(sample_order=)
 
 __all__ = ["SampleOrder"]
 
@@ -37,35 +37,38 @@ class SampleOrder:
     from the first ``pool`` indices (the run's request count).
     """
 
-    mode: str
+    mode: SampleOrderMode  # a plain name is accepted and converted
     seed: int
     size: int | None
     pool: int | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in SAMPLE_ORDERS:
-            raise LlmPerfUsageError(
-                f"unknown sample order {self.mode!r}; use one of {', '.join(SAMPLE_ORDERS)}"
-            )
+        object.__setattr__(self, "mode", _checked_mode(self.mode))
 
     @classmethod
     def for_workload(
-        cls, mode: str | None, seed: int, size: int | None, pool: int | None = None
+        cls,
+        mode: SampleOrderMode | str | None,
+        seed: int,
+        size: int | None,
+        pool: int | None = None,
     ) -> SampleOrder:
         """The requested order, or the default for this workload's kind."""
         if mode is None:
-            mode = "sequential" if size is None else "without-replacement"
-        return cls(mode, seed, size, pool)
+            mode = (
+                SampleOrderMode.SEQUENTIAL if size is None else SampleOrderMode.WITHOUT_REPLACEMENT
+            )
+        return cls(_checked_mode(mode), seed, size, pool)
 
     def __iter__(self) -> Iterator[int]:
         rng = random.Random(f"sample-order:{self.seed}")
-        if self.mode == "sequential":
+        if self.mode is SampleOrderMode.SEQUENTIAL:
             i = 0
             while True:
                 yield i if self.size is None else i % self.size
                 i += 1
         n = self.size if self.size is not None else self.pool
-        if self.mode == "without-replacement":
+        if self.mode is SampleOrderMode.WITHOUT_REPLACEMENT:
             if n is None:  # unbounded workload: every index is a fresh draw anyway
                 yield from itertools.count()
             indices = list(range(n or 1))
@@ -77,9 +80,17 @@ class SampleOrder:
             yield rng.randrange(span)
 
     def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"mode": self.mode, "seed": self.seed}
+        out: dict[str, Any] = {"mode": self.mode.value, "seed": self.seed}
         if self.size is not None:
             out["size"] = self.size
-        elif self.mode == "with-replacement":
+        elif self.mode is SampleOrderMode.WITH_REPLACEMENT:
             out["pool"] = self.pool
         return out
+
+
+def _checked_mode(mode: str) -> SampleOrderMode:
+    if mode not in SAMPLE_ORDERS:
+        raise LlmPerfUsageError(
+            f"unknown sample order {mode!r}; use one of {', '.join(SAMPLE_ORDERS)}"
+        )
+    return SampleOrderMode(mode)

@@ -11,6 +11,7 @@ time.
 from __future__ import annotations
 
 from pytest_llmperf.loadgen.issue import IssueStats
+from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.sample_size import supported_percentile
 from pytest_llmperf.specs.load import LoadSpec
@@ -34,7 +35,7 @@ def generator_self_check(
     *,
     workers: int,
     wall_s: float,
-    stop_reason: str,
+    stop_reason: StopReason | None,
 ) -> dict[str, object]:
     """The run's ``self_check`` entry, with ``generator_bound`` and the reasons for it.
 
@@ -76,7 +77,7 @@ def generator_self_check(
             check["schedule_rate"] = round(schedule, 4)
             share = achieved / schedule if schedule else 1.0
             check["achieved_share"] = round(share, 4)
-            if share < GENERATOR_BOUND_RATE_SHARE and stop_reason == "completed":
+            if share < GENERATOR_BOUND_RATE_SHARE and stop_reason is StopReason.COMPLETED:
                 reasons.append(
                     f"achieved send rate {achieved:.1f}/s < 90% of the schedule's "
                     f"{schedule:.1f}/s (planned {load.rate:g}/s)"

@@ -49,7 +49,7 @@ from pytest_llmperf.loadgen.plan import (
     sample_order_for,
     warm_connections,
 )
-from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.self_check import generator_self_check
 from pytest_llmperf.loadgen.workers import WorkerPool
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
@@ -57,6 +57,9 @@ from pytest_llmperf.metrics.recorder import EventRecorder
 from pytest_llmperf.specs.run import RunSpec
 
 __all__ = ["LoadRun", "run_load"]
+
+# Reasons that leave a run interrupted: it did not issue everything it planned.
+_INTERRUPTING = (StopReason.STOPPED, StopReason.SIGINT, StopReason.CANCELLED)
 
 
 class LoadRun:
@@ -99,17 +102,17 @@ class LoadRun:
         self._worker_pool: WorkerPool | None = None
 
     @property
-    def stop_reason(self) -> str:
+    def stop_reason(self) -> StopReason | None:
         """Why issuing ended: ``completed``, ``duration``, ``stop()``, ``SIGINT``, ``cancelled``."""
         return self.issuer.stop_reason
 
     @stop_reason.setter
-    def stop_reason(self, reason: str) -> None:
+    def stop_reason(self, reason: StopReason | None) -> None:
         self.issuer.stop_reason = reason
 
     # -- control -----------------------------------------------------------------
 
-    def stop(self, reason: str = "stop()") -> None:
+    def stop(self, reason: StopReason = StopReason.STOPPED) -> None:
         """Stop issuing; requests in flight are still awaited and reported."""
         self.issuer.stop(reason)
         if self._worker_pool is not None:
@@ -123,7 +126,7 @@ class LoadRun:
         """
         self._sigints += 1
         if self._sigints == 1:
-            self.stop("SIGINT")
+            self.stop(StopReason.SIGINT)
         elif self._worker_pool is not None:
             self._worker_pool.abort()
         else:
@@ -195,7 +198,7 @@ class LoadRun:
         self.stats.cpu_s += time.process_time() - cpu0
         self.stats.wall_s = wall_s
         if not self.stop_reason:
-            self.stop_reason = "cancelled" if interrupted else "completed"
+            self.stop_reason = StopReason.CANCELLED if interrupted else StopReason.COMPLETED
         result = RunResult(
             workload=self.describe_workload(),
             load=self.spec.load.describe(),
@@ -203,7 +206,7 @@ class LoadRun:
             accumulator=self.accumulator,
             started_at=started_at,
             duration_s=wall_s,
-            interrupted=interrupted or self.stop_reason in ("stop()", "SIGINT", "cancelled"),
+            interrupted=interrupted or self.stop_reason in _INTERRUPTING,
             label=self.label,
         )
         result.stop_reason = self.stop_reason
@@ -240,7 +243,7 @@ class LoadRun:
                     await self.issuer.issue_closed_loop(http, self.endpoint, plan, concurrency, t0)
             except asyncio.CancelledError:
                 interrupted = True
-                self.stop("cancelled")
+                self.stop(StopReason.CANCELLED)
             finally:
                 await self.issuer.drain(self._drain_cap_s())
         return interrupted
@@ -249,7 +252,7 @@ class LoadRun:
         """How long the drain may wait: a request's total timeout plus grace, or briefly
         when someone is waiting (Ctrl-C, cancellation)."""
         cap = self.endpoint.timeouts.total + DRAIN_GRACE_S
-        if self.stop_reason in ("SIGINT", "cancelled"):
+        if self.stop_reason in (StopReason.SIGINT, StopReason.CANCELLED):
             cap = min(cap, INTERRUPT_DRAIN_S)
         return cap
 

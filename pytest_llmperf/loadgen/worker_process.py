@@ -24,7 +24,7 @@ import threading
 from multiprocessing.connection import Connection
 
 from pytest_llmperf.loadgen.plan import ScheduleShare
-from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.session import LoadRun
 from pytest_llmperf.specs.run import RunSpec
 
@@ -89,7 +89,7 @@ async def _run_in_worker(run: LoadRun, conn: Connection) -> RunResult:
                     loop.call_soon_threadsafe(run.abort)
                 return
             if msg[0] == "stop":
-                loop.call_soon_threadsafe(run.stop, "stop()")
+                loop.call_soon_threadsafe(run.stop, StopReason.STOPPED)
             elif msg[0] == "abort":
                 loop.call_soon_threadsafe(run.abort)
 

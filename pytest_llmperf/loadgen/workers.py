@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.loadgen.issue import IssueStats
+from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.recorder import SCHEMA
 from pytest_llmperf.specs.run import RunSpec
@@ -62,7 +63,7 @@ class PooledRun(Protocol):
     workers: int
     accumulator: MetricsAccumulator
     stats: IssueStats
-    stop_reason: str
+    stop_reason: StopReason | None
 
     def event_log_meta(self, started_at: str) -> dict[str, Any]: ...
 
@@ -125,16 +126,18 @@ class WorkerPool:
         finally:
             for ch in self._channels:
                 await loop.run_in_executor(None, ch.close)
-        reasons = []
+        reasons: list[StopReason] = []
         for i, msg in enumerate(results):
             if msg[0] != "result":
                 raise WorkerError(f"load-generator worker {i} failed: {msg[1]}")
             state = msg[1]
             run.accumulator.merge(MetricsAccumulator.from_state(state["accumulator"]))
             run.stats.merge(IssueStats.from_state(state["stats"]))
-            reasons.append(state["stop_reason"])
+            reasons.append(StopReason(state["stop_reason"]))
         if not run.stop_reason:
-            run.stop_reason = next((r for r in reasons if r != "completed"), "completed")
+            run.stop_reason = next(
+                (r for r in reasons if r is not StopReason.COMPLETED), StopReason.COMPLETED
+            )
         if self.events_file is not None:
             parts = [self._part(i) for i in range(self.count)]
             meta = run.event_log_meta(self.started_at)
@@ -193,7 +196,8 @@ class _Channel:
         try:
             if timeout is not None and not self.inp.poll(timeout):
                 return ("timeout", f"no answer within {timeout:g} s")
-            return self.inp.recv()
+            message: tuple[Any, ...] = self.inp.recv()  # unpickled: worker_process.py sends tuples
+            return message
         except (EOFError, OSError) as exc:
             return ("died", f"exit code {self.proc.poll()} ({type(exc).__name__})")
 

@@ -18,13 +18,14 @@ its runs are kept in the test's reports, exactly like the endpoint under test.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Unpack
 
 from pytest_llmperf.analysis.collector import RequestCollector
 from pytest_llmperf.analysis.compare import ConfigurationRuns
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.generator import LoadGenerator
+from pytest_llmperf.specs.run import RunOverrides
 
 __all__ = ["MIN_REPETITIONS", "run_configurations"]
 
@@ -36,7 +37,7 @@ async def run_configurations(
     endpoints: Mapping[str, Endpoint | str | None],
     *,
     repetitions: int = MIN_REPETITIONS,
-    **overrides: Any,
+    **overrides: Unpack[RunOverrides],
 ) -> ConfigurationRuns:
     """Run the test's workload against each configuration ``repetitions`` times, interleaved.
 

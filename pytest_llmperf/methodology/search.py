@@ -17,13 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.methodology.table_values import table_number
-from pytest_llmperf.slo.verdicts import SloVerdict, evaluate
+from pytest_llmperf.slo.verdicts import SloVerdict, Verdict, evaluate
+from pytest_llmperf.specs.load import LoadPattern
+from pytest_llmperf.specs.run import LevelOverrides, RunOverrides
 from pytest_llmperf.specs.slo import Slo, parse_slo
 
 __all__ = ["Probe", "SearchResult", "max_concurrency", "max_rate"]
@@ -50,17 +52,18 @@ class SearchResult:
     def to_analysis(self, title: str | None = None) -> dict[str, Any]:
         rows = []
         for level, ok, result, verdicts in sorted(self.probes, key=lambda p: p[0]):
-            m = result.metrics
             rows.append(
                 [
                     int(level) if self.axis == "concurrency" else round(level, 4),
                     round(result.counts["completed"] / max(1, result.counts["issued"]), 4),
-                    table_number(m["ttft"].p(99)),  # type: ignore[union-attr]
-                    table_number(m["tpot"].p(99)),  # type: ignore[union-attr]
-                    table_number(float(m["output_throughput"]), 1),  # type: ignore[arg-type]
+                    table_number(result.histogram("ttft").p(99)),
+                    table_number(result.histogram("tpot").p(99)),
+                    table_number(result.rate("output_throughput"), 1),
                     result.counts["failed"],
-                    "pass" if ok else "fail",
-                    "; ".join(f"{v.expr}: {v.verdict}" for v in verdicts if v.verdict != "pass"),
+                    (Verdict.PASS if ok else Verdict.FAIL).value,
+                    "; ".join(
+                        f"{v.expr}: {v.verdict}" for v in verdicts if v.verdict is not Verdict.PASS
+                    ),
                 ]
             )
         return {
@@ -97,11 +100,11 @@ def _slos(gen: LoadGenerator, slos: Iterable[str | Slo] | None) -> list[Slo]:
 def _meets(slos: Sequence[Slo], result: RunResult) -> tuple[bool, list[SloVerdict]]:
     """Every SLO passes (an inconclusive verdict does not count as meeting it)."""
     verdicts = [evaluate(slo, result) for slo in slos]
-    return all(v.verdict == "pass" for v in verdicts), verdicts
+    return all(v.verdict is Verdict.PASS for v in verdicts), verdicts
 
 
 async def _probe_with_retry(
-    gen: LoadGenerator, slos: Sequence[Slo], label: str, **overrides: Any
+    gen: LoadGenerator, slos: Sequence[Slo], label: str, **overrides: Unpack[RunOverrides]
 ) -> tuple[bool, RunResult, list[SloVerdict]]:
     """One probe run; a run the load generator limited is repeated once before it counts.
 
@@ -185,10 +188,10 @@ async def max_rate(
     slos: Iterable[str | Slo] | None = None,
     tolerance: float = 0.1,
     max_probes: int = 8,
-    pattern: str = "poisson",
+    pattern: LoadPattern | str = LoadPattern.POISSON,
     confirm: bool = False,
     attach: bool = True,
-    **overrides: Any,
+    **overrides: Unpack[LevelOverrides],
 ) -> SearchResult:
     """The highest rate in ``[low, high]`` meeting every SLO, within relative ``tolerance``."""
     if not 0 < low < high:
@@ -224,7 +227,7 @@ async def max_concurrency(
     max_probes: int = 12,
     confirm: bool = False,
     attach: bool = True,
-    **overrides: Any,
+    **overrides: Unpack[LevelOverrides],
 ) -> SearchResult:
     """The highest closed-loop concurrency meeting every SLO: double from ``initial``, bisect."""
     if not 1 <= minimum <= initial <= maximum:
@@ -237,7 +240,7 @@ async def max_concurrency(
     async def probe(level: float) -> tuple[bool, RunResult, list[SloVerdict]]:
         c = int(level)
         return await _probe_with_retry(
-            gen, chosen, f"search concurrency={c}", pattern="concurrency", concurrency=c,
+            gen, chosen, f"search concurrency={c}", pattern=LoadPattern.CONCURRENCY, concurrency=c,
             **overrides,
         )  # fmt: skip
 
@@ -255,7 +258,7 @@ async def max_concurrency(
     if confirm and out.best is not None:
         out.confirmed = await gen.run(
             label=f"confirm concurrency={out.best}",
-            pattern="concurrency",
+            pattern=LoadPattern.CONCURRENCY,
             concurrency=out.best,
             **overrides,
         )

@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.methodology.table_values import table_number
+from pytest_llmperf.specs.load import OPEN_LOOP, LoadPattern
+from pytest_llmperf.specs.run import LevelOverrides
 
 __all__ = [
     "KNEE_FACTOR",
@@ -42,15 +44,15 @@ class SweepPoint:
     result: RunResult
 
     def stat(self, metric: str, percentile: float) -> float:
-        return self.result.metrics[metric].p(percentile)  # type: ignore[union-attr]
+        return self.result.histogram(metric).p(percentile)
 
     @property
     def achieved_output(self) -> float:
-        return float(self.result.metrics["output_throughput"])  # type: ignore[arg-type]
+        return self.result.rate("output_throughput")
 
     @property
     def achieved_requests(self) -> float:
-        return float(self.result.metrics["request_throughput"])  # type: ignore[arg-type]
+        return self.result.rate("request_throughput")
 
     @property
     def success_rate(self) -> float:
@@ -159,11 +161,11 @@ async def latency_sweep(
     rates: Iterable[float],
     *,
     metric: str = "ttft",
-    pattern: str = "poisson",
+    pattern: LoadPattern | str = LoadPattern.POISSON,
     knee_percentile: float = 99.0,
     rise_tolerance: float = SATURATION_RISE,
     attach: bool = True,
-    **overrides: Any,
+    **overrides: Unpack[LevelOverrides],
 ) -> SweepCurve:
     """Run the test's workload at each offered ``rates`` (ascending) and find knee/saturation.
 
@@ -174,9 +176,9 @@ async def latency_sweep(
     levels = sorted(float(r) for r in rates)
     if not levels or any(not r > 0 for r in levels):
         raise LlmPerfUsageError(f"sweep(rates=...) needs positive rates, got {levels!r}")
-    if pattern not in ("poisson", "constant"):
+    if pattern not in OPEN_LOOP:
         raise LlmPerfUsageError(
-            f"a latency sweep is open-loop: pattern poisson|constant, got {pattern!r}"
+            f"a latency sweep is open-loop: pattern poisson|constant, got {str(pattern)!r}"
         )
     if metric not in ("ttft", "tpot", "itl", "e2e"):
         raise LlmPerfUsageError(f"sweep metric must be ttft, tpot, itl or e2e, got {metric!r}")

@@ -20,14 +20,14 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from pytest_llmperf.analysis.collector import RequestCollector
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.methodology.table_values import table_number
-from pytest_llmperf.specs.load import LoadSpec
-from pytest_llmperf.specs.run import RunSpec
+from pytest_llmperf.specs.load import LoadPattern, LoadSpec
+from pytest_llmperf.specs.run import RunSpec, WarmUpOverrides
 
 __all__ = [
     "PROBE_INPUT_TOKENS",
@@ -91,7 +91,7 @@ def probe_spec(requests: int) -> RunSpec:
         "synthetic",
         {"input_tokens": PROBE_INPUT_TOKENS, "output_tokens": PROBE_OUTPUT_TOKENS},
         0,
-        LoadSpec.parse("concurrency", {"concurrency": 1}),
+        LoadSpec.parse(LoadPattern.CONCURRENCY, {"concurrency": 1}),
         requests=requests,
         warmup=1,
     )
@@ -124,7 +124,7 @@ async def warm_up(
     tolerance: float = WARMUP_TOLERANCE,
     max_rounds: int = 3,
     attach: bool = True,
-    **overrides: Any,
+    **overrides: Unpack[WarmUpOverrides],
 ) -> WarmupReport:
     """Warm the server with the test's workload, then verify with probes until latency settles.
 

@@ -31,13 +31,25 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.metrics.error_samples import ErrorSamples
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 
-__all__ = ["LATENCY_METRICS", "RATE_METRICS", "MetricsAccumulator"]
+__all__ = ["LATENCY_METRICS", "RATE_METRICS", "MetricsAccumulator", "TokenCountSource"]
+
+
+class TokenCountSource(StrEnum):
+    """Where a run's output-token counts came from (the report's ``token_count_source``; a
+    ``StrEnum``: equal to, and written as, ``"usage"`` etc.)."""
+
+    USAGE = "usage"  # the server's usage.completion_tokens
+    EVENTS = "events"  # counted from the stream's token events
+    MIXED = "mixed"  # some requests one way, some the other
+    NONE = "none"  # no completed request
+
 
 LATENCY_METRICS: tuple[str, ...] = ("ttft", "ttfo", "tpot", "itl", "e2e", "schedule_lag")
 RATE_METRICS: tuple[str, ...] = (
@@ -104,7 +116,7 @@ class MetricsAccumulator:
         self.output_usage_requested = 0
         self.errors: Counter[str] = Counter()
         self.error_samples = ErrorSamples()
-        self.token_sources: Counter[str] = Counter()
+        self.token_sources: Counter[TokenCountSource] = Counter()
         self.window_start_ns: int | None = None
         self.window_end_ns: int | None = None
         self.timeline: dict[int, list[int]] = {}  # second of window -> [completed, output tokens]
@@ -121,7 +133,7 @@ class MetricsAccumulator:
             self.histograms["schedule_lag"].record_ns(record.t_send - record.t_sched)
         if not record.ok:
             self.failed += 1
-            kind = record.error or ErrorKind.CLIENT
+            kind = str(record.error or ErrorKind.CLIENT)  # a plain str: reports cross xdist
             self.errors[kind] += 1
             self.error_samples.add(kind, record.status, record.error_detail)
             if record.error == ErrorKind.INCOMPLETE:
@@ -135,12 +147,12 @@ class MetricsAccumulator:
         self.input_requested += record.input_requested
         self.output_requested += record.output_requested
         if record.usage_completion_tokens is not None:
-            self.token_sources["usage"] += 1
+            self.token_sources[TokenCountSource.USAGE] += 1
             self.output_usage_requests += 1
             self.output_usage_tokens += record.usage_completion_tokens
             self.output_usage_requested += record.output_requested
         else:
-            self.token_sources["events"] += 1
+            self.token_sources[TokenCountSource.EVENTS] += 1
         if record.usage_prompt_tokens is not None:
             self.input_tokens += record.usage_prompt_tokens
             self.input_usage_requests += 1
@@ -223,13 +235,13 @@ class MetricsAccumulator:
         raise KeyError(name)
 
     @property
-    def token_count_source(self) -> str:
+    def token_count_source(self) -> TokenCountSource:
         """Where ``n_out`` came from: ``usage``, ``events`` or ``mixed``."""
         if not self.token_sources:
-            return "none"
+            return TokenCountSource.NONE
         if len(self.token_sources) == 1:
             return next(iter(self.token_sources))
-        return "mixed"
+        return TokenCountSource.MIXED
 
     def summary(self) -> dict[str, Any]:
         """The JSON report's ``metrics`` object (ms, per second, fractions)."""
@@ -243,7 +255,7 @@ class MetricsAccumulator:
         out["cached_tokens"] = self.cached_tokens
         out["reasoning_tokens"] = self.reasoning_tokens
         out["token_events"] = self.token_events
-        out["token_count_source"] = self.token_count_source
+        out["token_count_source"] = self.token_count_source.value
         return out
 
     def token_lengths(self, tokenizer: str = "") -> dict[str, Any]:
@@ -284,7 +296,7 @@ class MetricsAccumulator:
             "counts": {k: getattr(self, k) for k in _COUNTERS},
             "errors": dict(self.errors),
             "error_samples": self.error_samples.to_state(),
-            "token_sources": dict(self.token_sources),
+            "token_sources": {source.value: n for source, n in self.token_sources.items()},
             "window_ns": [self.window_start_ns, self.window_end_ns],
             "timeline": {str(k): v for k, v in self.timeline.items()},
         }
@@ -299,7 +311,9 @@ class MetricsAccumulator:
                 setattr(acc, key, int(value))
         acc.errors.update(state.get("errors", {}))
         acc.error_samples = ErrorSamples.from_state(state.get("error_samples", []))
-        acc.token_sources.update(state.get("token_sources", {}))
+        for source, n in state.get("token_sources", {}).items():
+            # "chunks": what states written before the token-event rules called "events"
+            acc.token_sources[TokenCountSource("events" if source == "chunks" else source)] += n
         acc.window_start_ns, acc.window_end_ns = state.get("window_ns", [None, None])
         acc.timeline = {int(k): list(v) for k, v in state.get("timeline", {}).items()}
         return acc

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.client.records import RequestRecord
+from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 
 __all__ = ["analyse_event_log", "read_meta", "read_records"]
@@ -84,8 +84,16 @@ def _finish(record: RequestRecord, kind: str, t_ns: int, info: Mapping[str, Any]
     record.status = info.get("status")
     record.category = info.get("category", "")
     if kind == "error":
-        record.error = info.get("error", "client_error")
+        record.error = _error_kind(info.get("error"))
         record.error_detail = info.get("detail", "")
+
+
+def _error_kind(name: str | None) -> ErrorKind:
+    """The recorded failure category (``client_error`` if none, or one this version lacks)."""
+    try:
+        return ErrorKind(name) if name is not None else ErrorKind.CLIENT
+    except ValueError:
+        return ErrorKind.CLIENT
 
 
 def analyse_event_log(

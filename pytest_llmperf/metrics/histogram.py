@@ -163,8 +163,8 @@ class LatencyHistogram:
         counts = np.ctypeslib.as_array(self._hdr.counts)[: self._hdr.counts_len]
         rank = max(1, math.ceil(percentile / 100.0 * self.count))
         index = int(np.searchsorted(np.cumsum(counts), rank))
-        low = self._hdr.get_value_from_index(index)
-        high = self._hdr.get_highest_equivalent_value(low)
+        low: int = self._hdr.get_value_from_index(index)  # hdrh is untyped: its values are ints
+        high: int = self._hdr.get_highest_equivalent_value(low)
         mid_us = (low + high) / 2.0
         return min(max(mid_us * 1000.0, self.min_ns), self.max_ns) / 1e6
 

@@ -31,6 +31,7 @@ from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.slo.regression import (
     DEFAULT_ALPHA,
     RegressionCheck,
+    RegressionVerdict,
     Thresholds,
     compare_accumulators,
 )
@@ -46,7 +47,7 @@ def build_baseline(
     data: SessionData, *, endpoint: Mapping[str, Any], options: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The baseline document for this session (every run, gated or not, by label)."""
-    tests: dict[str, Any] = {}
+    tests: dict[str, dict[str, Any]] = {}
     for entry in data.measured_tests():
         runs = {
             run.get("label") or f"run{i}": {
@@ -95,7 +96,8 @@ class Baseline:
         return str(self.document.get("created_at", ""))
 
     def run(self, nodeid: str, label: str) -> dict[str, Any] | None:
-        return self.document.get("tests", {}).get(nodeid, {}).get("runs", {}).get(label)
+        run = self.document.get("tests", {}).get(nodeid, {}).get("runs", {}).get(label)
+        return run if isinstance(run, dict) else None
 
     def compare(
         self,
@@ -114,12 +116,11 @@ class Baseline:
             if not result.gated:
                 continue
             stored = self.run(nodeid, result.label)
-            reason = mismatch
             if stored is None:
                 reason = f"no baseline for {nodeid} [{result.label}] in {self.path}"
-            elif not reason:
-                reason = _config_mismatch(stored, result)
-            if reason:
+            else:
+                reason = mismatch or _config_mismatch(stored, result)
+            if stored is None or reason:
                 checks.append(_inconclusive(result.label, reason))
                 continue
             base = MetricsAccumulator.from_state(stored["state"])
@@ -183,7 +184,7 @@ def _inconclusive(run: str, reason: str) -> RegressionCheck:
         change=None,
         threshold=0.0,
         p_value=None,
-        verdict="inconclusive",
+        verdict=RegressionVerdict.INCONCLUSIVE,
         run=run,
         reason=reason,
     )

@@ -32,7 +32,7 @@ def junit_properties(
     props: list[tuple[str, str]] = []
     for v in verdicts:
         name = f"{prefix}[{v.expr}]" + (f"[{v.run}]" if v.run else "")
-        props.append((f"{name}.verdict", v.verdict))
+        props.append((f"{name}.verdict", v.verdict.value))
         props.append((f"{name}.observed", format_value(v.observed, v.unit)))
         props.append((f"{name}.target", format_value(v.target, v.unit)))
         props.append((f"{name}.samples", str(v.samples)))
@@ -46,7 +46,7 @@ def regression_properties(checks: Iterable[RegressionCheck]) -> list[tuple[str, 
     props: list[tuple[str, str]] = []
     for c in checks:
         name = f"llm_baseline[{c.name}][{c.run}]"
-        props.append((f"{name}.verdict", c.verdict))
+        props.append((f"{name}.verdict", c.verdict.value))
         if c.baseline is not None or c.current is not None:
             props.append((f"{name}.baseline", format_value(c.baseline, "ms")))
             props.append((f"{name}.current", format_value(c.current, "ms")))

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.reports.table import error_sample_lines, regression_table, verdict_table
-from pytest_llmperf.slo.regression import RegressionCheck
-from pytest_llmperf.slo.verdicts import SloVerdict
+from pytest_llmperf.slo.regression import RegressionCheck, RegressionVerdict
+from pytest_llmperf.slo.verdicts import SloVerdict, Verdict
 from pytest_llmperf.specs.slo import Slo
 
 __all__ = ["Outcome", "judge_test"]
@@ -30,7 +30,7 @@ __all__ = ["Outcome", "judge_test"]
 class Outcome:
     """``kind`` is ``pass``, ``fail`` or ``inconclusive``; ``message`` explains the latter two."""
 
-    kind: str
+    kind: Verdict
     message: str = ""
 
 
@@ -45,15 +45,17 @@ def judge_test(
 ) -> Outcome:
     """The outcome of test ``nodeid``; ``baseline`` names the baseline compared against."""
     if slos and not any(r.gated for r in results):
-        return Outcome("fail", f"{nodeid} declares llm_slo but made no gated llm_loadgen.run()")
-    failed = any(v.verdict == "fail" for v in verdicts)
-    regressed = any(c.verdict == "regressed" for c in checks)
+        return Outcome(
+            Verdict.FAIL, f"{nodeid} declares llm_slo but made no gated llm_loadgen.run()"
+        )
+    failed = any(v.verdict is Verdict.FAIL for v in verdicts)
+    regressed = any(c.verdict is RegressionVerdict.REGRESSED for c in checks)
     errors = _errors_block(results)
     if failed or regressed:
         parts = [f"SLO violated in {nodeid}:\n{verdict_table(verdicts)}"] if failed else []
         if regressed:
             parts.append(f"Regressed against baseline {baseline}:\n{regression_table(checks)}")
-        return Outcome("fail", "\n\n".join(parts) + errors)
+        return Outcome(Verdict.FAIL, "\n\n".join(parts) + errors)
     dead = [r for r in results if r.gated and r.counts["issued"] and not r.counts["completed"]]
     if slos and dead:
         why = "; ".join(
@@ -61,11 +63,11 @@ def judge_test(
             + ", ".join(f"{kind} x{n}" for kind, n in sorted(r.errors.items()))
             for r in dead
         )
-        return Outcome("fail", f"every request failed in {nodeid} ({why}){errors}")
-    if any(v.verdict == "inconclusive" for v in verdicts):
+        return Outcome(Verdict.FAIL, f"every request failed in {nodeid} ({why}){errors}")
+    if any(v.verdict is Verdict.INCONCLUSIVE for v in verdicts):
         message = f"SLO inconclusive in {nodeid}:\n{verdict_table(verdicts)}{errors}"
-        return Outcome("inconclusive", message)
-    return Outcome("pass")
+        return Outcome(Verdict.INCONCLUSIVE, message)
+    return Outcome(Verdict.PASS)
 
 
 def _errors_block(results: Sequence[RunResult]) -> str:

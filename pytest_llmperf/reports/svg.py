@@ -11,7 +11,7 @@ something was drawn.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -28,6 +28,9 @@ class Series:
 
     name: str
     points: Sequence[tuple[float, float]]
+
+
+_Scale = Callable[[float], float]  # a data value -> its pixel coordinate
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -75,20 +78,20 @@ def _frame(title: str, kind: str, x_label: str, y_label: str) -> list[str]:
 def _axes(
     x_ticks: Sequence[float],
     y_ticks: Sequence[float],
-    sx: object,
-    sy: object,
+    sx: _Scale,
+    sy: _Scale,
 ) -> list[str]:
     out = []
     x0, x1, y0, y1 = _M_LEFT, _W - _M_RIGHT, _H - _M_BOTTOM, _M_TOP
     out.append(f'<rect x="{x0}" y="{y1}" width="{x1 - x0}" height="{y0 - y1}" class="plot-bg"/>')
     for t in y_ticks:
-        y = sy(t)  # type: ignore[operator]
+        y = sy(t)
         out.append(f'<line x1="{x0}" x2="{x1}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
         out.append(
             f'<text x="{x0 - 4}" y="{y + 3:.1f}" text-anchor="end" class="tick">{_fmt(t)}</text>'
         )
     for t in x_ticks:
-        x = sx(t)  # type: ignore[operator]
+        x = sx(t)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y1}" y2="{y0}" class="grid"/>')
         out.append(
             f'<text x="{x:.1f}" y="{y0 + 14}" text-anchor="middle" class="tick">{_fmt(t)}</text>'
@@ -98,7 +101,7 @@ def _axes(
     return out
 
 
-def _scale(low: float, high: float, out_low: float, out_high: float, log: bool = False) -> object:
+def _scale(low: float, high: float, out_low: float, out_high: float, log: bool = False) -> _Scale:
     if log:
         low, high = math.log10(low), math.log10(high)
     span = (high - low) or 1.0
@@ -155,7 +158,7 @@ def line_chart(
         d = []
         prev_y = None
         for j, (x, y) in enumerate(points):
-            px, py = sx(x), sy(y)  # type: ignore[operator]
+            px, py = sx(x), sy(y)
             if j == 0:
                 d.append(f"M{px:.1f},{py:.1f}")
             elif step and prev_y is not None:
@@ -169,10 +172,7 @@ def line_chart(
         )
         if markers or len(points) == 1:
             for x, y in points:
-                parts.append(
-                    f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.6" '  # type: ignore[operator]
-                    f'fill="{color}"/>'
-                )
+                parts.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.6" fill="{color}"/>')
     if len(series) > 1:
         for i, s in enumerate(series):
             y = _M_TOP + 10 + 13 * i
@@ -210,9 +210,9 @@ def bar_chart(
     parts = _frame(title, kind, x_label, y_label)
     parts += _axes([t for t in nice_ticks(x_low, x_high) if x_low <= t <= x_high], y_ticks, sx, sy)
     for left, right, height in bins:
-        x0, x1 = sx(left), sx(right)  # type: ignore[operator]
-        y = sy(height)  # type: ignore[operator]
-        base = sy(0.0)  # type: ignore[operator]
+        x0, x1 = sx(left), sx(right)
+        y = sy(height)
+        base = sy(0.0)
         parts.append(
             f'<rect class="bar" x="{x0:.1f}" y="{y:.1f}" width="{max(0.6, x1 - x0 - 0.4):.1f}" '
             f'height="{max(0.0, base - y):.1f}" fill="{PALETTE[0]}"/>'

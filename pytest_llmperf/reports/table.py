@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_llmperf.slo.regression import RegressionCheck
-from pytest_llmperf.slo.verdicts import SloVerdict
+from pytest_llmperf.slo.regression import RegressionCheck, RegressionVerdict
+from pytest_llmperf.slo.verdicts import SloVerdict, Verdict
 
 __all__ = [
     "MARKS",
@@ -17,13 +17,13 @@ __all__ = [
     "verdict_table",
 ]
 
-MARKS = {
-    "pass": "✓",
-    "fail": "✗",
-    "inconclusive": "?",
-    "regressed": "✗",
-    "improved": "↑",
-    "unchanged": "=",
+MARKS: dict[str, str] = {  # by verdict, SLO or baseline (the two share "inconclusive")
+    Verdict.PASS: "✓",
+    Verdict.FAIL: "✗",
+    Verdict.INCONCLUSIVE: "?",
+    RegressionVerdict.REGRESSED: "✗",
+    RegressionVerdict.IMPROVED: "↑",
+    RegressionVerdict.UNCHANGED: "=",
 }
 
 
@@ -43,7 +43,7 @@ def format_change(change: float | None) -> str:
     return "-" if change is None else f"{change * 100:+.1f}%"
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()

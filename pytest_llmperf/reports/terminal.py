@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import MARKS, error_sample_lines, format_change, format_value
+from pytest_llmperf.slo.regression import RegressionVerdict
 from pytest_llmperf.slo.verdicts import SloVerdict
 
 __all__ = ["summary_lines", "write_terminal_summary"]
@@ -47,9 +48,9 @@ def summary_lines(data: SessionData, session_verdicts: Sequence[SloVerdict]) -> 
                 f"  {key}: {group.runs} run(s), {group.measured_s:.1f} s measured; "
                 f"{_brief(acc.summary(), acc.counts(), dict(acc.errors))}"
             )
-            for v in session_verdicts:
-                if v.run == f"session {key}":
-                    lines.append("    " + _slo_line({**v.to_dict(), "run": ""}))
+            for verdict in session_verdicts:
+                if verdict.run == f"session {key}":
+                    lines.append("    " + _slo_line({**verdict.to_dict(), "run": ""}))
     if data.interrupted:
         lines.append("session was interrupted: figures cover what was measured until then")
     return lines
@@ -66,7 +67,12 @@ def _slo_line(v: Mapping[str, Any]) -> str:
 
 
 def _notable(checks: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [c for c in checks if c["verdict"] in ("regressed", "improved", "inconclusive")]
+    notable = (
+        RegressionVerdict.REGRESSED,
+        RegressionVerdict.IMPROVED,
+        RegressionVerdict.INCONCLUSIVE,
+    )
+    return [c for c in checks if c["verdict"] in notable]
 
 
 def _baseline_line(c: Mapping[str, Any]) -> str:

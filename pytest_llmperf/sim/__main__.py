@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 
-from .profiles import ProfileError, load_profile, profile_names
+from .profiles import Profile, ProfileError, load_profile, profile_names
 
 __all__ = ["main"]
 
@@ -94,18 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-async def _serve(args: argparse.Namespace, overrides: dict[str, str]) -> None:
+async def _serve(args: argparse.Namespace, profile: Profile) -> None:
     from .serving import SimServer
 
     server = SimServer(
-        args.profile,
+        profile,
         host=args.host,
         port=args.port,
         seed=args.seed,
         speedup=args.speedup,
         timing="block",  # the loop serves nobody else in this process
         quiet_gc=True,  # nor does anything else need the garbage collector's timing
-        **overrides,
     )
     try:
         await server.start()
@@ -140,19 +139,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
     try:
-        overrides = _parse_set(args.overrides)
-        load_profile(args.profile, **overrides)  # validate before doing anything else
+        # the profile with its --set overrides, validated before doing anything else
+        profile = load_profile(args.profile, **_parse_set(args.overrides))
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.virtual:
         from .virtual import run_cli
 
-        return run_cli(args, overrides)
+        return run_cli(args, profile)
     if args.speedup <= 0:
         print("error: --speedup must be positive", file=sys.stderr)
         return 2
-    asyncio.run(_serve(args, overrides))
+    asyncio.run(_serve(args, profile))
     return 0
 
 

@@ -12,6 +12,7 @@ Conservation, ``allocated + free == total``, holds after every operation.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Protocol
 
 __all__ = ["NEVER", "KVCache", "KVHolder", "prompt_block_hashes"]
@@ -160,7 +161,7 @@ class KVCache:
         req.held = []
         req.pub_at = 0
 
-    def check(self, holders: list[KVHolder]) -> None:
+    def check(self, holders: Iterable[KVHolder]) -> None:
         """Full consistency check (debug): conservation and reference counts."""
         assert self.allocated + self.free == self.total, (self.allocated, self.free, self.total)
         assert 0 <= self.free_uncached <= self.total

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 __all__ = ["SimProcess", "SimStartError", "start_sim_process"]
 
@@ -31,7 +32,7 @@ class SimProcess:
     """A running simulator subprocess: ``.url``, ``.profile``, ``.pid``, ``.stop()``."""
 
     def __init__(
-        self, proc: subprocess.Popen[bytes], url: str, profile: str, stderr_file: object
+        self, proc: subprocess.Popen[bytes], url: str, profile: str, stderr_file: IO[bytes] | None
     ) -> None:
         self._proc = proc
         self.url = url
@@ -58,9 +59,8 @@ class SimProcess:
         for stream in (proc.stdin, proc.stdout):
             if stream is not None and not stream.closed:
                 stream.close()
-        close = getattr(self._stderr_file, "close", None)
-        if close is not None:
-            close()
+        if self._stderr_file is not None:
+            self._stderr_file.close()
         return proc.returncode
 
     def __enter__(self) -> SimProcess:
@@ -73,10 +73,10 @@ class SimProcess:
         return f"SimProcess(profile={self.profile!r}, url={self.url!r}, pid={self.pid})"
 
 
-def _read_stderr(f: object) -> str:
+def _read_stderr(f: IO[bytes]) -> str:
     try:
-        f.seek(0)  # type: ignore[attr-defined]
-        return f.read().decode(errors="replace").strip()  # type: ignore[attr-defined]
+        f.seek(0)
+        return f.read().decode(errors="replace").strip()
     except (OSError, ValueError):
         return ""
 

@@ -28,33 +28,18 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
 
 from .clock import ENGINE_COARSE_S, ENGINE_SPIN_S, sleep_until
 from .engine import Engine, StepResult
 from .gc_control import GcControl
 from .profiles import Profile
 from .request import Request
-from .streams import BackendStats, Submission
+from .streams import BackendStats, Submission, TokenWriter
 
 __all__ = ["EngineBackend", "EngineStream"]
 
 _INF = math.inf
 STEP_BLOCK_SHARE = 0.3  # of a step's wait, at most, spent blocking before it
-
-
-class TokenWriter(Protocol):
-    """Writes one response's token chunks; the server provides it (server.py).
-
-    ``frame`` is the next token's chunk, ready-made (None once the stream is done or
-    gone), so that at the planned instant the fan-out only calls ``tr.write(frame)``;
-    ``wrote(planned, now)`` then does the bookkeeping and prepares the next frame,
-    after the whole step has been written."""
-
-    tr: asyncio.WriteTransport
-    frame: bytes | None
-
-    def wrote(self, planned: float, now: float) -> None: ...
 
 
 class EngineStream:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Iterator
 
 from .kv_cache import KVCache
 from .profiles import Profile
@@ -42,7 +43,7 @@ class WaitQueue:
     def remove(self, req: Request) -> None:
         raise NotImplementedError
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Request]:
         raise NotImplementedError
 
 
@@ -55,7 +56,7 @@ class FcfsQueue(WaitQueue):
     def __len__(self) -> int:
         return len(self.q)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Request]:
         return iter(self.q)
 
     def push(self, req: Request) -> None:
@@ -87,7 +88,7 @@ class KeyedQueue(WaitQueue):
     def __len__(self) -> int:
         return self.n
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Request]:
         yield from self.front
         for *_, r in sorted(self.heap, key=lambda e: e[:3]):
             if id(r) not in self.removed:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from .clock import TIMING_MODES, sleep_until
 from .deltas import DeltaPlan, ShapedChunks, plan_deltas, split_text
@@ -31,7 +31,7 @@ from .kv_cache import prompt_block_hashes
 from .profiles import Profile
 from .prometheus import ServerCounters, render_metrics
 from .sink import ShapedSocketSink, SocketSink
-from .streams import Backend, Submission, TokenStream
+from .streams import Backend, Submission, TokenStream, WritableTokenStream, writes_itself
 from .text import token_text
 from .tokenization import Tokenization
 from .validation import request_policy
@@ -115,7 +115,7 @@ class SimApp:
         self.app.on_cleanup.append(self._on_cleanup)
 
     @web.middleware
-    async def _poll_around(self, request: web.Request, handler: Any) -> web.StreamResponse:
+    async def _poll_around(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Let the engine emit what fell due before and after each request's handling."""
         self.poll()
         try:
@@ -312,7 +312,7 @@ class SimApp:
         # resumed per token, which matters when a step emits 64 at once. Faults that
         # shape the stream take the general path.
         if (
-            hasattr(stream, "attach_writer")
+            writes_itself(stream)
             and not faults.per_chunk
             and not faults.delays_tokens
             and faults.cut_at is None
@@ -407,7 +407,7 @@ class SimApp:
         self,
         request: web.Request,
         w: ChunkWriter,
-        stream: TokenStream,
+        stream: WritableTokenStream,
         n_out: int,
         finish: str,
         salt: int,
@@ -418,7 +418,7 @@ class SimApp:
         """Let the back end's fan-out write every token (see sink.py)."""
         assert request.transport is not None
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        tr: asyncio.WriteTransport = request.transport  # type: ignore[assignment]
+        tr: asyncio.WriteTransport = request.transport
         sink: SocketSink
         if shaped is None:
             head, tail, last_tail = w.token_template(finish)
@@ -441,7 +441,7 @@ class SimApp:
             )
         if request.transport.is_closing():
             raise ConnectionResetError("client went away")
-        stream.attach_writer(sink, sink.fail)  # type: ignore[attr-defined]
+        stream.attach_writer(sink, sink.fail)
         await done
 
     async def _full(

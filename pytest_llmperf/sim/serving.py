@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .profiles import load_profile
+from .profiles import Profile, load_profile
 from .server import SimApp
 
 __all__ = ["SimServer"]
@@ -22,7 +22,8 @@ class SimServer:
     """The simulator serving HTTP in the current event loop.
 
     ``async with SimServer("fixed", ttft_ms=50, itl_ms=10) as sim: sim.url``.
-    Keyword overrides are profile keys (see profiles.yaml). ``timing`` is how the
+    Keyword overrides are profile keys (see profiles.yaml); ``profile`` may also be
+    a loaded :class:`Profile`. ``timing`` is how the
     last fraction of a millisecond before each planned token is waited for (see
     clock.py): ``spin`` (default here) keeps the loop serving a client that shares
     it; ``block`` (what the command line uses) burns no CPU but holds the loop.
@@ -33,7 +34,7 @@ class SimServer:
 
     def __init__(
         self,
-        profile: str = "fixed",
+        profile: str | Profile = "fixed",
         *,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -44,7 +45,10 @@ class SimServer:
         quiet_gc: bool = False,
         **overrides: Any,
     ) -> None:
-        self.profile = load_profile(profile, **overrides)
+        if isinstance(profile, Profile):
+            self.profile = profile.replace(**overrides) if overrides else profile
+        else:
+            self.profile = load_profile(profile, **overrides)
         self.timing = timing
         self.host = host
         self.port = port

@@ -9,10 +9,20 @@ code path.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
-__all__ = ["Backend", "BackendStats", "Submission", "TokenStream"]
+__all__ = [
+    "Backend",
+    "BackendStats",
+    "Submission",
+    "TokenStream",
+    "TokenWriter",
+    "WritableTokenStream",
+    "writes_itself",
+]
 
 
 @dataclass(frozen=True)
@@ -28,19 +38,46 @@ class Submission:
 class TokenStream(Protocol):
     """Planned emission times of one request's output tokens.
 
-    A back end may also offer ``attach_writer(writer, fail)``: from then on it writes
-    each token's ready-made chunk to the socket itself at the planned instant, with no
-    task switch (the engine back end does, one callback per step for the whole batch;
-    see realtime.py and server.py).
+    A back end may also offer ``attach_writer(writer, fail)`` (a
+    :class:`WritableTokenStream`): from then on it writes each token's ready-made chunk
+    to the socket itself at the planned instant, with no task switch (the engine back
+    end does, one callback per step for the whole batch; see realtime.py and server.py).
     """
 
-    cached_tokens: int
+    @property
+    def cached_tokens(self) -> int: ...
 
     async def next_token(self) -> float | None:
         """Wait for the next token; return its planned loop time, or None when done."""
 
     def close(self) -> None:
         """Release the request (abort it if unfinished). Idempotent."""
+
+
+class TokenWriter(Protocol):
+    """Writes one response's token chunks; the server provides it (sink.py).
+
+    ``frame`` is the next token's chunk, ready-made (None once the stream is done or
+    gone), so that at the planned instant the fan-out only calls ``tr.write(frame)``;
+    ``wrote(planned, now)`` then does the bookkeeping and prepares the next frame,
+    after the whole step has been written."""
+
+    tr: asyncio.WriteTransport
+    frame: bytes | None
+
+    def wrote(self, planned: float, now: float) -> None: ...
+
+
+class WritableTokenStream(TokenStream, Protocol):
+    """A token stream whose back end writes each chunk itself (the engine's, realtime.py)."""
+
+    def attach_writer(self, writer: TokenWriter, fail: Callable[[BaseException], None]) -> None:
+        """From now on write each token's chunk through ``writer``; ``fail`` if the engine dies."""
+
+
+def writes_itself(stream: TokenStream) -> TypeGuard[WritableTokenStream]:
+    """Whether ``stream``'s back end writes its chunks itself (offers ``attach_writer``)."""
+    return hasattr(stream, "attach_writer")
 
 
 @dataclass

@@ -12,6 +12,7 @@ gives byte-identical results.
 
 from __future__ import annotations
 
+import argparse
 import heapq
 import json
 import random
@@ -154,6 +155,14 @@ class _Workload:
         return Request(rid, arrival, p, o, hashes)
 
 
+def _span(tokens: int | tuple[int, int]) -> tuple[int, int]:
+    """``n`` -> ``(n, n)``; a ``(min, max)`` pair as a tuple."""
+    if isinstance(tokens, int):
+        return (tokens, tokens)
+    low, high = tokens
+    return (low, high)
+
+
 def run_virtual(
     profile: str | Profile = "llama-3.1-8b-h100",
     *,
@@ -180,10 +189,9 @@ def run_virtual(
     if isinstance(profile, Profile) and overrides:
         prof = prof.replace(**overrides)
     fixed = prof.kind == "fixed"
-    inp = (input_tokens, input_tokens) if isinstance(input_tokens, int) else tuple(input_tokens)
-    out = (output_tokens, output_tokens) if isinstance(output_tokens, int) else tuple(output_tokens)
+    inp, out = _span(input_tokens), _span(output_tokens)
     size_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
-    workload = _Workload(prof, inp, out, shared_prefix, size_rng)  # type: ignore[arg-type]
+    workload = _Workload(prof, inp, out, shared_prefix, size_rng)
     engine = Engine(prof, debug=debug)
     latency = engine.latency
     heap: list[tuple[float, int, int, Request | None]] = []
@@ -363,7 +371,7 @@ def format_result(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_cli(args: Any, overrides: dict[str, str]) -> int:
+def run_cli(args: argparse.Namespace, profile: Profile) -> int:
     """``--virtual`` mode of ``python -m pytest_llmperf.sim``."""
     if args.load in ("poisson", "constant") and not args.rate:
         print(f"error: --load {args.load} needs --rate", file=sys.stderr)
@@ -374,7 +382,7 @@ def run_cli(args: Any, overrides: dict[str, str]) -> int:
     t0 = time.perf_counter()
     try:
         result = run_virtual(
-            args.profile,
+            profile,
             load=args.load,
             rate=args.rate,
             concurrency=args.concurrency,
@@ -383,7 +391,6 @@ def run_cli(args: Any, overrides: dict[str, str]) -> int:
             output_tokens=args.output_tokens,
             shared_prefix=args.shared_prefix,
             seed=args.seed,
-            **overrides,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

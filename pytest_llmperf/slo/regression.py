@@ -27,6 +27,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,7 @@ __all__ = [
     "DEFAULT_RESAMPLES",
     "DEFAULT_THRESHOLD",
     "RegressionCheck",
+    "RegressionVerdict",
     "Thresholds",
     "bootstrap_p_value",
     "compare_accumulators",
@@ -117,9 +119,20 @@ class Thresholds:
         return {"default": self.default, **dict(self.overrides)}
 
 
+class RegressionVerdict(StrEnum):
+    """A statistic against its baseline, worst first (a ``StrEnum``: equal to, and written
+    as, ``"regressed"`` etc.)."""
+
+    REGRESSED = "regressed"  # slower beyond the threshold, significantly: fails the test
+    IMPROVED = "improved"  # faster beyond the threshold, significantly: reported only
+    UNCHANGED = "unchanged"
+    INCONCLUSIVE = "inconclusive"  # too few samples, or nothing to compare with
+
+
 @dataclass(frozen=True)
 class RegressionCheck:
-    """One statistic of one run compared with its baseline (values in ms)."""
+    """One statistic of one run compared with its baseline (values in ms; ``verdict`` may be
+    given as a plain name)."""
 
     metric: str
     stat: str
@@ -128,11 +141,14 @@ class RegressionCheck:
     change: float | None  # current / baseline - 1
     threshold: float
     p_value: float | None
-    verdict: str  # regressed | improved | unchanged | inconclusive
+    verdict: RegressionVerdict
     run: str = ""
     samples: tuple[int, int] = (0, 0)  # (baseline, current)
     test: str = ""
     reason: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", RegressionVerdict(self.verdict))
 
     @property
     def name(self) -> str:
@@ -140,6 +156,7 @@ class RegressionCheck:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["verdict"] = self.verdict.value  # plain JSON: reports cross xdist's wire
         out["samples"] = {"baseline": self.samples[0], "current": self.samples[1]}
         out["name"] = self.name
         return out
@@ -179,7 +196,7 @@ def compare_accumulators(
                     current=_value(cur_h, stat),
                     change=None,
                     p_value=None,
-                    verdict="inconclusive",
+                    verdict=RegressionVerdict.INCONCLUSIVE,
                     reason=f"{stat} needs >= {needed} samples on both sides, "
                     f"have {base_h.count} (baseline) and {cur_h.count} (current)",
                     **common,
@@ -190,11 +207,11 @@ def compare_accumulators(
         change = (c / b - 1.0) if b > 0 else (0.0 if c == 0 else math.inf)
         p_slower, p_faster = bootstrap_p_value(base_h, cur_h, stat, resamples=resamples, seed=seed)
         if change > limit and p_slower < alpha:
-            verdict, p = "regressed", p_slower
+            verdict, p = RegressionVerdict.REGRESSED, p_slower
         elif change < -limit and p_faster < alpha:
-            verdict, p = "improved", p_faster
+            verdict, p = RegressionVerdict.IMPROVED, p_faster
         else:
-            verdict, p = "unchanged", (p_slower if change >= 0 else p_faster)
+            verdict, p = RegressionVerdict.UNCHANGED, (p_slower if change >= 0 else p_faster)
         checks.append(
             RegressionCheck(
                 baseline=round(b, 4),
@@ -275,10 +292,10 @@ def _value(hist: LatencyHistogram, stat: str) -> float | None:
     return round(hist.stat(stat), 4) if hist.count else None
 
 
-def worst(checks: Iterable[RegressionCheck]) -> str:
+def worst(checks: Iterable[RegressionCheck]) -> RegressionVerdict:
     """``regressed`` if any, else ``improved`` if any, else ``unchanged``/``inconclusive``."""
     verdicts = {c.verdict for c in checks}
-    for verdict in ("regressed", "improved", "unchanged", "inconclusive"):
+    for verdict in RegressionVerdict:
         if verdict in verdicts:
             return verdict
-    return "unchanged"
+    return RegressionVerdict.UNCHANGED

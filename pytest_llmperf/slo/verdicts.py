@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any
 
 from pytest_llmperf.loadgen.result import RunResult
@@ -23,27 +24,40 @@ from pytest_llmperf.specs.slo import Slo
 
 __all__ = [
     "SloVerdict",
+    "Verdict",
     "evaluate",
     "evaluate_runs",
     "min_samples",
 ]
 
 
+class Verdict(StrEnum):
+    """What an SLO says of a run (a ``StrEnum``: equal to, and written as, ``"pass"`` etc.)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"  # never a pass
+
+
 @dataclass(frozen=True)
 class SloVerdict:
-    """One SLO judged on one run."""
+    """One SLO judged on one run (``verdict`` may be given as a plain name)."""
 
     expr: str
     observed: float | None
     target: float
     unit: str
-    verdict: str  # "pass" | "fail" | "inconclusive"
+    verdict: Verdict
     run: str = ""
     samples: int = 0
     reason: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON (the verdict as a plain string: reports cross xdist's wire)."""
+        return {**asdict(self), "verdict": self.verdict.value}
 
 
 def evaluate(
@@ -64,44 +78,34 @@ def evaluate(
     else:
         samples = acc.issued
         observed = acc.rate(slo.metric) if samples else None
-    common = {"expr": slo.expr, "target": slo.target, "unit": slo.unit, "run": run}
+
+    def judged(verdict: Verdict, observed: float | None, reason: str = "") -> SloVerdict:
+        return SloVerdict(slo.expr, observed, slo.target, slo.unit, verdict, run, samples, reason)
+
     if observed is None or (isinstance(observed, float) and math.isnan(observed)):
-        return SloVerdict(
-            observed=None,
-            verdict="inconclusive",
-            samples=samples,
-            reason=f"no {'successful ' if slo.is_latency else ''}requests to measure",
-            **common,
+        return judged(
+            Verdict.INCONCLUSIVE,
+            None,
+            f"no {'successful ' if slo.is_latency else ''}requests to measure",
         )
     observed = round(float(observed), 4)
     needed = max(min_samples(slo.percentile), min_count)
     if samples < needed:
-        return SloVerdict(
-            observed=observed,
-            verdict="inconclusive",
-            samples=samples,
-            reason=f"{slo.stat} needs >= {needed} samples, run has {samples}",
-            **common,
+        return judged(
+            Verdict.INCONCLUSIVE,
+            observed,
+            f"{slo.stat} needs >= {needed} samples, run has {samples}",
         )
     if min_duration_s and acc.window_s < min_duration_s:
-        return SloVerdict(
-            observed=observed,
-            verdict="inconclusive",
-            samples=samples,
-            reason=f"needs >= {min_duration_s:g} s measured, run has {acc.window_s:.1f} s",
-            **common,
+        return judged(
+            Verdict.INCONCLUSIVE,
+            observed,
+            f"needs >= {min_duration_s:g} s measured, run has {acc.window_s:.1f} s",
         )
     if result.self_check.get("generator_bound") and slo.metric != "error_rate":
         why = "; ".join(result.self_check.get("reasons", [])) or "load generator was the bottleneck"
-        return SloVerdict(
-            observed=observed,
-            verdict="inconclusive",
-            samples=samples,
-            reason=f"load generator bound: {why}",
-            **common,
-        )
-    verdict = "pass" if slo.holds(observed) else "fail"
-    return SloVerdict(observed=observed, verdict=verdict, samples=samples, **common)
+        return judged(Verdict.INCONCLUSIVE, observed, f"load generator bound: {why}")
+    return judged(Verdict.PASS if slo.holds(observed) else Verdict.FAIL, observed)
 
 
 def evaluate_runs(

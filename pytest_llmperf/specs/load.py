@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
@@ -26,12 +27,37 @@ __all__ = [
     "LOAD_PATTERNS",
     "OPEN_LOOP",
     "SAMPLE_ORDERS",
+    "LoadPattern",
     "LoadSpec",
+    "SampleOrderMode",
 ]
 
-LOAD_PATTERNS: tuple[str, ...] = ("poisson", "constant", "concurrency", "max-throughput")
-SAMPLE_ORDERS: tuple[str, ...] = ("sequential", "without-replacement", "with-replacement")
-OPEN_LOOP = ("poisson", "constant")
+
+class LoadPattern(StrEnum):
+    """The patterns ``llm_load(pattern)`` takes (a ``StrEnum``: equal to, and written as,
+    the plain names, e.g. ``"poisson"``)."""
+
+    POISSON = "poisson"  # open loop: exponential inter-arrival times at rate=
+    CONSTANT = "constant"  # open loop: evenly spaced at rate=
+    CONCURRENCY = "concurrency"  # closed loop: concurrency= requests in flight
+    MAX_THROUGHPUT = "max-throughput"  # closed loop, as fast as the server answers
+
+    @property
+    def open_loop(self) -> bool:
+        return self in OPEN_LOOP
+
+
+class SampleOrderMode(StrEnum):
+    """The orders ``llm_load(sample_order=)`` takes (:mod:`pytest_llmperf.loadgen.sample_order`)."""
+
+    SEQUENTIAL = "sequential"
+    WITHOUT_REPLACEMENT = "without-replacement"
+    WITH_REPLACEMENT = "with-replacement"
+
+
+LOAD_PATTERNS: tuple[LoadPattern, ...] = tuple(LoadPattern)
+SAMPLE_ORDERS: tuple[SampleOrderMode, ...] = tuple(SampleOrderMode)
+OPEN_LOOP: tuple[LoadPattern, ...] = (LoadPattern.POISSON, LoadPattern.CONSTANT)
 DEFAULT_MAX_THROUGHPUT_CONCURRENCY = 256
 
 
@@ -47,15 +73,20 @@ class LoadSpec:
     :mod:`~pytest_llmperf.loadgen.sample_order`).
     """
 
-    pattern: str
+    pattern: LoadPattern
     rate: float | None = None
     concurrency: int | None = None
     seed: int = 0
-    sample_order: str | None = None
+    sample_order: SampleOrderMode | None = None
+
+    def __post_init__(self) -> None:  # plain names (LoadSpec("poisson", rate=5)) are converted
+        object.__setattr__(self, "pattern", LoadPattern(self.pattern))
+        if self.sample_order is not None:
+            object.__setattr__(self, "sample_order", SampleOrderMode(self.sample_order))
 
     @property
     def open_loop(self) -> bool:
-        return self.pattern in OPEN_LOOP
+        return self.pattern.open_loop
 
     @classmethod
     def parse(cls, pattern: Any, params: Mapping[str, Any]) -> LoadSpec:
@@ -64,11 +95,13 @@ class LoadSpec:
             raise LlmPerfUsageError(
                 f"unknown load pattern {pattern!r}; use one of {', '.join(LOAD_PATTERNS)}"
             )
+        kind = LoadPattern(pattern)
+        name = kind.value  # the plain name, for the messages below
         allowed = {"rate", "concurrency", "seed", "sample_order"}
         unknown = sorted(set(params) - allowed)
         if unknown:
             raise LlmPerfUsageError(
-                f"llm_load({pattern!r}) does not take {', '.join(unknown)} "
+                f"llm_load({name!r}) does not take {', '.join(unknown)} "
                 f"(takes rate=, concurrency=, seed=, sample_order=, requests=, duration=)"
             )
         rate = params.get("rate")
@@ -79,32 +112,38 @@ class LoadSpec:
             raise LlmPerfUsageError(f"seed must be an integer, got {seed!r}")
         if order is not None and order not in SAMPLE_ORDERS:
             raise LlmPerfUsageError(
-                f"llm_load({pattern!r}): unknown sample_order {order!r}; "
+                f"llm_load({name!r}): unknown sample_order {order!r}; "
                 f"use one of {', '.join(SAMPLE_ORDERS)}"
             )
-        if pattern in OPEN_LOOP:
+        order = None if order is None else SampleOrderMode(order)
+        if kind.open_loop:
             if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
                 raise LlmPerfUsageError(
-                    f"llm_load({pattern!r}) needs rate= > 0 requests/s, got {rate!r}"
+                    f"llm_load({name!r}) needs rate= > 0 requests/s, got {rate!r}"
                 )
             if concurrency is not None:
                 raise LlmPerfUsageError(
-                    f"llm_load({pattern!r}) is open-loop: it takes rate=, not concurrency= "
+                    f"llm_load({name!r}) is open-loop: it takes rate=, not concurrency= "
                     f"(got concurrency={concurrency!r}); use 'concurrency' for a closed loop"
                 )
-            return cls(pattern, rate=float(rate), seed=seed, sample_order=order)
+            return cls(kind, rate=float(rate), seed=seed, sample_order=order)
         if rate is not None:
             raise LlmPerfUsageError(
-                f"llm_load({pattern!r}) is closed-loop: it takes concurrency=, not rate= "
+                f"llm_load({name!r}) is closed-loop: it takes concurrency=, not rate= "
                 f"(got rate={rate!r})"
             )
-        if pattern == "concurrency" and concurrency is None:
+        if kind is LoadPattern.CONCURRENCY and concurrency is None:
             raise LlmPerfUsageError("llm_load('concurrency') needs concurrency= >= 1")
         if concurrency is None:
             concurrency = DEFAULT_MAX_THROUGHPUT_CONCURRENCY
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise LlmPerfUsageError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-        return cls(pattern, concurrency=concurrency, seed=seed, sample_order=order)
+        return cls(kind, concurrency=concurrency, seed=seed, sample_order=order)
 
     def describe(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """The report's ``load``: the set fields, names as plain strings."""
+        out = {k: v for k, v in asdict(self).items() if v is not None}
+        out["pattern"] = self.pattern.value
+        if self.sample_order is not None:
+            out["sample_order"] = self.sample_order.value
+        return out

@@ -10,15 +10,63 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.specs.load import LOAD_PATTERNS, LoadSpec
+from pytest_llmperf.specs.load import LOAD_PATTERNS, LoadPattern, LoadSpec, SampleOrderMode
 from pytest_llmperf.workloads import Workload, build_workload
 
-__all__ = ["DEFAULT_REQUESTS", "RunSpec", "check_extra_body"]
+__all__ = [
+    "DEFAULT_REQUESTS",
+    "LevelOverrides",
+    "RunOverrides",
+    "RunSpec",
+    "WarmUpOverrides",
+    "check_extra_body",
+]
 
 DEFAULT_REQUESTS = 100
+
+
+class _OrderOverrides(TypedDict, total=False):
+    seed: int  # the load's seed: Poisson arrivals and the sample order
+    sample_order: SampleOrderMode | str
+
+
+class _WorkloadOverrides(TypedDict, total=False):
+    workload: str  # another registered workload's name
+    workload_params: Mapping[str, Any]  # merged into the declared workload's parameters
+
+
+class _LoadLevel(TypedDict, total=False):
+    pattern: LoadPattern | str
+    rate: float  # requests/s, open-loop patterns
+    concurrency: int  # requests in flight (closed loop), or max-throughput's cap
+
+
+class LevelOverrides(_OrderOverrides, _WorkloadOverrides, total=False):
+    """``run()`` overrides a sweep or search applies to every run it makes.
+
+    Everything but the load level itself (``pattern``, ``rate``,
+    ``concurrency``), which is what the procedure varies.
+    """
+
+    requests: int
+    duration: float  # seconds of issuing, instead of a request count
+    warmup: int  # untracked requests first
+
+
+class WarmUpOverrides(_LoadLevel, _OrderOverrides, _WorkloadOverrides, total=False):
+    """``run()`` overrides of a warm-up's rounds: all but their size (requests, duration)."""
+
+    warmup: int
+
+
+class RunOverrides(LevelOverrides, _LoadLevel, total=False):
+    """Every override ``run()`` takes (what :meth:`RunSpec.with_overrides` accepts)."""
+
+
+# With workload and workload_params: RunOverrides' keys (tests/specs/test_run_specs.py checks).
 _LOAD_KEYS = {"pattern", "rate", "concurrency", "seed", "sample_order"}
 _STOP_KEYS = {"requests", "duration", "warmup"}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pytest_llmperf.errors import LlmPerfUsageError
 
@@ -58,9 +58,14 @@ class Workload(Protocol):
     ``describe()`` is what the report prints: name, parameters and seed.
     """
 
-    name: str
-    seed: int
-    size: int | None
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def size(self) -> int | None: ...
 
     def sample(self, index: int) -> Sample: ...
 
@@ -71,10 +76,13 @@ WorkloadFactory = Callable[..., Workload]
 WORKLOADS: dict[str, WorkloadFactory] = {}
 
 
-def register_workload(name: str) -> Callable[[WorkloadFactory], WorkloadFactory]:
+_Factory = TypeVar("_Factory", bound=WorkloadFactory)
+
+
+def register_workload(name: str) -> Callable[[_Factory], _Factory]:
     """Register a factory ``f(seed=..., **params) -> Workload`` under ``name``."""
 
-    def decorate(factory: WorkloadFactory) -> WorkloadFactory:
+    def decorate(factory: _Factory) -> _Factory:
         WORKLOADS[name] = factory
         return factory
 

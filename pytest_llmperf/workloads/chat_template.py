@@ -18,7 +18,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jinja2 import Template
 
 __all__ = ["TemplateError", "find_chat_template", "render_chat", "special_tokens"]
 
@@ -96,7 +99,7 @@ def render_chat(
 
 
 @lru_cache(maxsize=8)
-def _compile(template: str) -> Any:
+def _compile(template: str) -> Template:
     from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 

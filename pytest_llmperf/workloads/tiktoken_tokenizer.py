@@ -12,10 +12,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.exact import ExactTokenizer
+
+if TYPE_CHECKING:
+    from tiktoken import Encoding
 
 __all__ = ["TiktokenTokenizer", "TiktokenUnavailable", "load_offline", "tiktoken_names"]
 
@@ -31,7 +34,7 @@ class TiktokenTokenizer(ExactTokenizer):
 
     name = "tiktoken"
 
-    def __init__(self, encoding: Any, name: str) -> None:
+    def __init__(self, encoding: Encoding, name: str) -> None:
         super().__init__()
         self._encoding = encoding
         self.encoding_name = name
@@ -78,7 +81,7 @@ def _no_download() -> Iterator[None]:
             tl.read_file = original
 
 
-def load_offline(name: str) -> Any:
+def load_offline(name: str) -> Encoding:
     """The tiktoken ``Encoding`` named ``name`` from the local cache, never downloaded."""
     names = tiktoken_names()
     if names is None:

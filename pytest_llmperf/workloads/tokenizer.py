@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.tokens import count_tokens
@@ -96,7 +96,7 @@ class ApproximateTokenizer:
         return self
 
 
-def is_tokenizer(value: Any) -> bool:
+def is_tokenizer(value: object) -> TypeGuard[Tokenizer]:
     """Whether ``value`` can size prompts (has ``label``, ``count`` and ``window``)."""
     return all(hasattr(value, a) for a in ("label", "count", "window")) and not isinstance(
         value, (str, bytes)
@@ -120,7 +120,7 @@ def resolve_tokenizer(name: Any) -> Tokenizer:
     if name in (None, "", APPROXIMATE):
         return ApproximateTokenizer()
     if is_tokenizer(name):
-        return name  # type: ignore[no-any-return]
+        return name
     if isinstance(name, Path):
         name = str(name)
     if not isinstance(name, str):

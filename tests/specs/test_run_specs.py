@@ -1,11 +1,14 @@
+import inspect
 import itertools
 
 import pytest
 
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.plan import arrival_offsets_ns
 from pytest_llmperf.specs import PerfSpec, RunSpec
-from pytest_llmperf.specs.load import LoadSpec
+from pytest_llmperf.specs.load import LOAD_PATTERNS, LoadPattern, LoadSpec, SampleOrderMode
+from pytest_llmperf.specs.run import LevelOverrides, RunOverrides, WarmUpOverrides
 
 
 def spec(workload=(), wkw=None, load=(), lkw=None) -> RunSpec:
@@ -70,6 +73,36 @@ def test_overrides_switch_pattern_and_stop_rule() -> None:
     assert (timed.requests, timed.duration) == (None, 5.0)
     with pytest.raises(LlmPerfUsageError, match="does not take colour"):
         s.with_overrides({"colour": 1})
+
+
+def test_the_typed_overrides_are_what_run_and_with_overrides_take() -> None:
+    keys = RunOverrides.__optional_keys__
+    s = spec(("synthetic",), {"requests": 50}, ("poisson",), {"rate": 20})
+    for key in keys:  # each is known to with_overrides (a bad value is another error)
+        try:
+            s.with_overrides({key: object()})
+        except LlmPerfUsageError as exc:
+            assert "does not take" not in str(exc), key
+        except (TypeError, ValueError):
+            pass
+    run_keywords = set(inspect.signature(LoadGenerator.run).parameters) - {"self"}
+    assert run_keywords == keys | {"gate", "label"}
+    assert LevelOverrides.__optional_keys__ == keys - {"pattern", "rate", "concurrency"}
+    assert WarmUpOverrides.__optional_keys__ == keys - {"requests", "duration"}
+
+
+def test_closed_sets_are_str_enums_equal_to_their_names() -> None:
+    load = LoadSpec("poisson", rate=5.0, sample_order="with-replacement")
+    assert load.pattern is LoadPattern.POISSON and load.open_loop
+    assert load.sample_order is SampleOrderMode.WITH_REPLACEMENT
+    assert load.describe() == {
+        "pattern": "poisson",
+        "rate": 5.0,
+        "seed": 0,
+        "sample_order": "with-replacement",
+    }
+    assert all(type(v) is not LoadPattern for v in load.describe().values())
+    assert LOAD_PATTERNS == ("poisson", "constant", "concurrency", "max-throughput")
 
 
 def test_scale_multiplies_counts_and_durations() -> None:
