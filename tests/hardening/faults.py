@@ -8,6 +8,9 @@ Each behaviour is a coroutine ``(request, wire)`` for :class:`OddServer`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
 
 from odd_servers import Request, Wire, content_chunk, error_body, finish_chunk
 
@@ -23,6 +26,27 @@ __all__ = ["FAST", "send_one"]
 FAST = Timeouts(connect=1.0, first_token=1.0, stall=0.4, total=1.5)
 SAMPLE = Sample(index=0, prompt="hello", input_tokens=1, max_tokens=3)
 FOREVER = 3600.0
+
+
+@contextlib.contextmanager
+def unanswered_port() -> Iterator[int]:
+    """A port on 127.0.0.1 whose listener never accepts and whose backlog is full, so the next
+    connection attempt's SYN goes unanswered (a connect timeout, with no traffic off-host)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        fillers = []
+        try:
+            for _ in range(8):  # fill the accept queue so the next connect hangs
+                s = socket.socket()
+                s.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    s.connect(listener.getsockname())
+                fillers.append(s)
+            yield listener.getsockname()[1]
+        finally:
+            for s in fillers:
+                s.close()
 
 
 async def send_one(

@@ -10,7 +10,6 @@ docs/fault-matrix.md.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 
 import faults
@@ -104,24 +103,8 @@ async def test_dns_failure_on_reserved_invalid_name():
 @pytest.mark.asyncio
 async def test_connect_timeout_when_the_backlog_is_full():
     """A listening socket that never accepts, with its backlog full: SYNs go unanswered."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        fillers = []
-        try:
-            for _ in range(8):  # fill the accept queue so the next connect hangs
-                s = socket.socket()
-                s.setblocking(False)
-                with contextlib.suppress(BlockingIOError):
-                    s.connect(("127.0.0.1", port))
-                fillers.append(s)
-            record = await send_one(
-                f"http://127.0.0.1:{port}", timeouts=Timeouts(0.3, 1.0, 1.0, 1.0)
-            )
-        finally:
-            for s in fillers:
-                s.close()
+    with faults.unanswered_port() as port:
+        record = await send_one(f"http://127.0.0.1:{port}", timeouts=Timeouts(0.3, 1.0, 1.0, 1.0))
     assert record.error == ErrorKind.CONNECT_TIMEOUT, record.error_detail
 
 

@@ -9,7 +9,6 @@ and the category the load generator's own client gives the same fault
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import ssl
 
@@ -73,22 +72,8 @@ async def test_tls_to_a_plain_http_server_is_a_tls_error() -> None:
 
 @pytest.mark.asyncio
 async def test_unanswered_syns_are_a_connect_timeout() -> None:
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        fillers = []
-        try:
-            for _ in range(8):  # fill the accept queue so the next connect hangs
-                s = socket.socket()
-                s.setblocking(False)
-                with contextlib.suppress(BlockingIOError):
-                    s.connect(("127.0.0.1", port))
-                fillers.append(s)
-            kind, detail = await _failure(f"http://127.0.0.1:{port}", Timeouts(0.3, 1, 1, 1))
-        finally:
-            for s in fillers:
-                s.close()
+    with faults.unanswered_port() as port:
+        kind, detail = await _failure(f"http://127.0.0.1:{port}", Timeouts(0.3, 1, 1, 1))
     assert kind == ErrorKind.CONNECT_TIMEOUT, detail
 
 
