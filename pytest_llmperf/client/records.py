@@ -48,6 +48,14 @@ class RequestRecord:
     ``input_requested``/``output_requested`` are what the workload asked for
     (prompt tokens, ``max_tokens``), compared with ``usage`` in the report's
     ``token_lengths``.
+
+    Load shapes add: ``stage`` (the index of the load stage the request was
+    planned in, -1 in a run without stages), ``turn`` (its 0-based turn in a
+    multi-turn session, -1 outside sessions), ``queue_wait_ns`` (how long it
+    waited for a slot under ``max_concurrency``, -1 with no cap),
+    ``cancelled`` (the client abandoned it on purpose, ``llm_load(cancel=)``:
+    neither completed nor failed) and ``reply`` (the answer's text pieces,
+    collected only when a later session turn needs them; None otherwise).
     """
 
     index: int
@@ -72,6 +80,11 @@ class RequestRecord:
     status: int | None = None
     error: ErrorKind | None = None
     error_detail: str = ""
+    stage: int = -1
+    turn: int = -1
+    queue_wait_ns: int = -1
+    cancelled: bool = False
+    reply: list[str] | None = None
 
     @property
     def ok(self) -> bool:

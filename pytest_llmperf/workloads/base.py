@@ -35,6 +35,8 @@ class Sample:
     chat template or BOS included when the tokenizer knows them (the server's
     ``usage`` is authoritative when it reports one).
     ``category`` labels the request class for per-class analyses.
+    ``headers`` are extra HTTP headers for this request only (a session's
+    affinity header, say).
     """
 
     index: int
@@ -44,6 +46,7 @@ class Sample:
     history: tuple[Mapping[str, str], ...] = ()
     category: str = ""
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     def messages(self) -> list[dict[str, str]]:
         return [*map(dict, self.history), {"role": "user", "content": self.prompt}]
