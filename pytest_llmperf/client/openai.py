@@ -24,6 +24,7 @@ __all__ = [
     "ApiKind",
     "ChunkInfo",
     "RequestFields",
+    "answer_text",
     "build_payload",
     "error_message",
     "parse_chunk",
@@ -243,6 +244,36 @@ def _delta_info(
     if finish:  # "" beside the finish: a token only if the usage says so
         return ChunkInfo(False, False, False, finish, usage, blank_finish=True)
     return ChunkInfo(True, False, False, finish, usage)  # an empty token delta
+
+
+def answer_text(data: str) -> str:
+    """The answer text of one event, or of a whole (non-streamed) answer: the first
+    choice's ``content`` (chat) or ``text`` (completions); never reasoning text, ``""``
+    for a tool call or a chunk without text.
+
+    Kept out of :func:`parse_chunk`, which runs for every chunk of every stream: only
+    a request whose reply is collected (a session turn that a later turn quotes,
+    ``RequestRecord.reply``) pays for this second look at the payload, and only for
+    events that :func:`parse_chunk` found to carry answer text.
+    """
+    try:
+        obj, _ = _SCAN(data, 0)
+    except StopIteration:
+        obj = json.loads(data)  # leading whitespace (parse_chunk has accepted the payload)
+    choices = obj.get("choices") if obj.__class__ is dict else None
+    if not choices or choices.__class__ is not list or choices[0].__class__ is not dict:
+        return ""
+    choice = choices[0]
+    part = choice.get("delta")  # the same order of look-ups as parse_chunk
+    if part.__class__ is not dict:
+        text = choice.get("text")  # completions
+        if text.__class__ is str:
+            return text
+        part = choice.get("message")  # a non-streamed chat answer
+        if part.__class__ is not dict:
+            return ""
+    content = part.get("content")
+    return content if content.__class__ is str else ""
 
 
 def error_message(obj: Any) -> str:

@@ -11,7 +11,16 @@ are handed to the socket.
 The per-request limits (:class:`~pytest_llmperf.client.endpoint.Timeouts`)
 are watched by one timer per request, re-armed only when it fires early:
 ``first_token`` and ``total`` count from the start of the request (connect
-included), ``stall`` from the last read.
+included), ``stall`` from the last read. A :class:`~pytest_llmperf.client.cancel.
+CancelAt` point in time (``after_ms``, from ``t_send``) is the same timer's third
+deadline; its token count is checked per event, on a path of its own that
+requests without one never take.
+
+Two things are done only for the requests that ask for them, decided once per
+request: a cancel point in tokens, and collecting the answer's text
+(``record.reply`` is a list when the request starts: a session turn whose
+reply a later turn quotes). The common request pays one attribute check per
+read for both.
 """
 
 from __future__ import annotations
@@ -21,37 +30,62 @@ import json
 import time
 from typing import Any
 
+from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.client.openai import ChunkInfo, build_payload, error_message, parse_chunk
+from pytest_llmperf.client.openai import (
+    ChunkInfo,
+    answer_text,
+    build_payload,
+    error_message,
+    parse_chunk,
+)
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.sse import SSEParser
 from pytest_llmperf.client.stream_client import StreamClient, TransportFailure
 from pytest_llmperf.redaction import scrub
 from pytest_llmperf.workloads.base import Sample
 
-__all__ = ["send_request"]
+__all__ = ["CancelAt", "send_request"]
 
 _ERROR_BODY_LIMIT = 64 * 1024
 _JSON_BODY_LIMIT = 64 * 1024 * 1024
 
 # What the response turned out to be, from its status and content type.
 _STREAM, _ERROR, _WHOLE = range(3)
+_NEVER = 1 << 62  # a deadline that does not come (monotonic ns)
 
 
 async def send_request(
-    client: StreamClient, endpoint: Endpoint, sample: Sample, record: RequestRecord
+    client: StreamClient,
+    endpoint: Endpoint,
+    sample: Sample,
+    record: RequestRecord,
+    *,
+    cancel: CancelAt | None = None,
 ) -> RequestRecord:
-    """Stream ``sample`` to ``endpoint``; the record says how it went."""
+    """Stream ``sample`` to ``endpoint``; the record says how it went.
+
+    ``cancel``: abandon the request at that point (``record.cancelled``, no
+    error; its connection is closed, never reused). ``record.reply``, when it
+    is a list as the request starts, collects the answer's text pieces.
+    ``sample.headers`` go into this request's head; a bad one fails the
+    request as a ``client_error`` before anything is sent.
+    """
     if endpoint.model is None:
         raise RuntimeError("endpoint model is not resolved; call resolve_model() first")
     body = json.dumps(build_payload(endpoint.api, endpoint.model, sample, endpoint.fields)).encode()
     timeouts = endpoint.timeouts
     record.t_send = time.monotonic_ns()  # replaced by the socket write's instant below
-    reading = _Reading(record, timeouts, record.t_send)
+    try:
+        data = client.request_bytes(endpoint.api, body, sample.headers)
+    except ValueError as exc:  # a per-request header the workload should have refused
+        record.fail(ErrorKind.CLIENT, f"request not sent: {exc}", now=record.t_send)
+        return record
+    reading = _Reading(record, timeouts, record.t_send, cancel)
     conn = None
     try:
         conn = await client.acquire(min(timeouts.connect, timeouts.first_token))
-        record.t_send = conn.send(client.request_bytes(endpoint.api, body), reading)
+        record.t_send = conn.send(data, reading)
         reading.watch()
         await reading.done
     except TransportFailure as exc:
@@ -60,9 +94,11 @@ async def send_request(
         reading.stop_watching()
         if conn is not None:
             conn.detach()  # closes it unless its response was read to the end
-            if (record.status or 0) >= 500:
-                # uvicorn answers an unhandled error without "Connection: close" and then
-                # resets the socket (seen on transformers serve): never reuse such a one
+            if record.cancelled or (record.status or 0) >= 500:
+                # cancelled: the user went away, and so does the connection (even if the
+                # read that reached the cancel point happened to hold the response's end).
+                # 5xx: uvicorn answers an unhandled error without "Connection: close" and
+                # then resets the socket (seen on transformers serve): never reuse such a one
                 conn.close()
             client.release(conn)
         if not record.t_end:
@@ -83,10 +119,14 @@ class _Reading:
     __slots__ = (
         "_blank_finish_ns",
         "_body",
+        "_cancel",
+        "_cancel_ns",
+        "_cancel_tokens",
         "_finished",
         "_headers",
         "_mode",
         "_parser",
+        "_per_event",
         "_start_ns",
         "_timeouts",
         "_timer",
@@ -95,7 +135,13 @@ class _Reading:
         "record",
     )
 
-    def __init__(self, record: RequestRecord, timeouts: Timeouts, start_ns: int) -> None:
+    def __init__(
+        self,
+        record: RequestRecord,
+        timeouts: Timeouts,
+        start_ns: int,
+        cancel: CancelAt | None = None,
+    ) -> None:
         self.record = record
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.last_read_ns = start_ns
@@ -108,11 +154,21 @@ class _Reading:
         self._blank_finish_ns = 0
         self._body = bytearray()
         self._headers: dict[str, str] = {}
+        self._cancel = cancel
+        self._cancel_ns = _NEVER  # set by watch(), once t_send is known
+        self._cancel_tokens = 0 if cancel is None else cancel.after_tokens or 0
+        # Events go through _events_watched (per event: the cancel count, the reply text)
+        # only for the requests that need it; the rest keep the plain loop.
+        self._per_event = bool(self._cancel_tokens) or record.reply is not None
 
     # -- limits ------------------------------------------------------------------
 
     def watch(self) -> None:
-        self._arm(min(self._limit_ns(), self._stall_ns()))
+        """Arm the request's one timer; ``record.t_send`` is the socket write's instant."""
+        cancel = self._cancel
+        if cancel is not None and cancel.after_ms is not None:
+            self._cancel_ns = self.record.t_send + int(cancel.after_ms * 1e6)
+        self._arm(min(self._limit_ns(), self._stall_ns(), self._cancel_ns))
 
     def stop_watching(self) -> None:
         if self._timer is not None:
@@ -137,8 +193,13 @@ class _Reading:
             return
         now = time.monotonic_ns()
         t = self._timeouts
-        limit, stall = self._limit_ns(), self._stall_ns()
-        if now >= limit:
+        limit, stall, cancel = self._limit_ns(), self._stall_ns(), self._cancel_ns
+        if now >= cancel and cancel <= limit and cancel <= stall:  # the first reached wins
+            if self._mode == _ERROR:  # the head already said the request failed
+                self._http_error(now)
+            else:
+                self._cancelled(now)
+        elif now >= limit:
             if self.record.t_first:
                 self._fail(ErrorKind.TOTAL_TIMEOUT, f"no end of stream within {t.total:g} s", now)
             else:
@@ -147,7 +208,7 @@ class _Reading:
         elif now >= stall:
             self._fail(ErrorKind.READ_TIMEOUT, f"no bytes for {t.stall:g} s (stall)", now)
         else:
-            self._arm(min(limit, stall))
+            self._arm(min(limit, stall, cancel))
 
     # -- ResponseSink ------------------------------------------------------------
 
@@ -165,7 +226,10 @@ class _Reading:
         self.last_read_ns = now_ns
         if self._mode == _STREAM:
             try:
-                self._events(self._parser.feed(data), now_ns)
+                if self._per_event:
+                    self._events_watched(self._parser.feed(data), now_ns)
+                else:
+                    self._events(self._parser.feed(data), now_ns)
             except ValueError as exc:  # an SSE line past the size bound
                 self._fail(ErrorKind.PROTOCOL, str(exc), now_ns)
             except Exception as exc:  # a bug here must not take the connection's loop down
@@ -189,9 +253,14 @@ class _Reading:
             return
         record = self.record
         try:
-            self._events(self._parser.close(), now_ns)
+            if self._per_event:
+                self._events_watched(self._parser.close(), now_ns)
+            else:
+                self._events(self._parser.close(), now_ns)
         except Exception as exc:
             self._fail(ErrorKind.CLIENT, f"{type(exc).__name__}: {exc}", now_ns)
+            return
+        if self.done.done():  # the last events failed the request, or reached its cancel point
             return
         if record.error is None:
             record.t_end = now_ns
@@ -224,6 +293,38 @@ class _Reading:
                 self._finished = True
                 if info.blank_finish:
                     self._blank_finish_ns = now
+
+    def _events_watched(self, payloads: list[str], now: int) -> None:
+        """:meth:`_events` with the per-event work of a cancel count or a collected reply.
+
+        The read that completes the ``after_tokens``-th token event cancels the
+        request there: later events of that read are not applied, so a cancelled
+        request has exactly that many token events. An event that also ends the
+        stream (``finish_reason`` on the last token's chunk) completes it instead.
+        """
+        record = self.record
+        reply = record.reply
+        stop_at = self._cancel_tokens
+        for data in payloads:
+            info = _on_event(data, now, record)
+            if info is None:
+                self._resolve()
+                return
+            if info.done or info.finish_reason:
+                self._finished = True
+                if info.blank_finish:
+                    self._blank_finish_ns = now
+            if info.answer and reply is not None and (text := answer_text(data)):
+                reply.append(text)
+            if info.event and record.token_events == stop_at and not self._finished:
+                self._cancelled(now)
+                return
+
+    def _cancelled(self, now: int) -> None:
+        """The cancel point is reached: stop reading (send_request closes the connection)."""
+        self.record.cancelled = True
+        self.record.t_end = now
+        self._resolve()
 
     def _http_error(self, now: int) -> None:
         raw = bytes(self._body[:_ERROR_BODY_LIMIT])
@@ -284,8 +385,9 @@ def _token_event(record: RequestRecord, now: int) -> None:
 
 def _apply_whole(raw: bytes, now: int, record: RequestRecord) -> None:
     """A server that ignored ``stream: true``: one timestamp for the whole answer."""
+    text = raw.decode("utf-8", "replace")
     try:
-        info = parse_chunk(raw.decode("utf-8", "replace"))
+        info = parse_chunk(text)
     except (ValueError, TypeError, KeyError, AttributeError):  # not JSON, or the wrong shape
         record.fail(ErrorKind.PROTOCOL, f"response is not JSON: {raw[:80]!r}", now=now)
         return
@@ -296,6 +398,8 @@ def _apply_whole(raw: bytes, now: int, record: RequestRecord) -> None:
     if not info.event:
         record.fail(ErrorKind.EMPTY, "response carried no generated text", now=now)
         return
+    if info.answer and record.reply is not None and (answer := answer_text(text)):
+        record.reply.append(answer)
     record.t_first = record.t_last = record.t_end = now
     if info.answer:
         record.t_out = now

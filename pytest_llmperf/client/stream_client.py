@@ -10,7 +10,9 @@ so the client does not write into a socket the server is closing.
 The request head is built once per API and checked then (a header value
 with CR/LF, say an API key read with its newline, is a usage error naming the
 header, never its value); a query string on the base URL (``?api-version=…``
-of a gateway) is kept after the API path.
+of a gateway) is kept after the API path. A request with headers of its own
+(``Sample.headers``) has them checked and inserted before its
+``Content-Length``; one without pays nothing for that.
 
 A failure to connect is raised as :class:`TransportFailure` carrying its
 :class:`~pytest_llmperf.client.records.ErrorKind`, so the request that needed
@@ -23,12 +25,13 @@ import asyncio
 import socket
 import ssl
 import time
+from collections.abc import Mapping
 from types import TracebackType
 from urllib.parse import urlsplit
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.fdlimits import connection_budget, ensure_descriptors
-from pytest_llmperf.client.http1 import Http1Connection, request_prefix
+from pytest_llmperf.client.http1 import Http1Connection, check_request_headers, request_prefix
 from pytest_llmperf.client.openai import API_PATHS
 from pytest_llmperf.client.records import ErrorKind
 from pytest_llmperf.errors import LlmPerfUsageError
@@ -37,6 +40,7 @@ from pytest_llmperf.tls import tls_verify
 __all__ = ["KEEPALIVE_S", "StreamClient", "TransportFailure"]
 
 KEEPALIVE_S = 4.0
+_LENGTH = b"Content-Length: "  # where request_prefix ends
 
 
 class TransportFailure(Exception):
@@ -92,6 +96,13 @@ class StreamClient:
             raise LlmPerfUsageError(
                 f"cannot send requests to {endpoint.label}: {exc}", where="--llm-endpoint"
             ) from None
+        # The heads without their "Content-Length: ", for requests with headers of their own;
+        # a sample may not repeat a header the client sends (nor the framing ones).
+        assert all(prefix.endswith(_LENGTH) for prefix in self._prefixes.values())
+        self._heads = {api: prefix[: -len(_LENGTH)] for api, prefix in self._prefixes.items()}
+        self._own_headers = frozenset(
+            name.lower() for name in ("Host", "Content-Length", "Transfer-Encoding", *headers)
+        )
         self._idle: list[Http1Connection] = []
         self._open: set[Http1Connection] = set()  # until each socket is really closed
         self._slots = asyncio.Semaphore(max_connections)
@@ -120,9 +131,34 @@ class StreamClient:
                 [asyncio.ensure_future(c.wait_closed()) for c in still_open], timeout=5
             )
 
-    def request_bytes(self, api: str, body: bytes) -> bytes:
-        """A whole POST of ``body`` to the ``api``'s path (``chat`` or ``completions``)."""
-        return b"%s%d\r\n\r\n%s" % (self._prefixes[api], len(body), body)
+    def request_bytes(
+        self, api: str, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> bytes:
+        """A whole POST of ``body`` to the ``api``'s path (``chat`` or ``completions``).
+
+        ``headers`` are this request's own (``Sample.headers``, e.g. a session's
+        affinity header), added to the client's. ``ValueError`` (naming the header,
+        never its value) for a name that is not an HTTP token, a value with CR, LF or
+        another control character, or a header the client already sends (``Host``,
+        ``Content-Length``, ``Transfer-Encoding``, the endpoint's headers).
+        """
+        if not headers:
+            return b"%s%d\r\n\r\n%s" % (self._prefixes[api], len(body), body)
+        check_request_headers(headers)
+        own = self._own_headers
+        for name in headers:
+            if name.lower() in own:
+                raise ValueError(
+                    f"header {name!r} is sent by the client itself; a request may not repeat it"
+                )
+        extra = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
+        return b"%s%s%s%d\r\n\r\n%s" % (
+            self._heads[api],
+            extra.encode("latin-1"),
+            _LENGTH,
+            len(body),
+            body,
+        )
 
     # -- connections -------------------------------------------------------------
 

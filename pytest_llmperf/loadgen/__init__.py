@@ -8,9 +8,10 @@ Layers below: :mod:`pytest_llmperf.specs` (what a test declares),
 searches, warm-up and multi-configuration runs.
 """
 
+from pytest_llmperf.loadgen.arrivals import arrival_offsets_ns
 from pytest_llmperf.loadgen.delivery import RecordObserver
 from pytest_llmperf.loadgen.generator import LoadGenerator
-from pytest_llmperf.loadgen.plan import ScheduleShare, arrival_offsets_ns
+from pytest_llmperf.loadgen.plan import ScheduleShare
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.loadgen.sample_order import SampleOrder
 from pytest_llmperf.loadgen.session import LoadRun, run_load

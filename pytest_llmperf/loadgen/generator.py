@@ -23,7 +23,7 @@ below ``methodology`` with no import going up.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
@@ -82,6 +82,11 @@ class LoadGenerator:
         pattern: LoadPattern | str | None = None,
         rate: float | None = None,
         concurrency: int | None = None,
+        stages: Sequence[Mapping[str, Any]] | None = None,
+        ramp: Mapping[str, Any] | None = None,
+        burstiness: float | None = None,
+        max_concurrency: int | None = None,
+        cancel: Mapping[str, Any] | None = None,
         seed: int | None = None,
         sample_order: SampleOrderMode | str | None = None,
         requests: int | None = None,
@@ -93,8 +98,10 @@ class LoadGenerator:
         """Run the declared workload and load once, with the given overrides applied.
 
         Overrides (None: as declared) change this run only: the load
-        (``pattern``, ``rate`` req/s, ``concurrency``; another pattern drops
-        the declared one's parameters), the load's ``seed`` and
+        (``pattern``, ``rate`` req/s, ``concurrency``, ``stages``, ``ramp``;
+        another pattern drops the declared one's parameters, a new level
+        replaces the declared one), its shape (``burstiness``,
+        ``max_concurrency``, ``cancel``), the load's ``seed`` and
         ``sample_order``, when to stop (``requests`` or ``duration`` seconds,
         after ``warmup`` untracked requests) and the workload (``workload``, a
         registered name, and ``workload_params`` merged into the declared ones);
@@ -108,6 +115,11 @@ class LoadGenerator:
             "pattern": pattern,
             "rate": rate,
             "concurrency": concurrency,
+            "stages": stages,
+            "ramp": ramp,
+            "burstiness": burstiness,
+            "max_concurrency": max_concurrency,
+            "cancel": cancel,
             "seed": seed,
             "sample_order": sample_order,
             "requests": requests,

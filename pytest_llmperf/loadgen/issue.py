@@ -8,6 +8,13 @@ monotonic clock, because asyncio's timers are only millisecond-accurate).
 Closed-loop slots (``concurrency``, ``max-throughput``) issue the next
 request as soon as their previous one ends.
 
+An open loop under ``max_concurrency`` sends each request at its planned
+time only if a slot is free; otherwise it waits in arrival order
+(:mod:`~pytest_llmperf.loadgen.concurrency_cap`), the wait is its
+``queue_wait``, and its latency still counts from the plan. A staged
+closed loop keeps each stage's concurrency in flight: slot ``j`` works
+while the current stage has more than ``j`` slots and rests otherwise.
+
 Stopping: when the plan runs out, after a closed loop's ``duration``, or on
 :meth:`Issuer.stop`. Every issued request ends in exactly one record: the
 drain waits for tracked requests up to a cap, and any still in flight then
@@ -18,15 +25,21 @@ tail. Records go to a :class:`~pytest_llmperf.loadgen.delivery.Delivery`.
 from __future__ import annotations
 
 import asyncio
+import bisect
+import contextlib
+import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import StreamClient
+from pytest_llmperf.loadgen.arrivals import StagedSchedule
+from pytest_llmperf.loadgen.concurrency_cap import SlotGate
 from pytest_llmperf.loadgen.delivery import Delivery
 from pytest_llmperf.loadgen.gc_pauses import collect_if_due
 from pytest_llmperf.loadgen.pacing import Pacer
@@ -54,6 +67,7 @@ class IssueStats:
     cpu_s: float = 0.0
     wall_s: float = 0.0
     worker_cpu_s: list[float] = field(default_factory=list)
+    stage_sends: list[int] = field(default_factory=list)  # tracked sends on each stage's clock
 
     def note(self, planned_ns: int, send_ns: int) -> None:
         if not self.tracked_issued:
@@ -75,6 +89,10 @@ class IssueStats:
                 self.last_send_ns = max(self.last_send_ns, other.last_send_ns)
                 self.last_planned_ns = max(self.last_planned_ns, other.last_planned_ns)
         self.tracked_issued += other.tracked_issued
+        if len(self.stage_sends) < len(other.stage_sends):
+            self.stage_sends += [0] * (len(other.stage_sends) - len(self.stage_sends))
+        for k, n in enumerate(other.stage_sends):
+            self.stage_sends[k] += n
         self.cpu_s += other.cpu_s
         self.worker_cpu_s.append(round(other.cpu_s, 4))
 
@@ -105,6 +123,16 @@ class Issuer:
         self._inflight: dict[asyncio.Task[Any], RequestRecord] = {}
         self._issued = 0
         self._closed_loop_over: asyncio.Future[None] | None = None
+        cap = spec.load.max_concurrency
+        self._gate = SlotGate(cap) if cap and spec.load.open_loop else None
+        self._t0 = 0
+        # where each stage starts and ends on the run's clock (offsets from t0); an open
+        # loop's are planned, a closed loop's begin with its first tracked send
+        self._stage_bounds: list[int] = []
+        if spec.load.stages:
+            self.stats.stage_sends = [0] * len(spec.load.stages)
+            if spec.load.open_loop:
+                self._stage_bounds = StagedSchedule(spec.load, spec.warmup).bounds_ns
 
     # -- control -----------------------------------------------------------------
 
@@ -140,13 +168,24 @@ class Issuer:
             tracked=item.tracked,
             input_requested=sample.input_tokens,
             output_requested=sample.max_tokens,
+            stage=item.stage,
         )
         if item.tracked:
-            self.stats.note(t_sched, time.monotonic_ns())
+            now = time.monotonic_ns()
+            self.stats.note(t_sched, now)
+            if self._stage_bounds:
+                self._count_stage_send(now)
         self._issued += 1
         collect_if_due(self._issued)
         self.delivery.issued(record, item.position)
         return record
+
+    def _count_stage_send(self, now: int) -> None:
+        """Count a tracked send in the stage whose window (on the clock) it happened in."""
+        k = bisect.bisect_right(self._stage_bounds, now - self._t0) - 1
+        sends = self.stats.stage_sends
+        if 0 <= k < len(sends):
+            sends[k] += 1
 
     def _launch(
         self,
@@ -158,10 +197,35 @@ class Issuer:
     ) -> asyncio.Task[RequestRecord]:
         """Open loop: the request runs in a task of its own (many overlap)."""
         record = self._new_record(item, sample, t_sched)
-        task = asyncio.create_task(send_request(http, endpoint, sample, record))
+        if self._gate is None:
+            coro = send_request(http, endpoint, sample, record, cancel=item.cancel)
+        else:
+            coro = self._send_capped(self._gate, http, endpoint, sample, record, item.cancel)
+        task = asyncio.create_task(coro)
         self._inflight[task] = record
         task.add_done_callback(self._finished)
         return task
+
+    @staticmethod
+    async def _send_capped(
+        gate: SlotGate,
+        http: StreamClient,
+        endpoint: Endpoint,
+        sample: Sample,
+        record: RequestRecord,
+        cancel: CancelAt | None,
+    ) -> RequestRecord:
+        """Wait for a slot under ``max_concurrency`` (the wait is ``queue_wait``), then send."""
+        if gate.try_acquire():
+            record.queue_wait_ns = 0
+        else:
+            queued = time.monotonic_ns()
+            await gate.acquire()
+            record.queue_wait_ns = time.monotonic_ns() - queued
+        try:
+            return await send_request(http, endpoint, sample, record, cancel=cancel)
+        finally:
+            gate.release()
 
     def _finished(self, task: asyncio.Task[RequestRecord]) -> None:
         record = self._inflight.pop(task)
@@ -178,6 +242,7 @@ class Issuer:
         self, http: StreamClient, endpoint: Endpoint, plan: Iterator[PlannedRequest], t0: int
     ) -> None:
         """Send each planned request at ``t0 + offset``, each in a task of its own."""
+        self._t0 = t0
         workload = self.spec.workload
         pacer = self._pacer
         behind = 0
@@ -204,6 +269,7 @@ class Issuer:
         plan: Iterator[PlannedRequest],
         concurrency: int,
         t0: int,
+        stage_concurrency: Sequence[int] | None = None,
     ) -> None:
         """Keep ``concurrency`` requests in flight: each slot sends its next as one ends.
 
@@ -211,35 +277,75 @@ class Issuer:
         the client's CPU at max throughput). While a request is in flight its
         record is in ``_inflight`` under the slot's task, so a stop leaves it
         to the drain, and past the drain's cap it is cancelled and recorded
-        as incomplete.
+        as incomplete. With stages (``stage_concurrency``: this process's
+        slots per stage) slot ``j`` sends only while the current stage has
+        more than ``j`` slots; the stages' clock starts at the first tracked
+        send and the run ends with the last stage.
         """
         workload = self.spec.workload
         duration_ns = self.spec.duration * 1e9 if self.spec.duration is not None else None
         deadline: list[float] = [t0 + duration_ns] if duration_ns and not self.spec.warmup else []
+        staged = bool(stage_concurrency) and bool(self.spec.load.stages)
+        levels = list(stage_concurrency or ())
+        ends: list[int] = []  # each stage's end, from the stages' start
+        if staged:
+            ends = [round(e * 1e9) for e in itertools.accumulate(
+                st.duration_s for st in self.spec.load.stages)]  # fmt: skip
+            self._stage_bounds = [0, *ends]
+            concurrency = max(levels)
         while time.monotonic_ns() < t0:  # workers start together on the shared clock
             await asyncio.sleep(min(0.05, (t0 - time.monotonic_ns()) / 1e9))
         over = self._closed_loop_over = asyncio.get_running_loop().create_future()
         inflight = self._inflight
         deliver = self.delivery.deliver
+        stopping = self._stopping
 
-        async def slot() -> None:
+        async def rest_until(at_ns: float) -> None:
+            """A slot above the current stage's level waits for a stage that uses it."""
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    stopping.wait(), max(0.0, (at_ns - time.monotonic_ns()) / 1e9)
+                )
+
+        async def slot(j: int) -> None:
             task = asyncio.current_task()
             assert task is not None
-            for item in plan:
-                if self._stopping.is_set():
-                    return
+            while not stopping.is_set():
                 now = time.monotonic_ns()
+                stage = -1
+                if staged:
+                    if deadline:
+                        start = deadline[0] - ends[-1]
+                        stage = bisect.bisect_right(ends, now - start)
+                        if stage >= len(levels):
+                            self.stop_reason = self.stop_reason or StopReason.DURATION
+                            return
+                        if j >= levels[stage]:
+                            later = [k for k in range(stage + 1, len(levels)) if levels[k] > j]
+                            await rest_until(start + (ends[later[0] - 1] if later else ends[-1]))
+                            continue
+                    elif j >= levels[0]:  # warm-up runs at the first stage's level
+                        await rest_until(now + 5e7)
+                        continue
+                item = next(plan, None)
+                if item is None:
+                    return
                 if item.tracked and duration_ns is not None:
                     if not deadline:
                         deadline.append(now + duration_ns)
+                        if staged:
+                            stage = 0
                     elif now >= deadline[0]:
                         self.stop_reason = self.stop_reason or StopReason.DURATION
                         return
                 sample = workload.sample(item.sample_index)
                 record = self._new_record(item, sample, now)
+                if staged and item.tracked:
+                    record.stage = stage
+                    self.stats.stage_sends[stage] += 1
                 inflight[task] = record
                 try:
-                    await send_request(http, endpoint, sample, record)
+                    await send_request(http, endpoint, sample, record, cancel=item.cancel)
                 except Exception as exc:  # a client bug: this request fails, the run goes on
                     kind = f"{type(exc).__name__}: {exc}"
                     record.fail(ErrorKind.CLIENT, kind, now=time.monotonic_ns())
@@ -257,8 +363,8 @@ class Issuer:
             elif not slots:
                 self._end_closed_loop()
 
-        for _ in range(slots):
-            asyncio.ensure_future(slot()).add_done_callback(slot_ended)
+        for j in range(slots):
+            asyncio.ensure_future(slot(j)).add_done_callback(slot_ended)
         await over
 
     # -- the end -----------------------------------------------------------------

@@ -5,9 +5,12 @@ the :class:`~pytest_llmperf.specs.run.RunSpec` (seeds included), so a run can
 be repeated request for request and split across worker processes without
 changing its meaning:
 
-- :func:`arrival_offsets_ns`: an open loop's planned send times, cumulative
-  offsets from the run's start (never "previous send + delay", so one late
-  send cannot shift the ones after it);
+- the open loop's planned send times (:mod:`~pytest_llmperf.loadgen.arrivals`
+  for rates, stages and ramps; the file's own timestamps for a trace),
+  cumulative offsets from the run's start (never "previous send + delay", so
+  one late send cannot shift the ones after it), and the stage each falls in;
+- which requests are abandoned mid-stream (``cancel=``), drawn per run
+  position from the load's seed;
 - :func:`sample_order_for`: which workload sample the n-th request sends;
 - :class:`ScheduleShare` and :func:`plan_requests`: position ``i`` of the run
   belongs to worker ``i % count``; every worker walks the same schedule and
@@ -24,16 +27,20 @@ import itertools
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+from pytest_llmperf.client.cancel import CancelAt
+from pytest_llmperf.loadgen.arrivals import StagedSchedule, arrival_offsets_ns
 from pytest_llmperf.loadgen.sample_order import SampleOrder
-from pytest_llmperf.specs.load import LoadSpec
+from pytest_llmperf.specs.load import SampleOrderMode
 from pytest_llmperf.specs.run import RunSpec
 
 __all__ = [
     "WARM_CONNECTIONS_MAX",
     "PlannedRequest",
     "ScheduleShare",
-    "arrival_offsets_ns",
+    "cancel_points",
+    "open_loop_offsets",
     "plan_requests",
     "sample_order_for",
     "warm_connections",
@@ -56,41 +63,55 @@ class ScheduleShare:
     count: int = 1
     t0_ns: int | None = None
     concurrency: int | None = None  # this worker's share of a closed loop's slots
+    stage_concurrency: tuple[int, ...] | None = None  # ... per stage, for a staged closed loop
 
 
 @dataclass(frozen=True, slots=True)
 class PlannedRequest:
-    """One request of the plan: its run position, sample, planned offset (open loop only)."""
+    """One request of the plan: its run position, sample, planned offset (open loop only),
+    the stage it was planned in (-1: no stages, or warm-up) and when to abandon it (if so)."""
 
     position: int
     sample_index: int
     offset_ns: int | None
     tracked: bool
+    stage: int = -1
+    cancel: CancelAt | None = None
 
 
-def arrival_offsets_ns(spec: LoadSpec) -> Iterator[int]:
-    """Planned send offsets from the run start, cumulative and without end.
+def open_loop_offsets(spec: RunSpec) -> Iterator[tuple[int, int]]:
+    """``(offset_ns, stage)`` of every planned open-loop request, warm-up included."""
+    load = spec.load
+    if load.trace is not None:
+        trace: Any = getattr(spec.workload, "trace", None)
+        if trace is None:
+            raise ValueError("a trace load needs the trace workload")
+        return ((offset, -1) for offset in trace.offsets_ns(load.trace.time_scale))
+    if load.stages:
+        return StagedSchedule(load, spec.warmup).arrivals()
+    return ((offset, -1) for offset in arrival_offsets_ns(load))
 
-    The first request is due at 0. Poisson gaps are exponential with mean
-    1/rate from ``random.Random(seed)``; constant gaps are exactly 1/rate,
-    computed as ``i / rate`` rather than summed so rounding never drifts.
-    """
-    if spec.rate is None:
-        raise ValueError(f"{spec.pattern} has no arrival schedule")
-    if spec.pattern == "constant":
-        i = 0
-        while True:
-            yield round(i * 1e9 / spec.rate)
-            i += 1
-    rng = random.Random(spec.seed)
-    offset = 0.0
-    while True:
-        yield round(offset * 1e9)
-        offset += rng.expovariate(spec.rate)
+
+def cancel_points(spec: RunSpec) -> Iterator[CancelAt | None]:
+    """Per run position: where that request is abandoned, or None (most requests)."""
+    cancel = spec.load.cancel
+    if cancel is None:
+        return itertools.repeat(None)
+    at = CancelAt(after_tokens=cancel.after_tokens, after_ms=cancel.after_ms)
+    rng = random.Random(f"{spec.load.seed}:cancel")
+    share = cancel.share
+    return (at if rng.random() < share else None for _ in itertools.count())
 
 
 def sample_order_for(spec: RunSpec) -> SampleOrder:
-    """The order ``spec``'s run walks its workload's samples in (warm-up included)."""
+    """The order ``spec``'s run walks its workload's samples in (warm-up included).
+
+    A trace is replayed row by row: its samples go in the file's order.
+    """
+    if spec.load.trace is not None:
+        return SampleOrder.for_workload(
+            SampleOrderMode.SEQUENTIAL, spec.load.seed, spec.workload.size
+        )
     return SampleOrder.for_workload(
         spec.load.sample_order,
         spec.load.seed,
@@ -104,22 +125,28 @@ def plan_requests(spec: RunSpec, share: ScheduleShare) -> Iterator[PlannedReques
 
     Walks every position of the run (so each worker sees the same schedule
     and sample order) and yields those of its share. An open loop with a
-    ``duration`` ends at the first tracked request planned past it; a closed
-    loop's duration is measured on the clock while issuing.
+    ``duration`` ends at the first tracked request planned past it, a trace
+    or staged schedule also where it ends; a closed loop's duration is
+    measured on the clock while issuing.
     """
     warmup = spec.warmup
     total = warmup + spec.requests if spec.requests else None
     positions: Iterable[int] = range(total) if total is not None else itertools.count()
     order = iter(sample_order_for(spec))
     open_loop = spec.load.open_loop
-    offsets: Iterator[int | None] = (
-        arrival_offsets_ns(spec.load) if open_loop else itertools.repeat(None)
+    offsets: Iterator[tuple[int | None, int]] = (
+        open_loop_offsets(spec) if open_loop else itertools.repeat((None, -1))
     )
+    cancels = cancel_points(spec)
     duration_ns = spec.duration * 1e9 if spec.duration is not None else None
     perf_start: int | None = None
     for position in positions:
+        planned = next(offsets, None)
+        if planned is None:  # a trace's last row, a staged schedule's end
+            return
+        offset, stage = planned
         index = next(order)
-        offset = next(offsets)
+        cancel = next(cancels)
         tracked = position >= warmup
         if open_loop and duration_ns is not None and tracked:
             assert offset is not None
@@ -128,7 +155,7 @@ def plan_requests(spec: RunSpec, share: ScheduleShare) -> Iterator[PlannedReques
             if offset - perf_start >= duration_ns:
                 return
         if position % share.count == share.index:
-            yield PlannedRequest(position, index, offset, tracked)
+            yield PlannedRequest(position, index, offset, tracked, stage, cancel)
 
 
 def warm_connections(spec: RunSpec, concurrency: int) -> int:
@@ -140,6 +167,13 @@ def warm_connections(spec: RunSpec, concurrency: int) -> int:
     closed loop counts from ``t_send``, the socket write, which comes after
     the connect: one connection (name resolution, TLS set-up) is enough.
     """
-    if spec.load.open_loop and spec.load.rate:
-        return max(1, min(WARM_CONNECTIONS_MAX, int(spec.load.rate * 0.05)))
+    load = spec.load
+    rate = load.peak_rate
+    if load.trace is not None:
+        trace: Any = getattr(spec.workload, "trace", None)
+        span = getattr(trace, "span_s", 0.0) * load.trace.time_scale
+        rate = spec.workload.size / span if span and spec.workload.size else None
+    if load.open_loop and rate:
+        want = max(1, min(WARM_CONNECTIONS_MAX, int(rate * 0.05)))
+        return min(want, load.max_concurrency) if load.max_concurrency else want
     return 1

@@ -9,6 +9,7 @@ from typing import Any
 
 from pytest_llmperf.metrics.accumulator import LATENCY_METRICS, RATE_METRICS, MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.specs.stages import Stage
 
 __all__ = ["TOKEN_LENGTH_TOLERANCE", "RunResult", "StopReason", "token_length_warnings"]
 
@@ -86,6 +87,8 @@ class RunResult:
     gated: bool = True
     stop_reason: StopReason | None = None
     events_path: str | None = None
+    stage_plan: tuple[Stage, ...] = ()
+    stage_sends: list[int] = field(default_factory=list)
 
     @property
     def metrics(self) -> Mapping[str, LatencyHistogram | float]:
@@ -126,6 +129,59 @@ class RunResult:
     def errors(self) -> dict[str, int]:
         return dict(self.accumulator.errors)
 
+    def stage_result(self, index: int) -> RunResult:
+        """Stage ``index`` of a staged run as a run of its own (for its SLO verdicts)."""
+        acc = self.accumulator.stages.get(index) or MetricsAccumulator()
+        return RunResult(
+            workload=self.workload,
+            load=self.load,
+            endpoint=self.endpoint,
+            accumulator=acc,
+            self_check=self.self_check,
+            started_at=self.started_at,
+            label=f"{self.label} stage {index}" if self.label else f"stage {index}",
+            gated=self.gated,
+        )
+
+    @property
+    def stages(self) -> list[dict[str, Any]]:
+        """Per-stage results (``run["stages"]``): plan, achieved rate, counts, metrics.
+
+        A request belongs to the stage it was planned in (a closed loop's: the
+        stage it was sent in). ``achieved_rate`` is the tracked sends that
+        happened on the clock within the stage's window, per second of it: a
+        generator that fell behind pushes sends into the next stage.
+        """
+        out: list[dict[str, Any]] = []
+        start = 0.0
+        for k, stage in enumerate(self.stage_plan):
+            acc = self.accumulator.stages.get(k) or MetricsAccumulator()
+            sends = self.stage_sends[k] if k < len(self.stage_sends) else 0
+            entry: dict[str, Any] = {"index": k, "start_s": round(start, 6)}
+            entry["duration_s"] = stage.duration_s
+            if stage.concurrency is not None:
+                entry["concurrency"] = stage.concurrency
+            else:
+                entry["planned_rate"] = round(stage.mean_rate or 0.0, 6)
+                if stage.rate_end is not None and stage.rate_end != stage.rate:
+                    entry["rate_from"], entry["rate_to"] = stage.rate, stage.rate_end
+            entry["achieved_rate"] = round(sends / stage.duration_s, 6)
+            entry["counts"] = acc.counts()
+            entry["metrics"] = acc.summary()
+            if stage.slos:
+                entry["slo"] = [slo.expr for slo in stage.slos]
+            out.append(entry)
+            start += stage.duration_s
+        return out
+
+    @property
+    def turns(self) -> list[dict[str, Any]]:
+        """Per-turn results of a multi-turn run (``run["turns"]``; turn 1 is the first)."""
+        return [
+            {"turn": k + 1, "counts": acc.counts(), "metrics": acc.summary()}
+            for k, acc in sorted(self.accumulator.turns.items())
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON report's ``runs[]`` entry."""
         return {
@@ -144,4 +200,6 @@ class RunResult:
             "stop_reason": self.stop_reason.value if self.stop_reason else "",
             "events": self.events_path,
             "gated": self.gated,
+            **({"stages": self.stages} if self.stage_plan else {}),
+            **({"turns": self.turns} if self.accumulator.turns else {}),
         }

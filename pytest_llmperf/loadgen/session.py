@@ -210,6 +210,8 @@ class LoadRun:
             label=self.label,
         )
         result.stop_reason = self.stop_reason
+        result.stage_plan = self.spec.load.stages
+        result.stage_sends = list(self.stats.stage_sends)
         result.events_path = str(events_file) if events_file is not None else None
         result.self_check = generator_self_check(
             self.accumulator,
@@ -226,11 +228,15 @@ class LoadRun:
     async def _run_here(self) -> bool:
         """Issue and drain in this process; True when the task was cancelled."""
         spec = self.spec
-        concurrency = self.share.concurrency or spec.load.concurrency or 0
+        load = spec.load
+        concurrency = self.share.concurrency or load.slots or 0
+        levels = self.share.stage_concurrency
+        if levels is None and load.stages and not load.open_loop:
+            levels = tuple(st.concurrency or 1 for st in load.stages)
         interrupted = False
         # Open loop: no pool cap below the descriptor budget (a wait for a connection
-        # would count against the server's TTFT).
-        pool = max(64, concurrency) if concurrency else None
+        # would count against the server's TTFT); a max_concurrency cap needs no more.
+        pool = max(64, concurrency) if concurrency else load.max_concurrency
         async with StreamClient(self.endpoint, max_connections=pool) as http:
             try:
                 spec.workload.sample(0)  # loads corpora and datasets before the clock starts
@@ -240,7 +246,9 @@ class LoadRun:
                 if spec.load.open_loop:
                     await self.issuer.issue_open_loop(http, self.endpoint, plan, t0)
                 else:
-                    await self.issuer.issue_closed_loop(http, self.endpoint, plan, concurrency, t0)
+                    await self.issuer.issue_closed_loop(
+                        http, self.endpoint, plan, concurrency, t0, levels
+                    )
             except asyncio.CancelledError:
                 interrupted = True
                 self.stop(StopReason.CANCELLED)

@@ -51,7 +51,11 @@ def worker_main(inp: Connection, out: Connection) -> None:
         if msg[0] != "go":
             return
         run.share = ScheduleShare(
-            payload["index"], payload["count"], msg[1], payload["concurrency"]
+            payload["index"],
+            payload["count"],
+            msg[1],
+            payload["concurrency"],
+            payload.get("stage_concurrency"),
         )
         result = asyncio.run(_run_in_worker(run, inp))
         out.send(

@@ -77,16 +77,26 @@ class WorkerPool:
         self.started_at = started_at
         load = run.spec.load
         count = run.workers
-        if not load.open_loop and load.concurrency:
-            count = min(count, load.concurrency)
+        if not load.open_loop and load.slots:
+            count = min(count, load.slots)
         self.count = count
         self._channels: list[_Channel] = []
 
     def _concurrency(self, index: int) -> int | None:
-        c = self.load_run.spec.load.concurrency
+        c = self.load_run.spec.load.slots
         if c is None or self.load_run.spec.load.open_loop:
             return None
-        return c // self.count + (1 if index < c % self.count else 0)
+        return self._split(c, index)
+
+    def _stage_concurrency(self, index: int) -> tuple[int, ...] | None:
+        """Worker ``index``'s slots in each stage of a staged closed loop."""
+        load = self.load_run.spec.load
+        if not load.stages or load.open_loop:
+            return None
+        return tuple(self._split(st.concurrency or 1, index) for st in load.stages)
+
+    def _split(self, slots: int, index: int) -> int:
+        return slots // self.count + (1 if index < slots % self.count else 0)
 
     def _part(self, index: int) -> Path | None:
         if self.events_file is None:
@@ -107,6 +117,7 @@ class WorkerPool:
                 "index": i,
                 "count": self.count,
                 "concurrency": self._concurrency(i),
+                "stage_concurrency": self._stage_concurrency(i),
             }
             self._channels.append(_Channel.start(payload))
         try:

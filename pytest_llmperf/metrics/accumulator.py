@@ -13,7 +13,9 @@ the event count):
 - ``tpot = (t_last - t_first) / (n_out - 1)`` per request, for n_out >= 2
   (request-weighted; ``tpot_token_weighted`` weights each by n_out - 1)
 - ``itl``: every gap between consecutive token events, pooled over requests
-- ``schedule_lag = t_send - t_sched``
+- ``schedule_lag = t_send - t_sched - queue_wait``: the generator's own delay
+- ``queue_wait``: under ``max_concurrency``, how long a planned request
+  waited for a free slot (only capped runs record it)
 
 A completed request that streamed no token event (its usage reported output
 tokens) counts as completed with its tokens, and has no latency samples.
@@ -25,6 +27,18 @@ still in flight at a hard cap count as failed and are listed as
 incomplete); ``goodput`` = share of issued requests that completed within
 every per-request limit of the test. Failed requests never enter latency
 histograms.
+
+A *cancelled* request (``llm_load(cancel=)``: the client abandoned it on
+purpose) is counted as issued and ``cancelled``, neither completed nor
+failed: it enters no latency histogram, no throughput, and neither
+``error_rate`` nor ``goodput``, whose denominator is the issued requests
+that were not cancelled.
+
+Breakdowns: a record planned in a load stage (``record.stage >= 0``) is also
+added to that stage's own accumulator (:attr:`stages`), and a multi-turn
+session's turn to its turn's (:attr:`turns`, turns past
+:data:`MAX_TURN_BREAKDOWN` pooled in the last), so a run reports per-stage
+and per-turn results from the same definitions.
 """
 
 from __future__ import annotations
@@ -38,7 +52,13 @@ from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.metrics.error_samples import ErrorSamples
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 
-__all__ = ["LATENCY_METRICS", "RATE_METRICS", "MetricsAccumulator", "TokenCountSource"]
+__all__ = [
+    "LATENCY_METRICS",
+    "MAX_TURN_BREAKDOWN",
+    "RATE_METRICS",
+    "MetricsAccumulator",
+    "TokenCountSource",
+]
 
 
 class TokenCountSource(StrEnum):
@@ -51,7 +71,16 @@ class TokenCountSource(StrEnum):
     NONE = "none"  # no completed request
 
 
-LATENCY_METRICS: tuple[str, ...] = ("ttft", "ttfo", "tpot", "itl", "e2e", "schedule_lag")
+LATENCY_METRICS: tuple[str, ...] = (
+    "ttft",
+    "ttfo",
+    "tpot",
+    "itl",
+    "e2e",
+    "schedule_lag",
+    "queue_wait",
+)
+MAX_TURN_BREAKDOWN = 32  # turns from the 32nd on share one breakdown
 RATE_METRICS: tuple[str, ...] = (
     "error_rate",
     "goodput",
@@ -66,6 +95,7 @@ _COUNTERS = (
     "completed",
     "failed",
     "incomplete",
+    "cancelled",
     "good",
     "output_tokens",
     "input_tokens",
@@ -100,6 +130,7 @@ class MetricsAccumulator:
         self.completed = 0
         self.failed = 0
         self.incomplete = 0
+        self.cancelled = 0
         self.good = 0
         self.output_tokens = 0
         self.input_tokens = 0
@@ -120,17 +151,30 @@ class MetricsAccumulator:
         self.window_start_ns: int | None = None
         self.window_end_ns: int | None = None
         self.timeline: dict[int, list[int]] = {}  # second of window -> [completed, output tokens]
+        self.stages: dict[int, MetricsAccumulator] = {}
+        self.turns: dict[int, MetricsAccumulator] = {}
 
     # -- writing ---------------------------------------------------------------
 
     def add(self, record: RequestRecord) -> None:
         if not record.tracked:
             return
+        if record.stage >= 0:
+            self._breakdown(self.stages, record.stage).add(record)
+        if record.turn >= 0:
+            self._breakdown(self.turns, min(record.turn, MAX_TURN_BREAKDOWN - 1)).add(record)
         self.issued += 1
         end = record.t_end or record.t_last or record.t_send or record.t_sched
         self._extend_window(record.t_sched, end)
+        queued = record.queue_wait_ns
+        if queued >= 0:
+            self.histograms["queue_wait"].record_ns(queued)
         if record.t_send:
-            self.histograms["schedule_lag"].record_ns(record.t_send - record.t_sched)
+            lag = record.t_send - record.t_sched - (queued if queued > 0 else 0)
+            self.histograms["schedule_lag"].record_ns(lag)
+        if record.cancelled and record.ok:
+            self.cancelled += 1
+            return
         if not record.ok:
             self.failed += 1
             kind = str(record.error or ErrorKind.CLIENT)  # a plain str: reports cross xdist
@@ -185,6 +229,13 @@ class MetricsAccumulator:
             bucket[0] += 1
             bucket[1] += n_out
 
+    def _breakdown(self, parts: dict[int, MetricsAccumulator], key: int) -> MetricsAccumulator:
+        part = parts.get(key)
+        if part is None:
+            part = parts[key] = MetricsAccumulator()
+            part.request_limits_ns = self.request_limits_ns
+        return part
+
     def _count_good(self, values: Mapping[str, int]) -> None:
         if all(values.get(k, 0) <= limit for k, limit in self.request_limits_ns.items()):
             self.good += 1
@@ -210,6 +261,9 @@ class MetricsAccumulator:
             bucket = self.timeline.setdefault(second, [0, 0])
             bucket[0] += done
             bucket[1] += tokens
+        for mine, theirs in ((self.stages, other.stages), (self.turns, other.turns)):
+            for key, part in theirs.items():
+                self._breakdown(mine, key).merge(part)
 
     # -- reading ---------------------------------------------------------------
 
@@ -222,10 +276,11 @@ class MetricsAccumulator:
     def rate(self, name: str) -> float:
         """A rate metric: fractions for error_rate/goodput, per second for throughputs."""
         window = self.window_s
+        judged = self.issued - self.cancelled  # abandoned on purpose: neither good nor failed
         if name == "error_rate":
-            return self.failed / self.issued if self.issued else 0.0
+            return self.failed / judged if judged else 0.0
         if name == "goodput":
-            return self.good / self.issued if self.issued else 0.0
+            return self.good / judged if judged else 0.0
         if name == "request_throughput":
             return self.completed / window if window else 0.0
         if name == "output_throughput":
@@ -287,6 +342,7 @@ class MetricsAccumulator:
             "completed": self.completed,
             "failed": self.failed,
             "incomplete": self.incomplete,
+            "cancelled": self.cancelled,
         }
 
     def to_state(self) -> dict[str, Any]:
@@ -299,6 +355,8 @@ class MetricsAccumulator:
             "token_sources": {source.value: n for source, n in self.token_sources.items()},
             "window_ns": [self.window_start_ns, self.window_end_ns],
             "timeline": {str(k): v for k, v in self.timeline.items()},
+            "stages": {str(k): v.to_state() for k, v in self.stages.items()},
+            "turns": {str(k): v.to_state() for k, v in self.turns.items()},
         }
 
     @classmethod
@@ -316,6 +374,8 @@ class MetricsAccumulator:
             acc.token_sources[TokenCountSource("events" if source == "chunks" else source)] += n
         acc.window_start_ns, acc.window_end_ns = state.get("window_ns", [None, None])
         acc.timeline = {int(k): list(v) for k, v in state.get("timeline", {}).items()}
+        acc.stages = {int(k): cls.from_state(v) for k, v in state.get("stages", {}).items()}
+        acc.turns = {int(k): cls.from_state(v) for k, v in state.get("turns", {}).items()}
         return acc
 
 

@@ -8,12 +8,18 @@ collection time, so a typo fails the test before any request is sent.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.specs.load import LOAD_PATTERNS, LoadPattern, LoadSpec, SampleOrderMode
+from pytest_llmperf.specs.load import (
+    LOAD_PATTERNS,
+    LoadPattern,
+    LoadSpec,
+    SampleOrderMode,
+    TraceSpec,
+)
 from pytest_llmperf.workloads import Workload, build_workload
 
 __all__ = [
@@ -42,13 +48,21 @@ class _LoadLevel(TypedDict, total=False):
     pattern: LoadPattern | str
     rate: float  # requests/s, open-loop patterns
     concurrency: int  # requests in flight (closed loop), or max-throughput's cap
+    stages: Sequence[Mapping[str, Any]]  # levels on the clock (specs.stages)
+    ramp: Mapping[str, Any]  # a level moving from "from" to "to"
 
 
-class LevelOverrides(_OrderOverrides, _WorkloadOverrides, total=False):
+class _LoadShape(TypedDict, total=False):
+    burstiness: float  # gamma-shaped gaps (1.0 = Poisson)
+    max_concurrency: int  # an open loop's cap on requests in flight
+    cancel: Mapping[str, Any]  # {"share", "after_tokens"/"after_ms"}
+
+
+class LevelOverrides(_OrderOverrides, _LoadShape, _WorkloadOverrides, total=False):
     """``run()`` overrides a sweep or search applies to every run it makes.
 
     Everything but the load level itself (``pattern``, ``rate``,
-    ``concurrency``), which is what the procedure varies.
+    ``concurrency``, ``stages``, ``ramp``), which is what the procedure varies.
     """
 
     requests: int
@@ -56,7 +70,7 @@ class LevelOverrides(_OrderOverrides, _WorkloadOverrides, total=False):
     warmup: int  # untracked requests first
 
 
-class WarmUpOverrides(_LoadLevel, _OrderOverrides, _WorkloadOverrides, total=False):
+class WarmUpOverrides(_LoadLevel, _OrderOverrides, _LoadShape, _WorkloadOverrides, total=False):
     """``run()`` overrides of a warm-up's rounds: all but their size (requests, duration)."""
 
     warmup: int
@@ -67,7 +81,20 @@ class RunOverrides(LevelOverrides, _LoadLevel, total=False):
 
 
 # With workload and workload_params: RunOverrides' keys (tests/specs/test_run_specs.py checks).
-_LOAD_KEYS = {"pattern", "rate", "concurrency", "seed", "sample_order"}
+_LOAD_KEYS = {
+    "pattern",
+    "rate",
+    "concurrency",
+    "seed",
+    "sample_order",
+    "stages",
+    "ramp",
+    "burstiness",
+    "max_concurrency",
+    "cancel",
+}
+# an override of one of these replaces the others (they all set the load level)
+_LEVEL_KEYS = ("rate", "concurrency", "stages", "ramp")
 _STOP_KEYS = {"requests", "duration", "warmup"}
 
 
@@ -137,7 +164,20 @@ class RunSpec:
             pattern, lkw = "concurrency", {"concurrency": 4, **lkw}
         lkw.setdefault("seed", seed)
         load = LoadSpec.parse(pattern, lkw)
-        requests, duration, warmup = _stop_values(stops)
+        if load.trace is not None:
+            name = _trace_workload(workload_args, wkw, load.trace)
+        if load.stages:
+            for key in ("requests", "duration"):
+                if key in stops:
+                    raise LlmPerfUsageError(
+                        f"llm_load({load.pattern.value!r}): the stages set the run's length "
+                        f"({load.staged_duration_s:g} s); drop {key}={stops[key]!r}"
+                    )
+            _, _, warmup = _stop_values(stops)
+            return cls(name, wkw, seed, load, None, load.staged_duration_s, warmup)
+        requests, duration, warmup = _stop_values(
+            stops, default_requests=None if load.trace is not None else DEFAULT_REQUESTS
+        )
         return cls(name, wkw, seed, load, requests, duration, warmup)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> RunSpec:
@@ -154,21 +194,23 @@ class RunSpec:
             pattern = overrides.get("pattern", self.load.pattern)
             if pattern not in LOAD_PATTERNS:
                 raise LlmPerfUsageError(f"unknown load pattern {pattern!r}")
-            base: dict[str, Any] = {"seed": self.load.seed, "sample_order": self.load.sample_order}
-            if pattern == self.load.pattern:
-                base.update({"rate": self.load.rate, "concurrency": self.load.concurrency})
-            params = {
-                **base,
-                **{k: v for k, v in overrides.items() if k in _LOAD_KEYS - {"pattern"}},
+            params: dict[str, Any] = {
+                "seed": self.load.seed,
+                "sample_order": self.load.sample_order,
             }
-            if "concurrency" in overrides and "rate" not in overrides:
-                params.pop("rate", None)
-            if "rate" in overrides and "concurrency" not in overrides:
-                params.pop("concurrency", None)
+            if pattern == self.load.pattern:
+                params.update(self.load.params)
+            given = {k: v for k, v in overrides.items() if k in _LOAD_KEYS - {"pattern"}}
+            if any(k in given for k in _LEVEL_KEYS):
+                for key in _LEVEL_KEYS:
+                    params.pop(key, None)
+            params.update(given)
             params = {k: v for k, v in params.items() if v is not None}
             if self.load.pattern == "max-throughput" and pattern == "max-throughput":
                 params.setdefault("concurrency", self.load.concurrency)
             spec = replace(spec, load=LoadSpec.parse(pattern, params))
+            if spec.load.stages:
+                spec = replace(spec, requests=None, duration=spec.load.staged_duration_s)
         stop_given = {k: overrides[k] for k in _STOP_KEYS if k in overrides}
         if stop_given:
             merged: dict[str, Any] = {"warmup": spec.warmup}
@@ -189,8 +231,13 @@ class RunSpec:
         """Request counts and durations multiplied by ``factor`` (``--llm-scale``), at least 1."""
         if factor == 1.0:
             return self
+        load = self.load
+        if load.stages:  # a staged run's length is its stages': each is scaled
+            stages = tuple(replace(st, duration_s=st.duration_s * factor) for st in load.stages)
+            load = replace(load, stages=stages)
         return replace(
             self,
+            load=load,
             requests=max(1, round(self.requests * factor)) if self.requests else None,
             duration=self.duration * factor if self.duration else None,
             warmup=round(self.warmup * factor),
@@ -224,7 +271,33 @@ def check_extra_body(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
-def _stop_values(stops: Mapping[str, Any]) -> tuple[int | None, float | None, int]:
+def _trace_workload(
+    workload_args: tuple[Any, ...], params: dict[str, Any], trace: TraceSpec
+) -> str:
+    """The ``trace`` workload, fed the load's file; a trace brings its own requests."""
+    name = workload_args[0] if workload_args else "trace"
+    if name != "trace":
+        raise LlmPerfUsageError(
+            f"llm_load('trace') replays the trace's own requests; llm_workload({name!r}) "
+            "cannot apply (use llm_workload('trace', ...) or give only its options: "
+            "tokenizer=, block_size=, ignore_eos=, extra_body=)"
+        )
+    clash = sorted(set(params) & {"path", "format", "start", "limit"})
+    if clash:
+        raise LlmPerfUsageError(
+            f"llm_workload('trace'): {', '.join(clash)} belong to llm_load('trace', ...)"
+        )
+    params.update(path=trace.path, format=trace.format)
+    if trace.start is not None:
+        params["start"] = trace.start
+    if trace.limit is not None:
+        params["limit"] = trace.limit
+    return "trace"
+
+
+def _stop_values(
+    stops: Mapping[str, Any], *, default_requests: int | None = DEFAULT_REQUESTS
+) -> tuple[int | None, float | None, int]:
     requests = stops.get("requests")
     duration = stops.get("duration")
     warmup = stops.get("warmup", 0) or 0
@@ -239,5 +312,5 @@ def _stop_values(stops: Mapping[str, Any]) -> tuple[int | None, float | None, in
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise LlmPerfUsageError(f"warmup must be an integer >= 0 requests, got {warmup!r}")
     if requests is None and duration is None:
-        requests = DEFAULT_REQUESTS
+        requests = default_requests
     return requests, (float(duration) if duration is not None else None), warmup

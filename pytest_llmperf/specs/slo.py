@@ -38,6 +38,7 @@ LATENCY_SLO_METRICS = (
     "itl",
     "e2e",
     "schedule_lag",
+    "queue_wait",
     "tpot_token_weighted",
 )
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "max")

@@ -8,6 +8,7 @@ from pytest_llmperf.workloads import long_context as _long_context  # noqa: F401
 from pytest_llmperf.workloads import shared_prefix as _shared_prefix  # noqa: F401  (registers)
 from pytest_llmperf.workloads import skewed as _skewed  # noqa: F401  (registers)
 from pytest_llmperf.workloads import synthetic as _synthetic  # noqa: F401  (registers)
+from pytest_llmperf.workloads import traces as _traces  # noqa: F401  (registers)
 from pytest_llmperf.workloads.base import (
     WORKLOADS,
     Sample,

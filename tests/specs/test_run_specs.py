@@ -5,7 +5,7 @@ import pytest
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.generator import LoadGenerator
-from pytest_llmperf.loadgen.plan import arrival_offsets_ns
+from pytest_llmperf.loadgen.arrivals import arrival_offsets_ns
 from pytest_llmperf.specs import PerfSpec, RunSpec
 from pytest_llmperf.specs.load import LOAD_PATTERNS, LoadPattern, LoadSpec, SampleOrderMode
 from pytest_llmperf.specs.run import LevelOverrides, RunOverrides, WarmUpOverrides
@@ -87,7 +87,8 @@ def test_the_typed_overrides_are_what_run_and_with_overrides_take() -> None:
             pass
     run_keywords = set(inspect.signature(LoadGenerator.run).parameters) - {"self"}
     assert run_keywords == keys | {"gate", "label"}
-    assert LevelOverrides.__optional_keys__ == keys - {"pattern", "rate", "concurrency"}
+    levels = {"pattern", "rate", "concurrency", "stages", "ramp"}
+    assert LevelOverrides.__optional_keys__ == keys - levels
     assert WarmUpOverrides.__optional_keys__ == keys - {"requests", "duration"}
 
 
@@ -102,7 +103,7 @@ def test_closed_sets_are_str_enums_equal_to_their_names() -> None:
         "sample_order": "with-replacement",
     }
     assert all(type(v) is not LoadPattern for v in load.describe().values())
-    assert LOAD_PATTERNS == ("poisson", "constant", "concurrency", "max-throughput")
+    assert LOAD_PATTERNS == ("poisson", "constant", "concurrency", "max-throughput", "trace")
 
 
 def test_scale_multiplies_counts_and_durations() -> None:

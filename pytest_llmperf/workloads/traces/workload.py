@@ -1,0 +1,178 @@
+"""``trace``: replay the requests of a trace file (Mooncake, BurstGPT, Azure, JSON Lines).
+
+Sample ``i`` is row ``i`` of the trace (sorted by time, see
+:func:`~.trace.read_trace`): ``max_tokens`` is its output length and the
+prompt holds its input length as the server will count it (chat template or
+BOS included where the tokenizer knows them, as in ``synthetic``). A row's
+``hash_ids`` pick its prompt's blocks (:mod:`.prompts`: equal ids, equal
+text, so a prefix cache hits as it did in production); a row with
+``messages`` is sent as those messages. Indices past the last row wrap
+around (row ``i % size``, the same prompt again).
+
+When to send a row is the load generator's business: it reads
+``workload.trace.offsets_ns(time_scale)``. The category of a sample is the
+trace's own request class where it has one (BurstGPT's ``Model``), else
+``""``. Rows with a ``session_id`` are replayed as independent requests
+here; the session id is kept on ``workload.trace.rows``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.workloads.base import Sample, register_workload
+from pytest_llmperf.workloads.budget import content_tokens, describe_overhead
+from pytest_llmperf.workloads.corpus import default_corpus
+from pytest_llmperf.workloads.params import output_controls, positive_int
+from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
+from pytest_llmperf.workloads.traces.prompts import BlockPrompts
+from pytest_llmperf.workloads.traces.trace import Trace, TraceRow, read_trace
+
+__all__ = ["MOONCAKE_BLOCK_SIZE", "TraceWorkload"]
+
+MOONCAKE_BLOCK_SIZE = 512  # tokens per hash id in Mooncake's published traces
+
+
+@dataclass(frozen=True)
+class TraceWorkload:
+    """The rows of a trace as samples; ``size`` is the number of rows."""
+
+    seed: int
+    trace: Trace
+    block_size: int
+    tokenizer: Tokenizer
+    prompts: BlockPrompts
+    input_tokens_of: tuple[int, ...]  # per row: what the server counts
+    controls: Mapping[str, Any] = field(default_factory=dict)
+    overhead: int = 0  # tokens the server adds around a one-message prompt
+    start: float | None = None
+    limit: int | None = None
+    name: str = "trace"
+
+    @property
+    def size(self) -> int:
+        return len(self.trace.rows)
+
+    @cached_property
+    def timestamps_s(self) -> tuple[float, ...]:
+        """Each row's time after the first row's, in seconds (before any ``time_scale``)."""
+        return tuple(row.timestamp_s for row in self.trace.rows)
+
+    def sample(self, index: int) -> Sample:
+        position = index % self.size
+        row = self.trace.rows[position]
+        if row.messages is not None:
+            *history, last = row.messages
+            return Sample(
+                index=index,
+                prompt=last["content"],
+                input_tokens=self.input_tokens_of[position],
+                max_tokens=row.output_length,
+                history=tuple(history),
+                category=row.category,
+                extra_body=self.controls,
+            )
+        assert row.input_length is not None
+        n_text = content_tokens(row.input_length, self.overhead)
+        prompt, _ = self.prompts.prompt(row.hash_ids, n_text, f"row:{position}")
+        return Sample(
+            index=index,
+            prompt=prompt,
+            input_tokens=row.input_length,
+            max_tokens=row.output_length,
+            category=row.category,
+            extra_body=self.controls,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        rows = self.trace.rows
+        blocks = {h for row in rows for h in row.hash_ids}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "seed": self.seed,
+            "path": self.trace.path,
+            "format": self.trace.format,
+            "rows": len(rows),
+            "skipped_rows": self.trace.skipped_rows,
+            "span_s": round(self.trace.span_s, 6),
+            "sessions": self.trace.sessions,
+            "block_size": self.block_size,
+            "distinct_hash_ids": len(blocks),
+            "timing": "row i at timestamp_s[i] * time_scale after the start",
+            "content": "prose runs from the bundled corpus; equal hash_ids, equal blocks",
+            "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
+            "tokenizer": self.tokenizer.label,
+        }
+        if self.start is not None:
+            out["start_s"] = self.start
+        if self.limit is not None:
+            out["limit"] = self.limit
+        lengths = [r.input_length for r in rows if r.messages is None and r.input_length]
+        if lengths:
+            out.update(describe_overhead(self.overhead, min(lengths)))
+        return out
+
+
+def _message_rows_input(
+    rows: tuple[TraceRow, ...], tokenizer: Tokenizer
+) -> tuple[int, ...]:
+    """Each row's input as the server counts it: given, or counted (messages + template)."""
+    seen: dict[str, int] = {}
+    shapes: dict[tuple[str, ...], int] = {}
+
+    def count(text: str) -> int:
+        if text not in seen:
+            seen[text] = tokenizer.count(text)
+        return seen[text]
+
+    out: list[int] = []
+    for row in rows:
+        if row.input_length is not None:
+            out.append(row.input_length)
+            continue
+        assert row.messages is not None
+        roles = tuple(m["role"] for m in row.messages)
+        if roles not in shapes:
+            shapes[roles] = framing_tokens(tokenizer, roles)
+        out.append(sum(count(m["content"]) for m in row.messages) + shapes[roles])
+    return tuple(out)
+
+
+@register_workload("trace")
+def trace(
+    *,
+    seed: int = 0,
+    path: Any = None,
+    format: Any = "mooncake",
+    start: Any = None,
+    limit: Any = None,
+    block_size: Any = MOONCAKE_BLOCK_SIZE,
+    tokenizer: Any = None,
+    ignore_eos: Any = True,
+) -> TraceWorkload:
+    """``path`` = a trace file in ``format`` (mooncake, burstgpt, azure, jsonl)."""
+    if path is None:
+        raise LlmPerfUsageError("trace workload needs path=<trace file>")
+    if not isinstance(path, (str, Path)):
+        raise LlmPerfUsageError(f"path must be a trace file path, got {path!r}")
+    size = positive_int("block_size", block_size)
+    controls = output_controls(ignore_eos)
+    loaded = read_trace(path, format, start=start, limit=limit)
+    tok = resolve_tokenizer(tokenizer)
+    return TraceWorkload(
+        seed=seed,
+        trace=loaded,
+        block_size=size,
+        tokenizer=tok,
+        prompts=BlockPrompts(tok, default_corpus(), seed, size),
+        input_tokens_of=_message_rows_input(loaded.rows, tok),
+        controls=controls,
+        overhead=framing_tokens(tok, ("user",)),
+        start=start,
+        limit=limit,
+    )
