@@ -153,16 +153,18 @@ class MetricsAccumulator:
         self.timeline: dict[int, list[int]] = {}  # second of window -> [completed, output tokens]
         self.stages: dict[int, MetricsAccumulator] = {}
         self.turns: dict[int, MetricsAccumulator] = {}
+        self._breaks_down = True
 
     # -- writing ---------------------------------------------------------------
 
     def add(self, record: RequestRecord) -> None:
         if not record.tracked:
             return
-        if record.stage >= 0:
-            self._breakdown(self.stages, record.stage).add(record)
-        if record.turn >= 0:
-            self._breakdown(self.turns, min(record.turn, MAX_TURN_BREAKDOWN - 1)).add(record)
+        if self._breaks_down:
+            if record.stage >= 0:
+                self._breakdown(self.stages, record.stage).add(record)
+            if record.turn >= 0:
+                self._breakdown(self.turns, min(record.turn, MAX_TURN_BREAKDOWN - 1)).add(record)
         self.issued += 1
         end = record.t_end or record.t_last or record.t_send or record.t_sched
         self._extend_window(record.t_sched, end)
@@ -234,6 +236,7 @@ class MetricsAccumulator:
         if part is None:
             part = parts[key] = MetricsAccumulator()
             part.request_limits_ns = self.request_limits_ns
+            part._breaks_down = False  # a stage's requests are not split again
         return part
 
     def _count_good(self, values: Mapping[str, int]) -> None:

@@ -73,6 +73,94 @@ MARKER_CASES = [
     ('@pytest.mark.llm_workload("synthetic", input_tokenz=5)', ["test_perf", "input_tokenz"]),
     ('@pytest.mark.llm_workload("synthetic", requests=0)', ["test_perf", "requests"]),
     ('@pytest.mark.llm_workload("synthetic", duration=-1)', ["test_perf", "duration"]),
+    # load shapes (issue 13): each names the parameter and the bad value
+    ('@pytest.mark.llm_load("poisson", rate=5, burstiness=0)', ["test_perf", "burstiness", "0"]),
+    (
+        '@pytest.mark.llm_load("poisson", rate=5, burstiness="x")',
+        ["test_perf", "burstiness", "'x'"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", rate=5, max_concurrency=0)',
+        ["test_perf", "max_concurrency", "0"],
+    ),
+    (
+        '@pytest.mark.llm_load("concurrency", concurrency=2, max_concurrency=3)',
+        ["test_perf", "max_concurrency"],
+    ),
+    ('@pytest.mark.llm_load("poisson", stages=[])', ["test_perf", "stages", "[]"]),
+    (
+        '@pytest.mark.llm_load("poisson", stages=[{"rate": -1, "duration": 5}])',
+        ["test_perf", "stages[0]", "rate", "-1"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", stages=[{"rate": 1, "duration": 5}, {"rate": 2}])',
+        ["test_perf", "stages[1]", "duration"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", stages=[{"rate": 1, "duraton": 5}])',
+        ["test_perf", "stages[0]", "duraton"],
+    ),
+    (
+        '@pytest.mark.llm_load("concurrency", stages=[{"concurrency": 1.5, "duration": 5}])',
+        ["test_perf", "concurrency", "1.5"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", stages=[{"rate": 1, "duration": 5, "slo": "ttft <"}])',
+        ["test_perf", "stages[0]", "ttft <"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", rate=3, stages=[{"rate": 1, "duration": 5}])',
+        ["test_perf", "stages", "rate=3"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", ramp={"from": 1, "to": 9, "duration": 5, "shape": "cubic"})',
+        ["test_perf", "ramp", "'cubic'"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", ramp={"from": 0, "to": 9, "duration": 5, "shape": "exponential"})',
+        ["test_perf", "ramp", "from", "0"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", ramp={"from": 1, "to": 9, "duration": 5, "steps": 0})',
+        ["test_perf", "ramp", "steps", "0"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", ramp={"from": 1, "duration": 5})',
+        ["test_perf", "ramp", "'to'"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", rate=5, cancel={"share": 2, "after_tokens": 3})',
+        ["test_perf", "cancel", "share", "2"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", rate=5, cancel={"share": 0.5})',
+        ["test_perf", "cancel", "after_tokens"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", rate=5, cancel={"share": 0.5, "after_tokens": 0})',
+        ["test_perf", "after_tokens", "0"],
+    ),
+    (
+        '@pytest.mark.llm_load("poisson", rate=5, cancel={"share": 0.5, "after_ms": -5})',
+        ["test_perf", "after_ms", "-5"],
+    ),
+    ('@pytest.mark.llm_load("poisson", rate=5, cancel=0.5)', ["test_perf", "cancel", "0.5"]),
+    ('@pytest.mark.llm_load("trace")', ["test_perf", "path"]),
+    (
+        '@pytest.mark.llm_workload("synthetic")\n@pytest.mark.llm_load("trace", path="t.jsonl")',
+        ["test_perf", "trace", "'synthetic'"],
+    ),
+    (
+        '@pytest.mark.llm_workload("trace")\n@pytest.mark.llm_load("trace", path="no-such.jsonl")',
+        ["test_perf", "no-such.jsonl"],
+    ),
+    (
+        '@pytest.mark.llm_load("trace", path="t.jsonl", time_scale=0)',
+        ["test_perf", "time_scale", "0"],
+    ),
+    ('@pytest.mark.llm_load("trace", path="t.jsonl", limit=0)', ["test_perf", "limit", "0"]),
+    ('@pytest.mark.llm_load("trace", path="t.jsonl", start=-1)', ["test_perf", "start", "-1"]),
+    ('@pytest.mark.llm_load("trace", path="t.jsonl", rate=5)', ["test_perf", "rate"]),
 ]
 
 
