@@ -1,5 +1,6 @@
 """The endpoint client: OpenAI chat and completions over streaming SSE."""
 
+from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url, redact_url
 from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.client.openai import RequestFields
@@ -9,6 +10,7 @@ from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import StreamClient, TransportFailure
 
 __all__ = [
+    "CancelAt",
     "Endpoint",
     "ErrorKind",
     "RequestFields",

@@ -147,7 +147,13 @@ async def test_every_token_event_counts_and_ttft_ttfo_match_the_servers_send_tim
         )
         result = await run_load(endpoint, spec, observers=[records.append])
     served = server.served[-40:]
-    assert result.counts == {"issued": 40, "completed": 40, "failed": 0, "incomplete": 0, "cancelled": 0}
+    assert result.counts == {
+        "issued": 40,
+        "completed": 40,
+        "failed": 0,
+        "incomplete": 0,
+        "cancelled": 0,
+    }
     tokens = server.tokens
     assert all(r.token_events == tokens and len(r.gaps_ns) == tokens - 1 for r in records)
     assert result.metrics["itl"].count == 40 * (tokens - 1)  # type: ignore[union-attr]
