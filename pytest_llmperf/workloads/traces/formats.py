@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from pytest_llmperf.errors import LlmPerfUsageError
 
@@ -42,9 +42,11 @@ NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class RawRow:
-    """One usable row as the file has it: ``ts_ns`` absolute, in nanoseconds."""
+class RawRow(NamedTuple):
+    """One usable row as the file has it: ``ts_ns`` absolute, in nanoseconds.
+
+    A tuple, not a dataclass: a BurstGPT release has millions of rows.
+    """
 
     ts_ns: int
     line: int
@@ -153,14 +155,19 @@ def _messages(where: _Where, value: Any) -> tuple[Mapping[str, str], ...]:
 
 def _csv_count(where: _Where, column: str, text: str) -> int:
     """A token count from a CSV cell: an integer >= 0 (``"12.0"`` is accepted)."""
-    cell = text.strip()
     try:
-        number = float(cell)
+        whole = int(text)
     except ValueError:
-        raise where.bad(column, "an integer >= 0", text) from None
-    if not math.isfinite(number) or not number.is_integer() or number < 0:
+        try:
+            number = float(text)
+        except ValueError:
+            raise where.bad(column, "an integer >= 0", text) from None
+        if not math.isfinite(number) or not number.is_integer():
+            raise where.bad(column, "an integer >= 0", text) from None
+        whole = int(number)
+    if whole < 0:
         raise where.bad(column, "an integer >= 0", text)
-    return int(number)
+    return whole
 
 
 def _seconds_ns(cell: str) -> int | None:
@@ -272,65 +279,94 @@ def parse_jsonl(name: str, lines: Iterable[str]) -> Parsed:
 # -- CSV -----------------------------------------------------------------------------
 
 
-def _csv_rows(
-    name: str, lines: Iterable[str], required: tuple[str, ...], optional: tuple[str, ...] = ()
-) -> Iterator[tuple[_Where, dict[str, str]]]:
-    """Rows as ``{required or optional column: cell}``; extra columns are ignored."""
-    where = _Where(name)
-    reader = csv.reader(lines)
-    header: list[str] | None = None
-    index: dict[str, int] = {}
-    for cells in reader:
-        where.line = reader.line_num
-        if not cells or all(not c.strip() for c in cells):
-            continue
-        if header is None:
+class _CsvTable:
+    """A CSV file's data rows (blank lines skipped), with where the needed columns are.
+
+    Iterating yields each row's cells and keeps ``where.line`` on its line.
+    Extra columns are ignored; the header's names are matched without case.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        lines: Iterable[str],
+        required: tuple[str, ...],
+        optional: tuple[str, ...] = (),
+    ) -> None:
+        self.where = _Where(name)
+        self._reader = csv.reader(lines)
+        self.width = 0
+        for cells in self._reader:
+            self.where.line = self._reader.line_num
+            if not cells or all(not c.strip() for c in cells):
+                continue
             header = [c.strip().lower() for c in cells]
             missing = [c for c in required if c.lower() not in header]
             if missing:
-                raise where.error(
+                raise self.where.error(
                     f"the header needs the columns {', '.join(required)}; "
                     f"missing {', '.join(missing)} in {cells!r}"
                 )
             wanted = (*required, *optional)
-            index = {c: header.index(c.lower()) for c in wanted if c.lower() in header}
-            continue
-        if len(cells) != len(header):
-            raise where.error(f"expected {len(header)} fields as in the header, got {len(cells)}")
-        yield where, {column: cells[i] for column, i in index.items()}
-    if header is None:
-        raise LlmPerfUsageError(f"trace {name}: empty file (no header row)")
+            self.index = {c: header.index(c.lower()) for c in wanted if c.lower() in header}
+            self.width = len(cells)
+            break
+        else:
+            raise LlmPerfUsageError(f"trace {name}: empty file (no header row)")
+
+    def __iter__(self) -> Iterator[list[str]]:
+        where, reader, width = self.where, self._reader, self.width
+        for cells in reader:
+            where.line = reader.line_num
+            if len(cells) != width:
+                if not cells or all(not c.strip() for c in cells):
+                    continue
+                raise where.error(f"expected {width} fields as in the header, got {len(cells)}")
+            yield cells
+
+
+def _seconds_cell(where: _Where, column: str, text: str) -> int:
+    ts = _seconds_ns(text)
+    if ts is None:
+        raise where.bad(column, "a number of seconds >= 0", text)
+    return ts
 
 
 def parse_burstgpt(name: str, lines: Iterable[str]) -> Parsed:
     out = Parsed(skipped_why="failed requests: 0 response or request tokens")
-    columns = ("Timestamp", "Request tokens", "Response tokens")
-    for where, cells in _csv_rows(name, lines, columns, ("Model",)):
-        ts = _seconds_ns(cells["Timestamp"])
-        if ts is None:
-            raise where.bad("Timestamp", "a number of seconds >= 0", cells["Timestamp"])
-        request = _csv_count(where, "Request tokens", cells["Request tokens"])
-        response = _csv_count(where, "Response tokens", cells["Response tokens"])
+    table = _CsvTable(name, lines, ("Timestamp", "Request tokens", "Response tokens"), ("Model",))
+    where, at = table.where, table.index
+    i_ts, i_in, i_out = at["Timestamp"], at["Request tokens"], at["Response tokens"]
+    i_model = at.get("Model")
+    append = out.rows.append
+    for cells in table:
+        try:  # the common case, fast: plain numbers
+            seconds = float(cells[i_ts])
+            request, response = int(cells[i_in]), int(cells[i_out])
+            ok = 0 <= seconds < math.inf and request >= 0 and response >= 0
+        except ValueError:
+            ok = False
+        if not ok:  # say what is wrong, or accept "12.0"
+            seconds = _seconds_cell(where, "Timestamp", cells[i_ts]) / NS_PER_S
+            request = _csv_count(where, "Request tokens", cells[i_in])
+            response = _csv_count(where, "Response tokens", cells[i_out])
         if request == 0 or response == 0:
             out.skipped += 1
             continue
-        out.rows.append(
-            RawRow(
-                ts_ns=ts,
-                line=where.line,
-                input_length=request,
-                output_length=response,
-                category=cells.get("Model", "").strip(),
-            )
+        model = cells[i_model].strip() if i_model is not None else ""
+        append(
+            RawRow(round(seconds * NS_PER_S), where.line, request, response, (), None, None, model)
         )
     return out
 
 
 def parse_azure(name: str, lines: Iterable[str]) -> Parsed:
     out = Parsed(skipped_why="0 context or generated tokens")
-    columns = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-    for where, cells in _csv_rows(name, lines, columns):
-        text = cells["TIMESTAMP"]
+    table = _CsvTable(name, lines, ("TIMESTAMP", "ContextTokens", "GeneratedTokens"))
+    where, at = table.where, table.index
+    i_ts, i_in, i_out = at["TIMESTAMP"], at["ContextTokens"], at["GeneratedTokens"]
+    for cells in table:
+        text = cells[i_ts]
         ts = parse_datetime_ns(text)
         if ts is None:
             ts = _seconds_ns(text)
@@ -338,14 +374,12 @@ def parse_azure(name: str, lines: Iterable[str]) -> Parsed:
             raise where.bad(
                 "TIMESTAMP", "a date and time (2023-11-16 18:15:46.6805900) or seconds >= 0", text
             )
-        context = _csv_count(where, "ContextTokens", cells["ContextTokens"])
-        generated = _csv_count(where, "GeneratedTokens", cells["GeneratedTokens"])
+        context = _csv_count(where, "ContextTokens", cells[i_in])
+        generated = _csv_count(where, "GeneratedTokens", cells[i_out])
         if context == 0 or generated == 0:
             out.skipped += 1
             continue
-        out.rows.append(
-            RawRow(ts_ns=ts, line=where.line, input_length=context, output_length=generated)
-        )
+        out.rows.append(RawRow(ts, where.line, context, generated))
     return out
 
 

@@ -20,8 +20,10 @@ after a space by its first word (alone vs after a space); the rest of the
 prompt absorbs the difference.
 
 Blocks are runs of a few dozen tokens of contiguous prose, each starting at
-a random corpus word: the bundled corpus holds a few hundred words, so one
-contiguous window per block would make distinct ids share text.
+a random corpus word, the first two runs short: the bundled corpus holds a
+few hundred words, so one contiguous window per block (or long opening runs)
+would make distinct ids share their first tokens, and a prefix cache would
+count hits production never had.
 """
 
 from __future__ import annotations
@@ -38,9 +40,21 @@ from pytest_llmperf.workloads.corpus import Corpus
 from pytest_llmperf.workloads.segments import SegmentTable, corpus_words, start_candidates
 from pytest_llmperf.workloads.tokenizer import Tokenizer
 
-__all__ = ["RUN_TOKENS", "Block", "BlockPrompts", "WordCosts", "word_costs"]
+__all__ = [
+    "OPENING_RUNS",
+    "OPENING_TOKENS",
+    "RUN_TOKENS",
+    "Block",
+    "BlockPrompts",
+    "WordCosts",
+    "word_costs",
+]
 
 RUN_TOKENS = (16, 48)  # each run of contiguous prose holds this many tokens (uniform)
+# ... except the first two, short (~10^10 distinct openings): two distinct ids seldom share
+# more than a few opening tokens, less than a server's cache block (a prefix cache would
+# count longer shared openings as hits production never had)
+OPENING_RUNS, OPENING_TOKENS = 2, (1, 8)
 CACHED_BLOCKS = 4096  # blocks kept (LRU); ~2.5 kB each at 512 tokens
 
 Segment = tuple[int, int]  # words [p, q) of the doubled corpus, 0 <= p < m, p < q <= p + m
@@ -135,6 +149,11 @@ class WordCosts:
                 return i
         return min(heads, key=lambda i: self.alone(i, first))
 
+    @staticmethod
+    def _run_tokens(rng: random.Random, k: int) -> int:
+        """How many tokens run ``k`` of a text holds: the first ones are short."""
+        return rng.randint(*(OPENING_TOKENS if k < OPENING_RUNS else RUN_TOKENS))
+
     def fill(
         self, rng: random.Random, n: int, *, head: bool, first: bool
     ) -> tuple[list[Segment], int]:
@@ -153,18 +172,18 @@ class WordCosts:
         if head:
             p = self._head(rng, left, first)
             alone = self.alone(p, first)
-            run = max(alone, min(left, rng.randint(*RUN_TOKENS)))
+            run = max(alone, min(left, self._run_tokens(rng, 0)))
             q = self._end(p + 1, run - alone, p + self.m)
             segments.append((p, q))
             left -= self.cost((p, q), first)
-        misses = 0
-        while left > 0 and misses < 8:
-            run = min(left, rng.randint(*RUN_TOKENS))
+        while left > 0:
+            run = min(left, self._run_tokens(rng, len(segments)))
             p = rng.randrange(self.m)
             q = self._end(p, run, p + self.m)
-            if q == p:  # this word alone is longer than the run
-                misses += 1
-                continue
+            if q == p:  # this word alone is longer than the run: a run of one word
+                if self.cum[p + 1] - self.cum[p] > left:
+                    break
+                q = p + 1
             segments.append((p, q))
             left -= self.cum[q] - self.cum[p]
         while left > 0:  # close the gap word by word
@@ -220,7 +239,10 @@ def word_costs(tokenizer: Tokenizer, corpus: Corpus) -> WordCosts:
         table = table_of(corpus)
         if isinstance(table, SegmentTable):
             words = corpus_words(table.text)
-            spaced = [b - a for a, b in zip(table.offsets, [*table.offsets[1:], table.period])]
+            spaced = [
+                b - a
+                for a, b in zip(table.offsets, [*table.offsets[1:], table.period], strict=True)
+            ]
             return WordCosts.build(words, spaced, table.bare)
     words = corpus_words(corpus.text)
     distinct = list(dict.fromkeys(words))

@@ -118,9 +118,7 @@ class TraceWorkload:
         return out
 
 
-def _message_rows_input(
-    rows: tuple[TraceRow, ...], tokenizer: Tokenizer
-) -> tuple[int, ...]:
+def _message_rows_input(rows: tuple[TraceRow, ...], tokenizer: Tokenizer) -> tuple[int, ...]:
     """Each row's input as the server counts it: given, or counted (messages + template)."""
     seen: dict[str, int] = {}
     shapes: dict[tuple[str, ...], int] = {}

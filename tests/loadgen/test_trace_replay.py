@@ -1,0 +1,85 @@
+"""Trace replay against a real local server: the trace's own times, lengths and prefixes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.specs.run import RunSpec
+from pytest_llmperf.workloads.traces import read_trace
+
+pytestmark = pytest.mark.asyncio
+
+TRACES = Path(__file__).parents[1] / "workloads" / "data" / "traces"
+MOONCAKE = TRACES / "mooncake_sample.jsonl"
+
+
+def trace_spec(
+    path: Path, fmt: str, workload: dict[str, Any] | None = None, **load: Any
+) -> RunSpec:
+    return RunSpec.from_markers(
+        (), {"tokenizer": "approximate", **(workload or {})},
+        ("trace",), {"path": str(path), "format": fmt, **load},
+    )  # fmt: skip
+
+
+async def test_a_mooncake_trace_replays_on_its_own_schedule(fast_sim: Endpoint) -> None:
+    trace = read_trace(MOONCAKE, "mooncake")
+    assert len(trace.rows) == 200 and 9.0 <= trace.span_s <= 11.0
+    spec = trace_spec(MOONCAKE, "mooncake")
+    assert spec.requests is None  # a trace replays every row unless told otherwise
+    seen = []
+    result = await LoadRun(fast_sim, spec, observers=[seen.append]).execute()
+    assert result.counts["issued"] == 200 and result.counts["completed"] == 200
+    assert result.self_check["schedule_lag_p99_ms"] <= 10, result.self_check
+    assert not result.self_check["generator_bound"], result.self_check
+    window = result.accumulator.window_s
+    assert trace.span_s * 0.8 <= window <= trace.span_s * 1.2, (window, trace.span_s)
+    # each request went at its row's time (planned offsets = the trace's, relative to t0)
+    t0 = min(r.t_sched for r in seen)
+    offsets = sorted(r.t_sched - t0 for r in seen)
+    assert offsets == trace.offsets_ns()
+    # ... with its row's lengths: the server counted the prompt and the output asked for
+    lengths = result.token_lengths
+    mean_in = sum(r.input_length or 0 for r in trace.rows) / 200
+    mean_out = sum(r.output_length for r in trace.rows) / 200
+    assert lengths["input_requested_mean"] == pytest.approx(mean_in)
+    assert lengths["output_server_mean"] == pytest.approx(mean_out)
+
+
+async def test_time_scale_stretches_the_schedule_and_limit_cuts_it(fast_sim: Endpoint) -> None:
+    spec = trace_spec(MOONCAKE, "mooncake", time_scale=0.25, limit=60)
+    seen = []
+    result = await LoadRun(fast_sim, spec, observers=[seen.append]).execute()
+    assert result.counts["completed"] == 60
+    trace = read_trace(MOONCAKE, "mooncake", limit=60)
+    t0 = min(r.t_sched for r in seen)
+    assert sorted(r.t_sched - t0 for r in seen) == trace.offsets_ns(0.25)
+    assert result.accumulator.window_s <= trace.span_s * 0.25 + 1.0
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [
+        ("burstgpt_sample.csv", "burstgpt"),
+        ("azure_sample.csv", "azure"),
+        ("plain_sample.jsonl", "jsonl"),
+    ],
+)
+async def test_every_format_replays(fast_sim: Endpoint, name: str, fmt: str) -> None:
+    trace = read_trace(TRACES / name, fmt)
+    scale = min(1.0, 2.0 / max(trace.span_s, 1e-9))  # at most 2 s of replay
+    result = await LoadRun(fast_sim, trace_spec(TRACES / name, fmt, time_scale=scale)).execute()
+    assert result.counts["issued"] == len(trace.rows) == result.counts["completed"]
+
+
+async def test_a_capped_trace_replay_queues_instead_of_lagging(fast_sim: Endpoint) -> None:
+    spec = trace_spec(MOONCAKE, "mooncake", time_scale=0.2, max_concurrency=2)
+    result = await LoadRun(fast_sim, spec).execute()
+    assert result.counts["completed"] == 200
+    assert result.histogram("queue_wait").count == 200
+    assert not result.self_check["generator_bound"], result.self_check
