@@ -56,6 +56,7 @@ __all__ = [
     "LATENCY_METRICS",
     "MAX_TURN_BREAKDOWN",
     "RATE_METRICS",
+    "TIMELINE_FIELDS",
     "MetricsAccumulator",
     "TokenCountSource",
 ]
@@ -89,6 +90,18 @@ RATE_METRICS: tuple[str, ...] = (
     "input_throughput",
 )
 _EXTRA_HISTOGRAMS = ("tpot_token_weighted",)
+# A timeline bucket: the requests that completed in one second of the window (by t_last).
+# All add up across merges except the maximum. States from before the latency fields
+# hold the first two only (read back with zeros: "no latency known" for that second).
+TIMELINE_FIELDS: tuple[str, ...] = (
+    "completed",
+    "output_tokens",
+    "ttft_sum_ns",
+    "ttft_max_ns",
+    "tpot_sum_ns",
+    "tpot_count",  # requests with 2+ output tokens (a TPOT)
+)
+_TIMELINE_MAX = TIMELINE_FIELDS.index("ttft_max_ns")
 # The integer counters that merge by addition and travel in to_state()["counts"].
 _COUNTERS = (
     "issued",
@@ -150,7 +163,8 @@ class MetricsAccumulator:
         self.token_sources: Counter[TokenCountSource] = Counter()
         self.window_start_ns: int | None = None
         self.window_end_ns: int | None = None
-        self.timeline: dict[int, list[int]] = {}  # second of window -> [completed, output tokens]
+        # second of the window -> TIMELINE_FIELDS (completions in that second, by t_last)
+        self.timeline: dict[int, list[int]] = {}
         self.stages: dict[int, MetricsAccumulator] = {}
         self.turns: dict[int, MetricsAccumulator] = {}
         self._breaks_down = True
@@ -218,6 +232,7 @@ class MetricsAccumulator:
         if record.t_out:
             values["ttfo"] = record.t_out - record.t_sched
             h["ttfo"].record_ns(values["ttfo"])
+        tpot = -1
         if n_out >= 2:
             tpot = (record.t_last - record.t_first) // (n_out - 1)
             h["tpot"].record_ns(tpot)
@@ -226,10 +241,18 @@ class MetricsAccumulator:
         h["itl"].record_many_ns(record.gaps_ns)
         self._count_good(values)
         if self.window_start_ns is not None:
-            second = max(0, (record.t_last - self.window_start_ns) // 1_000_000_000)
-            bucket = self.timeline.setdefault(int(second), [0, 0])
+            second = int(max(0, (record.t_last - self.window_start_ns) // 1_000_000_000))
+            bucket = self.timeline.get(second)
+            if bucket is None:
+                bucket = self.timeline[second] = [0, 0, 0, 0, 0, 0]
             bucket[0] += 1
             bucket[1] += n_out
+            bucket[2] += ttft
+            if ttft > bucket[3]:
+                bucket[3] = ttft
+            if tpot >= 0:
+                bucket[4] += tpot
+                bucket[5] += 1
 
     def _breakdown(self, parts: dict[int, MetricsAccumulator], key: int) -> MetricsAccumulator:
         part = parts.get(key)
@@ -260,10 +283,13 @@ class MetricsAccumulator:
         self.token_sources.update(other.token_sources)
         if other.window_start_ns is not None and other.window_end_ns is not None:
             self._extend_window(other.window_start_ns, other.window_end_ns)
-        for second, (done, tokens) in other.timeline.items():
-            bucket = self.timeline.setdefault(second, [0, 0])
-            bucket[0] += done
-            bucket[1] += tokens
+        for second, counted in other.timeline.items():
+            bucket = self.timeline.get(second)
+            if bucket is None:
+                self.timeline[second] = list(counted)
+                continue
+            for i, value in enumerate(counted):
+                bucket[i] = max(bucket[i], value) if i == _TIMELINE_MAX else bucket[i] + value
         for mine, theirs in ((self.stages, other.stages), (self.turns, other.turns)):
             for key, part in theirs.items():
                 self._breakdown(mine, key).merge(part)
@@ -376,7 +402,11 @@ class MetricsAccumulator:
             # "chunks": what states written before the token-event rules called "events"
             acc.token_sources[TokenCountSource("events" if source == "chunks" else source)] += n
         acc.window_start_ns, acc.window_end_ns = state.get("window_ns", [None, None])
-        acc.timeline = {int(k): list(v) for k, v in state.get("timeline", {}).items()}
+        acc.timeline = {
+            # states written before the latency fields held [completed, output tokens] only
+            int(k): [*map(int, v), *[0] * (len(TIMELINE_FIELDS) - len(v))]
+            for k, v in state.get("timeline", {}).items()
+        }
         acc.stages = {int(k): cls.from_state(v) for k, v in state.get("stages", {}).items()}
         acc.turns = {int(k): cls.from_state(v) for k, v in state.get("turns", {}).items()}
         return acc

@@ -19,7 +19,14 @@ from markupsafe import Markup
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports import plots
 from pytest_llmperf.reports.session_data import SessionData
-from pytest_llmperf.reports.table import MARKS, format_change, format_value
+from pytest_llmperf.reports.table import (
+    MARKS,
+    format_change,
+    format_value,
+    stage_level,
+    stage_mark,
+    verdict_where,
+)
 
 __all__ = ["build_html_report", "write_html_report"]
 
@@ -41,6 +48,8 @@ def build_html_report(report: Mapping[str, Any], data: SessionData | None = None
     env.filters["change"] = format_change
     env.filters["mark"] = lambda verdict: MARKS.get(verdict, "")
     env.filters["cell"] = _cell
+    env.filters["where"] = verdict_where
+    env.filters["stage_cell"] = lambda v: verdict_where(v).removeprefix("stage ")
     template = env.get_template("report.html.jinja2")
     states = {t.nodeid: t.states for t in data.tests.values()} if data else {}
     tests = [_test_view(t, states.get(t["nodeid"], [])) for t in report.get("tests", [])]
@@ -49,7 +58,6 @@ def build_html_report(report: Mapping[str, Any], data: SessionData | None = None
         endpoint=report.get("endpoint", {}),
         session=report.get("session", {}),
         tests=tests,
-        latency_rows=_LATENCY_ROWS,
         stats=_STATS,
     )
 
@@ -68,9 +76,10 @@ def write_html_report(
 
 def _test_view(test: Mapping[str, Any], states: list[dict[str, Any]]) -> dict[str, Any]:
     runs = []
+    slos = list(test.get("slos", []))
     for i, run in enumerate(test.get("runs", [])):
         state = states[i] if i < len(states) else None
-        runs.append(_run_view(run, state))
+        runs.append(_run_view(run, state, slos))
     analyses = []
     for analysis in test.get("analyses", []):
         svg = plots.analysis_curve(analysis) if analysis.get("kind") == "curve" else None
@@ -82,21 +91,28 @@ def _test_view(test: Mapping[str, Any], states: list[dict[str, Any]]) -> dict[st
         "run_views": runs,
         "analysis_views": analyses,
         "load_curve": Markup(load_curve) if load_curve else None,
+        "staged_slos": any(v.get("stage") is not None for v in slos),
         "baseline_rows": [c for c in test.get("baseline", []) if c.get("metric") != "*"],
         "baseline_notes": [c for c in test.get("baseline", []) if c.get("metric") == "*"],
     }
 
 
-def _run_view(run: Mapping[str, Any], state: Mapping[str, Any] | None) -> dict[str, Any]:
+def _run_view(
+    run: Mapping[str, Any], state: Mapping[str, Any] | None, slos: list[Mapping[str, Any]]
+) -> dict[str, Any]:
     charts: dict[str, list[Markup]] = {"cdf": [], "histogram": [], "throughput": []}
+    stages = list(run.get("stages") or [])
     if state is not None:
         acc = MetricsAccumulator.from_state(state)
         for metric in plots.PLOTTED_METRICS:
             hist = acc.histograms[metric]
             charts["cdf"].append(Markup(plots.cdf_plot(hist, metric)))
             charts["histogram"].append(Markup(plots.histogram_plot(hist, metric)))
-        charts["throughput"] = [Markup(s) for s in plots.throughput_plots(acc)]
+        charts["throughput"] = [Markup(s) for s in plots.throughput_plots(acc, stages=stages)]
+        charts["latency"] = [Markup(s) for s in plots.latency_timeline_plots(acc, stages=stages)]
         charts["lag"] = [Markup(plots.cdf_plot(acc.histograms["schedule_lag"], "schedule_lag"))]
+        if acc.histograms["queue_wait"].count:  # a capped open loop: its users' wait for a slot
+            charts["cdf"].append(Markup(plots.cdf_plot(acc.histograms["queue_wait"], "queue_wait")))
     workload = dict(run.get("workload", {}))
     config = [
         ("workload", workload.get("name")),
@@ -107,7 +123,29 @@ def _run_view(run: Mapping[str, Any], state: Mapping[str, Any] | None) -> dict[s
         ("wall duration", f"{run.get('duration_s', 0):.2f} s"),
         ("gated (judged by SLOs)", run.get("gated", True)),
     ]
-    return {**run, "charts": charts, "config": config}
+    label = run.get("label")
+    stage_rows = []
+    for stage in stages:
+        verdicts = [v for v in slos if v.get("run") == label and v.get("stage") == stage["index"]]
+        stage_rows.append(
+            {
+                **stage,
+                "level": stage_level(stage),
+                "verdicts": verdicts,
+                "mark": stage_mark(verdicts),
+            }
+        )
+    metrics = run.get("metrics", {})
+    queued = (metrics.get("queue_wait") or {}).get("count", 0)
+    return {
+        **run,
+        "charts": charts,
+        "config": config,
+        "stage_rows": stage_rows,
+        "turn_rows": list(run.get("turns") or []),
+        "latency_rows": (*_LATENCY_ROWS, "queue_wait") if queued else _LATENCY_ROWS,
+        "cancelled": (run.get("counts") or {}).get("cancelled", 0),
+    }
 
 
 def _cell(value: Any) -> str:

@@ -28,11 +28,19 @@ __all__ = ["error_properties", "junit_properties", "regression_properties"]
 def junit_properties(
     verdicts: Iterable[SloVerdict], *, prefix: str = "llm_slo"
 ) -> list[tuple[str, str]]:
-    """``(name, value)`` pairs: per SLO its verdict, observed value, target and sample count."""
+    """``(name, value)`` pairs: per SLO its verdict, observed value, target and sample count.
+
+    A verdict on one stage of a staged run is named ``llm_slo[<expr>][<run>][stage <k>]``
+    and adds ``.stage_load`` (``40 req/s``).
+    """
     props: list[tuple[str, str]] = []
     for v in verdicts:
         name = f"{prefix}[{v.expr}]" + (f"[{v.run}]" if v.run else "")
+        if v.stage is not None:
+            name += f"[stage {v.stage}]"
         props.append((f"{name}.verdict", v.verdict.value))
+        if v.stage_load:
+            props.append((f"{name}.stage_load", v.stage_load))
         props.append((f"{name}.observed", format_value(v.observed, v.unit)))
         props.append((f"{name}.target", format_value(v.target, v.unit)))
         props.append((f"{name}.samples", str(v.samples)))

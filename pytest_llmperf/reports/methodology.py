@@ -89,11 +89,40 @@ def _workload(w: Mapping[str, Any]) -> str:
 
 def _load(load: Mapping[str, Any]) -> str:
     pattern = load.get("pattern", "?")
+    stages = load.get("stages") or ()
+    if stages:
+        return f"{pattern}, {_stages(stages)}"
     if load.get("rate"):
         return f"open-loop {pattern}, {load['rate']:g} req/s"
     if load.get("concurrency"):
         return f"closed-loop {pattern}, concurrency {load['concurrency']}"
     return str(pattern)
+
+
+def _stages(stages: Sequence[Mapping[str, Any]]) -> str:
+    """``2 stages: 10 req/s for 60 s, 40 req/s for 60 s`` (a long plan: its ends)."""
+
+    def level(stage: Mapping[str, Any], end: bool = False) -> str:
+        if stage.get("concurrency") is not None:
+            return f"concurrency {stage['concurrency']}"
+        rate = (
+            stage.get("rate_end")
+            if end and stage.get("rate_end") is not None
+            else stage.get("rate")
+        )
+        return f"{float(rate or 0):.4g} req/s"
+
+    total = sum(float(s.get("duration_s") or 0) for s in stages)
+    if len(stages) <= 4:
+        return f"{len(stages)} stage(s): " + ", ".join(
+            f"{level(s)}{'→' + level(s, True) if s.get('rate_end') is not None else ''} "
+            f"for {float(s.get('duration_s') or 0):g} s"
+            for s in stages
+        )
+    return (
+        f"{len(stages)} stages from {level(stages[0])} to {level(stages[-1], True)} "
+        f"over {total:g} s (results per stage: runs[].stages)"
+    )
 
 
 def _compact(value: Any) -> str:

@@ -2,7 +2,8 @@
 
 Latency CDFs and histograms come from the lossless HDR states, not from the
 summary percentiles, so the plots show the whole distribution; throughput
-over time from the accumulator's per-second timeline; latency-vs-load from
+and latency over time from the accumulator's per-second timeline (a staged
+run's stages drawn as bands); latency-vs-load from
 a test's several runs; and tests' attached ``curve`` analyses are drawn
 generically.
 """
@@ -15,7 +16,8 @@ from typing import Any
 
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
-from pytest_llmperf.reports.svg import Series, bar_chart, line_chart
+from pytest_llmperf.reports.svg import Band, Series, bar_chart, line_chart
+from pytest_llmperf.reports.table import stage_level
 
 __all__ = [
     "PLOTTED_METRICS",
@@ -23,7 +25,10 @@ __all__ = [
     "cdf_plot",
     "histogram_bins",
     "histogram_plot",
+    "latency_timeline",
+    "latency_timeline_plots",
     "latency_vs_load_plot",
+    "stage_bands",
     "throughput_plots",
 ]
 
@@ -34,6 +39,7 @@ _NAMES = {
     "itl": "ITL",
     "e2e": "E2E latency",
     "schedule_lag": "schedule lag",
+    "queue_wait": "queue wait",
 }
 
 
@@ -92,8 +98,37 @@ def histogram_plot(hist: LatencyHistogram, metric: str) -> str:
     return bar_chart(bins, title=title, x_label="ms", y_label="samples")
 
 
-def throughput_plots(acc: MetricsAccumulator) -> list[str]:
-    """Completed requests and output tokens per second of the run's window."""
+def stage_bands(stages: Sequence[Mapping[str, Any]]) -> list[Band]:
+    """A staged run's ``run["stages"]`` as bands on a time axis.
+
+    Stage times count from the first stage's start, the timeline's seconds
+    from the first tracked planned send: for an open loop the two differ by
+    the first arrival's gap (under a second at any rate worth plotting).
+    """
+    out = []
+    for stage in stages:
+        start = float(stage.get("start_s") or 0.0)
+        level = stage_level(stage)
+        short = level.replace(" req/s", "/s").replace("concurrency ", "c=")
+        out.append(
+            Band(
+                start,
+                start + float(stage.get("duration_s") or 0.0),
+                label=short,
+                short=str(stage.get("index", "")),
+                title=f"stage {stage.get('index')}: {level}",
+            )
+        )
+    return out
+
+
+def throughput_plots(
+    acc: MetricsAccumulator, *, stages: Sequence[Mapping[str, Any]] = ()
+) -> list[str]:
+    """Completed requests and output tokens per second of the run's window.
+
+    ``stages`` (a staged run's ``run["stages"]``) are drawn as bands.
+    """
     if not acc.timeline:
         return [
             line_chart(
@@ -102,8 +137,9 @@ def throughput_plots(acc: MetricsAccumulator) -> list[str]:
         ]
     last = max(acc.timeline)
     seconds = range(last + 1)
-    tokens = [(s + 0.5, float(acc.timeline.get(s, [0, 0])[1])) for s in seconds]
-    requests = [(s + 0.5, float(acc.timeline.get(s, [0, 0])[0])) for s in seconds]
+    tokens = [(s + 0.5, float(acc.timeline[s][1] if s in acc.timeline else 0)) for s in seconds]
+    requests = [(s + 0.5, float(acc.timeline[s][0] if s in acc.timeline else 0)) for s in seconds]
+    bands = stage_bands(stages)
     return [
         line_chart(
             [Series("output tok/s", tokens)],
@@ -112,6 +148,7 @@ def throughput_plots(acc: MetricsAccumulator) -> list[str]:
             y_label="tok/s",
             kind="timeline",
             markers=len(tokens) < 30,
+            bands=bands,
         ),
         line_chart(
             [Series("completed req/s", requests)],
@@ -120,6 +157,52 @@ def throughput_plots(acc: MetricsAccumulator) -> list[str]:
             y_label="req/s",
             kind="timeline",
             markers=len(requests) < 30,
+            bands=bands,
+        ),
+    ]
+
+
+def latency_timeline(acc: MetricsAccumulator) -> dict[str, list[tuple[float, float]]]:
+    """Per second of the window (by completion), in ms: ``ttft mean``, ``ttft max`` and
+    ``tpot mean``; seconds with no completion, or no latency recorded, have no point."""
+    out: dict[str, list[tuple[float, float]]] = {"ttft mean": [], "ttft max": [], "tpot mean": []}
+    for second in sorted(acc.timeline):
+        done, _, ttft_sum, ttft_max, tpot_sum, tpot_n = acc.timeline[second][:6]
+        x = second + 0.5
+        if done and ttft_max:  # an old state (no latency fields) reads 0
+            out["ttft mean"].append((x, ttft_sum / done / 1e6))
+            out["ttft max"].append((x, ttft_max / 1e6))
+        if tpot_n:
+            out["tpot mean"].append((x, tpot_sum / tpot_n / 1e6))
+    return out
+
+
+def latency_timeline_plots(
+    acc: MetricsAccumulator, *, stages: Sequence[Mapping[str, Any]] = ()
+) -> list[str]:
+    """TTFT (mean and max) and TPOT (mean) of the requests completing in each second."""
+    series = latency_timeline(acc)
+    bands = stage_bands(stages)
+    ttft = [Series(name, series[name]) for name in ("ttft mean", "ttft max")]
+    markers = len(series["ttft max"]) < 30
+    return [
+        line_chart(
+            ttft if series["ttft max"] else [],
+            title="TTFT per second of completion",
+            x_label="s since first planned send",
+            y_label="ms",
+            kind="latency-timeline",
+            markers=markers,
+            bands=bands,
+        ),
+        line_chart(
+            [Series("tpot mean", series["tpot mean"])],
+            title="TPOT (mean) per second of completion",
+            x_label="s since first planned send",
+            y_label="ms",
+            kind="latency-timeline",
+            markers=markers,
+            bands=bands,
         ),
     ]
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
-__all__ = ["PALETTE", "Series", "bar_chart", "line_chart", "nice_ticks"]
+__all__ = ["PALETTE", "Band", "Series", "bar_chart", "line_chart", "nice_ticks"]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
 _W, _H = 315, 220
@@ -28,6 +28,21 @@ class Series:
 
     name: str
     points: Sequence[tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class Band:
+    """A span of the x axis, shaded and labelled (a load stage on a time axis).
+
+    ``label`` is written inside the band when it fits (else ``short``, else
+    nothing); ``title`` is the hover text.
+    """
+
+    start: float
+    end: float
+    label: str
+    short: str = ""
+    title: str = ""
 
 
 _Scale = Callable[[float], float]  # a data value -> its pixel coordinate
@@ -132,12 +147,20 @@ def line_chart(
     y_range: tuple[float, float] | None = None,
     step: bool = False,
     markers: bool = False,
+    bands: Sequence[Band] = (),
 ) -> str:
-    """Lines (or steps, for CDFs) over shared axes, with a legend when there are several."""
+    """Lines (or steps, for CDFs) over shared axes, with a legend when there are several.
+
+    ``bands`` shade spans of the x axis (``<rect class="band">``, alternate
+    ones darker, a line at each start) under the lines; the x axis widens to
+    hold them.
+    """
     pts = [(x, y) for s in series for x, y in s.points if math.isfinite(x) and math.isfinite(y)]
     if not pts:
         return _empty(title, kind, x_label, y_label, "no data")
+    bands = [b for b in bands if math.isfinite(b.start) and math.isfinite(b.end)]
     xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    xs += [x for b in bands for x in (b.start, b.end)]
     x_low, x_high = min(xs), max(xs)
     if x_high == x_low:
         x_low, x_high = x_low - 1 if x_low >= 1 else 0, x_high + 1
@@ -150,6 +173,7 @@ def line_chart(
     sy = _scale(y_low, y_high, _H - _M_BOTTOM, _M_TOP)
     parts = _frame(title, kind, x_label, y_label)
     parts += _axes([t for t in x_ticks if x_low <= t <= x_high], y_ticks, sx, sy)
+    parts += _bands(bands, sx)
     for i, s in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
         points = [(x, y) for x, y in s.points if math.isfinite(x) and math.isfinite(y)]
@@ -185,6 +209,34 @@ def line_chart(
             parts.append(f'<text x="{x + 18}" y="{y + 3}" class="legend">{escape(s.name)}</text>')
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def _bands(bands: Sequence[Band], sx: _Scale) -> list[str]:
+    """Shaded spans with a boundary line at each start and a label at the top when it fits."""
+    out: list[str] = []
+    top, bottom = _M_TOP, _H - _M_BOTTOM
+    for i, b in enumerate(bands):
+        x0, x1 = sx(b.start), sx(b.end)
+        width = max(0.0, x1 - x0)
+        hover = f"<title>{escape(b.title or b.label)}</title>"
+        out.append(
+            f'<rect class="band" data-band="{escape(b.label)}" x="{x0:.1f}" y="{top}" '
+            f'width="{width:.1f}" height="{bottom - top}" fill="#8a939c" '
+            f'fill-opacity="{0.16 if i % 2 else 0.07}">{hover}</rect>'
+        )
+        if i:
+            out.append(
+                f'<line x1="{x0:.1f}" x2="{x0:.1f}" y1="{top}" y2="{bottom}" class="band-edge" '
+                'stroke="#6b7480" stroke-width="1" stroke-dasharray="3 2"/>'
+            )
+        # at the bottom of the plot (the legend is at the top); ~5 px a character at 9 px
+        text = next((t for t in (b.label, b.short) if t and len(t) * 5 + 4 <= width), "")
+        if text:
+            out.append(
+                f'<text x="{x0 + width / 2:.1f}" y="{bottom - 4}" text-anchor="middle" '
+                f'class="band-label" font-size="9">{escape(text)}</text>'
+            )
+    return out
 
 
 def bar_chart(

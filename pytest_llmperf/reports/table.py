@@ -14,7 +14,10 @@ __all__ = [
     "format_change",
     "format_value",
     "regression_table",
+    "stage_level",
+    "stage_mark",
     "verdict_table",
+    "verdict_where",
 ]
 
 MARKS: dict[str, str] = {  # by verdict, SLO or baseline (the two share "inconclusive")
@@ -84,23 +87,60 @@ def regression_table(checks: Sequence[RegressionCheck]) -> str:
     return "\n".join(lines)
 
 
+def verdict_where(v: Mapping[str, Any]) -> str:
+    """``stage 1: 40 req/s`` for a verdict dict judged on one stage, ``""`` otherwise."""
+    if v.get("stage") is None:
+        return ""
+    load = v.get("stage_load") or ""
+    return f"stage {v['stage']}" + (f": {load}" if load else "")
+
+
+def stage_level(stage: Mapping[str, Any]) -> str:
+    """A ``run["stages"]`` entry's planned load: ``40 req/s``, ``10→20 req/s``,
+    ``concurrency 4``."""
+    if stage.get("concurrency") is not None:
+        return f"concurrency {stage['concurrency']}"
+    if stage.get("rate_from") is not None and stage.get("rate_to") is not None:
+        return f"{stage['rate_from']:.4g}→{stage['rate_to']:.4g} req/s"
+    return f"{stage.get('planned_rate') or 0.0:.4g} req/s"
+
+
+def stage_mark(verdicts: Sequence[Mapping[str, Any]]) -> str:
+    """One stage's verdicts in a word: the worst of them (``fail``, ``inconclusive``, ``pass``);
+    ``""`` when the stage was not judged."""
+    names = {str(v["verdict"]) for v in verdicts}
+    for worst in (Verdict.FAIL, Verdict.INCONCLUSIVE, Verdict.PASS):
+        if worst.value in names:
+            return worst.value
+    return ""
+
+
 def verdict_table(verdicts: Sequence[SloVerdict]) -> str:
-    """A fixed-width table: SLO, run, observed, target, verdict, reason."""
-    rows = [("SLO", "run", "observed", "target", "verdict")]
+    """A fixed-width table: SLO, run, observed, target, verdict, reason.
+
+    Verdicts judged on one stage of a staged run add a ``stage`` column
+    (``1: 40 req/s``) after the run; a table without them has none.
+    """
+    staged = any(v.stage is not None for v in verdicts)
+    head = ("SLO", "run", "stage") if staged else ("SLO", "run")
+    rows: list[tuple[str, ...]] = [(*head, "observed", "target", "verdict")]
     notes: list[str] = []
     for v in verdicts:
         op = v.expr.split()[1] if len(v.expr.split()) > 2 else ""
+        stage = ("" if v.stage is None else v.where.removeprefix("stage "),) if staged else ()
         rows.append(
             (
                 v.expr,
                 v.run,
+                *stage,
                 format_value(v.observed, v.unit),
                 f"{op} {format_value(v.target, v.unit)}".strip(),
                 f"{MARKS.get(v.verdict, '')} {v.verdict.upper()}",
             )
         )
         if v.reason:
-            notes.append(f"  {v.expr} [{v.run}]: {v.reason}")
+            where = f" [{v.where}]" if v.where else ""
+            notes.append(f"  {v.expr} [{v.run}]{where}: {v.reason}")
     lines = _table(rows)
     if notes:
         lines += ["", *notes]

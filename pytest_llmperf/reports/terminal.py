@@ -1,7 +1,10 @@
 """The ``llmperf`` section of pytest's terminal summary.
 
 Per test one line per SLO (✓ pass, ✗ fail, ? inconclusive) with observed and
-target values, and its baseline comparisons when they say something
+target values (on a staged run: per SLO and stage, then one line per stage
+with its planned and achieved load, TTFT p99 and verdict; a run of more than
+:data:`MAX_STAGE_LINES` stages lists only the stages that did not pass), and
+its baseline comparisons when they say something
 (regressed, improved, or could not compare); then per endpoint and model the
 session's merged figures and one line per session-wide ruleset target; then
 the paths of reports written.
@@ -13,11 +16,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmperf.reports.session_data import SessionData
-from pytest_llmperf.reports.table import MARKS, error_sample_lines, format_change, format_value
+from pytest_llmperf.reports.table import (
+    MARKS,
+    error_sample_lines,
+    format_change,
+    format_value,
+    stage_level,
+    stage_mark,
+    verdict_where,
+)
 from pytest_llmperf.slo.regression import RegressionVerdict
 from pytest_llmperf.slo.verdicts import SloVerdict
 
-__all__ = ["summary_lines", "write_terminal_summary"]
+__all__ = ["MAX_STAGE_LINES", "summary_lines", "write_terminal_summary"]
+
+MAX_STAGE_LINES = 20  # a run with more stages lists only those that did not pass
 
 
 def summary_lines(data: SessionData, session_verdicts: Sequence[SloVerdict]) -> list[str]:
@@ -27,12 +40,21 @@ def summary_lines(data: SessionData, session_verdicts: Sequence[SloVerdict]) -> 
         for note in ((test.endpoint or {}).get("request_fields") or {}).get("notes", ()):
             notes[note] = None
         lines.append(f"{test.nodeid} [{test.outcome}]")
+        # a run of many stages (a fine ramp) shows only its stages that did not pass
+        many = {r["label"] for r in test.runs if len(r.get("stages") or ()) > MAX_STAGE_LINES}
+        hidden = 0
         for v in test.slos:
+            if v.get("stage") is not None and v.get("run") in many and v["verdict"] == "pass":
+                hidden += 1
+                continue
             lines.append("  " + _slo_line(v))
+        if hidden:
+            lines.append(f"  {MARKS['pass']} {hidden} more stage verdict(s) passed")
         for run in test.runs:
             if not test.slos:
                 m = run["metrics"]
                 lines.append(f"    {run['label']}: {_brief(m, run['counts'], run.get('errors'))}")
+            lines.extend(_stage_lines(run, test.slos))
             for line in error_sample_lines(run.get("error_samples") or (), run=run["label"]):
                 lines.append(f"    ✗ {line}")
             for warning in (run.get("token_lengths") or {}).get("warnings", ()):
@@ -56,9 +78,39 @@ def summary_lines(data: SessionData, session_verdicts: Sequence[SloVerdict]) -> 
     return lines
 
 
+def _stage_lines(run: Mapping[str, Any], slos: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A staged run's stages, one line each: planned and achieved load, ttft p99, verdict."""
+    stages = run.get("stages") or ()
+    label = run.get("label") or ""
+    lines: list[str] = []
+    hidden = 0
+    for stage in stages:
+        k = stage["index"]
+        mark = stage_mark([v for v in slos if v.get("run") == label and v.get("stage") == k])
+        if len(stages) > MAX_STAGE_LINES and mark in ("pass", ""):
+            hidden += 1
+            continue
+        counts, ttft = stage["counts"], stage["metrics"]["ttft"]
+        planned = stage_level(stage)
+        planned += "" if stage.get("concurrency") is not None else " planned"
+        verdict = f"; {MARKS[mark]} {mark}" if mark else ""
+        lines.append(
+            f"    {label + ' ' if label else ''}stage {k}: {planned}, "
+            f"{stage['achieved_rate']:.2f} req/s achieved; "
+            f"{counts['completed']}/{counts['issued']} ok, "
+            f"ttft p99 {format_value(ttft['p99'], 'ms')}{verdict}"
+        )
+    if hidden:
+        where = f"{label}: " if label else ""
+        lines.append(f"    {where}{hidden} more stage(s) passed or were not judged")
+    return lines
+
+
 def _slo_line(v: Mapping[str, Any]) -> str:
     mark = MARKS.get(v["verdict"], " ")
     run = f" [{v['run']}]" if v.get("run") else ""
+    where = verdict_where(v)
+    run += f" [{where}]" if where else ""
     why = f"  ({v['reason']})" if v.get("reason") else ""
     return (
         f"{mark} {v['expr']}{run}: observed {format_value(v['observed'], v['unit'])}"

@@ -6,7 +6,13 @@ imply) are plain specs, parsed at collection time: :mod:`pytest_llmperf.specs`.
 
 from pytest_llmperf.slo.regression import RegressionCheck, Thresholds, compare_accumulators
 from pytest_llmperf.slo.session import SessionGroup, evaluate_session, group_runs
-from pytest_llmperf.slo.verdicts import SloVerdict, evaluate, evaluate_runs, min_samples
+from pytest_llmperf.slo.verdicts import (
+    SloVerdict,
+    evaluate,
+    evaluate_runs,
+    evaluate_stages,
+    min_samples,
+)
 
 __all__ = [
     "RegressionCheck",
@@ -16,6 +22,7 @@ __all__ = [
     "compare_accumulators",
     "evaluate",
     "evaluate_runs",
+    "evaluate_stages",
     "evaluate_session",
     "group_runs",
     "min_samples",

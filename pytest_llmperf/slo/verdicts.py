@@ -7,13 +7,19 @@
   estimate leans on the few slowest samples;
 - a run where the load generator, not the server, was the bottleneck
   (``self_check.generator_bound``) cannot judge latency or throughput.
+
+A staged run (``llm_load(..., stages=[...])`` or ``ramp={...}``) is judged
+stage by stage, never as one: every SLO of the test on each stage, a
+stage's own SLOs on that stage only. Each stage is a run of its own for
+these rules, so a short stage may be inconclusive where the whole run would
+have had samples enough.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -21,13 +27,16 @@ from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.sample_size import min_samples
 from pytest_llmperf.specs.rulesets import Ruleset
 from pytest_llmperf.specs.slo import Slo
+from pytest_llmperf.specs.stages import Stage
 
 __all__ = [
     "SloVerdict",
     "Verdict",
     "evaluate",
     "evaluate_runs",
+    "evaluate_stages",
     "min_samples",
+    "stage_load",
 ]
 
 
@@ -41,7 +50,12 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class SloVerdict:
-    """One SLO judged on one run (``verdict`` may be given as a plain name)."""
+    """One SLO judged on one run (``verdict`` may be given as a plain name).
+
+    A verdict on one stage of a staged run names the run in ``run``, the
+    stage's index in ``stage`` (None for a whole run) and its planned load
+    in ``stage_load`` (``"40 req/s"``, ``"10→20 req/s"``, ``"concurrency 4"``).
+    """
 
     expr: str
     observed: float | None
@@ -51,9 +65,18 @@ class SloVerdict:
     run: str = ""
     samples: int = 0
     reason: str = ""
+    stage: int | None = None
+    stage_load: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.verdict))
+
+    @property
+    def where(self) -> str:
+        """``stage 1: 40 req/s`` for a stage's verdict, ``""`` for a whole run's."""
+        if self.stage is None:
+            return ""
+        return f"stage {self.stage}" + (f": {self.stage_load}" if self.stage_load else "")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (the verdict as a plain string: reports cross xdist's wire)."""
@@ -108,24 +131,63 @@ def evaluate(
     return judged(Verdict.PASS if slo.holds(observed) else Verdict.FAIL, observed)
 
 
+def stage_load(stage: Stage) -> str:
+    """A stage's planned load in a few characters: ``40 req/s``, ``10→20 req/s``,
+    ``concurrency 4``."""
+    if stage.concurrency is not None:
+        return f"concurrency {stage.concurrency}"
+    start, end = stage.rate or 0.0, stage.end_rate or 0.0
+    if start == end:
+        return f"{start:.4g} req/s"
+    return f"{start:.4g}→{end:.4g} req/s"
+
+
+def evaluate_stages(
+    slos: Sequence[Slo],
+    result: RunResult,
+    *,
+    bars: Mapping[Slo, tuple[int, float]] | None = None,
+) -> list[SloVerdict]:
+    """Each stage of a staged run judged as a run of its own, stage by stage.
+
+    Every one of ``slos`` is judged on every stage, and a stage's own SLOs on
+    that stage only; the verdicts name the run (``run``) and the stage
+    (``stage``, ``stage_load``). ``bars`` are per-SLO ``(min_count,
+    min_duration_s)`` (see :func:`evaluate`), which hold for each stage.
+    """
+    bars = bars or {}
+    out: list[SloVerdict] = []
+    for k, stage in enumerate(result.stage_plan):
+        part = result.stage_result(k)
+        own = [slo for slo in stage.slos if slo not in slos]
+        for slo in (*slos, *own):
+            count, duration = bars.get(slo, (0, 0.0))
+            verdict = evaluate(slo, part, min_count=count, min_duration_s=duration)
+            out.append(replace(verdict, run=result.label, stage=k, stage_load=stage_load(stage)))
+    return out
+
+
 def evaluate_runs(
     slos: Sequence[Slo], results: Iterable[RunResult], *, rulesets: Sequence[Ruleset] = ()
 ) -> list[SloVerdict]:
-    """Every SLO on every gated run of a test.
+    """Every SLO on every gated run of a test; a staged run's on each of its stages.
 
     An SLO that came from one of ``rulesets`` also needs that ruleset's
-    minimum sample count and measured duration.
+    minimum sample count and measured duration (per stage, for a staged run).
     """
     bars: dict[Slo, tuple[int, float]] = {}
     for ruleset in rulesets:
         for slo in ruleset.slos:
             count, duration = bars.get(slo, (0, 0.0))
             bars[slo] = (max(count, ruleset.min_samples), max(duration, ruleset.min_duration_s))
-    return [
-        evaluate(
-            slo, r, min_count=bars.get(slo, (0, 0.0))[0], min_duration_s=bars.get(slo, (0, 0.0))[1]
-        )
-        for r in results
-        if getattr(r, "gated", True)
-        for slo in slos
-    ]
+    out: list[SloVerdict] = []
+    for r in results:
+        if not getattr(r, "gated", True):
+            continue
+        if getattr(r, "stage_plan", ()):
+            out.extend(evaluate_stages(slos, r, bars=bars))
+            continue
+        for slo in slos:
+            count, duration = bars.get(slo, (0, 0.0))
+            out.append(evaluate(slo, r, min_count=count, min_duration_s=duration))
+    return out

@@ -14,8 +14,8 @@ from pytest_llmperf.reports.html import build_html_report, write_html_report
 from pytest_llmperf.reports.json_report import build_report
 from pytest_llmperf.reports.session_data import SessionData
 
-# per run: 4 CDFs + 4 histograms + 2 throughput-over-time + 1 schedule-lag CDF
-PLOTS_PER_RUN = 11
+# per run: 4 CDFs + 4 histograms + 2 throughput- and 2 latency-over-time + 1 schedule-lag CDF
+PLOTS_PER_RUN = 13
 
 
 def _browser() -> str | None:
