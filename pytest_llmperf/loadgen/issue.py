@@ -15,6 +15,11 @@ time only if a slot is free; otherwise it waits in arrival order
 closed loop keeps each stage's concurrency in flight: slot ``j`` works
 while the current stage has more than ``j`` slots and rests otherwise.
 
+A workload that runs multi-turn sessions (``conversation`` with
+``sessions=True``, a trace with ``session_id`` rows) is issued by
+:mod:`~pytest_llmperf.loadgen.sessions` instead, with this issuer's
+bookkeeping; ``share`` (set by the run) says which sessions are this process's.
+
 Stopping: when the plan runs out, after a closed loop's ``duration``, or on
 :meth:`Issuer.stop`. Every issued request ends in exactly one record: the
 drain waits for tracked requests up to a cap, and any still in flight then
@@ -43,10 +48,12 @@ from pytest_llmperf.loadgen.concurrency_cap import SlotGate
 from pytest_llmperf.loadgen.delivery import Delivery
 from pytest_llmperf.loadgen.gc_pauses import collect_if_due
 from pytest_llmperf.loadgen.pacing import Pacer
-from pytest_llmperf.loadgen.plan import PlannedRequest
+from pytest_llmperf.loadgen.plan import PlannedRequest, ScheduleShare
 from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.loadgen.sessions import issue_session_closed_loop, issue_session_open_loop
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads.base import Sample
+from pytest_llmperf.workloads.sessions import sessions_of
 
 __all__ = ["DRAIN_GRACE_S", "INTERRUPT_DRAIN_S", "IssueStats", "Issuer"]
 
@@ -117,6 +124,8 @@ class Issuer:
         self.delivery = delivery
         self.stats = stats
         self.stop_reason: StopReason | None = None
+        self.share = ScheduleShare()  # this process's share (sessions: which ones it runs)
+        self._sessions = sessions_of(spec.workload)  # before the clock: a trace is scanned
         self._stopping = asyncio.Event()
         self._abort_drain: asyncio.Future[None] | None = None
         self._pacer = Pacer()
@@ -242,6 +251,9 @@ class Issuer:
         self, http: StreamClient, endpoint: Endpoint, plan: Iterator[PlannedRequest], t0: int
     ) -> None:
         """Send each planned request at ``t0 + offset``, each in a task of its own."""
+        if self._sessions is not None:
+            await issue_session_open_loop(self, http, endpoint, plan, t0, self._sessions)
+            return
         self._t0 = t0
         workload = self.spec.workload
         pacer = self._pacer
@@ -282,6 +294,11 @@ class Issuer:
         more than ``j`` slots; the stages' clock starts at the first tracked
         send and the run ends with the last stage.
         """
+        if self._sessions is not None:
+            await issue_session_closed_loop(
+                self, http, endpoint, plan, concurrency, t0, stage_concurrency, self._sessions
+            )
+            return
         workload = self.spec.workload
         duration_ns = self.spec.duration * 1e9 if self.spec.duration is not None else None
         deadline: list[float] = [t0 + duration_ns] if duration_ns and not self.spec.warmup else []

@@ -243,6 +243,7 @@ class LoadRun:
                 await http.open_connections(warm_connections(spec, concurrency))
                 t0 = self.share.t0_ns or time.monotonic_ns()
                 plan = plan_requests(spec, self.share)
+                self.issuer.share = self.share  # multi-turn sessions: which are this process's
                 if spec.load.open_loop:
                     await self.issuer.issue_open_loop(http, self.endpoint, plan, t0)
                 else:

@@ -22,8 +22,8 @@ __all__ = [
     "compare_accumulators",
     "evaluate",
     "evaluate_runs",
-    "evaluate_stages",
     "evaluate_session",
+    "evaluate_stages",
     "group_runs",
     "min_samples",
 ]

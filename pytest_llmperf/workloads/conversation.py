@@ -13,10 +13,18 @@ With no ``path`` the small sample file shipped with the package is used
 is what the server will count: its messages' tokens plus what the chat
 template adds for that sequence of roles (measured once per shape, when the
 workload is built, so no sample needs a tokenizer call).
+
+With ``sessions=True`` the load generator runs each conversation as a
+multi-turn session instead (:class:`ConversationSessions`, docs/sessions.md):
+its answered user turns in order, turn ``k+1`` sending the earlier user turns
+with the server's *actual* replies to them, after a ``think_time``, with an
+optional ``session_header`` carrying the session's id. ``sample()`` is
+unchanged (independent requests with the recorded history).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -30,9 +38,23 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample, register_workload
 from pytest_llmperf.workloads.corpus import default_corpus
 from pytest_llmperf.workloads.params import fraction, output_controls, positive_int
+from pytest_llmperf.workloads.sessions import (
+    ChatScript,
+    ThinkTime,
+    UserTurn,
+    session_header,
+    think_draws,
+    think_time,
+)
 from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
 
-__all__ = ["SAMPLE_FILE", "ConversationWorkload", "Turn", "load_conversations"]
+__all__ = [
+    "SAMPLE_FILE",
+    "ConversationSessions",
+    "ConversationWorkload",
+    "Turn",
+    "load_conversations",
+]
 
 SAMPLE_FILE = "conversations-sample.jsonl"
 _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
@@ -124,6 +146,7 @@ class ConversationWorkload:
     name: str = "conversation"
     system_prompt_count: int = 0  # the system prompt's tokens as the tokenizer counts them
     overheads: Mapping[tuple[str, ...], int] = field(default_factory=dict)  # roles -> template
+    session_source: ConversationSessions | None = None  # sessions=True: run as sessions
 
     @property
     def size(self) -> int:
@@ -170,6 +193,7 @@ class ConversationWorkload:
             "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
             "tokenizer": self.tokenizer.label,
             **self._describe_overheads(),
+            **({"sessions": self.session_source.describe()} if self.session_source else {}),
         }
 
     def _describe_overheads(self) -> dict[str, Any]:
@@ -222,6 +246,150 @@ def _overheads(
     return {roles: framing_tokens(tokenizer, roles) for roles in sorted(shapes)}
 
 
+# -- sessions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Session:
+    """One conversation as a session: its leading system turns, then its answered user turns."""
+
+    prefix: tuple[Turn, ...]
+    prefix_tokens: int
+    turns: tuple[UserTurn, ...]
+
+
+@lru_cache(maxsize=4)
+def _session_order(seed: int, size: int, rounds: int) -> tuple[int, ...]:
+    """The conversations' order in pass ``rounds`` over them (a seeded shuffle per pass)."""
+    order = list(range(size))
+    random.Random(f"{seed}:sessions:{rounds}").shuffle(order)
+    return tuple(order)
+
+
+@dataclass(frozen=True)
+class ConversationSessions:
+    """The file's conversations as sessions (a :class:`~.sessions.SessionSource`).
+
+    Session ``i`` is conversation ``order[i % count]`` of a seeded shuffle per
+    pass over the file; it begins with the workload's system prompt with
+    probability ``system_prompt_share`` (drawn per session), its id is
+    ``s<seed>-<i>`` and its think times are drawn from ``seed`` and ``i``.
+    """
+
+    seed: int
+    conversations: tuple[_Session, ...]
+    system_prompt: str
+    system_prompt_count: int
+    system_prompt_share: float
+    framing: Mapping[tuple[str, ...], int]  # roles -> template tokens, every session shape
+    think: ThinkTime
+    header: str | None
+    controls: Mapping[str, Any] = field(default_factory=dict)
+    cut_turns: int = 0  # turns dropped by max_input_tokens (and every turn after them)
+
+    @property
+    def count(self) -> int:
+        return len(self.conversations)
+
+    @property
+    def timed(self) -> bool:
+        return False
+
+    def place(self, sample_index: int) -> tuple[int, int]:
+        raise TypeError("conversation sessions have no planned times")
+
+    def session(self, index: int) -> ChatScript:
+        rounds, position = divmod(index, self.count)
+        conv = self.conversations[_session_order(self.seed, self.count, rounds)[position]]
+        rng = random.Random(f"{self.seed}:session:{index}")
+        with_system = bool(self.system_prompt) and rng.random() < self.system_prompt_share
+        prefix = [{"role": r, "content": c} for r, c in conv.prefix]
+        if with_system:
+            prefix.insert(0, {"role": "system", "content": self.system_prompt})
+        head = tuple(m["role"] for m in prefix)
+        framing = [self.framing.get((*head, *("user", "assistant") * k, "user"), 0)
+                   for k in range(len(conv.turns))]  # fmt: skip
+        first = conv.prefix_tokens + conv.turns[0].tokens + framing[0]
+        first += self.system_prompt_count if with_system else 0
+        sid = f"s{self.seed}-{index}"
+        return ChatScript(
+            index=index,
+            session_id=sid,
+            prefix=tuple(prefix),
+            user_turns=conv.turns,
+            first_input_tokens=first,
+            added_framing=(0, *(b - a for a, b in itertools.pairwise(framing))),
+            think=think_draws(self.think, self.seed, index, len(conv.turns) - 1),
+            category="system-prompt" if with_system else "plain",
+            extra_body=self.controls,
+            headers={self.header: sid} if self.header else {},
+        )
+
+    def describe(self) -> dict[str, Any]:
+        lengths = [len(c.turns) for c in self.conversations]
+        return {
+            "distinct_sessions": self.count,
+            "turns_per_session": f"{min(lengths)}-{max(lengths)}, mean "
+            f"{sum(lengths) / len(lengths):.2f}",
+            "history": "earlier user turns and the server's actual replies",
+            "think_time": self.think.describe(),
+            "session_header": self.header,
+            "input_tokens": "turn 1: exact; later turns: estimate (previous prompt as the server "
+            "counted it + its reply + the new user turn + template)",
+            **({"cut_turns": self.cut_turns} if self.cut_turns else {}),
+        }
+
+
+def _sessions(
+    conversations: Sequence[Sequence[Turn]],
+    tokenizer: Tokenizer,
+    max_input_tokens: int | None,
+    output: Callable[[int], int],
+) -> tuple[list[_Session], int]:
+    """Each conversation's answered user turns, cut before the first past ``max_input_tokens``
+    (measured on the recorded conversation, as for independent requests)."""
+    count = _counter(tokenizer)
+    out: list[_Session] = []
+    cut = 0
+    for turns in conversations:
+        lead = 0
+        while lead < len(turns) and turns[lead][0] == "system":
+            lead += 1
+        prefix = tuple(turns[:lead])
+        prefix_tokens = size = sum(count(c) for _, c in prefix)
+        kept: list[UserTurn] = []
+        answered = [
+            (text, turns[i + 1][1])
+            for i, (role, text) in enumerate(turns[:-1])
+            if i >= lead and role == "user" and turns[i + 1][0] == "assistant"
+        ]
+        for n, (text, answer) in enumerate(answered):
+            size += count(text)
+            if max_input_tokens is not None and size > max_input_tokens:
+                cut += len(answered) - n
+                break
+            answer_tokens = max(1, count(answer))
+            kept.append(UserTurn(text, count(text), output(answer_tokens)))
+            size += count(answer)
+        if kept:
+            out.append(_Session(prefix, prefix_tokens, tuple(kept)))
+    return out, cut
+
+
+def _session_framing(
+    sessions: Sequence[_Session], tokenizer: Tokenizer, with_system: bool
+) -> dict[tuple[str, ...], int]:
+    """What the chat template adds, for every shape a session's turns take."""
+    shapes: set[tuple[str, ...]] = set()
+    for s in sessions:
+        heads = [tuple(r for r, _ in s.prefix)]
+        if with_system:
+            heads.append(("system", *heads[0]))
+        for head in heads:
+            shapes |= {(*head, *("user", "assistant") * k, "user") for k in range(len(s.turns))}
+    return {roles: framing_tokens(tokenizer, roles) for roles in sorted(shapes)}
+
+
 @register_workload("conversation")
 def conversation(
     *,
@@ -234,8 +402,17 @@ def conversation(
     min_output_tokens: Any = 1,
     ignore_eos: Any = True,
     tokenizer: Any = None,
+    sessions: Any = False,
+    think_time: Any = None,
+    session_header: Any = None,
 ) -> ConversationWorkload:
-    """``path`` = a ShareGPT JSON/JSONL file; turns longer than ``max_input_tokens`` are skipped."""
+    """``path`` = a ShareGPT JSON/JSONL file; turns longer than ``max_input_tokens`` are skipped.
+
+    ``sessions=True``: run each conversation as a multi-turn session whose later
+    turns quote the server's replies; ``think_time`` (seconds, or a
+    distribution dict) between a reply and the next turn; ``session_header``:
+    a header carrying the session id on every turn.
+    """
     if path is not None and not isinstance(path, (str, Path)):
         raise LlmPerfUsageError(f"conversation workload: path must be a file path, got {path!r}")
     tok = resolve_tokenizer(tokenizer)
@@ -258,6 +435,23 @@ def conversation(
         corpus, random.Random(f"{seed}:system").randrange(len(corpus)), sys_tokens
     )
     share = fraction("system_prompt_share", system_prompt_share)
+    min_out = positive_int("min_output_tokens", min_output_tokens)
+    system_count = tok.count(system_prompt) if sys_tokens else 0
+    controls = output_controls(ignore_eos)
+    sessions_run = _session_source(
+        sessions,
+        think_time,
+        session_header,
+        seed=seed,
+        path=str(path or ""),
+        tokenizer=tok,
+        max_in=max_in,
+        output=lambda n: min(max(min_out, n), max_out) if max_out else max(min_out, n),
+        system_prompt=system_prompt if sys_tokens else "",
+        system_prompt_count=system_count,
+        system_prompt_share=share,
+        controls=controls,
+    )
     return ConversationWorkload(
         seed=seed,
         source=source,
@@ -265,11 +459,59 @@ def conversation(
         system_prompt=system_prompt,
         system_prompt_tokens=sys_tokens,
         system_prompt_share=share,
-        system_prompt_count=tok.count(system_prompt) if sys_tokens else 0,
+        system_prompt_count=system_count,
         overheads=_overheads(requests, tok, sys_tokens > 0 and share > 0),
         max_output_tokens=max_out,
-        min_output_tokens=positive_int("min_output_tokens", min_output_tokens),
+        min_output_tokens=min_out,
         tokenizer=tok,
         skipped=skipped,
-        controls=output_controls(ignore_eos),
+        controls=controls,
+        session_source=sessions_run,
+    )
+
+
+def _session_source(
+    sessions: Any,
+    think: Any,
+    header: Any,
+    *,
+    seed: int,
+    path: str,
+    tokenizer: Tokenizer,
+    max_in: int | None,
+    output: Callable[[int], int],
+    system_prompt: str,
+    system_prompt_count: int,
+    system_prompt_share: float,
+    controls: Mapping[str, Any],
+) -> ConversationSessions | None:
+    """The sessions ``sessions=True`` asks for (None: independent requests, as before)."""
+    if not isinstance(sessions, bool):
+        raise LlmPerfUsageError(f"sessions must be True or False, got {sessions!r}")
+    pause = think_time(think)
+    name = session_header(header)
+    if not sessions:
+        given = [f"{k}={v!r}" for k, v in (("think_time", think), ("session_header", header))
+                 if v is not None]  # fmt: skip
+        if given:
+            raise LlmPerfUsageError(
+                f"conversation workload: {', '.join(given)} applies to sessions only; "
+                "add sessions=True"
+            )
+        return None
+    convs, cut = _sessions(load_conversations(path), tokenizer, max_in, output)
+    if not convs:  # pragma: no cover - the requests check above fails first
+        raise LlmPerfUsageError("conversation workload: no conversation has an answered turn")
+    share = system_prompt_share if system_prompt else 0.0
+    return ConversationSessions(
+        seed=seed,
+        conversations=tuple(convs),
+        system_prompt=system_prompt,
+        system_prompt_count=system_prompt_count,
+        system_prompt_share=share,
+        framing=_session_framing(convs, tokenizer, share > 0),
+        think=pause,
+        header=name,
+        controls=controls,
+        cut_turns=cut,
     )

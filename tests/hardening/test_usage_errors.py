@@ -113,11 +113,13 @@ MARKER_CASES = [
         ["test_perf", "stages", "rate=3"],
     ),
     (
-        '@pytest.mark.llm_load("poisson", ramp={"from": 1, "to": 9, "duration": 5, "shape": "cubic"})',
+        '@pytest.mark.llm_load("poisson", '
+        'ramp={"from": 1, "to": 9, "duration": 5, "shape": "cubic"})',
         ["test_perf", "ramp", "'cubic'"],
     ),
     (
-        '@pytest.mark.llm_load("poisson", ramp={"from": 0, "to": 9, "duration": 5, "shape": "exponential"})',
+        '@pytest.mark.llm_load("poisson", '
+        'ramp={"from": 0, "to": 9, "duration": 5, "shape": "exponential"})',
         ["test_perf", "ramp", "from", "0"],
     ),
     (

@@ -69,6 +69,6 @@ async def test_a_waiter_cancelled_as_it_is_handed_the_slot_passes_it_on() -> Non
     assert gate.in_use == 1
 
 
-def test_a_gate_needs_a_slot() -> None:
+async def test_a_gate_needs_a_slot() -> None:
     with pytest.raises(ValueError, match="at least one slot"):
         SlotGate(0)

@@ -27,7 +27,13 @@ async def test_count_stop_and_warmup_is_not_tracked(
         observers=[seen.append],
     )
     result = await run.execute()
-    assert result.counts == {"issued": 20, "completed": 20, "failed": 0, "incomplete": 0, "cancelled": 0}
+    assert result.counts == {
+        "issued": 20,
+        "completed": 20,
+        "failed": 0,
+        "incomplete": 0,
+        "cancelled": 0,
+    }
     assert sum(not r.tracked for r in seen) <= 6  # warm-up is not drained: some may be cut
     assert sum(r.tracked for r in seen) == 20
     assert result.stop_reason == "completed"
@@ -81,7 +87,13 @@ async def test_second_interrupt_abandons_the_drain_and_reports_incomplete(
         loop.call_later(0.3, run.interrupt)
         loop.call_later(0.4, run.interrupt)
         result = await asyncio.wait_for(run.execute(), 10)
-    assert result.counts == {"issued": 3, "completed": 0, "failed": 3, "incomplete": 3, "cancelled": 0}
+    assert result.counts == {
+        "issued": 3,
+        "completed": 0,
+        "failed": 3,
+        "incomplete": 3,
+        "cancelled": 0,
+    }
     assert result.errors == {"incomplete_at_cap": 3}
     assert result.stop_reason == "SIGINT"
 

@@ -54,7 +54,13 @@ async def test_two_workers_issue_exactly_the_planned_schedule(
     endpoint = Endpoint(sim_process.url + "/v1")  # type: ignore[attr-defined]
     spec = make_spec("constant", rate=200, requests=60, output_tokens=3)
     result = await LoadRun(endpoint, spec, workers=2, events_dir=tmp_path).execute()
-    assert result.counts == {"issued": 60, "completed": 60, "failed": 0, "incomplete": 0, "cancelled": 0}
+    assert result.counts == {
+        "issued": 60,
+        "completed": 60,
+        "failed": 0,
+        "incomplete": 0,
+        "cancelled": 0,
+    }
     assert result.self_check["workers"] == 2
     assert len(result.self_check["worker_cpu_s"]) == 2
     with sqlite3.connect(result.events_path) as db:

@@ -63,7 +63,13 @@ def test_failures_stay_out_of_latencies_and_count_in_error_rate() -> None:
     acc.add(record(0, 0, 50, [60], tokens=2))
     acc.add(record(10, 10, 20, [], error=ErrorKind.HTTP))
     acc.add(record(20, 20, 30, [], error=ErrorKind.INCOMPLETE))
-    assert acc.counts() == {"issued": 3, "completed": 1, "failed": 2, "incomplete": 1, "cancelled": 0}
+    assert acc.counts() == {
+        "issued": 3,
+        "completed": 1,
+        "failed": 2,
+        "incomplete": 1,
+        "cancelled": 0,
+    }
     assert acc.histograms["ttft"].count == 1
     assert acc.histograms["schedule_lag"].count == 3
     assert acc.rate("error_rate") == pytest.approx(2 / 3)
@@ -105,4 +111,10 @@ def test_state_round_trip_and_merge() -> None:
     restored.merge(MetricsAccumulator.from_state(b.to_state()))
     a.merge(b)
     assert restored.summary() == a.summary()
-    assert restored.counts() == {"issued": 3, "completed": 2, "failed": 1, "incomplete": 0, "cancelled": 0}
+    assert restored.counts() == {
+        "issued": 3,
+        "completed": 2,
+        "failed": 1,
+        "incomplete": 0,
+        "cancelled": 0,
+    }

@@ -65,7 +65,13 @@ def test_json_report_core(pytester: pytest.Pytester) -> None:
     (test,) = report["tests"]
     assert test["nodeid"].endswith("::test_meets_slo") and test["outcome"] == "passed"
     (run,) = test["runs"]
-    assert run["counts"] == {"issued": 40, "completed": 40, "failed": 0, "incomplete": 0, "cancelled": 0}
+    assert run["counts"] == {
+        "issued": 40,
+        "completed": 40,
+        "failed": 0,
+        "incomplete": 0,
+        "cancelled": 0,
+    }
     assert run["load"] == {"pattern": "concurrency", "concurrency": 8, "seed": 3}
     assert run["workload"]["name"] == "synthetic" and run["workload"]["requests"] == 40
     metrics = run["metrics"]

@@ -12,8 +12,10 @@ around (row ``i % size``, the same prompt again).
 When to send a row is the load generator's business: it reads
 ``workload.trace.offsets_ns(time_scale)``. The category of a sample is the
 trace's own request class where it has one (BurstGPT's ``Model``), else
-``""``. Rows with a ``session_id`` are replayed as independent requests
-here; the session id is kept on ``workload.trace.rows``.
+``""``. Rows that share a ``session_id`` are the turns of one session: the
+load generator sends a turn no earlier than its previous turn's end plus
+``think_time`` (docs/sessions.md), with ``session_header`` naming the
+session where asked.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pytest_llmperf.workloads.base import Sample, register_workload
 from pytest_llmperf.workloads.budget import content_tokens, describe_overhead
 from pytest_llmperf.workloads.corpus import default_corpus
 from pytest_llmperf.workloads.params import output_controls, positive_int
+from pytest_llmperf.workloads.sessions import session_header as parse_session_header
+from pytest_llmperf.workloads.sessions import think_time as parse_think_time
 from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
 from pytest_llmperf.workloads.traces.prompts import BlockPrompts
 from pytest_llmperf.workloads.traces.trace import Trace, TraceRow, read_trace
@@ -53,6 +57,8 @@ class TraceWorkload:
     start: float | None = None
     limit: int | None = None
     name: str = "trace"
+    think_time: Any = None  # read by workloads.sessions for session_id rows
+    session_header: str | None = None
 
     @property
     def size(self) -> int:
@@ -152,6 +158,8 @@ def trace(
     block_size: Any = MOONCAKE_BLOCK_SIZE,
     tokenizer: Any = None,
     ignore_eos: Any = True,
+    think_time: Any = None,
+    session_header: Any = None,
 ) -> TraceWorkload:
     """``path`` = a trace file in ``format`` (mooncake, burstgpt, azure, jsonl)."""
     if path is None:
@@ -160,6 +168,8 @@ def trace(
         raise LlmPerfUsageError(f"path must be a trace file path, got {path!r}")
     size = positive_int("block_size", block_size)
     controls = output_controls(ignore_eos)
+    think = None if think_time is None else parse_think_time(think_time)  # checked here
+    header = parse_session_header(session_header)
     loaded = read_trace(path, format, start=start, limit=limit)
     tok = resolve_tokenizer(tokenizer)
     return TraceWorkload(
@@ -173,4 +183,6 @@ def trace(
         overhead=framing_tokens(tok, ("user",)),
         start=start,
         limit=limit,
+        think_time=think_time if think is not None else None,
+        session_header=header,
     )

@@ -1,0 +1,487 @@
+"""Issuing multi-turn sessions: each turn after the previous one's reply and a think time.
+
+A workload that runs sessions (:func:`~pytest_llmperf.workloads.sessions.sessions_of`:
+``conversation`` with ``sessions=True``, a trace whose rows carry
+``session_id``) is issued here instead of by the plain loops of
+:mod:`~pytest_llmperf.loadgen.issue`, which dispatches to these functions and
+lends them its bookkeeping (records, delivery, the drain, the concurrency
+gate). What a session sends is the workload's business
+(:class:`~pytest_llmperf.workloads.sessions.SessionScript`); *when* is decided
+here (docs/sessions.md):
+
+- **open loop** (``poisson``, ``constant``, stages and ramps): the pattern's
+  arrivals are turns. At each planned arrival the turn of the session that
+  has been ready the longest (its previous reply received and its think time
+  over) is sent; if none is ready, a new session starts. The rate stays the
+  pattern's and sessions interleave; latency counts from the arrival.
+- **trace** (``llm_load("trace")`` with ``session_id`` rows): a session's turn
+  goes at max(its trace time, previous turn's end + think time), and that is
+  its planned time; rows of no session go at their trace time.
+- **closed loop** (``concurrency``, ``max-throughput``): each slot runs one
+  session at a time: turn, reply, think time (the slot idles: concurrency
+  counts users), next turn; when the session ends the slot starts another.
+
+A session ends after its last turn, or at a turn that failed or was
+cancelled (later turns would quote a reply that never came). Warm-up
+requests are whole turns, untracked; ``requests`` and ``duration`` count
+turns. With ``--llm-workers`` each process owns the sessions ``s`` with
+``s % count == index`` (a trace: its units, see
+:class:`~pytest_llmperf.workloads.sessions.TraceSessions`); open and closed
+loops still split the plan's positions (arrivals, request budget) as
+:mod:`~pytest_llmperf.loadgen.plan` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import heapq
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
+
+from pytest_llmperf.client.cancel import CancelAt
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.records import ErrorKind, RequestRecord
+from pytest_llmperf.client.request import send_request
+from pytest_llmperf.client.stream_client import StreamClient
+from pytest_llmperf.loadgen.concurrency_cap import SlotGate
+from pytest_llmperf.loadgen.delivery import Delivery
+from pytest_llmperf.loadgen.pacing import WAKE_EARLY_NS, Pacer
+from pytest_llmperf.loadgen.plan import PlannedRequest, ScheduleShare, plan_requests
+from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.specs.run import RunSpec
+from pytest_llmperf.workloads.base import Sample
+from pytest_llmperf.workloads.sessions import SessionScript, SessionSource, TurnResult
+
+__all__ = [
+    "IssuerParts",
+    "LiveSession",
+    "SessionBook",
+    "issue_session_closed_loop",
+    "issue_session_open_loop",
+]
+
+_YIELD_EVERY = 32  # as issue.py: when behind schedule, still let responses be read
+
+
+class _StageSends(Protocol):
+    @property
+    def stage_sends(self) -> list[int]: ...
+
+
+class IssuerParts(Protocol):
+    """What the session loops use of :class:`pytest_llmperf.loadgen.issue.Issuer`: its
+    bookkeeping (records, delivery, the drain's in-flight map, the gate, the pacer)."""
+
+    spec: RunSpec
+    share: ScheduleShare
+    delivery: Delivery
+    stop_reason: StopReason | None
+    _t0: int
+    _pacer: Pacer
+    _stopping: asyncio.Event
+    _gate: SlotGate | None
+    _inflight: dict[asyncio.Task[Any], RequestRecord]
+    _stage_bounds: list[int]
+    _closed_loop_over: asyncio.Future[None] | None
+
+    @property
+    def stats(self) -> _StageSends: ...
+
+    def _new_record(self, item: PlannedRequest, sample: Sample, t_sched: int) -> RequestRecord: ...
+
+    async def _send_capped(
+        self,
+        gate: SlotGate,
+        http: StreamClient,
+        endpoint: Endpoint,
+        sample: Sample,
+        record: RequestRecord,
+        cancel: CancelAt | None,
+    ) -> RequestRecord: ...
+
+    def _finished(self, task: asyncio.Task[RequestRecord]) -> None: ...
+
+    def _end_closed_loop(self, error: BaseException | None = None) -> None: ...
+
+
+class LiveSession:
+    """A session in progress in this process: its next turn and what earlier turns got."""
+
+    __slots__ = ("next", "over", "queue", "ready_at", "results", "script", "waiting")
+
+    def __init__(self, script: SessionScript) -> None:
+        self.script = script
+        self.next = 0  # the turn to send next
+        self.results: list[TurnResult] = []
+        self.ready_at = 0  # monotonic ns: previous turn's end + think time
+        self.over = False
+        self.queue: deque[tuple[PlannedRequest, int]] = deque()  # a trace's rows that fell due
+        self.waiting = False  # a trace turn: sending, or waiting for its time
+
+
+class SessionBook:
+    """Which sessions this process runs (``index``, ``index + count``, ...) and their turns."""
+
+    def __init__(self, source: SessionSource, share: ScheduleShare) -> None:
+        self.source = source
+        self._next = share.index
+        self._step = max(1, share.count)
+
+    def start(self) -> LiveSession:
+        """The next session of this process's share."""
+        live = LiveSession(self.source.session(self._next))
+        self._next += self._step
+        return live
+
+    @staticmethod
+    def sample(live: LiveSession) -> Sample:
+        return live.script.turn(live.next, live.results)
+
+    @staticmethod
+    def mark(record: RequestRecord, live: LiveSession, sample: Sample) -> None:
+        """Turn index, session sample and (when a later turn quotes it) reply collection."""
+        script = live.script
+        k = live.next
+        record.index = sample.index
+        record.turn = k if script.tracks_turns else -1
+        if script.replies and k + 1 < script.turns:
+            record.reply = []
+
+    @staticmethod
+    def ended(live: LiveSession, record: RequestRecord, cut: bool = False) -> bool:
+        """Note how turn ``live.next`` went; True when the session has another turn to send.
+
+        ``cut``: the request was cancelled at the drain (never delivered as a reply).
+        """
+        k = live.next
+        script = live.script
+        if cut or not record.ok or record.cancelled or k + 1 >= script.turns:
+            live.over = True
+            return False
+        prompt = record.usage_prompt_tokens
+        live.results.append(
+            TurnResult(
+                reply="".join(record.reply or ()),
+                prompt_tokens=prompt if prompt is not None else record.input_requested,
+                output_tokens=record.output_tokens,
+            )
+        )
+        live.next = k + 1
+        live.ready_at = (record.t_end or time.monotonic_ns()) + script.think_ns(k + 1)
+        return True
+
+
+def _launch_turn(
+    issuer: IssuerParts,
+    http: StreamClient,
+    endpoint: Endpoint,
+    item: PlannedRequest,
+    live: LiveSession,
+    t_sched: int,
+    on_end: Callable[[LiveSession, RequestRecord, asyncio.Task[RequestRecord]], None],
+) -> None:
+    """Open loop: send ``live``'s next turn in a task of its own (as ``Issuer._launch`` does)."""
+    sample = SessionBook.sample(live)
+    record = issuer._new_record(item, sample, t_sched)
+    SessionBook.mark(record, live, sample)
+    gate = issuer._gate
+    if gate is None:
+        coro = send_request(http, endpoint, sample, record, cancel=item.cancel)
+    else:
+        coro = issuer._send_capped(gate, http, endpoint, sample, record, item.cancel)
+    task = asyncio.create_task(coro)
+    issuer._inflight[task] = record
+    task.add_done_callback(issuer._finished)  # first: delivers (and fails a client bug)
+    task.add_done_callback(lambda t: on_end(live, record, t))
+
+
+async def _sleep_until(at_ns: int, stopping: asyncio.Event) -> bool:
+    """Wait until ``at_ns`` (as :class:`~.pacing.Pacer`, to well under a ms); False if stopped."""
+    early = at_ns - WAKE_EARLY_NS - time.monotonic_ns()
+    if early > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), early / 1e9)
+    while not stopping.is_set() and time.monotonic_ns() < at_ns:
+        await asyncio.sleep(0)
+    return not stopping.is_set()
+
+
+# -- open loop -----------------------------------------------------------------------------
+
+
+async def issue_session_open_loop(
+    issuer: IssuerParts,
+    http: StreamClient,
+    endpoint: Endpoint,
+    plan: Iterator[PlannedRequest],
+    t0: int,
+    source: SessionSource,
+) -> None:
+    """Open loop of sessions: a trace's own times, or the pattern's arrivals as turns."""
+    issuer._t0 = t0
+    book = SessionBook(source, issuer.share)
+    if source.timed and issuer.spec.load.trace is not None:
+        await _timed_open_loop(issuer, http, endpoint, t0, book)
+    else:
+        await _arrivals_open_loop(issuer, http, endpoint, plan, t0, book)
+
+
+async def _arrivals_open_loop(
+    issuer: IssuerParts,
+    http: StreamClient,
+    endpoint: Endpoint,
+    plan: Iterator[PlannedRequest],
+    t0: int,
+    book: SessionBook,
+) -> None:
+    """Each arrival sends the turn of the session ready the longest, else a new session's."""
+    ready: list[tuple[int, int, LiveSession]] = []  # (ready_at, tie-break, session): a heap
+    order = itertools.count()
+
+    def turn_ended(
+        live: LiveSession, record: RequestRecord, task: asyncio.Task[RequestRecord]
+    ) -> None:
+        if SessionBook.ended(live, record, task.cancelled()):
+            heapq.heappush(ready, (live.ready_at, next(order), live))
+
+    pacer = issuer._pacer
+    stopping = issuer._stopping
+    behind = 0
+    for item in plan:
+        if stopping.is_set():
+            break
+        assert item.offset_ns is not None
+        planned = t0 + item.offset_ns
+        if planned > time.monotonic_ns():
+            behind = 0
+            if not await pacer.wait_until(planned):
+                break
+        else:
+            behind += 1
+            if behind % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        if ready and ready[0][0] <= time.monotonic_ns():
+            live = heapq.heappop(ready)[2]
+        else:
+            live = book.start()
+        _launch_turn(issuer, http, endpoint, item, live, planned, turn_ended)
+
+
+async def _timed_open_loop(
+    issuer: IssuerParts, http: StreamClient, endpoint: Endpoint, t0: int, book: SessionBook
+) -> None:
+    """A trace: each row falls due at its time; a session's turn goes when it is due *and*
+    the session is ready (previous turn ended, think time over), at the later of the two.
+
+    Every process walks the whole plan and keeps the rows of its own units; once
+    the plan is walked, issuing ends when every kept row has been sent (or
+    dropped: its session ended at a failed turn).
+    """
+    source = book.source
+    share = issuer.share
+    count = max(1, share.count)
+    stopping = issuer._stopping
+    pacer = issuer._pacer
+    lives: dict[int, LiveSession] = {}
+    timers: set[asyncio.Future[None]] = set()  # turns waiting for their time (kept referenced)
+    queued = 0  # rows due but not yet sent
+    all_sent = asyncio.Event()
+    all_sent.set()
+
+    def drop(live: LiveSession) -> None:
+        nonlocal queued
+        queued -= len(live.queue)
+        live.queue.clear()
+        if not queued:
+            all_sent.set()
+
+    def send_next(live: LiveSession) -> None:
+        """The queue's head goes now, or a task waits for its time."""
+        nonlocal queued
+        item, planned = live.queue[0]
+        due = max(planned, live.ready_at)
+        if due > time.monotonic_ns():
+            live.waiting = True
+            timer = asyncio.ensure_future(send_later(live, due))
+            timers.add(timer)
+            timer.add_done_callback(timers.discard)
+            return
+        live.queue.popleft()
+        queued -= 1
+        if not queued:
+            all_sent.set()
+        live.waiting = True
+        _launch_turn(issuer, http, endpoint, item, live, due, turn_ended)
+
+    async def send_later(live: LiveSession, due: int) -> None:
+        if await _sleep_until(due, stopping):
+            live.waiting = False
+            send_next(live)
+        else:
+            drop(live)
+
+    def turn_ended(
+        live: LiveSession, record: RequestRecord, task: asyncio.Task[RequestRecord]
+    ) -> None:
+        live.waiting = False
+        if SessionBook.ended(live, record, task.cancelled()):
+            if live.queue and not stopping.is_set():
+                send_next(live)
+        else:
+            drop(live)
+
+    behind = 0
+    for item in plan_requests(issuer.spec, ScheduleShare()):
+        if stopping.is_set():
+            break
+        unit, _ = source.place(item.sample_index)
+        if unit % count != share.index:
+            continue
+        assert item.offset_ns is not None
+        planned = t0 + item.offset_ns
+        if planned > time.monotonic_ns():
+            behind = 0
+            if not await pacer.wait_until(planned):
+                break
+        else:
+            behind += 1
+            if behind % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        live = lives.get(unit)
+        if live is None:
+            live = lives[unit] = LiveSession(source.session(unit))
+        if live.over:
+            continue  # its session ended at a failed turn: the row is not sent
+        live.queue.append((item, planned))
+        queued += 1
+        all_sent.clear()
+        if not live.waiting:
+            send_next(live)
+        if live.script.turns == 1:
+            del lives[unit]
+    if queued and not stopping.is_set():
+        stop = asyncio.ensure_future(stopping.wait())
+        sent = asyncio.ensure_future(all_sent.wait())
+        await asyncio.wait((stop, sent), return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        sent.cancel()
+
+
+# -- closed loop ---------------------------------------------------------------------------
+
+
+async def issue_session_closed_loop(
+    issuer: IssuerParts,
+    http: StreamClient,
+    endpoint: Endpoint,
+    plan: Iterator[PlannedRequest],
+    concurrency: int,
+    t0: int,
+    stage_concurrency: Sequence[int] | None,
+    source: SessionSource,
+) -> None:
+    """Each slot runs one session at a time: turn, reply, think time (idle), next turn.
+
+    The stages, warm-up and ``duration`` rules are those of the plain closed loop
+    (``Issuer.issue_closed_loop``); a slot that is thinking holds no request of the
+    plan, and ``duration`` ends its wait.
+    """
+    book = SessionBook(source, issuer.share)
+    spec = issuer.spec
+    duration_ns = spec.duration * 1e9 if spec.duration is not None else None
+    deadline: list[float] = [t0 + duration_ns] if duration_ns and not spec.warmup else []
+    staged = bool(stage_concurrency) and bool(spec.load.stages)
+    levels = list(stage_concurrency or ())
+    ends: list[int] = []
+    if staged:
+        ends = [round(e * 1e9) for e in itertools.accumulate(
+            st.duration_s for st in spec.load.stages)]  # fmt: skip
+        issuer._stage_bounds = [0, *ends]
+        concurrency = max(levels)
+    while time.monotonic_ns() < t0:
+        await asyncio.sleep(min(0.05, (t0 - time.monotonic_ns()) / 1e9))
+    over = issuer._closed_loop_over = asyncio.get_running_loop().create_future()
+    inflight = issuer._inflight
+    deliver = issuer.delivery.deliver
+    stopping = issuer._stopping
+
+    async def rest_until(at_ns: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), max(0.0, (at_ns - time.monotonic_ns()) / 1e9))
+
+    async def slot(j: int) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        live: LiveSession | None = None
+        while not stopping.is_set():
+            now = time.monotonic_ns()
+            stage = -1
+            if staged:
+                if deadline:
+                    start = deadline[0] - ends[-1]
+                    stage = bisect.bisect_right(ends, now - start)
+                    if stage >= len(levels):
+                        issuer.stop_reason = issuer.stop_reason or StopReason.DURATION
+                        return
+                    if j >= levels[stage]:
+                        later = [k for k in range(stage + 1, len(levels)) if levels[k] > j]
+                        await rest_until(start + (ends[later[0] - 1] if later else ends[-1]))
+                        continue
+                elif j >= levels[0]:
+                    await rest_until(now + 5e7)
+                    continue
+            if live is not None and live.ready_at > now:  # thinking: the slot idles
+                if deadline and now >= deadline[0]:
+                    issuer.stop_reason = issuer.stop_reason or StopReason.DURATION
+                    return
+                await rest_until(min(live.ready_at, deadline[0]) if deadline else live.ready_at)
+                continue
+            item = next(plan, None)
+            if item is None:
+                return
+            if item.tracked and duration_ns is not None:
+                if not deadline:
+                    deadline.append(now + duration_ns)
+                    if staged:
+                        stage = 0
+                elif now >= deadline[0]:
+                    issuer.stop_reason = issuer.stop_reason or StopReason.DURATION
+                    return
+            if live is None:
+                live = book.start()
+            sample = SessionBook.sample(live)
+            record = issuer._new_record(item, sample, now)
+            SessionBook.mark(record, live, sample)
+            if staged and item.tracked:
+                record.stage = stage
+                issuer.stats.stage_sends[stage] += 1
+            inflight[task] = record
+            try:
+                await send_request(http, endpoint, sample, record, cancel=item.cancel)
+            except Exception as exc:  # a client bug: this turn fails, the run goes on
+                kind = f"{type(exc).__name__}: {exc}"
+                record.fail(ErrorKind.CLIENT, kind, now=time.monotonic_ns())
+            del inflight[task]
+            deliver(record)
+            if not SessionBook.ended(live, record):
+                live = None
+
+    slots = max(1, concurrency)
+
+    def slot_ended(task: asyncio.Task[None]) -> None:
+        nonlocal slots
+        slots -= 1
+        if not task.cancelled() and task.exception() is not None:
+            stopping.set()
+            issuer._end_closed_loop(task.exception())
+        elif not slots:
+            issuer._end_closed_loop()
+
+    for j in range(slots):
+        asyncio.ensure_future(slot(j)).add_done_callback(slot_ended)
+    await over
