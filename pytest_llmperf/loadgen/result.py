@@ -151,6 +151,8 @@ class RunResult:
         stage it was sent in). ``achieved_rate`` is the tracked sends that
         happened on the clock within the stage's window, per second of it: a
         generator that fell behind pushes sends into the next stage.
+        ``schedule_rate`` is the requests the drawn schedule planned in the
+        stage, per second (a Poisson draw differs from the nominal rate).
         """
         out: list[dict[str, Any]] = []
         start = 0.0
@@ -165,6 +167,8 @@ class RunResult:
                 entry["planned_rate"] = round(stage.mean_rate or 0.0, 6)
                 if stage.rate_end is not None and stage.rate_end != stage.rate:
                     entry["rate_from"], entry["rate_to"] = stage.rate, stage.rate_end
+            # a Poisson draw puts about rate*duration ± its square root in a stage
+            entry["schedule_rate"] = round(acc.issued / stage.duration_s, 6)
             entry["achieved_rate"] = round(sends / stage.duration_s, 6)
             entry["counts"] = acc.counts()
             entry["metrics"] = acc.summary()

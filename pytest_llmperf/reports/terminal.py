@@ -92,7 +92,9 @@ def _stage_lines(run: Mapping[str, Any], slos: Sequence[Mapping[str, Any]]) -> l
             continue
         counts, ttft = stage["counts"], stage["metrics"]["ttft"]
         planned = stage_level(stage)
-        planned += "" if stage.get("concurrency") is not None else " planned"
+        if stage.get("concurrency") is None:
+            drawn = stage.get("schedule_rate")
+            planned += " planned" + (f" ({drawn:.2f} drawn)" if drawn is not None else "")
         verdict = f"; {MARKS[mark]} {mark}" if mark else ""
         lines.append(
             f"    {label + ' ' if label else ''}stage {k}: {planned}, "

@@ -201,10 +201,10 @@ def test_the_terminal_summary_has_a_line_per_stage() -> None:
         "n=200",
     ]
     assert lines[3].startswith(
-        "    run0 stage 0: 10 req/s planned, 10.00 req/s achieved; 50/50 ok, ttft p99 50."
+        "    run0 stage 0: 10 req/s planned (10.00 drawn), 10.00 req/s achieved; 50/50 ok, ttft p99 50."
     )
     assert lines[3].endswith("; ✓ pass")
-    assert lines[4].startswith("    run0 stage 1: 40 req/s planned, 40.00 req/s achieved; 200/200")
+    assert lines[4].startswith("    run0 stage 1: 40 req/s planned (40.00 drawn), 40.00 req/s achieved; 200/200")
     assert lines[4].endswith("; ✗ fail")
 
 
@@ -360,7 +360,7 @@ async def test_a_real_staged_run_reports_each_stage(fast_sim: Endpoint) -> None:
     assert [v.samples for v in verdicts] == [20, 60, 60]
     data = session_of([result], ["error_rate < 1%"], "failed")
     lines = summary_lines(data, [])
-    assert any(line.startswith("    run0 stage 1: 60 req/s planned, ") for line in lines), lines
+    assert any(line.startswith("    run0 stage 1: 60 req/s planned (") for line in lines), lines
     report, html = render(data)
     for heading in ("Throughput over time", "Latency over time"):
         for svg in section(html, heading).split("</svg>")[:-1]:
@@ -398,7 +398,7 @@ def test_a_staged_test_fails_naming_the_stage(pytester: pytest.Pytester) -> None
     result.stdout.fnmatch_lines(
         [
             "*✗ ttft.p50 < 1us [[]run0[]] [[]stage 1: 40 req/s[]]: observed*",
-            "*run0 stage 1: 40 req/s planned, *req/s achieved; 40/40 ok, ttft p99 *; ✗ fail",
+            "*run0 stage 1: 40 req/s planned (*drawn), *req/s achieved; 40/40 ok, ttft p99 *; ✗ fail",
         ]
     )
     report = json.loads((pytester.path / "r.json").read_text())
