@@ -103,6 +103,21 @@ OPTIONS: tuple[OptionDef, ...] = (
         "when available offline, else an approximation (with a warning)",
     ),
     OptionDef(
+        "--llm-history",
+        "remember every session's runs in a history store: a SQLite file path, or a "
+        "postgresql:// URL (the [postgres] extra)",
+    ),
+    OptionDef(
+        "--llm-history-tag",
+        "label of this session in the history (default: the git branch and commit, "
+        "from the checkout or the CI's variables)",
+    ),
+    OptionDef(
+        "--llm-reference-endpoint",
+        "A/B: a reference server ('URL', 'sim' or 'sim:PROFILE') that each test's runs "
+        "alternate with the endpoint under test; a candidate worse than it fails",
+    ),
+    OptionDef(
         "--llm-inconclusive",
         "what an inconclusive SLO does to its test: fail (default), "
         "warn (pass with a warning) or skip",
@@ -134,6 +149,10 @@ class LlmPerfOptions:
     endpoint_given: bool
     request_extra: Mapping[str, Any] = field(default_factory=dict)
     tokenizer: str | None = None  # --llm-tokenizer, checked (pytest_llmperf.session_tokenizer)
+    history: str | None = None  # --llm-history: a SQLite path or a postgresql:// URL
+    history_tag: str | None = None
+    reference_url: str | None = None  # --llm-reference-endpoint: a real server ...
+    reference_sim_profile: str | None = None  # ... or the simulator with this profile
 
     @classmethod
     def resolve(cls, get: Callable[[OptionDef], Any]) -> LlmPerfOptions:
@@ -160,6 +179,15 @@ class LlmPerfOptions:
         scale = _number("--llm-scale", raw["llm_scale"], float)
         workers = _number("--llm-workers", raw["llm_workers"], int)
         timeouts = _checked_timeouts(raw["llm_timeout"])
+        reference = (raw["llm_reference_endpoint"] or "").strip()
+        reference_url: str | None = None
+        reference_profile: str | None = None
+        if reference == "sim":
+            reference_profile = DEFAULT_SIM_PROFILE
+        elif reference.startswith("sim:"):
+            reference_profile = reference[4:] or DEFAULT_SIM_PROFILE
+        elif reference:
+            reference_url = _checked("--llm-reference-endpoint", reference, normalize_base_url)
         return cls(
             endpoint_url=url,
             sim_profile=profile,
@@ -180,6 +208,10 @@ class LlmPerfOptions:
             endpoint_given=bool(endpoint),
             request_extra=_request_extra(raw["llm_request_extra"]),
             tokenizer=check_tokenizer_option(raw["llm_tokenizer"]),
+            history=raw["llm_history"] or None,
+            history_tag=raw["llm_history_tag"] or None,
+            reference_url=reference_url,
+            reference_sim_profile=reference_profile,
         )
 
 
