@@ -201,10 +201,13 @@ def test_the_terminal_summary_has_a_line_per_stage() -> None:
         "n=200",
     ]
     assert lines[3].startswith(
-        "    run0 stage 0: 10 req/s planned (10.00 drawn), 10.00 req/s achieved; 50/50 ok, ttft p99 50."
+        "    run0 stage 0: 10 req/s planned (10.00 drawn), 10.00 req/s achieved; "
+        "50/50 ok, ttft p99 50."
     )
     assert lines[3].endswith("; ✓ pass")
-    assert lines[4].startswith("    run0 stage 1: 40 req/s planned (40.00 drawn), 40.00 req/s achieved; 200/200")
+    assert lines[4].startswith(
+        "    run0 stage 1: 40 req/s planned (40.00 drawn), 40.00 req/s achieved; 200/200"
+    )
     assert lines[4].endswith("; ✗ fail")
 
 
@@ -398,7 +401,8 @@ def test_a_staged_test_fails_naming_the_stage(pytester: pytest.Pytester) -> None
     result.stdout.fnmatch_lines(
         [
             "*✗ ttft.p50 < 1us [[]run0[]] [[]stage 1: 40 req/s[]]: observed*",
-            "*run0 stage 1: 40 req/s planned (*drawn), *req/s achieved; 40/40 ok, ttft p99 *; ✗ fail",
+            "*run0 stage 1: 40 req/s planned (*drawn), *req/s achieved; "
+            "40/40 ok, ttft p99 *; ✗ fail",
         ]
     )
     report = json.loads((pytester.path / "r.json").read_text())
