@@ -23,6 +23,7 @@ below ``methodology`` with no import going up.
 from __future__ import annotations
 
 import copy
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -34,6 +35,7 @@ from pytest_llmperf.loadgen.delivery import RecordObserver
 from pytest_llmperf.loadgen.event_files import events_file_for
 from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.metrics.event_log import read_records
 from pytest_llmperf.specs.load import LoadPattern, SampleOrderMode
 from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.specs.run import RunSpec
@@ -148,33 +150,68 @@ class LoadGenerator:
         probes of a fixed size: they still get the session's event log,
         tokenizer, timeouts and observers (plus ``observers`` for this run
         only) and land in the test's reports. ``workers`` overrides
-        ``--llm-workers`` for this run (``1`` keeps a run in this process,
-        where observers see its records).
+        ``--llm-workers`` for this run.
         """
-        spec = _sized_by(spec, self.tokenizer, self.endpoint.api)
-        run = LoadRun(
-            self.endpoint,
-            spec,
-            request_limits_ms=request_limits(self.spec.slos),
-            observers=[*self.observers, *observers],
-            label=label,
-            events_path=(
-                events_file_for(self.events_dir, f"{self.events_name}-{label}")
-                if self.events_dir
-                else None
-            ),
-            workers=self.workers if workers is None else workers,
-        )
-        self._current = run
-        try:
-            result = await run.execute()
-        finally:
-            self._current = None
-        self.endpoint = run.endpoint  # keeps the resolved model for later runs
+        result = await self.execute_spec(spec, label=label, observers=observers, workers=workers)
         self.keep(result, gate=gate)
         if result.stop_reason is StopReason.SIGINT:
             # The run drained gracefully and its result is kept; now stop the session.
             raise KeyboardInterrupt
+        return result
+
+    async def execute_spec(
+        self,
+        spec: RunSpec,
+        *,
+        label: str,
+        observers: Iterable[RecordObserver] = (),
+        workers: int | None = None,
+    ) -> RunResult:
+        """:meth:`run_spec` without keeping the result (nor stopping the session on Ctrl-C).
+
+        For procedures that combine several runs into one result (an A/B
+        comparison's blocks): the caller keeps what it makes of them, and
+        checks ``result.stop_reason`` for ``SIGINT``. Observers see every
+        record also with ``--llm-workers`` > 1: the worker processes' records
+        are replayed to them from the run's merged event log (a temporary one
+        when ``--llm-events`` is not given).
+        """
+        spec = _sized_by(spec, self.tokenizer, self.endpoint.api)
+        workers = self.workers if workers is None else workers
+        run_observers = [*self.observers, *observers]
+        events_path = (
+            events_file_for(self.events_dir, f"{self.events_name}-{label}")
+            if self.events_dir
+            else None
+        )
+        replay = bool(run_observers) and workers > 1
+        scratch: tempfile.TemporaryDirectory[str] | None = None
+        if replay and events_path is None:
+            scratch = tempfile.TemporaryDirectory(prefix="llmperf-replay-")
+            events_path = Path(scratch.name) / "run.sqlite"
+        run = LoadRun(
+            self.endpoint,
+            spec,
+            request_limits_ms=request_limits(self.spec.slos),
+            observers=run_observers,
+            label=label,
+            events_path=events_path,
+            workers=workers,
+        )
+        self._current = run
+        try:
+            result = await run.execute()
+            if replay and events_path is not None and events_path.exists():
+                for record in read_records(events_path):
+                    for observer in run_observers:
+                        observer(record)
+        finally:
+            self._current = None
+            if scratch is not None:
+                scratch.cleanup()
+        if scratch is not None:
+            result.events_path = None  # the temporary log is gone
+        self.endpoint = run.endpoint  # keeps the resolved model for later runs
         return result
 
     def keep(self, result: RunResult, *, gate: bool = True) -> None:
@@ -188,14 +225,20 @@ class LoadGenerator:
         """This generator aimed at another server: same spec and session settings.
 
         Workers, event logs, scale, tokenizer, observers and callbacks are
-        this generator's; a URL gets this endpoint's API and timeouts (its
-        model is resolved on that server). The new generator's runs are kept
+        this generator's; a URL gets this endpoint's API, timeouts and request
+        fields (``--llm-request-extra``); its model is resolved on that server,
+        and it gets no API key (the session's key is never sent to another host
+        unasked: give an :class:`Endpoint` for a server that needs one). The new generator's runs are kept
         in *this* test's record (``results`` and ``analyses`` are shared), so
         an A/B comparison reports every configuration's runs.
         """
         if isinstance(endpoint, str):
             endpoint = Endpoint.from_env(
-                endpoint, api_key_env=None, api=self.endpoint.api, timeouts=self.endpoint.timeouts
+                endpoint,
+                api_key_env=None,
+                api=self.endpoint.api,
+                timeouts=self.endpoint.timeouts,
+                fields=self.endpoint.fields,  # --llm-request-extra rides on every server's requests
             )
         elif not isinstance(endpoint, Endpoint):
             raise LlmPerfUsageError(f"a configuration's endpoint must be a URL, got {endpoint!r}")

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
-import itertools
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +42,7 @@ from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.loadgen.arrivals import StagedSchedule
+from pytest_llmperf.loadgen.closed_loop import ClosedLoop
 from pytest_llmperf.loadgen.concurrency_cap import SlotGate
 from pytest_llmperf.loadgen.delivery import Delivery
 from pytest_llmperf.loadgen.gc_pauses import collect_if_due
@@ -292,97 +291,31 @@ class Issuer:
         as incomplete. With stages (``stage_concurrency``: this process's
         slots per stage) slot ``j`` sends only while the current stage has
         more than ``j`` slots; the stages' clock starts at the first tracked
-        send and the run ends with the last stage.
+        send and the run ends with the last stage (the clock is
+        :class:`~pytest_llmperf.loadgen.closed_loop.ClosedLoop`).
         """
         if self._sessions is not None:
             await issue_session_closed_loop(
                 self, http, endpoint, plan, concurrency, t0, stage_concurrency, self._sessions
             )
             return
+        loop = ClosedLoop(self, t0, concurrency, stage_concurrency)
         workload = self.spec.workload
-        duration_ns = self.spec.duration * 1e9 if self.spec.duration is not None else None
-        deadline: list[float] = [t0 + duration_ns] if duration_ns and not self.spec.warmup else []
-        staged = bool(stage_concurrency) and bool(self.spec.load.stages)
-        levels = list(stage_concurrency or ())
-        ends: list[int] = []  # each stage's end, from the stages' start
-        if staged:
-            ends = [round(e * 1e9) for e in itertools.accumulate(
-                st.duration_s for st in self.spec.load.stages)]  # fmt: skip
-            self._stage_bounds = [0, *ends]
-            concurrency = max(levels)
-        while time.monotonic_ns() < t0:  # workers start together on the shared clock
-            await asyncio.sleep(min(0.05, (t0 - time.monotonic_ns()) / 1e9))
-        over = self._closed_loop_over = asyncio.get_running_loop().create_future()
-        inflight = self._inflight
-        deliver = self.delivery.deliver
-        stopping = self._stopping
-
-        async def rest_until(at_ns: float) -> None:
-            """A slot above the current stage's level waits for a stage that uses it."""
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    stopping.wait(), max(0.0, (at_ns - time.monotonic_ns()) / 1e9)
-                )
 
         async def slot(j: int) -> None:
-            task = asyncio.current_task()
-            assert task is not None
-            while not stopping.is_set():
-                now = time.monotonic_ns()
-                stage = -1
-                if staged:
-                    if deadline:
-                        start = deadline[0] - ends[-1]
-                        stage = bisect.bisect_right(ends, now - start)
-                        if stage >= len(levels):
-                            self.stop_reason = self.stop_reason or StopReason.DURATION
-                            return
-                        if j >= levels[stage]:
-                            later = [k for k in range(stage + 1, len(levels)) if levels[k] > j]
-                            await rest_until(start + (ends[later[0] - 1] if later else ends[-1]))
-                            continue
-                    elif j >= levels[0]:  # warm-up runs at the first stage's level
-                        await rest_until(now + 5e7)
-                        continue
+            while (stage := await loop.admit(j)) is not None:
                 item = next(plan, None)
                 if item is None:
                     return
-                if item.tracked and duration_ns is not None:
-                    if not deadline:
-                        deadline.append(now + duration_ns)
-                        if staged:
-                            stage = 0
-                    elif now >= deadline[0]:
-                        self.stop_reason = self.stop_reason or StopReason.DURATION
-                        return
+                now = time.monotonic_ns()
+                stage = loop.start_or_check_duration(item, now, stage)
+                if stage is None:
+                    return
                 sample = workload.sample(item.sample_index)
                 record = self._new_record(item, sample, now)
-                if staged and item.tracked:
-                    record.stage = stage
-                    self.stats.stage_sends[stage] += 1
-                inflight[task] = record
-                try:
-                    await send_request(http, endpoint, sample, record, cancel=item.cancel)
-                except Exception as exc:  # a client bug: this request fails, the run goes on
-                    kind = f"{type(exc).__name__}: {exc}"
-                    record.fail(ErrorKind.CLIENT, kind, now=time.monotonic_ns())
-                del inflight[task]  # (cancelled: the drain records it as incomplete)
-                deliver(record)
+                await loop.send(http, endpoint, sample, record, stage, item.cancel)
 
-        slots = max(1, concurrency)
-
-        def slot_ended(task: asyncio.Task[None]) -> None:
-            nonlocal slots
-            slots -= 1
-            if not task.cancelled() and task.exception() is not None:
-                self._stopping.set()  # the other slots stop issuing too
-                self._end_closed_loop(task.exception())  # a workload that fails to build, say
-            elif not slots:
-                self._end_closed_loop()
-
-        for j in range(slots):
-            asyncio.ensure_future(slot(j)).add_done_callback(slot_ended)
-        await over
+        await loop.run(slot)
 
     # -- the end -----------------------------------------------------------------
 

@@ -34,31 +34,25 @@ loops still split the plan's positions (arrivals, request budget) as
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import heapq
 import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
 
-from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.client.records import ErrorKind, RequestRecord
+from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import StreamClient
-from pytest_llmperf.loadgen.concurrency_cap import SlotGate
-from pytest_llmperf.loadgen.delivery import Delivery
-from pytest_llmperf.loadgen.pacing import WAKE_EARLY_NS, Pacer
+from pytest_llmperf.loadgen.closed_loop import ClosedLoop
+from pytest_llmperf.loadgen.issuer_parts import IssuerParts
+from pytest_llmperf.loadgen.pacing import WAKE_EARLY_NS
 from pytest_llmperf.loadgen.plan import PlannedRequest, ScheduleShare, plan_requests
-from pytest_llmperf.loadgen.result import StopReason
-from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads.base import Sample
 from pytest_llmperf.workloads.sessions import SessionScript, SessionSource, TurnResult
 
 __all__ = [
-    "IssuerParts",
     "LiveSession",
     "SessionBook",
     "issue_session_closed_loop",
@@ -66,47 +60,6 @@ __all__ = [
 ]
 
 _YIELD_EVERY = 32  # as issue.py: when behind schedule, still let responses be read
-
-
-class _StageSends(Protocol):
-    @property
-    def stage_sends(self) -> list[int]: ...
-
-
-class IssuerParts(Protocol):
-    """What the session loops use of :class:`pytest_llmperf.loadgen.issue.Issuer`: its
-    bookkeeping (records, delivery, the drain's in-flight map, the gate, the pacer)."""
-
-    spec: RunSpec
-    share: ScheduleShare
-    delivery: Delivery
-    stop_reason: StopReason | None
-    _t0: int
-    _pacer: Pacer
-    _stopping: asyncio.Event
-    _gate: SlotGate | None
-    _inflight: dict[asyncio.Task[Any], RequestRecord]
-    _stage_bounds: list[int]
-    _closed_loop_over: asyncio.Future[None] | None
-
-    @property
-    def stats(self) -> _StageSends: ...
-
-    def _new_record(self, item: PlannedRequest, sample: Sample, t_sched: int) -> RequestRecord: ...
-
-    async def _send_capped(
-        self,
-        gate: SlotGate,
-        http: StreamClient,
-        endpoint: Endpoint,
-        sample: Sample,
-        record: RequestRecord,
-        cancel: CancelAt | None,
-    ) -> RequestRecord: ...
-
-    def _finished(self, task: asyncio.Task[RequestRecord]) -> None: ...
-
-    def _end_closed_loop(self, error: BaseException | None = None) -> None: ...
 
 
 class LiveSession:
@@ -392,96 +345,34 @@ async def issue_session_closed_loop(
     plan, and ``duration`` ends its wait.
     """
     book = SessionBook(source, issuer.share)
-    spec = issuer.spec
-    duration_ns = spec.duration * 1e9 if spec.duration is not None else None
-    deadline: list[float] = [t0 + duration_ns] if duration_ns and not spec.warmup else []
-    staged = bool(stage_concurrency) and bool(spec.load.stages)
-    levels = list(stage_concurrency or ())
-    ends: list[int] = []
-    if staged:
-        ends = [round(e * 1e9) for e in itertools.accumulate(
-            st.duration_s for st in spec.load.stages)]  # fmt: skip
-        issuer._stage_bounds = [0, *ends]
-        concurrency = max(levels)
-    while time.monotonic_ns() < t0:
-        await asyncio.sleep(min(0.05, (t0 - time.monotonic_ns()) / 1e9))
-    over = issuer._closed_loop_over = asyncio.get_running_loop().create_future()
-    inflight = issuer._inflight
-    deliver = issuer.delivery.deliver
-    stopping = issuer._stopping
-
-    async def rest_until(at_ns: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), max(0.0, (at_ns - time.monotonic_ns()) / 1e9))
+    loop = ClosedLoop(issuer, t0, concurrency, stage_concurrency)
+    deadline = loop.deadline
 
     async def slot(j: int) -> None:
-        task = asyncio.current_task()
-        assert task is not None
         live: LiveSession | None = None
-        while not stopping.is_set():
+        while (stage := await loop.admit(j)) is not None:
             now = time.monotonic_ns()
-            stage = -1
-            if staged:
-                if deadline:
-                    start = deadline[0] - ends[-1]
-                    stage = bisect.bisect_right(ends, now - start)
-                    if stage >= len(levels):
-                        issuer.stop_reason = issuer.stop_reason or StopReason.DURATION
-                        return
-                    if j >= levels[stage]:
-                        later = [k for k in range(stage + 1, len(levels)) if levels[k] > j]
-                        await rest_until(start + (ends[later[0] - 1] if later else ends[-1]))
-                        continue
-                elif j >= levels[0]:
-                    await rest_until(now + 5e7)
-                    continue
             if live is not None and live.ready_at > now:  # thinking: the slot idles
                 if deadline and now >= deadline[0]:
-                    issuer.stop_reason = issuer.stop_reason or StopReason.DURATION
+                    loop.over()
                     return
-                await rest_until(min(live.ready_at, deadline[0]) if deadline else live.ready_at)
+                await loop.rest_until(
+                    min(live.ready_at, deadline[0]) if deadline else live.ready_at
+                )
                 continue
             item = next(plan, None)
             if item is None:
                 return
-            if item.tracked and duration_ns is not None:
-                if not deadline:
-                    deadline.append(now + duration_ns)
-                    if staged:
-                        stage = 0
-                elif now >= deadline[0]:
-                    issuer.stop_reason = issuer.stop_reason or StopReason.DURATION
-                    return
+            stage = loop.start_or_check_duration(item, now, stage)
+            if stage is None:
+                return
             if live is None:
                 live = book.start()
             sample = SessionBook.sample(live)
             record = issuer._new_record(item, sample, now)
             SessionBook.mark(record, live, sample)
-            if staged and item.tracked:
-                record.stage = stage
-                issuer.stats.stage_sends[stage] += 1
-            inflight[task] = record
-            try:
-                await send_request(http, endpoint, sample, record, cancel=item.cancel)
-            except Exception as exc:  # a client bug: this turn fails, the run goes on
-                kind = f"{type(exc).__name__}: {exc}"
-                record.fail(ErrorKind.CLIENT, kind, now=time.monotonic_ns())
-            del inflight[task]
-            deliver(record)
+            await loop.send(http, endpoint, sample, record, stage, item.cancel)
             if not SessionBook.ended(live, record):
                 live = None
 
-    slots = max(1, concurrency)
-
-    def slot_ended(task: asyncio.Task[None]) -> None:
-        nonlocal slots
-        slots -= 1
-        if not task.cancelled() and task.exception() is not None:
-            stopping.set()
-            issuer._end_closed_loop(task.exception())
-        elif not slots:
-            issuer._end_closed_loop()
-
-    for j in range(slots):
-        asyncio.ensure_future(slot(j)).add_done_callback(slot_ended)
-    await over
+    await loop.run(slot)

@@ -1,0 +1,175 @@
+"""A closed loop's clock and slots: duration, stages, warm-up and stop, whatever it sends.
+
+The plain closed loop (:meth:`pytest_llmperf.loadgen.issue.Issuer.issue_closed_loop`)
+and the session loop (:mod:`~pytest_llmperf.loadgen.sessions`) send different
+things from each slot, but keep time the same way:
+
+- ``duration`` runs from the first tracked send (or from ``t0`` when there is
+  no warm-up); a slot that finds it over stops with ``StopReason.DURATION``;
+- with stages, slot ``j`` works while the current stage has more than ``j``
+  slots and rests until a stage that uses it (warm-up runs at the first
+  stage's level); a request already in flight is never cut;
+- a slot awaits its request inline (no task per request: that was 5% of the
+  client's CPU at max throughput); while it is in flight its record sits in
+  the issuer's in-flight map under the slot's task, so a stop leaves it to
+  the drain, and past the drain's cap it is recorded as incomplete;
+- a slot that raises (a workload that fails to build) stops every slot and
+  fails the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import itertools
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from pytest_llmperf.client.cancel import CancelAt
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.records import ErrorKind, RequestRecord
+from pytest_llmperf.client.request import send_request
+from pytest_llmperf.client.stream_client import StreamClient
+from pytest_llmperf.loadgen.issuer_parts import IssuerParts
+from pytest_llmperf.loadgen.plan import PlannedRequest
+from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.workloads.base import Sample
+
+__all__ = ["ClosedLoop"]
+
+_WARMUP_POLL_NS = 50_000_000  # a slot above the first stage's level re-checks warm-up this often
+
+
+class ClosedLoop:
+    """The clock of one closed loop run by ``issuer`` from ``t0``.
+
+    ``stage_concurrency`` is this process's slots per stage (None: no stages);
+    ``slots`` is how many slot tasks :meth:`run` starts.
+    """
+
+    def __init__(
+        self,
+        issuer: IssuerParts,
+        t0: int,
+        concurrency: int,
+        stage_concurrency: Sequence[int] | None = None,
+    ) -> None:
+        spec = issuer.spec
+        self.issuer = issuer
+        self.t0 = t0
+        self.duration_ns = spec.duration * 1e9 if spec.duration is not None else None
+        self.deadline: list[float] = (
+            [t0 + self.duration_ns] if self.duration_ns and not spec.warmup else []
+        )
+        self.staged = bool(stage_concurrency) and bool(spec.load.stages)
+        self.levels = list(stage_concurrency or ())
+        self.ends: list[int] = []  # each stage's end, from the stages' start
+        self.slots = max(1, concurrency)
+        if self.staged:
+            durations = (st.duration_s for st in spec.load.stages)
+            self.ends = [round(e * 1e9) for e in itertools.accumulate(durations)]
+            issuer._stage_bounds = [0, *self.ends]
+            self.slots = max(1, *self.levels)
+
+    # -- time ------------------------------------------------------------------
+
+    async def rest_until(self, at_ns: float) -> None:
+        """Idle until ``at_ns`` on the monotonic clock, or until the run stops."""
+        with contextlib.suppress(TimeoutError):
+            wait = max(0.0, (at_ns - time.monotonic_ns()) / 1e9)
+            await asyncio.wait_for(self.issuer._stopping.wait(), wait)
+
+    def over(self) -> None:
+        """The loop's clock ran out: stop for ``duration`` (unless stopped already)."""
+        issuer = self.issuer
+        issuer.stop_reason = issuer.stop_reason or StopReason.DURATION
+
+    async def admit(self, j: int) -> int | None:
+        """When slot ``j`` may send: the current stage (-1: no stages, or warm-up), or None
+        when it must stop (the stages are over, or the run is stopping)."""
+        if not self.staged:
+            return None if self.issuer._stopping.is_set() else -1
+        levels, ends, deadline = self.levels, self.ends, self.deadline
+        while not self.issuer._stopping.is_set():
+            now = time.monotonic_ns()
+            if not deadline:  # warm-up runs at the first stage's level
+                if j < levels[0]:
+                    return -1
+                await self.rest_until(now + _WARMUP_POLL_NS)
+                continue
+            start = deadline[0] - ends[-1]
+            stage = bisect.bisect_right(ends, now - start)
+            if stage >= len(levels):
+                self.over()
+                return None
+            if j < levels[stage]:
+                return stage
+            later = [k for k in range(stage + 1, len(levels)) if levels[k] > j]
+            await self.rest_until(start + (ends[later[0] - 1] if later else ends[-1]))
+        return None
+
+    def start_or_check_duration(self, item: PlannedRequest, now: int, stage: int) -> int | None:
+        """Start ``duration`` at the first tracked request, or say it is over (None).
+
+        Returns the request's stage: the first tracked request opens stage 0.
+        """
+        if not item.tracked or self.duration_ns is None:
+            return stage
+        if not self.deadline:
+            self.deadline.append(now + self.duration_ns)
+            return 0 if self.staged else stage
+        if now >= self.deadline[0]:
+            self.over()
+            return None
+        return stage
+
+    # -- one request -------------------------------------------------------------
+
+    async def send(
+        self,
+        http: StreamClient,
+        endpoint: Endpoint,
+        sample: Sample,
+        record: RequestRecord,
+        stage: int,
+        cancel: CancelAt | None,
+    ) -> None:
+        """Send one request from the current slot, await it, and deliver its record."""
+        issuer = self.issuer
+        if self.staged and record.tracked:
+            record.stage = stage
+            issuer.stats.stage_sends[stage] += 1
+        task = asyncio.current_task()
+        assert task is not None
+        inflight = issuer._inflight
+        inflight[task] = record
+        try:
+            await send_request(http, endpoint, sample, record, cancel=cancel)
+        except Exception as exc:  # a client bug: this request fails, the run goes on
+            record.fail(ErrorKind.CLIENT, f"{type(exc).__name__}: {exc}", now=time.monotonic_ns())
+        del inflight[task]  # (cancelled: the drain records it as incomplete)
+        issuer.delivery.deliver(record)
+
+    # -- the slots ---------------------------------------------------------------
+
+    async def run(self, slot: Callable[[int], Awaitable[None]]) -> None:
+        """Start ``slots`` tasks of ``slot(j)`` at ``t0`` and wait until every one ends."""
+        issuer = self.issuer
+        while time.monotonic_ns() < self.t0:  # workers start together on the shared clock
+            await asyncio.sleep(min(0.05, (self.t0 - time.monotonic_ns()) / 1e9))
+        done = issuer._closed_loop_over = asyncio.get_running_loop().create_future()
+        running = self.slots
+
+        def slot_ended(task: asyncio.Future[None]) -> None:
+            nonlocal running
+            running -= 1
+            if not task.cancelled() and task.exception() is not None:
+                issuer._stopping.set()  # the other slots stop issuing too
+                issuer._end_closed_loop(task.exception())
+            elif not running:
+                issuer._end_closed_loop()
+
+        for j in range(self.slots):
+            asyncio.ensure_future(slot(j)).add_done_callback(slot_ended)
+        await done
