@@ -58,7 +58,6 @@ __all__ = ["DRAIN_GRACE_S", "INTERRUPT_DRAIN_S", "IssueStats", "Issuer"]
 
 DRAIN_GRACE_S = 5.0  # past the per-request total timeout, before in-flight = incomplete
 INTERRUPT_DRAIN_S = 5.0  # after Ctrl-C / SIGTERM / cancellation: then in-flight = incomplete
-_YIELD_EVERY = 32  # when behind schedule, still let responses be read this often
 
 
 @dataclass
@@ -263,14 +262,9 @@ class Issuer:
             assert item.offset_ns is not None
             planned = t0 + item.offset_ns
             sample = workload.sample(item.sample_index)  # prepared before the wait
-            if planned > time.monotonic_ns():
-                behind = 0
-                if not await pacer.wait_until(planned):
-                    break
-            else:
-                behind += 1
-                if behind % _YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
+            behind = await pacer.due(planned, behind)
+            if behind < 0:
+                break
             self._launch(http, endpoint, item, sample, planned)
 
     async def issue_closed_loop(

@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-__all__ = ["WAKE_EARLY_NS", "Pacer"]
+__all__ = ["WAKE_EARLY_NS", "YIELD_EVERY", "Pacer"]
 
 WAKE_EARLY_NS = 1_000_000  # epoll rounds its timeout up to whole milliseconds
+YIELD_EVERY = 32  # when behind schedule, still let responses be read this often
 
 
 class Pacer:
@@ -48,6 +49,21 @@ class Pacer:
         while not self.cancelled and time.monotonic_ns() < planned_ns:
             await asyncio.sleep(0)
         return not self.cancelled
+
+    async def due(self, planned_ns: int, late: int) -> int:
+        """Wait for a send planned at ``planned_ns``, ``late`` sends in a row having been late.
+
+        Returns the new count of late sends in a row (0: this one is on time),
+        or -1 when the wait was cancelled (the run is stopping). A generator
+        behind its schedule sends at once, but yields to the event loop every
+        :data:`YIELD_EVERY` sends so responses are still read.
+        """
+        if planned_ns > time.monotonic_ns():
+            return 0 if await self.wait_until(planned_ns) else -1
+        late += 1
+        if late % YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+        return late
 
     def cancel(self) -> None:
         self.cancelled = True

@@ -59,8 +59,6 @@ __all__ = [
     "issue_session_open_loop",
 ]
 
-_YIELD_EVERY = 32  # as issue.py: when behind schedule, still let responses be read
-
 
 class LiveSession:
     """A session in progress in this process: its next turn and what earlier turns got."""
@@ -210,14 +208,9 @@ async def _arrivals_open_loop(
             break
         assert item.offset_ns is not None
         planned = t0 + item.offset_ns
-        if planned > time.monotonic_ns():
-            behind = 0
-            if not await pacer.wait_until(planned):
-                break
-        else:
-            behind += 1
-            if behind % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+        behind = await pacer.due(planned, behind)
+        if behind < 0:
+            break
         if ready and ready[0][0] <= time.monotonic_ns():
             live = heapq.heappop(ready)[2]
         else:
@@ -297,14 +290,9 @@ async def _timed_open_loop(
             continue
         assert item.offset_ns is not None
         planned = t0 + item.offset_ns
-        if planned > time.monotonic_ns():
-            behind = 0
-            if not await pacer.wait_until(planned):
-                break
-        else:
-            behind += 1
-            if behind % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+        behind = await pacer.due(planned, behind)
+        if behind < 0:
+            break
         live = lives.get(unit)
         if live is None:
             live = lives[unit] = LiveSession(source.session(unit))
