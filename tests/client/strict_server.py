@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from loopback import serve
 
 __all__ = ["OPENAI_CHAT_FIELDS", "ServedRequest", "StrictServer", "serve"]
 
@@ -243,29 +243,3 @@ async def _whole(writer: asyncio.StreamWriter, status: int, obj: Any) -> None:
         + body
     )
     await writer.drain()
-
-
-@contextlib.contextmanager
-def serve(server: StrictServer) -> Iterator[StrictServer]:
-    """Serve ``server`` on an ephemeral port from a thread of this process."""
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    stop = loop.create_future()
-
-    async def main() -> None:
-        srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-        server.port = srv.sockets[0].getsockname()[1]
-        ready.set()
-        await stop
-        srv.close()
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
-    thread.start()
-    if not ready.wait(10):
-        raise RuntimeError("strict server did not start")
-    try:
-        yield server
-    finally:
-        loop.call_soon_threadsafe(stop.set_result, None)
-        thread.join(10)
-        loop.close()

@@ -13,14 +13,13 @@ import asyncio
 import contextlib
 import itertools
 import json
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from loopback import serve
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.records import RequestRecord
@@ -132,31 +131,6 @@ class EchoServer:
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     return {"id": "x", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-
-@contextlib.contextmanager
-def serve(server: EchoServer) -> Iterator[EchoServer]:
-    """Serve ``server`` on an ephemeral port from a thread (its own event loop)."""
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    stop = loop.create_future()
-
-    async def main() -> None:
-        srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-        server.port = srv.sockets[0].getsockname()[1]
-        ready.set()
-        await stop
-        srv.close()
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    try:
-        yield server
-    finally:
-        loop.call_soon_threadsafe(stop.set_result, None)
-        thread.join(10)
-        loop.close()
 
 
 # -- workloads -----------------------------------------------------------------------------
