@@ -141,7 +141,10 @@ class LoadRun:
 
     def describe_workload(self) -> dict[str, Any]:
         out = self.spec.describe_workload()
-        out["sample_order"] = sample_order_for(self.spec).describe()
+        if self.issuer._sessions is None:
+            out["sample_order"] = sample_order_for(self.spec).describe()
+        else:  # turns follow their sessions, not a sample order (docs/sessions.md)
+            out["sample_order"] = {"mode": "sessions"}
         return out
 
     def event_log_meta(self, started_at: str) -> dict[str, Any]:
