@@ -53,12 +53,22 @@ def test_output_lengths_are_exact(session: Session) -> None:
 
 
 def test_one_token_event_per_generated_token(session: Session) -> None:
-    """vLLM streams one chunk per token, empty ``content`` included, finish chunk included."""
+    """vLLM streams one chunk per token, empty ``content`` included, finish chunk included.
+
+    Except when its API server falls behind the engine: then it merges a
+    request's pending deltas into one chunk (``RequestOutputCollector`` in
+    ``vllm/v1/engine/output_processor.py``), which a loaded 2-core host does
+    now and then. So: never more events than tokens, and at least 95% of
+    them; a third of this model's tokens are partial characters streamed as
+    ``""``, so a client that did not count empty deltas would see ~67%.
+    """
     run = check_completed(session)
     lengths = token_lengths(run)
-    assert lengths["output_events_mean"] == lengths["output_server_mean"], lengths
-    # ITL: one gap per token after the first
-    assert run["metrics"]["itl"]["count"] == 40 * (OUTPUT_TOKENS - 1), run["metrics"]["itl"]
+    events, tokens = lengths["output_events_mean"], lengths["output_server_mean"]
+    assert 0.95 * tokens <= events <= tokens, lengths
+    # ITL: one gap per token event after the first
+    gaps, most = run["metrics"]["itl"]["count"], 40 * (OUTPUT_TOKENS - 1)
+    assert 0.95 * most <= gaps <= most, run["metrics"]["itl"]
 
 
 def test_completions_prompt_lengths_match_the_model_tokenizer(
