@@ -39,10 +39,20 @@ from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.methodology.llm_loadgen import LlmLoadgen
 from pytest_llmperf.options import OPTIONS, LlmPerfOptions
 from pytest_llmperf.output_paths import check_output_paths
-from pytest_llmperf.reports.baseline import Baseline, build_baseline, load_baseline, write_baseline
+from pytest_llmperf.reports.baseline import (
+    BaselineSource,
+    build_baseline,
+    load_comparison,
+    write_baseline,
+)
 from pytest_llmperf.reports.html import write_html_report
 from pytest_llmperf.reports.json_report import build_report, write_json_report
-from pytest_llmperf.reports.junit import error_properties, junit_properties, regression_properties
+from pytest_llmperf.reports.junit import (
+    ab_properties,
+    error_properties,
+    junit_properties,
+    regression_properties,
+)
 from pytest_llmperf.reports.outcome import judge_test
 from pytest_llmperf.reports.server_identity import probe_server_identity
 from pytest_llmperf.reports.session_data import SessionData
@@ -115,7 +125,8 @@ def pytest_configure(config: pytest.Config) -> None:
             load_ruleset(options.ruleset, base_dir=config.rootpath) if options.ruleset else None
         )
         thresholds = Thresholds.parse(options.baseline_threshold)
-        baseline = load_baseline(options.baseline_compare) if options.baseline_compare else None
+        # a baseline file, or history[:N]: the last N comparable runs in --llm-history
+        baseline = load_comparison(options.baseline_compare, history=options.history)
         if not hasattr(config, "workerinput"):  # the xdist controller writes the reports
             check_output_paths(
                 [
@@ -179,6 +190,8 @@ def llm_loadgen(request: pytest.FixtureRequest, llm_endpoint: Endpoint) -> LlmLo
         workers=plugin.options.workers,
         tokenizer=plugin.tokenizer,
         on_result=lambda result: call_run_finished(item, result),  # pytest_llmperf_run_finished
+        reference=plugin.reference_endpoint(),  # --llm-reference-endpoint: gated runs are A/B
+        thresholds=plugin.thresholds,
     )
     item.stash[GEN_KEY] = generator
     return generator
@@ -193,7 +206,7 @@ class LlmPerfPlugin:
         options: LlmPerfOptions,
         ruleset: Ruleset | None,
         *,
-        baseline: Baseline | None = None,
+        baseline: BaselineSource | None = None,
         thresholds: Thresholds | None = None,
     ) -> None:
         self.config = config
@@ -207,9 +220,13 @@ class LlmPerfPlugin:
         self.session_verdicts: list[SloVerdict] = []
         self._endpoint: Endpoint | None = None
         self._sim: Any = None
+        self._reference: Endpoint | None = None  # --llm-reference-endpoint, started on first use
+        self._reference_sim: Any = None
         self.tokenizer: Tokenizer | None = None  # --llm-tokenizer, resolved after the preflight
         self.written: list[str] = []
         self.hook_failures: list[HookFailure] = []  # session hooks that raised (hook_calls.py)
+        self.history: Any = None  # --llm-history's HistoryOutcome, at session end
+        self._started_at = _utc_now()  # the session's start, for the history
         self._user_fields: list[UserFields] = []  # tests' extra_body, probed at preflight
         self._restore_sigterm: Callable[[], None] = lambda: None
 
@@ -254,11 +271,53 @@ class LlmPerfPlugin:
         self.tokenizer = session_tokenizer(opts.tokenizer, endpoint)
         return endpoint
 
+    def reference_endpoint(self) -> Endpoint | None:
+        """``--llm-reference-endpoint``'s server (None without one): a URL preflighted like
+        the endpoint under test (same API, timeouts, request fields and key variable), or
+        a simulator in its own process, independent of the endpoint's simulator."""
+        opts = self.options
+        if opts.reference_url is None and opts.reference_sim_profile is None:
+            return None
+        if self._reference is None:
+            try:
+                self._reference = self._start_reference()
+            except LlmPerfUsageError as exc:
+                pytest.exit(f"pytest-llmperf: --llm-reference-endpoint: {exc}", 4)
+        return self._reference
+
+    def _start_reference(self) -> Endpoint:
+        opts = self.options
+        url = opts.reference_url
+        if url is None:
+            from pytest_llmperf.sim import start_sim_process
+
+            profile = opts.reference_sim_profile or "fixed"
+            try:
+                self._reference_sim = start_sim_process(profile)
+            except Exception as exc:
+                pytest.exit(
+                    f"pytest-llmperf: cannot start the reference simulator ({profile}): {exc}", 4
+                )
+            url = self._reference_sim.url
+        endpoint = Endpoint.from_env(
+            url,
+            api_key_env=opts.api_key_env if opts.reference_url else None,
+            model=opts.model,
+            api=opts.api,
+            timeouts=opts.timeouts,
+            sim_profile=opts.reference_sim_profile,
+            fields=RequestFields(extra=opts.request_extra),
+        )
+        return preflight_sync(endpoint, self._user_fields)
+
     def close(self) -> None:
         self._restore_sigterm()
         if self._sim is not None:
             self._sim.stop()
             self._sim = None
+        if self._reference_sim is not None:
+            self._reference_sim.stop()
+            self._reference_sim = None
 
     # -- collection ------------------------------------------------------------
 
@@ -282,7 +341,8 @@ class LlmPerfPlugin:
 
     def _preflight(self, items: list[pytest.Item]) -> None:
         """A real endpoint that does not answer ends the session here, once, before any test."""
-        if self.options.endpoint_url is None or self.config.option.collectonly:
+        given = self.options.endpoint_url or self.options.reference_url
+        if given is None or self.config.option.collectonly:
             return
         if hasattr(self.config, "workerinput"):
             return  # an xdist worker: the controller checked (see pytest_sessionstart)
@@ -294,15 +354,22 @@ class LlmPerfPlugin:
 
     def _preflight_now(self) -> None:
         try:
-            self._endpoint = self._start_endpoint()
+            if self.options.endpoint_url is not None:
+                self._endpoint = self._start_endpoint()
         except LlmPerfUsageError as exc:
             raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+        try:
+            if self.options.reference_url is not None:
+                self._reference = self._start_reference()
+        except LlmPerfUsageError as exc:
+            raise pytest.UsageError(f"pytest-llmperf: --llm-reference-endpoint: {exc}") from None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Under xdist the controller collects nothing and a worker's usage error is an
         internal error, so the controller checks a given endpoint here, once."""
         dist_controller = self.config.pluginmanager.getplugin("dsession") is not None
-        if dist_controller and self.options.endpoint_url and not self.config.option.collectonly:
+        given = self.options.endpoint_url or self.options.reference_url
+        if dist_controller and given and not self.config.option.collectonly:
             self._preflight_now()
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -313,6 +380,13 @@ class LlmPerfPlugin:
         else:
             where = Endpoint(opts.endpoint_url).label
         lines = [f"llmperf: endpoint under test: {where}"]
+        if opts.reference_url or opts.reference_sim_profile:
+            ref = (
+                Endpoint(opts.reference_url).label
+                if opts.reference_url
+                else f"embedded simulator, profile {opts.reference_sim_profile} (own process)"
+            )
+            lines.append(f"llmperf: A/B reference endpoint: {ref}")
         lines.append(
             f"llmperf: api={opts.api} model={opts.model or 'auto (GET /v1/models)'} "
             f"timeout={opts.timeouts.total:g}s scale={opts.scale:g}"
@@ -354,9 +428,16 @@ class LlmPerfPlugin:
                 checks = self.baseline.compare(
                     item.nodeid, results, endpoint=endpoint, thresholds=self.thresholds
                 )
+            comparisons = list(getattr(generator, "comparisons", ()))
             props = (
                 junit_properties(verdicts)
                 + regression_properties(checks)
+                + (
+                    [("llm_baseline.compared_with", self.baseline.describe(item.nodeid))]
+                    if checks and self.baseline is not None
+                    else []
+                )
+                + ab_properties(comparisons)
                 + error_properties((r.label, r.error_samples) for r in results)
             )
             item.stash[PAYLOAD_KEY] = {
@@ -368,6 +449,10 @@ class LlmPerfPlugin:
                 "baseline": [c.to_dict() for c in checks],
                 "junit": props,
             }
+            by_run = {c.run: c for c in comparisons}  # --llm-reference-endpoint: A/B runs
+            for run in item.stash[PAYLOAD_KEY]["runs"]:
+                if run["label"] in by_run:
+                    run["reference"] = by_run.pop(run["label"]).to_dict()
             if self._junit_testcase_properties():
                 item.user_properties.extend(props)
             for r in results:
@@ -381,7 +466,8 @@ class LlmPerfPlugin:
             results,
             verdicts,
             checks,
-            baseline=f"{self.baseline.path} ({self.baseline.created_at})" if self.baseline else "",
+            baseline=self.baseline.describe(item.nodeid) if self.baseline else "",
+            ab=[c for ab in getattr(generator, "comparisons", ()) for c in ab.checks],
         )
         if outcome.kind == "fail":
             pytest.fail(outcome.message, pytrace=False)
@@ -488,10 +574,32 @@ class LlmPerfPlugin:
         if self.options.json:
             self.written.append(str(write_json_report(self.options.json, report)))
         if self.options.html:
-            self.written.append(str(write_html_report(self.options.html, report, self.data)))
+            trends = _report_trends(self.options.history, report) if self.options.history else None
+            html = write_html_report(self.options.html, report, self.data, trends)
+            self.written.append(str(html))
         failures = [failure, call_session_finished(session, report)]
         self.hook_failures = [f for f in failures if f is not None]
         if self.hook_failures and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        self._append_history(session)
+
+    def _append_history(self, session: pytest.Session) -> None:
+        """``--llm-history``: append the session, after every other output is written (a
+        failure is a red line and exit status 3, like a failing hook, and loses nothing)."""
+        if not self.options.history or self.config.option.collectonly:
+            return
+        from pytest_llmperf.history.session import history_at_session_end
+
+        self.history = history_at_session_end(
+            self.options.history,
+            self.data.measured_tests(),
+            endpoint=self._report_endpoint(),
+            options=self._run_options(),
+            started_at=self._started_at,
+            tag=self.options.history_tag,
+            rootdir=self.config.rootpath,
+        )
+        if self.history.error and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def _report_endpoint(self) -> dict[str, Any]:
@@ -528,8 +636,24 @@ class LlmPerfPlugin:
             self.data,
             self.session_verdicts,
             self.written,
-            errors=[f.message() for f in self.hook_failures],
+            errors=[f.message() for f in self.hook_failures]
+            + ([self.history.error] if self.history and self.history.error else []),
         )
+        if self.history and self.history.note:
+            terminalreporter.write_line(self.history.note)
+
+
+def _report_trends(target: str, report: Any) -> Any:
+    """``--llm-history`` with ``--llm-html``: the report's trend sections (never raises)."""
+    from pytest_llmperf.history.trends import report_trends
+
+    return report_trends(target, report)
+
+
+def _utc_now() -> str:
+    from pytest_llmperf.history.session import utc_now
+
+    return utc_now()
 
 
 def _spec_for(item: pytest.Item) -> PerfSpec:

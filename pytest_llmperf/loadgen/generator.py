@@ -228,9 +228,10 @@ class LoadGenerator:
         this generator's; a URL gets this endpoint's API, timeouts and request
         fields (``--llm-request-extra``); its model is resolved on that server,
         and it gets no API key (the session's key is never sent to another host
-        unasked: give an :class:`Endpoint` for a server that needs one). The new generator's runs are kept
-        in *this* test's record (``results`` and ``analyses`` are shared), so
-        an A/B comparison reports every configuration's runs.
+        unasked: give an :class:`Endpoint` for a server that needs one). The new
+        generator's runs are kept in *this* test's record (``results`` and
+        ``analyses`` are shared), so an A/B comparison reports every
+        configuration's runs.
         """
         if isinstance(endpoint, str):
             endpoint = Endpoint.from_env(

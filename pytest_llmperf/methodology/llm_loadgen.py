@@ -17,10 +17,20 @@ knows the procedures, and ``loadgen`` knows nothing of them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.loadgen.delivery import RecordObserver
 from pytest_llmperf.loadgen.generator import LoadGenerator
+from pytest_llmperf.loadgen.result import RunResult, StopReason
+from pytest_llmperf.methodology.reference import AB_BLOCKS, AbComparison, run_ab
 from pytest_llmperf.methodology.search import max_concurrency, max_rate
 from pytest_llmperf.methodology.sweep import latency_sweep
 from pytest_llmperf.methodology.warm_up import warm_up
+from pytest_llmperf.slo.regression import Thresholds
+from pytest_llmperf.specs.perf import PerfSpec
+from pytest_llmperf.specs.run import RunSpec
 
 __all__ = ["LlmLoadgen"]
 
@@ -34,9 +44,66 @@ class LlmLoadgen(LoadGenerator):
     ``overrides`` are ``run()`` overrides applied to every run it makes. The
     methods *are* the module functions (``gen.sweep(...)`` is
     ``latency_sweep(gen, ...)``), so signatures and docs cannot drift apart.
+
+    With a ``reference`` endpoint (``--llm-reference-endpoint``) every gated run
+    is an A/B comparison against it (:mod:`~pytest_llmperf.methodology.reference`,
+    docs/ab.md): the candidate's merged blocks are the run, the comparison goes
+    to :attr:`comparisons` and, as a table, to the test's analyses.
     """
 
     sweep = latency_sweep  # latency-vs-load curve over offered rates, knee and saturation
     max_rate = max_rate  # highest offered rate meeting the SLOs (binary search)
     max_concurrency = max_concurrency  # highest closed-loop concurrency (double, then bisect)
     warm_up = warm_up  # warm-up with verification: probes until latency settles
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        spec: PerfSpec,
+        *,
+        reference: Endpoint | None = None,
+        thresholds: Thresholds | None = None,
+        ab_blocks: int = AB_BLOCKS,
+        **settings: Any,
+    ) -> None:
+        super().__init__(endpoint, spec, **settings)
+        self.thresholds = thresholds or Thresholds()
+        self.ab_blocks = ab_blocks
+        self.comparisons: list[AbComparison] = []  # one per gated run, with a reference
+        self.reference: LlmLoadgen | None = None  # --llm-reference-endpoint's generator
+        if reference is not None:
+            self.reference = self.for_endpoint(reference)
+            self.reference.reference = None
+
+    async def run_spec(
+        self,
+        spec: RunSpec,
+        *,
+        label: str,
+        gate: bool = True,
+        observers: Iterable[RecordObserver] = (),
+        workers: int | None = None,
+    ) -> RunResult:
+        """:meth:`LoadGenerator.run_spec`; with a reference endpoint, a gated run is an A/B
+        comparison (:func:`~pytest_llmperf.methodology.reference.run_ab`) whose candidate
+        side is kept as the run, and the comparison in :attr:`comparisons`."""
+        if not gate or self.reference is None or observers or workers is not None:
+            return await super().run_spec(
+                spec, label=label, gate=gate, observers=observers, workers=workers
+            )
+        comparison = await run_ab(
+            self,
+            self.reference,
+            spec,
+            label=label,
+            slos=self.spec.slos,
+            thresholds=self.thresholds,
+            blocks=self.ab_blocks,
+        )
+        self.comparisons.append(comparison)
+        self.attach(comparison.to_analysis())  # the HTML report's table for this comparison
+        result = comparison.candidate
+        self.keep(result, gate=True)
+        if result.stop_reason is StopReason.SIGINT:
+            raise KeyboardInterrupt
+        return result

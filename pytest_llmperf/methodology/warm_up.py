@@ -10,7 +10,12 @@ Probe runs are not the test's workload, so they go through
 the session's event log (``--llm-events``), tokenizer and timeouts and are
 kept in the test's reports like every other run, but stay in this process
 (``workers=1``): a probe is one request at a time, and its latencies are read
-per request by an observer, which sees only records of its own process.
+per request by an observer (with ``--llm-workers`` > 1 they would be replayed from
+the event log: one request at a time needs no second process).
+
+With a reference endpoint (``--llm-reference-endpoint``) every warm-up round
+also runs against the reference, so both sides of the A/B comparison start
+warm; the probes verify the endpoint under test.
 """
 
 from __future__ import annotations
@@ -134,7 +139,7 @@ async def warm_up(
     one at a time), so one scheduling hiccup of the client machine does not
     count as server variation. The server is warm when every probe is within
     ``tolerance`` of the one before; the report says whether it got there
-    within ``max_rounds``.
+    within ``max_rounds``. With a reference endpoint each round warms it too.
     """
     if probes < 2:
         raise LlmPerfUsageError(f"warm_up needs probes >= 2 to compare, got {probes!r}")
@@ -148,6 +153,14 @@ async def warm_up(
     rounds = 0
     for rounds in range(1, max_rounds + 1):
         await gen.run(gate=False, label=f"warm-up round {rounds}", requests=requests, **overrides)
+        reference: LoadGenerator | None = getattr(gen, "reference", None)
+        if reference is not None:  # an A/B test: both servers start their blocks warm
+            await reference.run(
+                gate=False,
+                label=f"warm-up round {rounds} [reference]",
+                requests=requests,
+                **overrides,
+            )
         latencies = await _probe_latencies(
             gen, probes, f"warm-up probes round {rounds}", requests_per_probe
         )

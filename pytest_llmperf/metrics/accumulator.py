@@ -13,6 +13,9 @@ the event count):
 - ``tpot = (t_last - t_first) / (n_out - 1)`` per request, for n_out >= 2
   (request-weighted; ``tpot_token_weighted`` weights each by n_out - 1)
 - ``itl``: every gap between consecutive token events, pooled over requests
+- ``itl_request_mean``: each request's mean gap, one sample per request with
+  gaps (how many requests stand behind ``itl``: the unit its regression
+  bootstrap resamples by)
 - ``schedule_lag = t_send - t_sched - queue_wait``: the generator's own delay
 - ``queue_wait``: under ``max_concurrency``, how long a planned request
   waited for a free slot (only capped runs record it)
@@ -89,7 +92,10 @@ RATE_METRICS: tuple[str, ...] = (
     "output_throughput",
     "input_throughput",
 )
-_EXTRA_HISTOGRAMS = ("tpot_token_weighted",)
+# itl_request_mean: each request's mean token gap, one sample per request with gaps. Its
+# count is the number of requests behind the pooled ``itl`` histogram, which is what
+# the regression bootstrap resamples ITL by (gaps within a request are correlated).
+_EXTRA_HISTOGRAMS = ("tpot_token_weighted", "itl_request_mean")
 # A timeline bucket: the requests that completed in one second of the window (by t_last).
 # All add up across merges except the maximum. States from before the latency fields
 # hold the first two only (read back with zeros: "no latency known" for that second).
@@ -238,7 +244,10 @@ class MetricsAccumulator:
             h["tpot"].record_ns(tpot)
             h["tpot_token_weighted"].record_ns(tpot, n_out - 1)
             values["tpot"] = tpot
-        h["itl"].record_many_ns(record.gaps_ns)
+        gaps = record.gaps_ns
+        if gaps:
+            h["itl"].record_many_ns(gaps)
+            h["itl_request_mean"].record_ns(sum(gaps) // len(gaps))
         self._count_good(values)
         if self.window_start_ns is not None:
             second = int(max(0, (record.t_last - self.window_start_ns) // 1_000_000_000))

@@ -12,17 +12,26 @@ Format (JSON, ``baseline_version`` 1)::
     {"baseline_version": 1, "created_at": ISO-8601, "endpoint": {...},
      "options": {...}, "tests": {nodeid: {"runs": {label: {"load", "workload",
      "state"}}}}}
+
+States gain histograms over time (``itl_request_mean``, the per-request ITL
+count the regression bootstrap resamples ITL by); a file without one still
+compares, falling back with a note (:func:`~pytest_llmperf.slo.regression.request_count`).
+
+``--llm-baseline-compare=history[:N]`` compares with the ``--llm-history``
+store instead (:mod:`pytest_llmperf.history.gate`): :func:`load_comparison`
+returns either, both a :class:`BaselineSource`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.result import RunResult
@@ -31,16 +40,66 @@ from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.slo.regression import (
     DEFAULT_ALPHA,
     RegressionCheck,
-    RegressionVerdict,
     Thresholds,
     compare_accumulators,
+    inconclusive_check,
 )
 
-__all__ = ["BASELINE_VERSION", "Baseline", "build_baseline", "load_baseline", "write_baseline"]
+__all__ = [
+    "BASELINE_VERSION",
+    "Baseline",
+    "BaselineSource",
+    "build_baseline",
+    "inconclusive_check",
+    "load_baseline",
+    "load_comparison",
+    "write_baseline",
+]
 
 BASELINE_VERSION = 1
 # Workload keys that --llm-scale changes; a scaled run is still the same experiment.
 _SIZE_KEYS = ("requests", "duration_s", "warmup")
+_HISTORY = re.compile(r"^history(:.*)?$")  # --llm-baseline-compare=history[:N]
+
+
+class BaselineSource(Protocol):
+    """What a test's runs are compared with: a baseline file, or the history store."""
+
+    @property
+    def path(self) -> str: ...  # the session report's "compared_with"
+
+    @property
+    def created_at(self) -> str: ...
+
+    @property
+    def endpoint(self) -> dict[str, Any]: ...
+
+    def describe(self, nodeid: str) -> str:
+        """What ``nodeid`` was compared with (after :meth:`compare`), for its message."""
+        ...
+
+    def compare(
+        self,
+        nodeid: str,
+        results: Iterable[RunResult],
+        *,
+        endpoint: Mapping[str, Any],
+        thresholds: Thresholds | None = None,
+        alpha: float = DEFAULT_ALPHA,
+    ) -> list[RegressionCheck]: ...
+
+
+def load_comparison(compare: str | None, *, history: str | None = None) -> BaselineSource | None:
+    """What ``--llm-baseline-compare`` names: nothing, ``history[:N]`` (the last N
+    comparable runs in the ``--llm-history`` store) or a baseline file; a usage error
+    when it cannot be used."""
+    if not compare:
+        return None
+    if _HISTORY.match(compare.strip()):
+        from pytest_llmperf.history.gate import open_history_gate  # loads the store's code
+
+        return open_history_gate(compare, history=history)
+    return load_baseline(compare)
 
 
 def build_baseline(
@@ -95,6 +154,9 @@ class Baseline:
     def created_at(self) -> str:
         return str(self.document.get("created_at", ""))
 
+    def describe(self, nodeid: str) -> str:
+        return f"{self.path} ({self.created_at})"
+
     def run(self, nodeid: str, label: str) -> dict[str, Any] | None:
         run = self.document.get("tests", {}).get(nodeid, {}).get("runs", {}).get(label)
         return run if isinstance(run, dict) else None
@@ -121,7 +183,7 @@ class Baseline:
             else:
                 reason = mismatch or _config_mismatch(stored, result)
             if stored is None or reason:
-                checks.append(_inconclusive(result.label, reason))
+                checks.append(inconclusive_check(result.label, reason, compared_with=self.path))
                 continue
             base = MetricsAccumulator.from_state(stored["state"])
             checks.extend(
@@ -131,6 +193,7 @@ class Baseline:
                     thresholds=thresholds,
                     alpha=alpha,
                     run=result.label,
+                    compared_with=f"baseline {self.path} ({self.created_at})",
                 )
             )
         return checks
@@ -173,18 +236,3 @@ def _config_mismatch(stored: Mapping[str, Any], result: RunResult) -> str:
     if a != b:
         return "workload differs from the baseline's"
     return ""
-
-
-def _inconclusive(run: str, reason: str) -> RegressionCheck:
-    return RegressionCheck(
-        metric="*",
-        stat="*",
-        baseline=None,
-        current=None,
-        change=None,
-        threshold=0.0,
-        p_value=None,
-        verdict=RegressionVerdict.INCONCLUSIVE,
-        run=run,
-        reason=reason,
-    )

@@ -9,9 +9,9 @@ with jinja2 and autoescaping; only the SVG this package draws is marked safe.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from markupsafe import Markup
@@ -28,6 +28,9 @@ from pytest_llmperf.reports.table import (
     verdict_where,
 )
 
+if TYPE_CHECKING:
+    from pytest_llmperf.history.trends import TrendReport, TrendSection
+
 __all__ = ["build_html_report", "write_html_report"]
 
 _TEMPLATES = Path(__file__).parent / "templates"
@@ -35,8 +38,18 @@ _LATENCY_ROWS = ("ttft", "ttfo", "tpot", "itl", "e2e", "schedule_lag")
 _STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max", "count")
 
 
-def build_html_report(report: Mapping[str, Any], data: SessionData | None = None) -> str:
-    """Render ``report`` (as built by :func:`~.json_report.build_report`) to HTML text."""
+def build_html_report(
+    report: Mapping[str, Any],
+    data: SessionData | None = None,
+    trends: TrendReport | None = None,
+) -> str:
+    """Render ``report`` (as built by :func:`~.json_report.build_report`) to HTML text.
+
+    ``trends`` (``--llm-history``, :func:`~pytest_llmperf.history.trends.report_trends`)
+    adds a history row to the summary and, to each test with stored comparable runs, its
+    metrics over them with change points and the current run marked; without it the
+    report is exactly what it was before histories existed.
+    """
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_TEMPLATES),
         autoescape=True,
@@ -52,9 +65,14 @@ def build_html_report(report: Mapping[str, Any], data: SessionData | None = None
     env.filters["stage_cell"] = lambda v: verdict_where(v).removeprefix("stage ")
     template = env.get_template("report.html.jinja2")
     states = {t.nodeid: t.states for t in data.tests.values()} if data else {}
-    tests = [_test_view(t, states.get(t["nodeid"], [])) for t in report.get("tests", [])]
+    sections = trends.sections if trends else {}
+    tests = [
+        _test_view(t, states.get(t["nodeid"], []), sections.get(t["nodeid"], []))
+        for t in report.get("tests", [])
+    ]
     return template.render(
         report=report,
+        trends=trends,
         endpoint=report.get("endpoint", {}),
         session=report.get("session", {}),
         tests=tests,
@@ -63,18 +81,25 @@ def build_html_report(report: Mapping[str, Any], data: SessionData | None = None
 
 
 def write_html_report(
-    path: str | os.PathLike[str], report: Mapping[str, Any], data: SessionData | None = None
+    path: str | os.PathLike[str],
+    report: Mapping[str, Any],
+    data: SessionData | None = None,
+    trends: TrendReport | None = None,
 ) -> Path:
     """Write atomically (temp file + rename)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(build_html_report(report, data), "utf-8")
+    tmp.write_text(build_html_report(report, data, trends), "utf-8")
     os.replace(tmp, target)
     return target
 
 
-def _test_view(test: Mapping[str, Any], states: list[dict[str, Any]]) -> dict[str, Any]:
+def _test_view(
+    test: Mapping[str, Any],
+    states: list[dict[str, Any]],
+    trend_sections: Sequence[TrendSection] = (),
+) -> dict[str, Any]:
     runs = []
     slos = list(test.get("slos", []))
     for i, run in enumerate(test.get("runs", [])):
@@ -94,6 +119,35 @@ def _test_view(test: Mapping[str, Any], states: list[dict[str, Any]]) -> dict[st
         "staged_slos": any(v.get("stage") is not None for v in slos),
         "baseline_rows": [c for c in test.get("baseline", []) if c.get("metric") != "*"],
         "baseline_notes": [c for c in test.get("baseline", []) if c.get("metric") == "*"],
+        "trend_views": [_trend_view(s) for s in trend_sections],
+    }
+
+
+def _trend_view(section: TrendSection) -> dict[str, Any]:
+    """One run's history: its charts, and its change points as table rows."""
+    rows = []
+    for series in section.series:
+        for cp in series.change_points:
+            point = series.points[cp.index]
+            rows.append(
+                {
+                    "metric": series.title,
+                    "run": cp.index + 1,
+                    "when": "this run" if series.current == cp.index else point.when[:19],
+                    "tag": point.tag,
+                    "before": cp.mean_before,
+                    "after": cp.mean_after,
+                    "change": cp.relative_change,
+                    "p_value": cp.p_value,
+                    "unit": series.unit,
+                }
+            )
+    return {
+        "label": section.label,
+        "key": section.key,
+        "stored": max(len(s.points) - (s.current is not None) for s in section.series),
+        "charts": [Markup(svg) for svg in section.charts],
+        "change_rows": rows,
     }
 
 

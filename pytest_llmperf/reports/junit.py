@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pytest_llmperf.methodology.reference import AbComparison
 from pytest_llmperf.reports.table import error_sample_lines, format_value
 from pytest_llmperf.slo.regression import RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict
 
-__all__ = ["error_properties", "junit_properties", "regression_properties"]
+__all__ = ["ab_properties", "error_properties", "junit_properties", "regression_properties"]
 
 
 def junit_properties(
@@ -64,6 +65,29 @@ def regression_properties(checks: Iterable[RegressionCheck]) -> list[tuple[str, 
             props.append((f"{name}.p_value", f"{c.p_value:.4g}"))
         if c.reason:
             props.append((f"{name}.reason", c.reason))
+    return props
+
+
+def ab_properties(comparisons: Iterable[AbComparison]) -> list[tuple[str, str]]:
+    """``(name, value)`` pairs per A/B statistic (``--llm-reference-endpoint``), e.g.
+    ``llm_ab[ttft.p50][run0].verdict`` = ``unchanged``, ``.candidate``, ``.reference``,
+    ``.change``, ``.p_value``; plus ``llm_ab[run0].reference_endpoint``."""
+    props: list[tuple[str, str]] = []
+    for ab in comparisons:
+        where = ab.reference_endpoint.get("url") or ab.reference_endpoint.get("simulator") or ""
+        props.append((f"llm_ab[{ab.run}].reference_endpoint", str(where)))
+        props.append((f"llm_ab[{ab.run}].verdict", ab.verdict.value))
+        for c in ab.checks:
+            name = f"llm_ab[{c.name}][{c.run}]"
+            props.append((f"{name}.verdict", c.verdict.value))
+            props.append((f"{name}.candidate", format_value(c.candidate, "ms")))
+            props.append((f"{name}.reference", format_value(c.reference, "ms")))
+            if c.change is not None:
+                props.append((f"{name}.change", f"{c.change * 100:+.1f}%"))
+            if c.p_value is not None:
+                props.append((f"{name}.p_value", f"{c.p_value:.4g}"))
+            if c.reason:
+                props.append((f"{name}.reason", c.reason))
     return props
 
 

@@ -6,6 +6,9 @@ they can be read, and tested, without pytest:
 
 - a test that declares SLOs but made no gated run fails (nothing was judged);
 - a violated SLO or a significant regression against the baseline fails;
+- with a reference endpoint, a candidate significantly worse than the
+  reference beyond the threshold (``ab`` checks, :mod:`pytest_llmperf.slo.paired`)
+  fails, with both sides in the message;
 - a gated run in which every request failed fails, even if its SLOs came out
   inconclusive: the server failed, and ``--llm-inconclusive=warn`` must not
   turn that into a pass;
@@ -18,7 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.reports.table import error_sample_lines, regression_table, verdict_table
+from pytest_llmperf.reports.table import (
+    ab_table,
+    error_sample_lines,
+    regression_table,
+    verdict_table,
+)
+from pytest_llmperf.slo.paired import PairedCheck
 from pytest_llmperf.slo.regression import RegressionCheck, RegressionVerdict
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict
 from pytest_llmperf.specs.slo import Slo
@@ -42,19 +51,24 @@ def judge_test(
     checks: Sequence[RegressionCheck] = (),
     *,
     baseline: str = "",
+    ab: Sequence[PairedCheck] = (),
 ) -> Outcome:
-    """The outcome of test ``nodeid``; ``baseline`` names the baseline compared against."""
+    """The outcome of test ``nodeid``; ``baseline`` names the baseline compared against,
+    ``ab`` are the A/B checks against the reference endpoint."""
     if slos and not any(r.gated for r in results):
         return Outcome(
             Verdict.FAIL, f"{nodeid} declares llm_slo but made no gated llm_loadgen.run()"
         )
     failed = any(v.verdict is Verdict.FAIL for v in verdicts)
     regressed = any(c.verdict is RegressionVerdict.REGRESSED for c in checks)
+    worse = any(c.verdict is RegressionVerdict.REGRESSED for c in ab)
     errors = _errors_block(results)
-    if failed or regressed:
+    if failed or regressed or worse:
         parts = [f"SLO violated in {nodeid}:\n{verdict_table(verdicts)}"] if failed else []
         if regressed:
             parts.append(f"Regressed against baseline {baseline}:\n{regression_table(checks)}")
+        if worse:
+            parts.append(f"Worse than the reference endpoint (A/B):\n{ab_table(ab)}")
         return Outcome(Verdict.FAIL, "\n\n".join(parts) + errors)
     dead = [r for r in results if r.gated and r.counts["issued"] and not r.counts["completed"]]
     if slos and dead:

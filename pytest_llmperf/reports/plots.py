@@ -4,8 +4,8 @@ Latency CDFs and histograms come from the lossless HDR states, not from the
 summary percentiles, so the plots show the whole distribution; throughput
 and latency over time from the accumulator's per-second timeline (a staged
 run's stages drawn as bands); latency-vs-load from
-a test's several runs; and tests' attached ``curve`` analyses are drawn
-generically.
+a test's several runs; tests' attached ``curve`` analyses are drawn
+generically; and a metric's history (``--llm-history``) with its change points.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
-from pytest_llmperf.reports.svg import Band, Series, bar_chart, line_chart
 from pytest_llmperf.reports.table import stage_level
+from pytest_llmperf.svg import Band, Series, bar_chart, line_chart
 
 __all__ = [
     "PLOTTED_METRICS",

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_llmperf.slo.paired import PairedCheck
 from pytest_llmperf.slo.regression import RegressionCheck, RegressionVerdict
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict
 
 __all__ = [
     "MARKS",
+    "ab_table",
     "error_sample_lines",
     "format_change",
     "format_value",
@@ -73,6 +75,41 @@ def regression_table(checks: Sequence[RegressionCheck]) -> str:
                 format_change(c.change),
                 f"+{c.threshold * 100:g}%",
                 "-" if c.p_value is None else f"{c.p_value:.3g}",
+                f"{MARKS.get(c.verdict, '')} {c.verdict.upper()}",
+            )
+        )
+        if c.reason:
+            notes.append(f"  {c.name} [{c.run}]: {c.reason}")
+    lines = _table(rows) if len(rows) > 1 else []
+    tests = sorted({c.test for c in checks if c.test})
+    if tests:
+        lines += ["", f"  test: {'; '.join(tests)}"]
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines)
+
+
+def ab_table(checks: Sequence[PairedCheck]) -> str:
+    """A/B comparisons: statistic, run, candidate, reference, change, allowed, p, block
+    pairs in which the candidate was slower (and their t-test's p), verdict
+    (``--llm-reference-endpoint``)."""
+    rows = [
+        ("statistic", "run", "candidate", "reference", "change", "allowed", "p", "blocks slower",
+         "verdict")
+    ]  # fmt: skip
+    notes: list[str] = []
+    for c in checks:
+        rows.append(
+            (
+                c.name,
+                c.run,
+                format_value(c.candidate, "ms"),
+                format_value(c.reference, "ms"),
+                format_change(c.change),
+                f"+{c.threshold * 100:g}%",
+                "-" if c.p_value is None else f"{c.p_value:.3g}",
+                f"{c.slower_blocks}/{len(c.block_log_ratios)}"
+                + ("" if c.p_blocks is None else f" (p {c.p_blocks:.2g})"),
                 f"{MARKS.get(c.verdict, '')} {c.verdict.upper()}",
             )
         )

@@ -12,9 +12,24 @@ fails on real but irrelevant 1% shifts in large ones. The bootstrap
 resamples each histogram's buckets (multinomial with the observed bucket
 shares, same sample count; for percentiles drawn exactly via the order
 statistic's Beta distribution), recomputes the statistic on both, and takes
-``p = (1 + #{resampled change <= 0}) / (B + 1)``. It treats samples as
-independent: true for per-request metrics (TTFT, TPOT, E2E), optimistic for
-ITL, whose gaps within one request are correlated (the threshold guards it).
+``p = (1 + #{resampled change <= 0}) / (B + 1)``. Per-request metrics (TTFT,
+TPOT, E2E) are resampled as independent samples.
+
+ITL is resampled by request, not by gap: the gaps of one request share its
+speed (its batch, its sequence length), so they are correlated and a
+bootstrap over gaps is far too sure of itself (measured in
+tests/slo/test_regression_itl.py: 30-35% false alarms at alpha 0.01 on two
+runs of one process, against 0% here). The draw uses the pooled ITL
+histogram's shape but only as many samples as requests contributed gaps
+(``itl_request_mean``'s count): for a percentile, the order statistic of m
+draws, m the request count; for the mean, a multinomial of m. A cluster
+bootstrap's variance is the independent one times the design effect
+``1 + (g - 1) rho`` (g gaps per request, rho their intra-request correlation,
+0 <= rho <= 1), so ``n / deff`` lies between m (rho = 1) and n (rho = 0):
+m samples give the cluster bootstrap's spread when gaps within a request are
+fully correlated and a wider one otherwise — conservative, never optimistic.
+States written before that histogram existed fall back to the TPOT count
+(the requests with two or more tokens), with a note.
 
 A run that got *faster* beyond the threshold (and significantly) is
 ``improved``: reported, never failed. Percentiles under the minimum-sample
@@ -39,6 +54,7 @@ from pytest_llmperf.slo.verdicts import min_samples
 from pytest_llmperf.specs.slo import STATS
 
 __all__ = [
+    "BY_REQUEST",
     "COMPARED_METRICS",
     "COMPARED_STATS",
     "DEFAULT_ALPHA",
@@ -49,6 +65,8 @@ __all__ = [
     "Thresholds",
     "bootstrap_p_value",
     "compare_accumulators",
+    "inconclusive_check",
+    "request_count",
 ]
 
 DEFAULT_THRESHOLD = 0.10
@@ -56,6 +74,7 @@ DEFAULT_ALPHA = 0.01
 DEFAULT_RESAMPLES = 2000
 COMPARED_METRICS = ("ttft", "tpot", "itl", "e2e")
 COMPARED_STATS = ("p50", "p99")
+BY_REQUEST = ("itl",)  # resampled by request: their samples within one request are correlated
 _CHUNK = 250  # resamples per numpy batch: bounds memory at B × buckets
 _ITEM = re.compile(
     r"^\s*(?:(?P<key>[a-z_][a-z0-9_]*(?:\.p[\d.]+|\.mean)?)\s*=\s*)?(?P<value>[\d.]+)\s*(?P<pct>%?)\s*$"
@@ -146,6 +165,7 @@ class RegressionCheck:
     samples: tuple[int, int] = (0, 0)  # (baseline, current)
     test: str = ""
     reason: str = ""
+    compared_with: str = ""  # what the baseline was: a file, or "history (last N runs, …)"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", RegressionVerdict(self.verdict))
@@ -171,15 +191,36 @@ def compare_accumulators(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     run: str = "",
+    compared_with: str = "",
 ) -> list[RegressionCheck]:
-    """Compare every statistic of :meth:`Thresholds.stats` between two runs."""
+    """Compare every statistic of :meth:`Thresholds.stats` between two runs.
+
+    ``compared_with`` says what the baseline is (e.g. ``history (last 5 runs, tags …)``);
+    it is kept on every check and named in its ``test``.
+    """
     thresholds = thresholds or Thresholds()
-    test = f"one-sided bootstrap, {resamples} resamples of both HDR histograms, alpha {alpha:g}"
+    test = (
+        f"one-sided bootstrap, {resamples} resamples of both HDR histograms "
+        f"(ITL by request), alpha {alpha:g}"
+    )
+    if compared_with:
+        test += f"; compared with {compared_with}"
     checks: list[RegressionCheck] = []
     for metric, stat in thresholds.stats():
         base_h = baseline.histograms[metric]
         cur_h = current.histograms[metric]
         limit = thresholds.for_stat(metric, stat)
+        sizes: tuple[int | None, int | None] = (None, None)
+        reason = ""
+        if metric in BY_REQUEST:
+            (nb, old_b), (nc, old_c) = request_count(baseline), request_count(current)
+            sizes = (nb, nc)
+            if old_b or old_c:
+                side = "baseline" if old_b else "current"
+                reason = (
+                    f"{metric} resampled by request; the {side} predates per-request ITL "
+                    "counts, so its request count is the TPOT count"
+                )
         common: dict[str, Any] = {
             "metric": metric,
             "stat": stat,
@@ -187,6 +228,7 @@ def compare_accumulators(
             "run": run,
             "samples": (base_h.count, cur_h.count),
             "test": test,
+            "compared_with": compared_with,
         }
         needed = min_samples(_percentile(stat))
         if min(base_h.count, cur_h.count) < needed:
@@ -205,7 +247,9 @@ def compare_accumulators(
             continue
         b, c = base_h.stat(stat), cur_h.stat(stat)
         change = (c / b - 1.0) if b > 0 else (0.0 if c == 0 else math.inf)
-        p_slower, p_faster = bootstrap_p_value(base_h, cur_h, stat, resamples=resamples, seed=seed)
+        p_slower, p_faster = bootstrap_p_value(
+            base_h, cur_h, stat, resamples=resamples, seed=seed, sizes=sizes
+        )
         if change > limit and p_slower < alpha:
             verdict, p = RegressionVerdict.REGRESSED, p_slower
         elif change < -limit and p_faster < alpha:
@@ -219,10 +263,40 @@ def compare_accumulators(
                 change=round(change, 6) if math.isfinite(change) else None,
                 p_value=round(p, 6),
                 verdict=verdict,
+                reason=reason,
                 **common,
             )
         )
     return checks
+
+
+def inconclusive_check(run: str, reason: str, *, compared_with: str = "") -> RegressionCheck:
+    """A run that could not be compared at all (``metric`` and ``stat`` ``*``): a note in
+    the reports, never a failure."""
+    return RegressionCheck(
+        metric="*",
+        stat="*",
+        baseline=None,
+        current=None,
+        change=None,
+        threshold=0.0,
+        p_value=None,
+        verdict=RegressionVerdict.INCONCLUSIVE,
+        run=run,
+        reason=reason,
+        compared_with=compared_with,
+    )
+
+
+def request_count(acc: MetricsAccumulator) -> tuple[int, bool]:
+    """How many requests contributed ITL gaps, and whether that was inferred from an old
+    state (no ``itl_request_mean`` histogram: the TPOT count stands in)."""
+    per_request = acc.histograms.get("itl_request_mean")
+    if per_request is not None and per_request.count:
+        return per_request.count, False
+    if not acc.histograms["itl"].count:
+        return 0, False
+    return acc.histograms["tpot"].count, True
 
 
 def bootstrap_p_value(
@@ -232,15 +306,19 @@ def bootstrap_p_value(
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    sizes: tuple[int | None, int | None] = (None, None),
 ) -> tuple[float, float]:
     """One-sided p-values ``(current not slower, current not faster)`` for ``stat``.
 
     Resamples each histogram ``resamples`` times (multinomial over its
     buckets) and counts how often the resampled change is <= 0 (resp. >= 0).
+    ``sizes`` are the effective sample sizes ``(baseline, current)`` when the
+    samples are not independent (ITL: the request counts); None is the
+    histogram's count.
     """
     rng = np.random.default_rng(seed)
-    b = _bootstrap_stats(baseline, stat, resamples, rng)
-    c = _bootstrap_stats(current, stat, resamples, rng)
+    b = _bootstrap_stats(baseline, stat, resamples, rng, sizes[0])
+    c = _bootstrap_stats(current, stat, resamples, rng, sizes[1])
     diff = c - b
     not_slower = (1 + int(np.count_nonzero(diff <= 0))) / (resamples + 1)
     not_faster = (1 + int(np.count_nonzero(diff >= 0))) / (resamples + 1)
@@ -248,7 +326,11 @@ def bootstrap_p_value(
 
 
 def _bootstrap_stats(
-    hist: LatencyHistogram, stat: str, resamples: int, rng: np.random.Generator
+    hist: LatencyHistogram,
+    stat: str,
+    resamples: int,
+    rng: np.random.Generator,
+    size: int | None = None,
 ) -> np.ndarray:
     """The statistic over ``resamples`` bootstrap resamples of ``hist``.
 
@@ -256,19 +338,21 @@ def _bootstrap_stats(
     i.i.d. draws ``F(X_(k)) ~ Beta(k, n - k + 1)``: drawing that uniform order
     statistic and mapping it through the histogram's inverse CDF gives the
     exact bootstrap distribution in O(resamples), whatever the sample count.
-    The mean uses multinomial resamples of the buckets.
+    The mean uses multinomial resamples of the buckets. ``size`` (default: the
+    count) is the number of draws per resample: the effective sample size.
     """
     values, counts = _buckets(hist)
-    n = int(counts.sum())
+    total = int(counts.sum())
+    n = total if size is None else max(1, min(int(size), total))
+    cdf = np.cumsum(counts) / total
     percentile = _percentile(stat)
     if percentile is not None:
         rank = max(1, math.ceil(percentile / 100.0 * n))
         u = rng.beta(rank, n - rank + 1, size=resamples)
-        cdf = np.cumsum(counts) / n
         index = np.searchsorted(cdf, u, side="left")
         return values[np.minimum(index, len(values) - 1)]
     out = np.empty(resamples)
-    shares = counts / n
+    shares = counts / total
     for start in range(0, resamples, _CHUNK):
         size = min(_CHUNK, resamples - start)
         out[start : start + size] = rng.multinomial(n, shares, size=size) @ values / n

@@ -7,9 +7,9 @@ dependency) and under ``TYPE_CHECKING``. A node is a sub-package
 ...); the package's own ``__init__`` is the node ``pytest_llmperf``.
 
 The layers, low to high (each imports only layers before it): ``errors``,
-``tokens``, ``tls``, ``redaction`` | ``workloads``, ``sim`` | ``specs``,
+``tokens``, ``tls``, ``redaction``, ``svg`` | ``workloads``, ``sim`` | ``specs``,
 ``client`` | ``metrics`` | ``loadgen`` | ``slo``, ``analysis`` |
-``methodology`` | ``reports`` | ``plugin`` and the package's front door.
+``methodology`` | ``history`` | ``reports`` | ``plugin`` and the package's front door.
 """
 
 from __future__ import annotations
@@ -148,6 +148,17 @@ def test_specs_import_nothing_above_them() -> None:
     assert direct <= SPECS_MAY_IMPORT, f"specs imports {sorted(direct - SPECS_MAY_IMPORT)}"
     above = reachable(edges, "specs") - SPECS_REACH
     assert not above, f"specs reaches {sorted(above)} through its imports"
+
+
+def test_history_is_below_reports() -> None:
+    """The history store is data, like ``metrics``: ``reports`` read it (the history gate,
+    the trend page) and the plugin appends to it, so ``history`` reaches neither, and
+    nothing below it (the layers it may use) reaches it."""
+    edges = layer_graph()
+    above = reachable(edges, "history") & {"reports", "plugin", PACKAGE}
+    assert not above, f"history reaches {sorted(above)}"
+    for lower in ("specs", "workloads", "client", "metrics", "loadgen", "slo", "analysis"):
+        assert "history" not in reachable(edges, lower), f"{lower} reaches history"
 
 
 def test_methodology_is_above_loadgen_slo_and_analysis() -> None:

@@ -11,10 +11,10 @@ from pytest_llmperf.reports.json_report import build_report, write_json_report
 from pytest_llmperf.reports.junit import junit_properties, regression_properties
 from pytest_llmperf.reports.methodology import main, minimum_viable_report
 from pytest_llmperf.reports.session_data import SessionData
-from pytest_llmperf.reports.svg import Series, bar_chart, line_chart, nice_ticks
 from pytest_llmperf.reports.table import regression_table
 from pytest_llmperf.slo.regression import RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict
+from pytest_llmperf.svg import Series, bar_chart, line_chart, nice_ticks
 
 REGRESSED = RegressionCheck(
     metric="ttft",

@@ -1,0 +1,205 @@
+"""``python -m pytest_llmperf.history PATH|URL COMMAND`` (also ``llmperf-history``).
+
+Commands:
+
+- ``list [--test TEST]``: one line per stored run and test: session, when, tag,
+  test, run label, key (short), completed/issued, ttft p50/p99
+- ``show SESSION``: a session's identity and its runs in detail
+- ``trend TEST METRIC [--stat p50] [--html]`` and ``detect [--test T] [--metric M]
+  [--stat S] [--alpha A]``: from :mod:`pytest_llmperf.history.trends`
+- ``export --format json|csv [--out FILE]``: every stored run (JSON: sessions with
+  their runs, accumulator states included; CSV: one row per run, metrics flattened)
+
+Exit status: 0, or 2 for a bad target, an unknown test or session, a bad argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_llmperf.history.errors import HistoryError
+from pytest_llmperf.history.export import export_csv, export_json
+from pytest_llmperf.history.records import StoredRun
+from pytest_llmperf.history.store import HistoryStore
+
+__all__ = ["main", "main_entry"]
+
+
+class CommandError(Exception):
+    """A clear message for the user, exit status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llmperf-history",
+        description="Read a pytest-llmperf history (--llm-history): a SQLite file or a "
+        "postgresql:// URL.",
+    )
+    parser.add_argument("target", metavar="PATH|URL", help="the history store")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    listing = commands.add_parser("list", help="one line per stored run and test")
+    listing.add_argument("--test", help="only this test (node id)")
+    show = commands.add_parser("show", help="one session's runs in detail")
+    show.add_argument("session", type=int, metavar="SESSION", help="session id (see list)")
+    trend = commands.add_parser("trend", help="a test's metric over the stored runs")
+    trend.add_argument("test", metavar="TEST")
+    trend.add_argument("metric", metavar="METRIC", help="e.g. ttft, e2e, request_throughput")
+    trend.add_argument("--stat", default="p50", help="p50, p90, p99, mean, ... (default p50)")
+    trend.add_argument("--html", action="store_true", help="an HTML page instead of a table")
+    detect = commands.add_parser("detect", help="change points in the stored series")
+    detect.add_argument("--test", help="only this test (node id)")
+    detect.add_argument("--metric", default="ttft")
+    detect.add_argument("--stat", default="p50")
+    detect.add_argument("--alpha", type=float, default=0.05, help="significance (0.05)")
+    export = commands.add_parser("export", help="every stored run as JSON or CSV")
+    export.add_argument("--format", choices=("json", "csv"), default="json")
+    export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The CLI; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        with HistoryStore.open(args.target, create=False) as store:
+            text = _run(store, args)
+    except (HistoryError, CommandError) as exc:
+        print(f"llmperf-history: {exc}", file=sys.stderr)
+        return 2
+    if text:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def _run(store: HistoryStore, args: argparse.Namespace) -> str:
+    if args.command == "list":
+        if args.test is not None and args.test not in store.tests():
+            raise CommandError(f"no test {args.test!r} in {store.where}")
+        return list_runs(store.runs(args.test))
+    if args.command == "show":
+        return show_session(store, args.session)
+    if args.command == "export":
+        text = export_json(store) if args.format == "json" else export_csv(store)
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+            return f"llmperf-history: wrote {len(store.runs())} runs to {args.out}"
+        return text
+    trends = _trends()
+    if args.command == "trend":
+        if args.test not in store.tests():
+            raise CommandError(f"no test {args.test!r} in {store.where}")
+        return str(
+            trends.trend_table(store, args.test, args.metric, stat=args.stat, html=args.html)
+        )
+    if args.test is not None and args.test not in store.tests():
+        raise CommandError(f"no test {args.test!r} in {store.where}")
+    return str(
+        trends.detect_command(
+            store, test=args.test, metric=args.metric, stat=args.stat, alpha=args.alpha
+        )
+    )
+
+
+def _trends() -> Any:
+    try:
+        return importlib.import_module("pytest_llmperf.history.trends")
+    except ModuleNotFoundError as exc:
+        if exc.name != "pytest_llmperf.history.trends":
+            raise
+        raise CommandError("trend and detect are not available yet") from None
+
+
+def _ms(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, (int, float)) else "-"
+
+
+def _short(when: str) -> str:
+    return when[:19].replace("T", " ")
+
+
+def list_runs(runs: Sequence[StoredRun]) -> str:
+    """The ``list`` table: one line per stored run."""
+    header = (
+        "session",
+        "when (UTC)",
+        "tag",
+        "test",
+        "run",
+        "key",
+        "done/issued",
+        "ttft p50",
+        "p99",
+    )
+    rows = [header]
+    for run in runs:
+        ttft = run.metrics.get("ttft") or {}
+        rows.append(
+            (
+                str(run.session_id),
+                _short(run.when),
+                run.tag or "-",
+                run.test,
+                run.label,
+                run.key[:8],
+                f"{run.counts.get('completed', 0)}/{run.counts.get('issued', 0)}",
+                _ms(ttft.get("p50")),
+                _ms(ttft.get("p99")),
+            )
+        )
+    if len(rows) == 1:
+        return "no runs stored"
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+_DETAIL_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e")
+
+
+def show_session(store: HistoryStore, session_id: int) -> str:
+    """The ``show`` text: the session's identity, then each run's counts and metrics."""
+    try:
+        info = store.session(session_id)
+    except HistoryError:
+        raise CommandError(f"no session {session_id} in {store.where}") from None
+    ep = info.endpoint
+    lines = [
+        f"session {info.id}: {info.started_at} .. {info.finished_at}  tag {info.tag or '-'}",
+        f"  endpoint {ep.get('url') or ep.get('simulator') or '-'}  model {ep.get('model') or '-'}"
+        f"  api {ep.get('api') or '-'}  server {ep.get('server_version') or '-'}",
+        f"  machine {info.machine.get('hostname', '-')} ({info.machine.get('platform', '-')}, "
+        f"{info.machine.get('cpu_count', '-')} CPUs, Python {info.machine.get('python', '-')})",
+        f"  options {info.options}",
+    ]
+    for run in store.runs(session_id=session_id):
+        c = run.counts
+        m = run.metrics
+        lines.append(f"{run.test} [{run.label}] {run.outcome}  key {run.key}")
+        lines.append(f"  load {run.load}  workload {run.workload}")
+        lines.append(
+            f"  issued {c.get('issued', 0)}  completed {c.get('completed', 0)}  "
+            f"failed {c.get('failed', 0)}  incomplete {c.get('incomplete', 0)}  "
+            f"cancelled {c.get('cancelled', 0)}"
+        )
+        for name in _DETAIL_METRICS:
+            h = m.get(name) or {}
+            lines.append(
+                f"  {name:<5} p50 {_ms(h.get('p50'))}  p90 {_ms(h.get('p90'))}  "
+                f"p99 {_ms(h.get('p99'))}  mean {_ms(h.get('mean'))} ms  (n={h.get('count', 0)})"
+            )
+        lines.append(
+            f"  throughput {m.get('request_throughput', 0)} req/s, "
+            f"{m.get('output_throughput', 0)} tok/s; error rate {m.get('error_rate', 0)}"
+        )
+    return "\n".join(lines)
+
+
+def main_entry() -> None:
+    """The ``llmperf-history`` console script."""
+    sys.exit(main())

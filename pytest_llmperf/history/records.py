@@ -1,0 +1,161 @@
+"""What the history stores: one session's record going in, stored runs coming out.
+
+A *comparison key* says which runs are comparable: the same test with the
+same key measured the same experiment (endpoint model and API, load, and
+workload less its size keys, which ``--llm-scale`` changes). It is a short
+stable hash, so it can be indexed and compared across sessions and machines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+
+__all__ = [
+    "RunRecord",
+    "SeriesPoint",
+    "SessionInfo",
+    "SessionRecord",
+    "StoredRun",
+    "comparison_key",
+    "metric_value",
+]
+
+# Workload keys that --llm-scale changes; a scaled run is still the same experiment
+# (the same rule as a baseline's, reports/baseline.py).
+SIZE_KEYS = ("requests", "duration_s", "warmup")
+
+
+def comparison_key(
+    model: str | None, api: str | None, load: Mapping[str, Any], workload: Mapping[str, Any]
+) -> str:
+    """A 16-hex-digit hash of what makes runs comparable: model, API, load, workload
+    (less ``requests``, ``duration_s``, ``warmup``). Stable across processes and versions
+    of Python: canonical JSON (sorted keys), SHA-256."""
+    described = {
+        "model": model or "",
+        "api": api or "",
+        "load": json.loads(json.dumps(dict(load), default=str)),
+        "workload": {
+            k: v
+            for k, v in json.loads(json.dumps(dict(workload), default=str)).items()
+            if k not in SIZE_KEYS
+        },
+    }
+    canonical = json.dumps(described, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def metric_value(metrics: Mapping[str, Any], metric: str, stat: str) -> float | None:
+    """``metrics[metric][stat]`` for a latency metric (ms), ``metrics[metric]`` for a
+    rate or a count (``stat`` ignored); None when absent or empty."""
+    value = metrics.get(metric)
+    if isinstance(value, Mapping):
+        value = value.get(stat)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run of one test, as appended: ``state`` is the accumulator's
+    :meth:`~pytest_llmperf.metrics.accumulator.MetricsAccumulator.to_state` (lossless)."""
+
+    test: str
+    label: str
+    outcome: str
+    key: str
+    counts: dict[str, Any]
+    metrics: dict[str, Any]
+    state: dict[str, Any]
+    load: dict[str, Any] = field(default_factory=dict)
+    workload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """One session, appended in one transaction by
+    :meth:`~pytest_llmperf.history.store.HistoryStore.append_session`.
+
+    ``started_at``/``finished_at``: UTC ISO-8601; ``tag``: ``--llm-history-tag`` or
+    ``branch@commit``; ``endpoint``: URL without credentials, model, API, server
+    version; ``machine``: hostname, platform, CPUs, Python; ``options``: the run options.
+    """
+
+    started_at: str
+    finished_at: str
+    tag: str
+    endpoint: dict[str, Any]
+    machine: dict[str, Any]
+    options: dict[str, Any]
+    runs: list[RunRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A stored session: its id (append order), what :class:`SessionRecord` held, and how
+    many runs it stored."""
+
+    id: int
+    started_at: str
+    finished_at: str
+    tag: str
+    endpoint: dict[str, Any]
+    machine: dict[str, Any]
+    options: dict[str, Any]
+    run_count: int
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A run read back: ``when`` is its session's ``started_at``; ``metrics`` the summary
+    (the JSON report's ``metrics``); :meth:`accumulator` decodes the stored state."""
+
+    session_id: int
+    when: str
+    tag: str
+    test: str
+    label: str
+    key: str
+    outcome: str
+    counts: dict[str, Any]
+    metrics: dict[str, Any]
+    load: dict[str, Any]
+    workload: dict[str, Any]
+    state_json: str = field(repr=False, compare=False)
+    _decoded: list[MetricsAccumulator] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+
+    def state(self) -> dict[str, Any]:
+        """The accumulator's stored state (a fresh dict each call)."""
+        value: dict[str, Any] = json.loads(self.state_json)
+        return value
+
+    def accumulator(self) -> MetricsAccumulator:
+        """The run's accumulator, HDR histograms included, decoded on first call."""
+        if not self._decoded:
+            self._decoded.append(MetricsAccumulator.from_state(self.state()))
+        return self._decoded[0]
+
+    def value(self, metric: str, stat: str = "p50") -> float | None:
+        """One number of the summary (see :func:`metric_value`)."""
+        return metric_value(self.metrics, metric, stat)
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One stored run's value of a metric: what trends and change points read."""
+
+    session_id: int
+    when: str
+    tag: str
+    value: float
+    label: str = ""
+    key: str = ""
