@@ -1,0 +1,277 @@
+"""A/B against a reference endpoint (``--llm-reference-endpoint``): interleaved blocks, paired.
+
+With a reference, every gated run of a test (``await llm_loadgen.run()``)
+becomes an A/B comparison:
+
+- the run's spec is split into ``B`` blocks (:data:`AB_BLOCKS` = 4): the
+  request count divided exactly (a duration, or a staged load's stages, by
+  ``B``), the declared warm-up requests in the first block of each side, and
+  block ``k`` gets the load seed ``seed + k`` on *both* sides, so block pair
+  ``k`` replays the same arrivals and sample order against both servers;
+- the blocks run in ABBA order (candidate, reference, reference, candidate,
+  candidate, ...), which cancels a linear drift of the machine between the
+  two sides;
+- the candidate's blocks are merged into one result (exact HDR merges), which
+  is the test's ordinary run: its SLO verdicts still apply; the reference's
+  blocks are merged into the comparison's reference result;
+- :func:`pytest_llmperf.slo.paired.paired_checks` judges each statistic.
+
+Both sides run through the configured generator
+(:meth:`~pytest_llmperf.loadgen.generator.LoadGenerator.execute_spec` and
+:meth:`~pytest_llmperf.loadgen.generator.LoadGenerator.for_endpoint`), so they
+have the session's workers, timeouts, request fields, tokenizer and
+``--llm-scale`` (applied before the split); with ``--llm-events`` each block
+keeps its own event log, the reference's named ``...-reference-block<k>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from pytest_llmperf.loadgen.result import RunResult, StopReason
+from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.slo.paired import DEFAULT_AB_STATS, PairedCheck, paired_checks
+from pytest_llmperf.slo.regression import RegressionVerdict, Thresholds
+from pytest_llmperf.specs.run import RunSpec
+from pytest_llmperf.specs.slo import Slo
+
+if TYPE_CHECKING:
+    from pytest_llmperf.loadgen.generator import LoadGenerator
+
+__all__ = ["AB_BLOCKS", "AbComparison", "ab_order", "ab_stats", "block_spec", "run_ab"]
+
+AB_BLOCKS = 4  # blocks per side
+
+
+def ab_order(blocks: int) -> list[tuple[int, str]]:
+    """``(block, side)`` in ABBA order: A0 B0 B1 A1 A2 B2 B3 A3 ..."""
+    out: list[tuple[int, str]] = []
+    for k in range(blocks):
+        sides = ("candidate", "reference") if k % 2 == 0 else ("reference", "candidate")
+        out += [(k, side) for side in sides]
+    return out
+
+
+def block_spec(spec: RunSpec, index: int, blocks: int) -> RunSpec:
+    """Block ``index`` of ``blocks``: a ``1/blocks`` share of ``spec``, load seed ``+ index``."""
+    part = spec.scaled(1.0 / blocks) if blocks > 1 else spec
+    if spec.requests:
+        share = spec.requests // blocks + (1 if index < spec.requests % blocks else 0)
+        part = replace(part, requests=share)
+    part = replace(part, warmup=spec.warmup if index == 0 else 0)
+    if spec.load.trace is None:  # a trace's arrivals are its own: no seed to vary
+        part = part.with_overrides({"seed": spec.load.seed + index})
+    return part
+
+
+def ab_stats(slos: Sequence[Slo]) -> list[tuple[str, str]]:
+    """The statistics compared: each latency SLO's, else ttft/tpot p50/p99."""
+    latency = set(MetricsAccumulator().histograms)
+    out: list[tuple[str, str]] = []
+    for slo in slos:
+        pair = (slo.metric, slo.stat or "")
+        if slo.metric in latency and pair[1] not in ("", "max") and pair not in out:
+            out.append(pair)
+    return out or list(DEFAULT_AB_STATS)
+
+
+@dataclass
+class AbComparison:
+    """One gated run compared with the reference: both merged sides and the checks."""
+
+    run: str
+    blocks: int
+    order: list[str]
+    candidate: RunResult
+    reference: RunResult
+    checks: list[PairedCheck]
+    reference_endpoint: dict[str, Any] = field(default_factory=dict)
+    events: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> RegressionVerdict:
+        verdicts = {c.verdict for c in self.checks}
+        for verdict in RegressionVerdict:
+            if verdict in verdicts:
+                return verdict
+        return RegressionVerdict.UNCHANGED
+
+    def to_analysis(self) -> dict[str, Any]:
+        """The comparison as a table of the test's report (HTML, JSON ``analyses``)."""
+        where = self.reference_endpoint.get("url") or "the reference"
+        rows = [
+            [
+                c.name,
+                c.candidate,
+                c.reference,
+                None if c.change is None else round(c.change * 100, 2),
+                round(c.threshold * 100, 2),
+                c.p_value,
+                f"{c.slower_blocks}/{len(c.block_log_ratios)}",
+                c.p_blocks,
+                c.verdict.value,
+            ]
+            for c in self.checks
+        ]
+        return {
+            "title": (
+                f"A/B {self.run} against {where}: {self.verdict.value} "
+                f"({self.blocks} blocks a side, {' '.join(self.order)})"
+            ),
+            "kind": "table",
+            "columns": [
+                "statistic",
+                "candidate ms",
+                "reference ms",
+                "change %",
+                "allowed %",
+                "p",
+                "blocks slower",
+                "blocks p",
+                "verdict",
+            ],
+            "rows": rows,
+            "ab_verdict": self.verdict.value,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report's ``ab[]`` entry (``reference.run`` has a ``runs[]`` entry's keys)."""
+        return {
+            "run": self.run,
+            "verdict": self.verdict.value,
+            "blocks": self.blocks,
+            "order": self.order,
+            "reference_endpoint": self.reference_endpoint,
+            "candidate": {"counts": self.candidate.counts, "metrics": _summary(self.candidate)},
+            "reference": {
+                "counts": self.reference.counts,
+                "metrics": _summary(self.reference),
+                "run": self.reference.to_dict(),
+            },
+            "checks": [c.to_dict() for c in self.checks],
+            "events": self.events,
+        }
+
+
+def _summary(result: RunResult) -> dict[str, Any]:
+    summary: dict[str, Any] = result.accumulator.summary()
+    return summary
+
+
+def merge_blocks(parts: Sequence[RunResult], label: str) -> RunResult:
+    """One result of a side's blocks: histograms merged exactly, rates over the blocks' time."""
+    first = parts[0]
+    acc = MetricsAccumulator(
+        request_limits_ms={k: v / 1e6 for k, v in first.accumulator.request_limits_ns.items()}
+    )
+    windows = 0
+    for part in parts:
+        acc.merge(part.accumulator)
+        windows += max(
+            0, (part.accumulator.window_end_ns or 0) - (part.accumulator.window_start_ns or 0)
+        )
+    if acc.window_start_ns is not None:  # the other side's blocks ran in between: not our time
+        acc.window_end_ns = acc.window_start_ns + windows
+    reasons = [
+        f"block {i + 1}: {r}" for i, p in enumerate(parts) for r in p.self_check.get("reasons", [])
+    ]
+    self_check = dict(first.self_check)
+    self_check["generator_bound"] = any(p.self_check.get("generator_bound") for p in parts)
+    self_check["reasons"] = reasons
+    self_check["blocks"] = len(parts)
+    workload = dict(first.workload)
+    for key in ("requests", "duration_s", "warmup"):
+        values = [p.workload.get(key) for p in parts]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            total = sum(v for v in values if isinstance(v, int | float))
+            workload[key] = round(total, 6) if isinstance(total, float) else total
+    stop = next((p.stop_reason for p in parts if p.stop_reason is not StopReason.COMPLETED), None)
+    result = RunResult(
+        workload=workload,
+        load=first.load,
+        endpoint=first.endpoint,
+        accumulator=acc,
+        self_check=self_check,
+        started_at=first.started_at,
+        duration_s=sum(p.duration_s for p in parts),
+        interrupted=any(p.interrupted for p in parts),
+        label=label,
+        stop_reason=stop or first.stop_reason,
+        events_path=None,
+        stage_plan=first.stage_plan,
+        stage_sends=[sum(x) for x in zip(*(p.stage_sends for p in parts), strict=False)],
+    )
+    return result
+
+
+async def run_ab(
+    gen: LoadGenerator,
+    reference: LoadGenerator,
+    spec: RunSpec,
+    *,
+    label: str,
+    slos: Sequence[Slo] = (),
+    thresholds: Thresholds | None = None,
+    blocks: int = AB_BLOCKS,
+) -> AbComparison:
+    """Run ``spec`` on ``gen`` (candidate) and ``reference`` in interleaved blocks; compare.
+
+    Keeps nothing: the caller keeps ``comparison.candidate`` as the test's run.
+    A Ctrl-C during a block ends the comparison after that block (the caller
+    checks ``candidate.stop_reason``).
+    """
+    if spec.requests:
+        blocks = max(1, min(blocks, spec.requests))
+    sides: dict[str, list[RunResult | None]] = {
+        "candidate": [None] * blocks,
+        "reference": [None] * blocks,
+    }
+    order: list[str] = []
+    events: dict[str, list[str]] = {"candidate": [], "reference": []}
+    for k, side in ab_order(blocks):
+        runner = gen if side == "candidate" else reference
+        block_label = f"{label}-{side}-block{k + 1}"
+        result = await runner.execute_spec(block_spec(spec, k, blocks), label=block_label)
+        sides[side][k] = result
+        order.append(f"{'A' if side == 'candidate' else 'B'}{k + 1}")
+        if result.events_path:
+            events[side].append(result.events_path)
+        if result.stop_reason is StopReason.SIGINT:
+            break
+    done = [
+        k
+        for k in range(blocks)
+        if sides["candidate"][k] is not None and sides["reference"][k] is not None
+    ]
+    cand_parts = [r for r in sides["candidate"] if r is not None]
+    ref_parts = [r for r in sides["reference"] if r is not None]
+    candidate = merge_blocks(cand_parts, label)
+    reference_result = merge_blocks(ref_parts, f"{label} [reference]") if ref_parts else None
+    if reference_result is None:  # interrupted in the first block
+        reference_result = replace(candidate, label=f"{label} [reference]")
+        reference_result.accumulator = MetricsAccumulator()
+    reference_result.gated = False
+    checks = paired_checks(
+        [_acc(sides["candidate"][k]) for k in done],
+        [_acc(sides["reference"][k]) for k in done],
+        ab_stats(slos),
+        thresholds=thresholds,
+        run=label,
+    )
+    return AbComparison(
+        run=label,
+        blocks=blocks,
+        order=order,
+        candidate=candidate,
+        reference=reference_result,
+        checks=checks,
+        reference_endpoint=dict(reference.endpoint.describe()),
+        events=events,
+    )
+
+
+def _acc(result: RunResult | None) -> MetricsAccumulator:
+    assert result is not None
+    return result.accumulator

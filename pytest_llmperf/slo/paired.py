@@ -1,0 +1,233 @@
+"""A/B against a reference endpoint: is the candidate worse than the reference, per statistic?
+
+The runs come in interleaved blocks (ABBA: candidate, reference, reference,
+candidate, ...), the same seeds on both sides
+(:mod:`pytest_llmperf.methodology.reference`). A statistic (say
+``ttft.p99``) of the candidate is *worse* than the reference's when all hold:
+
+1. the change ``candidate / reference − 1`` over the merged blocks exceeds the
+   threshold (``--llm-baseline-threshold``, default 10%, per metric or
+   statistic as for the baseline gate);
+2. it is significant: the one-sided bootstrap of
+   :func:`pytest_llmperf.slo.regression.bootstrap_p_value` over the two merged
+   HDR histograms gives p < alpha (0.01), the baseline gate's rule and code;
+3. it is consistent over time: a one-sided paired t-test on the block pairs'
+   log ratios ``log(candidate_k / reference_k)`` gives p < 0.01. Blocks that ran
+   next to each other saw the same machine, so a disturbance of one or two
+   blocks (a noisy neighbour, a GC pause, a thermal step) cannot fail the test
+   alone: the bootstrap treats requests as independent and does not see such
+   a block-level disturbance; the pairing does.
+
+A candidate better beyond the threshold under the same rules is ``improved``
+(reported, never failed); statistics under the minimum-sample rule on either
+side are ``inconclusive`` (reported, never failed: the test's own SLOs judge
+sample sizes). The per-block log ratios are reported too.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_llmperf.analysis.stats import t_sf
+from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.metrics.sample_size import min_samples
+from pytest_llmperf.slo.regression import (
+    BY_REQUEST,
+    DEFAULT_ALPHA,
+    DEFAULT_RESAMPLES,
+    RegressionVerdict,
+    Thresholds,
+    bootstrap_p_value,
+    request_count,
+)
+
+__all__ = ["BLOCKS_ALPHA", "DEFAULT_AB_STATS", "PairedCheck", "blocks_p_value", "paired_checks"]
+
+BLOCKS_ALPHA = 0.01  # the block pairs' t-test: consistent over time, not one or two bad blocks
+
+DEFAULT_AB_STATS: tuple[tuple[str, str], ...] = (
+    ("ttft", "p50"),
+    ("ttft", "p99"),
+    ("tpot", "p50"),
+    ("tpot", "p99"),
+)
+
+
+@dataclass(frozen=True)
+class PairedCheck:
+    """One statistic of the candidate against the reference (values in ms)."""
+
+    metric: str
+    stat: str
+    reference: float | None
+    candidate: float | None
+    change: float | None  # candidate / reference - 1, over the merged blocks
+    threshold: float
+    p_value: float | None
+    verdict: RegressionVerdict
+    run: str = ""
+    samples: tuple[int, int] = (0, 0)  # (reference, candidate)
+    block_log_ratios: tuple[float | None, ...] = field(default_factory=tuple)
+    slower_blocks: int = 0
+    p_blocks: float | None = None  # one-sided paired t-test on the block log ratios
+    test: str = ""
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", RegressionVerdict(self.verdict))
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}.{self.stat}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "metric": self.metric,
+            "stat": self.stat,
+            "run": self.run,
+            "reference": self.reference,
+            "candidate": self.candidate,
+            "change": self.change,
+            "threshold": self.threshold,
+            "p_value": self.p_value,
+            "verdict": self.verdict.value,
+            "samples": {"reference": self.samples[0], "candidate": self.samples[1]},
+            "block_log_ratios": list(self.block_log_ratios),
+            "slower_blocks": self.slower_blocks,
+            "p_blocks": self.p_blocks,
+            "blocks": len(self.block_log_ratios),
+            "test": self.test,
+            "reason": self.reason,
+        }
+
+
+def _merged(blocks: Sequence[MetricsAccumulator], metric: str) -> LatencyHistogram:
+    merged = MetricsAccumulator()
+    for block in blocks:
+        merged.merge(block)
+    return merged.histograms[metric]
+
+
+def _requests(blocks: Sequence[MetricsAccumulator]) -> int:
+    return sum(request_count(block)[0] for block in blocks)
+
+
+def blocks_p_value(ratios: Sequence[float | None], *, slower: bool = True) -> float | None:
+    """One-sided p of "the candidate is slower" (``slower=False``: faster) from the block
+    pairs' log ratios: a paired t-test of mean > 0 (< 0); None with fewer than 2 pairs."""
+    values = [x for x in ratios if x is not None]
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values) * (1 if slower else -1)
+    sd = statistics.stdev(values)
+    if sd == 0:
+        return 0.0 if mean > 0 else 1.0
+    return round(t_sf(mean / (sd / math.sqrt(len(values))), len(values) - 1), 6)
+
+
+def _block_ratio(cand: LatencyHistogram, ref: LatencyHistogram, stat: str) -> float | None:
+    if not cand.count or not ref.count:
+        return None
+    c, r = cand.stat(stat), ref.stat(stat)
+    if c <= 0 or r <= 0:
+        return None
+    return round(math.log(c / r), 6)
+
+
+def paired_checks(
+    candidate: Sequence[MetricsAccumulator],
+    reference: Sequence[MetricsAccumulator],
+    stats: Sequence[tuple[str, str]],
+    *,
+    thresholds: Thresholds | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    blocks_alpha: float = BLOCKS_ALPHA,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    run: str = "",
+) -> list[PairedCheck]:
+    """Judge each ``(metric, stat)`` of the candidate's blocks against the reference's.
+
+    ``candidate[k]`` and ``reference[k]`` are block pair ``k`` (same spec, same
+    seed, run next to each other).
+    """
+    if len(candidate) != len(reference):
+        raise ValueError("paired_checks needs as many candidate blocks as reference blocks")
+    thresholds = thresholds or Thresholds()
+    test = (
+        f"one-sided bootstrap, {resamples} resamples of both merged HDR histograms, "
+        f"alpha {alpha:g}; paired t-test on {len(candidate)} block log ratios, "
+        f"alpha {blocks_alpha:g}"
+    )
+    checks: list[PairedCheck] = []
+    for metric, stat in stats:
+        ref_h = _merged(reference, metric)
+        cand_h = _merged(candidate, metric)
+        limit = thresholds.for_stat(metric, stat)
+        ratios = tuple(
+            _block_ratio(c.histograms[metric], r.histograms[metric], stat)
+            for c, r in zip(candidate, reference, strict=True)
+        )
+        slower = sum(1 for x in ratios if x is not None and x > 0)
+        p_blocks_slower = blocks_p_value(ratios)
+        p_blocks_faster = blocks_p_value(ratios, slower=False)
+        common: dict[str, Any] = {
+            "metric": metric,
+            "stat": stat,
+            "threshold": limit,
+            "run": run,
+            "samples": (ref_h.count, cand_h.count),
+            "block_log_ratios": ratios,
+            "slower_blocks": slower,
+            "p_blocks": p_blocks_slower,
+            "test": test,
+        }
+        percentile = float(stat[1:]) if stat.startswith("p") else None
+        needed = min_samples(percentile)
+        if min(ref_h.count, cand_h.count) < needed:
+            checks.append(
+                PairedCheck(
+                    reference=round(ref_h.stat(stat), 4) if ref_h.count else None,
+                    candidate=round(cand_h.stat(stat), 4) if cand_h.count else None,
+                    change=None,
+                    p_value=None,
+                    verdict=RegressionVerdict.INCONCLUSIVE,
+                    reason=f"{stat} needs >= {needed} samples on both sides, "
+                    f"have {ref_h.count} (reference) and {cand_h.count} (candidate)",
+                    **common,
+                )
+            )
+            continue
+        r, c = ref_h.stat(stat), cand_h.stat(stat)
+        change = (c / r - 1.0) if r > 0 else (0.0 if c == 0 else math.inf)
+        sizes: tuple[int | None, int | None] = (None, None)
+        if metric in BY_REQUEST:  # ITL: resampled by request, as the baseline gate does
+            sizes = (_requests(reference), _requests(candidate))
+        p_slower, p_faster = bootstrap_p_value(
+            ref_h, cand_h, stat, resamples=resamples, seed=seed, sizes=sizes
+        )
+        consistently_slower = p_blocks_slower is not None and p_blocks_slower < blocks_alpha
+        consistently_faster = p_blocks_faster is not None and p_blocks_faster < blocks_alpha
+        if change > limit and p_slower < alpha and consistently_slower:
+            verdict, p = RegressionVerdict.REGRESSED, p_slower
+        elif change < -limit and p_faster < alpha and consistently_faster:
+            verdict, p = RegressionVerdict.IMPROVED, p_faster
+        else:
+            verdict, p = RegressionVerdict.UNCHANGED, (p_slower if change >= 0 else p_faster)
+        checks.append(
+            PairedCheck(
+                reference=round(r, 4),
+                candidate=round(c, 4),
+                change=round(change, 6) if math.isfinite(change) else None,
+                p_value=round(p, 6),
+                verdict=verdict,
+                **common,
+            )
+        )
+    return checks
