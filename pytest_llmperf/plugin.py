@@ -468,6 +468,7 @@ class LlmPerfPlugin:
             checks,
             baseline=self.baseline.describe(item.nodeid) if self.baseline else "",
             ab=[c for ab in getattr(generator, "comparisons", ()) for c in ab.checks],
+            reference=self._reference.label if self._reference is not None else "",
         )
         if outcome.kind == "fail":
             pytest.fail(outcome.message, pytrace=False)

@@ -52,9 +52,10 @@ def judge_test(
     *,
     baseline: str = "",
     ab: Sequence[PairedCheck] = (),
+    reference: str = "",
 ) -> Outcome:
     """The outcome of test ``nodeid``; ``baseline`` names the baseline compared against,
-    ``ab`` are the A/B checks against the reference endpoint."""
+    ``ab`` are the A/B checks against the reference endpoint ``reference``."""
     if slos and not any(r.gated for r in results):
         return Outcome(
             Verdict.FAIL, f"{nodeid} declares llm_slo but made no gated llm_loadgen.run()"
@@ -68,7 +69,8 @@ def judge_test(
         if regressed:
             parts.append(f"Regressed against baseline {baseline}:\n{regression_table(checks)}")
         if worse:
-            parts.append(f"Worse than the reference endpoint (A/B):\n{ab_table(ab)}")
+            where = f" {reference}" if reference else ""
+            parts.append(f"Worse than the reference endpoint{where} (A/B):\n{ab_table(ab)}")
         return Outcome(Verdict.FAIL, "\n\n".join(parts) + errors)
     dead = [r for r in results if r.gated and r.counts["issued"] and not r.counts["completed"]]
     if slos and dead:

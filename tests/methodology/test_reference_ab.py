@@ -86,7 +86,7 @@ def test_a_slower_candidate_fails_with_the_comparison_shown(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*Worse than the reference endpoint (A/B)*",
+            "*Worse than the reference endpoint http://*(embedded simulator, profile fixed) (A/B):",
             "*statistic*candidate*reference*change*allowed*p*blocks slower*verdict*",
             "*ttft.p50*run0*REGRESSED*",
         ]
