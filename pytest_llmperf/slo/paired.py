@@ -35,14 +35,13 @@ from typing import Any
 from pytest_llmperf.analysis.stats import t_sf
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
-from pytest_llmperf.metrics.sample_size import min_samples
 from pytest_llmperf.slo.regression import (
     BY_REQUEST,
     DEFAULT_ALPHA,
     DEFAULT_RESAMPLES,
     RegressionVerdict,
     Thresholds,
-    bootstrap_p_value,
+    compare_stat,
     request_count,
 )
 
@@ -188,43 +187,37 @@ def paired_checks(
             "p_blocks": p_blocks_slower,
             "test": test,
         }
-        percentile = float(stat[1:]) if stat.startswith("p") else None
-        needed = min_samples(percentile)
-        if min(ref_h.count, cand_h.count) < needed:
+        sizes: tuple[int | None, int | None] = (None, None)
+        if metric in BY_REQUEST:  # ITL: resampled by request, as the baseline gate does
+            sizes = (_requests(reference), _requests(candidate))
+        compared = compare_stat(
+            ref_h, cand_h, stat, sides=("reference", "candidate"),
+            resamples=resamples, seed=seed, sizes=sizes,
+        )  # fmt: skip
+        if compared.reason:
             checks.append(
                 PairedCheck(
-                    reference=round(ref_h.stat(stat), 4) if ref_h.count else None,
-                    candidate=round(cand_h.stat(stat), 4) if cand_h.count else None,
+                    reference=compared.before,
+                    candidate=compared.after,
                     change=None,
                     p_value=None,
                     verdict=RegressionVerdict.INCONCLUSIVE,
-                    reason=f"{stat} needs >= {needed} samples on both sides, "
-                    f"have {ref_h.count} (reference) and {cand_h.count} (candidate)",
+                    reason=compared.reason,
                     **common,
                 )
             )
             continue
-        r, c = ref_h.stat(stat), cand_h.stat(stat)
-        change = (c / r - 1.0) if r > 0 else (0.0 if c == 0 else math.inf)
-        sizes: tuple[int | None, int | None] = (None, None)
-        if metric in BY_REQUEST:  # ITL: resampled by request, as the baseline gate does
-            sizes = (_requests(reference), _requests(candidate))
-        p_slower, p_faster = bootstrap_p_value(
-            ref_h, cand_h, stat, resamples=resamples, seed=seed, sizes=sizes
+        verdict, p = compared.judge(
+            limit,
+            alpha,
+            slower_too=p_blocks_slower is not None and p_blocks_slower < blocks_alpha,
+            faster_too=p_blocks_faster is not None and p_blocks_faster < blocks_alpha,
         )
-        consistently_slower = p_blocks_slower is not None and p_blocks_slower < blocks_alpha
-        consistently_faster = p_blocks_faster is not None and p_blocks_faster < blocks_alpha
-        if change > limit and p_slower < alpha and consistently_slower:
-            verdict, p = RegressionVerdict.REGRESSED, p_slower
-        elif change < -limit and p_faster < alpha and consistently_faster:
-            verdict, p = RegressionVerdict.IMPROVED, p_faster
-        else:
-            verdict, p = RegressionVerdict.UNCHANGED, (p_slower if change >= 0 else p_faster)
         checks.append(
             PairedCheck(
-                reference=round(r, 4),
-                candidate=round(c, 4),
-                change=round(change, 6) if math.isfinite(change) else None,
+                reference=compared.before,
+                candidate=compared.after,
+                change=compared.rounded_change,
                 p_value=round(p, 6),
                 verdict=verdict,
                 **common,

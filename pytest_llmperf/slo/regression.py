@@ -62,9 +62,11 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "RegressionCheck",
     "RegressionVerdict",
+    "StatComparison",
     "Thresholds",
     "bootstrap_p_value",
     "compare_accumulators",
+    "compare_stat",
     "inconclusive_check",
     "request_count",
 ]
@@ -230,37 +232,29 @@ def compare_accumulators(
             "test": test,
             "compared_with": compared_with,
         }
-        needed = min_samples(_percentile(stat))
-        if min(base_h.count, cur_h.count) < needed:
+        compared = compare_stat(
+            base_h, cur_h, stat, sides=("baseline", "current"),
+            resamples=resamples, seed=seed, sizes=sizes,
+        )  # fmt: skip
+        if compared.reason:
             checks.append(
                 RegressionCheck(
-                    baseline=_value(base_h, stat),
-                    current=_value(cur_h, stat),
+                    baseline=compared.before,
+                    current=compared.after,
                     change=None,
                     p_value=None,
                     verdict=RegressionVerdict.INCONCLUSIVE,
-                    reason=f"{stat} needs >= {needed} samples on both sides, "
-                    f"have {base_h.count} (baseline) and {cur_h.count} (current)",
+                    reason=compared.reason,
                     **common,
                 )
             )
             continue
-        b, c = base_h.stat(stat), cur_h.stat(stat)
-        change = (c / b - 1.0) if b > 0 else (0.0 if c == 0 else math.inf)
-        p_slower, p_faster = bootstrap_p_value(
-            base_h, cur_h, stat, resamples=resamples, seed=seed, sizes=sizes
-        )
-        if change > limit and p_slower < alpha:
-            verdict, p = RegressionVerdict.REGRESSED, p_slower
-        elif change < -limit and p_faster < alpha:
-            verdict, p = RegressionVerdict.IMPROVED, p_faster
-        else:
-            verdict, p = RegressionVerdict.UNCHANGED, (p_slower if change >= 0 else p_faster)
+        verdict, p = compared.judge(limit, alpha)
         checks.append(
             RegressionCheck(
-                baseline=round(b, 4),
-                current=round(c, 4),
-                change=round(change, 6) if math.isfinite(change) else None,
+                baseline=compared.before,
+                current=compared.after,
+                change=compared.rounded_change,
                 p_value=round(p, 6),
                 verdict=verdict,
                 reason=reason,
@@ -268,6 +262,64 @@ def compare_accumulators(
             )
         )
     return checks
+
+
+@dataclass(frozen=True)
+class StatComparison:
+    """One statistic on two sides (``before`` the baseline or reference, ``after`` the run
+    judged): values rounded as reported, the relative ``change`` and the bootstrap's
+    one-sided p-values; ``reason`` instead when a side has too few samples for it."""
+
+    before: float | None
+    after: float | None
+    change: float = 0.0
+    p_slower: float = 1.0
+    p_faster: float = 1.0
+    reason: str = ""
+
+    @property
+    def rounded_change(self) -> float | None:
+        return round(self.change, 6) if math.isfinite(self.change) else None
+
+    def judge(
+        self, limit: float, alpha: float, *, slower_too: bool = True, faster_too: bool = True
+    ) -> tuple[RegressionVerdict, float]:
+        """Regressed (improved) when slower (faster) beyond ``limit`` with p < ``alpha`` and
+        ``slower_too`` (``faster_too``): a further test's agreement, where there is one."""
+        change = self.change
+        if change > limit and self.p_slower < alpha and slower_too:
+            return RegressionVerdict.REGRESSED, self.p_slower
+        if change < -limit and self.p_faster < alpha and faster_too:
+            return RegressionVerdict.IMPROVED, self.p_faster
+        return RegressionVerdict.UNCHANGED, (self.p_slower if change >= 0 else self.p_faster)
+
+
+def compare_stat(
+    before: LatencyHistogram,
+    after: LatencyHistogram,
+    stat: str,
+    *,
+    sides: tuple[str, str],
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    sizes: tuple[int | None, int | None] = (None, None),
+) -> StatComparison:
+    """``stat`` of ``after`` against ``before``: inconclusive under the minimum-sample rule
+    (the reason names the two ``sides``), else the change and the bootstrap's p-values."""
+    needed = min_samples(_percentile(stat))
+    if min(before.count, after.count) < needed:
+        return StatComparison(
+            _value(before, stat),
+            _value(after, stat),
+            reason=f"{stat} needs >= {needed} samples on both sides, "
+            f"have {before.count} ({sides[0]}) and {after.count} ({sides[1]})",
+        )
+    b, c = before.stat(stat), after.stat(stat)
+    change = (c / b - 1.0) if b > 0 else (0.0 if c == 0 else math.inf)
+    p_slower, p_faster = bootstrap_p_value(
+        before, after, stat, resamples=resamples, seed=seed, sizes=sizes
+    )
+    return StatComparison(round(b, 4), round(c, 4), change, p_slower, p_faster)
 
 
 def inconclusive_check(run: str, reason: str, *, compared_with: str = "") -> RegressionCheck:
