@@ -25,9 +25,17 @@ __all__ = [
     "InconclusivePolicy",
     "LlmPerfOptions",
     "OptionDef",
+    "WorkerBackend",
 ]
 
 DEFAULT_SIM_PROFILE = "fixed"
+
+
+class WorkerBackend(StrEnum):
+    """Where ``--llm-workers`` runs the load: local processes or Ray actors."""
+
+    LOCAL = "local"
+    RAY = "ray"
 
 
 class InconclusivePolicy(StrEnum):
@@ -84,7 +92,23 @@ OPTIONS: tuple[OptionDef, ...] = (
         "10%",
     ),
     OptionDef("--llm-scale", "multiply every request count and duration (e.g. 0.1)", "1.0"),
-    OptionDef("--llm-workers", "load-generator worker processes (default 1)", "1"),
+    OptionDef(
+        "--llm-workers",
+        "load-generator workers: N local processes (default 1), or 'ray:N' / 'ray:auto' "
+        "Ray actors (the [ray] extra; 'auto' = one per spare CPU of the cluster)",
+        "1",
+    ),
+    OptionDef(
+        "--llm-ray-address",
+        "with --llm-workers=ray:N: address of an existing Ray cluster (default: "
+        "$RAY_ADDRESS, else a local Ray instance started for the session)",
+    ),
+    OptionDef(
+        "--llm-progress",
+        "live progress while load runs: auto (default: an updating line on a terminal, a "
+        "line every 10 s otherwise), off, or SECONDS between plain lines",
+        "auto",
+    ),
     OptionDef(
         "--llm-timeout",
         "per-request timeouts in seconds: S bounds first token, stall and total (connect "
@@ -116,6 +140,18 @@ OPTIONS: tuple[OptionDef, ...] = (
         "--llm-reference-endpoint",
         "A/B: a reference server ('URL', 'sim' or 'sim:PROFILE') that each test's runs "
         "alternate with the endpoint under test; a candidate worse than it fails",
+    ),
+    OptionDef(
+        "--llm-ab-threshold",
+        "A/B: slowdown of the candidate against the reference allowed before a significant "
+        "change fails, same form as --llm-baseline-threshold (default 5%: the interleaved, "
+        "paired runs cancel the drift a stored baseline cannot)",
+        "5%",
+    ),
+    OptionDef(
+        "--llm-ab-blocks",
+        "A/B: interleaved blocks a side, in ABBA order (an even number >= 2, default 4)",
+        "4",
     ),
     OptionDef(
         "--llm-inconclusive",
@@ -153,6 +189,13 @@ class LlmPerfOptions:
     history_tag: str | None = None
     reference_url: str | None = None  # --llm-reference-endpoint: a real server ...
     reference_sim_profile: str | None = None  # ... or the simulator with this profile
+    worker_backend: WorkerBackend = WorkerBackend.LOCAL
+    workers_auto: bool = False  # ray:auto: ``workers`` is settled once Ray is connected
+    ray_address: str | None = None  # --llm-ray-address (else $RAY_ADDRESS, else local Ray)
+    progress_every_s: float | None = 10.0  # None: --llm-progress=off
+    progress_auto: bool = True  # auto: an updating line on a terminal, plain lines otherwise
+    ab_threshold: str = "5%"
+    ab_blocks: int = 4
 
     @classmethod
     def resolve(cls, get: Callable[[OptionDef], Any]) -> LlmPerfOptions:
@@ -177,7 +220,14 @@ class LlmPerfOptions:
                 where="--llm-inconclusive",
             )
         scale = _number("--llm-scale", raw["llm_scale"], float)
-        workers = _number("--llm-workers", raw["llm_workers"], int)
+        backend, workers, workers_auto = _workers(raw["llm_workers"])
+        progress_every_s, progress_auto = _progress(raw["llm_progress"])
+        ab_blocks = _number("--llm-ab-blocks", raw["llm_ab_blocks"], int)
+        if ab_blocks < 2 or ab_blocks % 2:
+            raise LlmPerfUsageError(
+                f"must be an even number >= 2 (ABBA order), got {raw['llm_ab_blocks']!r}",
+                where="--llm-ab-blocks",
+            )
         timeouts = _checked_timeouts(raw["llm_timeout"])
         reference = (raw["llm_reference_endpoint"] or "").strip()
         reference_url: str | None = None
@@ -212,7 +262,48 @@ class LlmPerfOptions:
             history_tag=raw["llm_history_tag"] or None,
             reference_url=reference_url,
             reference_sim_profile=reference_profile,
+            worker_backend=backend,
+            workers_auto=workers_auto,
+            ray_address=raw["llm_ray_address"] or None,
+            progress_every_s=progress_every_s,
+            progress_auto=progress_auto,
+            ab_threshold=raw["llm_ab_threshold"] or "5%",
+            ab_blocks=ab_blocks,
         )
+
+
+def _workers(value: Any) -> tuple[WorkerBackend, int, bool]:
+    """``--llm-workers``: ``N``, ``ray:N`` or ``ray:auto``."""
+    text = str(value).strip()
+    if text.lower().startswith("ray:"):
+        count = text[4:].strip()
+        if count.lower() == "auto":
+            return WorkerBackend.RAY, 1, True
+        return WorkerBackend.RAY, _number("--llm-workers", count, int), False
+    if text.lower() == "ray":
+        raise LlmPerfUsageError(
+            "give the number of Ray actors: 'ray:N' or 'ray:auto', got 'ray'",
+            where="--llm-workers",
+        )
+    return WorkerBackend.LOCAL, _number("--llm-workers", text, int), False
+
+
+def _progress(value: Any) -> tuple[float | None, bool]:
+    """``--llm-progress``: ``auto``, ``off`` or seconds between plain lines."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return 10.0, True
+    if text in ("off", "0", "no", "false"):
+        return None, False
+    try:
+        seconds = float(text.removesuffix("s"))
+    except ValueError:
+        raise LlmPerfUsageError(
+            f"expected auto, off or a number of seconds, got {value!r}", where="--llm-progress"
+        ) from None
+    if not seconds > 0:
+        raise LlmPerfUsageError(f"must be > 0 seconds, got {value!r}", where="--llm-progress")
+    return seconds, False
 
 
 def _request_extra(value: Any) -> dict[str, Any]:

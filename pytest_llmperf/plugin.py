@@ -125,6 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
             load_ruleset(options.ruleset, base_dir=config.rootpath) if options.ruleset else None
         )
         thresholds = Thresholds.parse(options.baseline_threshold)
+        ab_thresholds = Thresholds.parse(options.ab_threshold, where="--llm-ab-threshold")
         # a baseline file, or history[:N]: the last N comparable runs in --llm-history
         baseline = load_comparison(options.baseline_compare, history=options.history)
         if not hasattr(config, "workerinput"):  # the xdist controller writes the reports
@@ -138,7 +139,14 @@ def pytest_configure(config: pytest.Config) -> None:
             )
     except LlmPerfUsageError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
-    plugin = LlmPerfPlugin(config, options, ruleset, baseline=baseline, thresholds=thresholds)
+    plugin = LlmPerfPlugin(
+        config,
+        options,
+        ruleset,
+        baseline=baseline,
+        thresholds=thresholds,
+        ab_thresholds=ab_thresholds,
+    )
     config.stash[PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "llmperf-session")
 
@@ -191,7 +199,8 @@ def llm_loadgen(request: pytest.FixtureRequest, llm_endpoint: Endpoint) -> LlmLo
         tokenizer=plugin.tokenizer,
         on_result=lambda result: call_run_finished(item, result),  # pytest_llmperf_run_finished
         reference=plugin.reference_endpoint(),  # --llm-reference-endpoint: gated runs are A/B
-        thresholds=plugin.thresholds,
+        thresholds=plugin.ab_thresholds,  # --llm-ab-threshold
+        ab_blocks=plugin.options.ab_blocks,
     )
     item.stash[GEN_KEY] = generator
     return generator
@@ -208,12 +217,14 @@ class LlmPerfPlugin:
         *,
         baseline: BaselineSource | None = None,
         thresholds: Thresholds | None = None,
+        ab_thresholds: Thresholds | None = None,
     ) -> None:
         self.config = config
         self.options = options
         self.ruleset = ruleset
         self.baseline = baseline
-        self.thresholds = thresholds or Thresholds()
+        self.thresholds = thresholds or Thresholds()  # --llm-baseline-threshold
+        self.ab_thresholds = ab_thresholds or Thresholds.parse("5%")  # --llm-ab-threshold
         self.server_identity: dict[str, Any] = {}
         self._rulesets: dict[str, Ruleset] = {}
         self.data = SessionData()
@@ -624,11 +635,16 @@ class LlmPerfPlugin:
             "model": opts.model,
             "scale": opts.scale,
             "workers": opts.workers,
+            "worker_backend": opts.worker_backend.value,
             "timeout_s": opts.timeouts.total,
             "inconclusive": opts.inconclusive.value,  # plain data for hooks and the JSON
             "ruleset": opts.ruleset,
             "api_key_env": opts.api_key_env,
             "tokenizer": opts.tokenizer,
+            "ab_threshold": opts.ab_threshold
+            if self.options.reference_url or self.options.reference_sim_profile
+            else None,
+            "ab_blocks": opts.ab_blocks,
         }
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
