@@ -12,17 +12,20 @@ is 10% longer (profile ``tiny``, an engine model whose every step costs
 ``beta0 + beta1*prefill + beta2*decode + beta3*context``: every beta × 1.1;
 ``--profile fixed`` scales ``ttft_ms``/``itl_ms`` instead). Each A/B is one
 gated run of a small test (``--requests`` requests, closed loop at
-``--concurrency``), split into 4 blocks per side. A run "fails" when any
-compared statistic is ``regressed``; the default statistics are ttft/tpot
-p50/p99 (p99 needs 1,000 samples per side, so with small runs it is
-inconclusive and only the p50s decide).
+``--concurrency``), split into ``--blocks`` blocks per side (default 4, the
+default of ``--llm-ab-blocks``) and judged at ``--threshold`` (default 5%, the
+default of ``--llm-ab-threshold``): that is the plugin's verdict, counted as
+"shipped". A run "fails" when any compared statistic is ``regressed``; the
+default statistics are ttft/tpot p50/p99 (p99 needs 1,000 samples per side,
+so with small runs it is inconclusive and only the p50s decide).
 
 The decision depends on the threshold only through ``change > threshold``
-(p-value and block pairs do not), so each comparison is judged at every
-``--thresholds`` value from the same runs::
+(p-value and block pairs do not), so each comparison is also re-judged at
+every ``--thresholds`` value, and with other rules for condition 3, from the
+same runs::
 
-    python benchmarks/ab_reference.py                   # 50 identical + 20 slower, tiny
-    python benchmarks/ab_reference.py --identical 50 --slower 40 --profile fixed
+    python benchmarks/ab_reference.py                   # 50 identical + 40 slower, tiny
+    python benchmarks/ab_reference.py --profile fixed --blocks 6 --threshold 7%
 """
 
 from __future__ import annotations
@@ -40,11 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.methodology import LlmLoadgen
-from pytest_llmperf.methodology.reference import AbComparison
+from pytest_llmperf.methodology.reference import AB_BLOCKS, AbComparison
 from pytest_llmperf.sim import start_sim_process
 from pytest_llmperf.sim.profiles import load_profile
-from pytest_llmperf.slo.paired import BLOCKS_ALPHA, PairedCheck
-from pytest_llmperf.slo.regression import DEFAULT_ALPHA, Thresholds
+from pytest_llmperf.slo.paired import BLOCKS_ALPHA, DEFAULT_AB_THRESHOLD, PairedCheck
+from pytest_llmperf.slo.regression import DEFAULT_ALPHA, RegressionVerdict, Thresholds
 from pytest_llmperf.specs.perf import PerfSpec
 
 STEP_KEYS = {
@@ -92,7 +95,8 @@ async def one_ab(candidate: str, reference: str, args: argparse.Namespace) -> Ab
         Endpoint.from_env(candidate, api_key_env=None, timeouts=timeouts),
         spec,
         reference=Endpoint.from_env(reference, api_key_env=None, timeouts=timeouts),
-        thresholds=Thresholds(min(args.thresholds)),
+        thresholds=Thresholds.parse(args.threshold, default=DEFAULT_AB_THRESHOLD),
+        ab_blocks=args.blocks,
         workers=args.workers,
     )
     await gen.run()
@@ -102,6 +106,14 @@ async def one_ab(candidate: str, reference: str, args: argparse.Namespace) -> Ab
 def summarize(name: str, comparisons: list[AbComparison], thresholds: list[float]) -> None:
     n = len(comparisons)
     print(f"\n{name}: {n} A/B comparisons")
+    if not n:
+        return
+    shipped = sum(1 for c in comparisons if c.verdict is RegressionVerdict.REGRESSED)
+    allowed = sorted({ch.threshold for c in comparisons for ch in c.checks})
+    print(
+        f"  failed as the plugin decides (threshold {', '.join(f'{t:.0%}' for t in allowed)}, "
+        f"{comparisons[0].blocks} blocks a side): {shipped}/{n} ({shipped / n:.1%})"
+    )
     for stat in [c.name for c in comparisons[0].checks]:
         changes = sorted(
             ch.change
@@ -130,7 +142,7 @@ def summarize(name: str, comparisons: list[AbComparison], thresholds: list[float
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--identical", type=int, default=50)
-    parser.add_argument("--slower", type=int, default=20)
+    parser.add_argument("--slower", type=int, default=40)
     parser.add_argument("--profile", choices=sorted(STEP_KEYS), default="tiny")
     parser.add_argument("--factor", type=float, default=1.10, help="slow candidate's step time")
     parser.add_argument("--requests", type=int, default=80)
@@ -139,6 +151,12 @@ async def main() -> None:
     parser.add_argument("--output-tokens", type=int, default=32)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument(
+        "--threshold",
+        default=f"{DEFAULT_AB_THRESHOLD:.0%}",
+        help="the plugin's --llm-ab-threshold (default %(default)s)",
+    )
+    parser.add_argument("--blocks", type=int, default=AB_BLOCKS, help="--llm-ab-blocks")
+    parser.add_argument(
         "--thresholds", type=lambda s: [float(x) for x in s.split(",")], default=[0.05, 0.10]
     )
     parser.add_argument("--json", help="write every comparison's checks to this file")
@@ -146,8 +164,9 @@ async def main() -> None:
     print(
         f"A/B benchmark: profile {args.profile}, slow candidate {args.factor:g}x step time "
         f"({', '.join(STEP_KEYS[args.profile])}); {args.requests} requests at concurrency "
-        f"{args.concurrency}, {args.input_tokens} in / {args.output_tokens} out, 4 blocks a "
-        f"side (ABBA), alpha {DEFAULT_ALPHA:g}, workers {args.workers}"
+        f"{args.concurrency}, {args.input_tokens} in / {args.output_tokens} out, "
+        f"{args.blocks} blocks a side (ABBA), threshold {args.threshold}, "
+        f"alpha {DEFAULT_ALPHA:g}, workers {args.workers}"
     )
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "

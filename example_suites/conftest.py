@@ -1,9 +1,8 @@
-"""The example suites' top level.
+"""The example suites' top level: one session runs them all (``pytest example_suites``).
 
-``methodology/`` has its own ``pytest.ini`` (the simulator's ``tiny``
-profile, sized so saturation and preemption show on a laptop); pytest reads
-one ini file per session, so that directory runs as a session of its own:
-``pytest example_suites/methodology``.
+The top-level suites measure the endpoint in ``pytest.ini`` (the simulator's
+``llama-3.1-8b-h100`` profile); ``methodology/conftest.py`` points its
+directory at the small ``tiny`` profile by overriding the ``llm_endpoint``
+fixture. ``--llm-endpoint=URL`` on the command line measures that server
+everywhere instead.
 """
-
-collect_ignore = ["methodology"]

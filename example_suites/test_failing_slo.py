@@ -8,7 +8,7 @@ with a table of observed against target values. It is marked
 
 which prints something like:
 
-    SLO violated in test_failing_slo.py::test_impossible_ttft:
+    SLO violated: ttft.p50 < 1ms, observed 24.3 ms
     SLO              run   observed  target      verdict
     ---------------  ----  --------  ----------  -------
     ttft.p50 < 1ms   run0  24.3 ms   < 1.000 ms  ✗ FAIL

@@ -5,13 +5,15 @@ the answer. ``ttft`` is when the server started generating, reasoning
 included; ``ttfo`` is when the user sees the first answer text (or tool
 call). Gate on both: a pull request that makes the model think longer moves
 ``ttfo`` and leaves ``ttft`` alone. On a model that does not reason the two
-are equal. Try it on the simulator's reasoning profile:
-``pytest example_suites/test_reasoning_model.py --llm-endpoint=sim:strict-reasoning``.
+are equal. This test measures the simulator's reasoning profile (the
+``llm_endpoint`` marker chooses a test's own endpoint; ``--llm-endpoint=URL``
+on the command line measures that server instead).
 """
 
 import pytest
 
 
+@pytest.mark.llm_endpoint("sim:strict-reasoning")
 @pytest.mark.llm_workload("synthetic", input_tokens=(64, 256), output_tokens=128, requests=120)
 @pytest.mark.llm_load("poisson", rate=10)
 @pytest.mark.llm_slo("ttft.p90 < 250ms", "ttfo.p90 < 1.5s", "error_rate < 1%")

@@ -339,7 +339,8 @@ def _number(flag: str, value: Any, kind: type[_Number]) -> _Number:
     try:
         number = kind(value)
     except (TypeError, ValueError):
-        raise LlmPerfUsageError(f"expected a {kind.__name__}, got {value!r}", where=flag) from None
+        noun = "a whole number" if kind is int else "a number"
+        raise LlmPerfUsageError(f"expected {noun}, got {value!r}", where=flag) from None
     if not number > 0:
         raise LlmPerfUsageError(f"must be > 0, got {value!r}", where=flag)
     return number

@@ -16,16 +16,19 @@ Nothing here measures or judges; it only moves data between pytest and
 from __future__ import annotations
 
 import inspect
+import os
 import warnings
 from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
 
+from pytest_llmperf.asyncio_scope import set_default_fixture_loop_scope
 from pytest_llmperf.client.endpoint import Endpoint, redact_url
 from pytest_llmperf.client.negotiation import UserFields
 from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.client.preflight import preflight_sync
+from pytest_llmperf.endpoints import EndpointPool, EndpointSpec, several_endpoints
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.hook_calls import (
     HookFailure,
@@ -34,10 +37,12 @@ from pytest_llmperf.hook_calls import (
     call_update_json,
 )
 from pytest_llmperf.interrupts import terminate_as_interrupt
+from pytest_llmperf.live_progress import progress_sink
 from pytest_llmperf.loadgen.generator import LoadGenerator
+from pytest_llmperf.loadgen.ray_workers import RayCluster, import_ray
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.methodology.llm_loadgen import LlmLoadgen
-from pytest_llmperf.options import OPTIONS, LlmPerfOptions
+from pytest_llmperf.options import OPTIONS, InconclusivePolicy, LlmPerfOptions, WorkerBackend
 from pytest_llmperf.output_paths import check_output_paths
 from pytest_llmperf.reports.baseline import (
     BaselineSource,
@@ -54,10 +59,9 @@ from pytest_llmperf.reports.junit import (
     regression_properties,
 )
 from pytest_llmperf.reports.outcome import judge_test
-from pytest_llmperf.reports.server_identity import probe_server_identity
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.terminal import write_terminal_summary
-from pytest_llmperf.session_tokenizer import session_tokenizer
+from pytest_llmperf.slo.paired import DEFAULT_AB_THRESHOLD
 from pytest_llmperf.slo.regression import RegressionCheck, Thresholds
 from pytest_llmperf.slo.session import evaluate_session
 from pytest_llmperf.slo.verdicts import SloVerdict, evaluate_runs
@@ -70,6 +74,8 @@ __all__ = [
     "LlmPerfPlugin",
     "LlmPerfTokenLengthWarning",
     "llm_endpoint",
+    "llm_endpoints",
+    "llm_inconclusive",
     "llm_loadgen",
 ]
 
@@ -80,12 +86,17 @@ MARKERS = {
     "pattern is poisson, constant, concurrency or max-throughput (pytest-llmperf)",
     "llm_slo": "llm_slo('ttft.p99 < 500ms', ..., ruleset=NAME): objectives judged on the "
     "test's runs after the test body (pytest-llmperf)",
+    "llm_endpoint": "llm_endpoint('sim:PROFILE' | URL, model=None): the endpoint this test's "
+    "llm_loadgen measures; --llm-endpoint on the command line overrides it (pytest-llmperf)",
+    "llm_inconclusive": "llm_inconclusive('fail' | 'warn' | 'skip'): what an inconclusive SLO "
+    "does to this test; --llm-inconclusive on the command line overrides it (pytest-llmperf)",
 }
 _LLM_MARKERS = tuple(MARKERS)
 PLUGIN_KEY = pytest.StashKey["LlmPerfPlugin"]()
 SPEC_KEY = pytest.StashKey[PerfSpec]()
 GEN_KEY = pytest.StashKey[LoadGenerator]()
 PAYLOAD_KEY = pytest.StashKey[dict[str, Any]]()
+INCONCLUSIVE_KEY = pytest.StashKey[str]()  # the llm_inconclusive fixture's value for a test
 
 
 class LlmPerfInconclusiveWarning(UserWarning):
@@ -107,8 +118,18 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("llmperf", "LLM serving performance (pytest-llmperf)")
     for option in OPTIONS:
-        group.addoption(option.flag, dest=option.dest, default=None, help=option.help)
+        # argparse %-formats help texts: "10%" must reach it as "10%%"
+        group.addoption(
+            option.flag, dest=option.dest, default=None, help=option.help.replace("%", "%%")
+        )
         parser.addini(option.dest, option.help, default=None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Before pytest-asyncio's ``pytest_configure`` reads it: its fixture loop scope, if the
+    user has not set one, so a bare suite runs without its warning (asyncio_scope.py)."""
+    set_default_fixture_loop_scope(early_config)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -121,11 +142,26 @@ def pytest_configure(config: pytest.Config) -> None:
 
     try:
         options = LlmPerfOptions.resolve(get)
+        if options.worker_backend is WorkerBackend.RAY:
+            import_ray()  # ray:N without the [ray] extra: a usage error before any test runs
+            if _under_xdist(config) and not (options.ray_address or os.environ.get("RAY_ADDRESS")):
+                raise LlmPerfUsageError(
+                    "with pytest-xdist (-n) every xdist worker would start a local Ray "
+                    "instance of its own: start one (`ray start --head`) and give its address "
+                    "with --llm-ray-address, or drop -n",
+                    where="--llm-workers",
+                )
         ruleset = (
             load_ruleset(options.ruleset, base_dir=config.rootpath) if options.ruleset else None
         )
         thresholds = Thresholds.parse(options.baseline_threshold)
-        ab_thresholds = Thresholds.parse(options.ab_threshold, where="--llm-ab-threshold")
+        ab_thresholds = Thresholds.parse(
+            options.ab_threshold, where="--llm-ab-threshold", default=DEFAULT_AB_THRESHOLD
+        )
+        if options.history and not hasattr(config, "workerinput"):  # the controller appends
+            from pytest_llmperf.history.check import check_history_target
+
+            check_history_target(options.history)  # read-only: before any load, not at the end
         # a baseline file, or history[:N]: the last N comparable runs in --llm-history
         baseline = load_comparison(options.baseline_compare, history=options.history)
         if not hasattr(config, "workerinput"):  # the xdist controller writes the reports
@@ -149,6 +185,21 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "llmperf-session")
+
+
+def _workers_word(opts: LlmPerfOptions) -> str:
+    """`` workers=ray:2`` for the header, nothing for the default single process."""
+    if opts.worker_backend is WorkerBackend.RAY:
+        return f" workers=ray:{'auto' if opts.workers_auto else opts.workers}"
+    return f" workers={opts.workers}" if opts.workers > 1 else ""
+
+
+def _under_xdist(config: pytest.Config) -> bool:
+    """An xdist worker, or a controller that will start workers (``-n N``, ``-n auto``)."""
+    if hasattr(config, "workerinput"):
+        return True
+    n = getattr(config.option, "numprocesses", None)
+    return bool(n) and getattr(config.option, "dist", "no") != "no"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -178,29 +229,59 @@ def llm_endpoint(pytestconfig: pytest.Config) -> Endpoint:
 
     With no ``--llm-endpoint`` (or ``sim``/``sim:PROFILE``) this starts the
     embedded simulator for the session. ``llm_endpoint.client()`` must be
-    called inside the running event loop.
+    called inside the running event loop. A directory measures another endpoint
+    by overriding this fixture in its ``conftest.py`` with ``llm_endpoints.get(...)``.
     """
     return pytestconfig.stash[PLUGIN_KEY].endpoint()
 
 
+@pytest.fixture(scope="session")
+def llm_endpoints(pytestconfig: pytest.Config) -> EndpointPool:
+    """The session's endpoints by spec: ``llm_endpoints.get("sim:tiny")`` or a URL, started
+    and preflighted once (docs/endpoints.md); every one when ``--llm-endpoint`` is given."""
+    return pytestconfig.stash[PLUGIN_KEY].endpoints
+
+
+@pytest.fixture(scope="session")
+def llm_inconclusive(pytestconfig: pytest.Config) -> str:
+    """What an inconclusive SLO does to a test (fail, warn, skip); a directory overrides this
+    fixture in its ``conftest.py``, a test the ``llm_inconclusive`` marker."""
+    return pytestconfig.stash[PLUGIN_KEY].options.inconclusive.value
+
+
 @pytest.fixture
-def llm_loadgen(request: pytest.FixtureRequest, llm_endpoint: Endpoint) -> LlmLoadgen:
-    """The load generator configured from this test's markers; ``await llm_loadgen.run()``."""
+def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
+    """The load generator configured from this test's markers; ``await llm_loadgen.run()``.
+
+    It measures the ``llm_endpoint`` marker's endpoint if the test has one, else the
+    ``llm_endpoint`` fixture (a directory's override or the session's endpoint).
+    """
     plugin = request.config.stash[PLUGIN_KEY]
     item = request.node
     spec = item.stash.get(SPEC_KEY, None) or PerfSpec.from_markers(None, None, [])
+    endpoint = plugin.endpoint_for(item) or request.getfixturevalue("llm_endpoint")
+    policy = request.getfixturevalue("llm_inconclusive")  # a directory's conftest may override
+    if policy not in [p.value for p in InconclusivePolicy]:
+        pytest.fail(
+            f"pytest-llmperf: {item.nodeid}: the llm_inconclusive fixture must return "
+            f"fail, warn or skip, got {policy!r}",
+            pytrace=False,
+        )
+    item.stash[INCONCLUSIVE_KEY] = policy
     generator = LlmLoadgen(
-        llm_endpoint,
+        endpoint,
         spec,
         scale=plugin.options.scale,
         events_dir=plugin.options.events,
         events_name=item.nodeid,
         workers=plugin.options.workers,
-        tokenizer=plugin.tokenizer,
+        ray=plugin.ray,  # --llm-workers=ray:N|ray:auto
+        tokenizer=plugin.endpoints.tokenizer(endpoint),
         on_result=lambda result: call_run_finished(item, result),  # pytest_llmperf_run_finished
         reference=plugin.reference_endpoint(),  # --llm-reference-endpoint: gated runs are A/B
         thresholds=plugin.ab_thresholds,  # --llm-ab-threshold
         ab_blocks=plugin.options.ab_blocks,
+        progress=progress_sink(request.config, plugin.options, item.nodeid),  # --llm-progress
     )
     item.stash[GEN_KEY] = generator
     return generator
@@ -224,13 +305,12 @@ class LlmPerfPlugin:
         self.ruleset = ruleset
         self.baseline = baseline
         self.thresholds = thresholds or Thresholds()  # --llm-baseline-threshold
-        self.ab_thresholds = ab_thresholds or Thresholds.parse("5%")  # --llm-ab-threshold
+        self.ab_thresholds = ab_thresholds or Thresholds(DEFAULT_AB_THRESHOLD)  # --llm-ab-threshold
         self.server_identity: dict[str, Any] = {}
         self._rulesets: dict[str, Ruleset] = {}
         self.data = SessionData()
         self.session_verdicts: list[SloVerdict] = []
         self._endpoint: Endpoint | None = None
-        self._sim: Any = None
         self._reference: Endpoint | None = None  # --llm-reference-endpoint, started on first use
         self._reference_sim: Any = None
         self.tokenizer: Tokenizer | None = None  # --llm-tokenizer, resolved after the preflight
@@ -240,6 +320,20 @@ class LlmPerfPlugin:
         self._started_at = _utc_now()  # the session's start, for the history
         self._user_fields: list[UserFields] = []  # tests' extra_body, probed at preflight
         self._restore_sigterm: Callable[[], None] = lambda: None
+        # --llm-workers=ray:N: connected (or a local instance started) at the first Ray run
+        self.ray = (
+            RayCluster(options.ray_address, auto=options.workers_auto)
+            if options.worker_backend is WorkerBackend.RAY
+            else None
+        )
+        # every endpoint of the session by spec (endpoints.py); --llm-endpoint on the
+        # command line pins them all to one server
+        self.endpoints = EndpointPool(
+            options,
+            self._user_fields,
+            pinned=config.getoption("llm_endpoint", default=None) is not None,
+            on_first_use=self._arm_sigterm,
+        )
 
     # -- endpoint --------------------------------------------------------------
 
@@ -252,35 +346,27 @@ class LlmPerfPlugin:
         return self._endpoint
 
     def _start_endpoint(self) -> Endpoint:
+        endpoint = self.endpoints.default()  # raises one LlmPerfUsageError (endpoints.py)
+        self.server_identity = self.endpoints.identity(endpoint)
+        self.tokenizer = self.endpoints.tokenizer(endpoint)
+        return endpoint
+
+    def _arm_sigterm(self) -> None:
         # From here on the session measures: a CI timeout's SIGTERM acts as Ctrl-C (drain,
         # partial report). Sessions that never use an endpoint keep the default SIGTERM.
         self._restore_sigterm()
         self._restore_sigterm = terminate_as_interrupt()
-        opts = self.options
-        url = opts.endpoint_url
-        if url is None:
-            from pytest_llmperf.sim import start_sim_process
 
-            try:
-                self._sim = start_sim_process(opts.sim_profile or "fixed")
-            except Exception as exc:  # a broken simulator profile must end the session once
-                pytest.exit(f"pytest-llmperf: cannot start the embedded simulator: {exc}", 4)
-            url = self._sim.url
-        endpoint = Endpoint.from_env(
-            url,
-            api_key_env=opts.api_key_env if opts.endpoint_url else None,
-            model=opts.model,
-            api=opts.api,
-            timeouts=opts.timeouts,
-            sim_profile=opts.sim_profile,
-            fields=RequestFields(extra=opts.request_extra),
-        )
-        # raises one LlmPerfUsageError if nothing answers or the user's fields are refused
-        endpoint = preflight_sync(endpoint, self._user_fields)
-        self.server_identity = probe_server_identity(endpoint)
-        # once per session: the model's tokenizer sizes every workload's prompts
-        self.tokenizer = session_tokenizer(opts.tokenizer, endpoint)
-        return endpoint
+    def endpoint_for(self, item: pytest.Item) -> Endpoint | None:
+        """The ``llm_endpoint`` marker's endpoint for ``item`` (None without the marker);
+        one that cannot be started or reached fails the test, naming it and the marker."""
+        mark = item.get_closest_marker("llm_endpoint")
+        if mark is None:
+            return None
+        try:
+            return self.endpoints.get(_endpoint_spec(item, mark))
+        except LlmPerfUsageError as exc:
+            pytest.fail(f"pytest-llmperf: {item.nodeid} llm_endpoint marker: {exc}", False)
 
     def reference_endpoint(self) -> Endpoint | None:
         """``--llm-reference-endpoint``'s server (None without one): a URL preflighted like
@@ -323,9 +409,9 @@ class LlmPerfPlugin:
 
     def close(self) -> None:
         self._restore_sigterm()
-        if self._sim is not None:
-            self._sim.stop()
-            self._sim = None
+        if self.ray is not None:  # its actors; a local Ray instance the session started
+            self.ray.close()
+        self.endpoints.close()
         if self._reference_sim is not None:
             self._reference_sim.stop()
             self._reference_sim = None
@@ -340,6 +426,10 @@ class LlmPerfPlugin:
                 continue
             try:
                 spec = item.stash[SPEC_KEY] = _spec_for(item)
+                mark = item.get_closest_marker("llm_endpoint")
+                if mark is not None:
+                    _endpoint_spec(item, mark)  # a bad spec or profile: a usage error here
+                _marked_inconclusive(item)
             except LlmPerfUsageError as exc:
                 errors.append(f"{item.nodeid}: {exc}")
                 continue
@@ -386,8 +476,9 @@ class LlmPerfPlugin:
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         opts = self.options
         if opts.endpoint_url is None:
-            how = "the default" if not opts.endpoint_given else "requested"
-            where = f"embedded simulator, profile {opts.sim_profile} ({how}; started on first use)"
+            # started on first use; "(default)": nothing configured, say where it comes from
+            how = " (default)" if not opts.endpoint_given else ""
+            where = f"embedded simulator, profile {opts.sim_profile}{how}"
         else:
             where = Endpoint(opts.endpoint_url).label
         lines = [f"llmperf: endpoint under test: {where}"]
@@ -400,7 +491,7 @@ class LlmPerfPlugin:
             lines.append(f"llmperf: A/B reference endpoint: {ref}")
         lines.append(
             f"llmperf: api={opts.api} model={opts.model or 'auto (GET /v1/models)'} "
-            f"timeout={opts.timeouts.total:g}s scale={opts.scale:g}"
+            f"timeout={opts.timeouts.total:g}s scale={opts.scale:g}" + _workers_word(opts)
         )
         if self.ruleset:
             lines.append(f"llmperf: ruleset {self.ruleset.name} ({self.ruleset.source})")
@@ -431,10 +522,7 @@ class LlmPerfPlugin:
         verdicts = evaluate_runs(slos, results, rulesets=self._test_rulesets(item))
         checks: list[RegressionCheck] = []
         if results or slos:
-            endpoint = {
-                **(generator.endpoint if generator else self.endpoint()).describe(),
-                **self.server_identity,
-            }
+            endpoint = self.endpoints.describe(generator.endpoint if generator else self.endpoint())
             if self.baseline is not None and results:
                 checks = self.baseline.compare(
                     item.nodeid, results, endpoint=endpoint, thresholds=self.thresholds
@@ -484,7 +572,7 @@ class LlmPerfPlugin:
         if outcome.kind == "fail":
             pytest.fail(outcome.message, pytrace=False)
         if outcome.kind == "inconclusive":
-            policy = self.options.inconclusive
+            policy = self._inconclusive_policy(item)
             if policy == "fail":
                 pytest.fail(
                     outcome.message + "\n(--llm-inconclusive=warn|skip to relax)", pytrace=False
@@ -493,6 +581,16 @@ class LlmPerfPlugin:
                 pytest.skip(outcome.message)
             else:
                 warnings.warn(LlmPerfInconclusiveWarning(outcome.message), stacklevel=1)
+
+    def _inconclusive_policy(self, item: pytest.Item) -> InconclusivePolicy:
+        """``--llm-inconclusive`` on the command line, else the test's marker, else the
+        ``llm_inconclusive`` fixture (a directory's override), else the ini or default."""
+        if self.config.getoption("llm_inconclusive", default=None) is not None:
+            return self.options.inconclusive
+        marked = _marked_inconclusive(item)
+        if marked is not None:
+            return marked
+        return InconclusivePolicy(item.stash.get(INCONCLUSIVE_KEY, self.options.inconclusive))
 
     def _test_rulesets(self, item: pytest.Item) -> list[Ruleset]:
         """The rulesets named by ``llm_slo(ruleset=...)`` (their minimum samples and duration)."""
@@ -615,11 +713,16 @@ class LlmPerfPlugin:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def _report_endpoint(self) -> dict[str, Any]:
+        """What the tests measured (under xdist: the workers' endpoints); with several
+        endpoints no single one is claimed (each test's ``endpoint`` says which)."""
+        measured = [dict(t.endpoint) for t in self.data.measured_tests() if t.endpoint]
+        several = several_endpoints(measured)
+        if several is not None:
+            return several
+        if measured:
+            return measured[0]
         if self._endpoint is not None:
-            return {**self._endpoint.describe(), **self.server_identity}
-        for test in self.data.measured_tests():  # xdist controller: the workers' endpoint
-            if test.endpoint:
-                return dict(test.endpoint)
+            return self.endpoints.describe(self._endpoint)
         return self._planned_endpoint()
 
     def _planned_endpoint(self) -> dict[str, Any]:
@@ -671,6 +774,32 @@ def _utc_now() -> str:
     from pytest_llmperf.history.session import utc_now
 
     return utc_now()
+
+
+def _endpoint_spec(item: pytest.Item, mark: pytest.Mark) -> EndpointSpec:
+    """``llm_endpoint("sim:tiny" | URL, model=None)``; a bad one names the test."""
+    where = f"{item.nodeid} llm_endpoint marker"
+    if len(mark.args) != 1 or set(mark.kwargs) - {"model"}:
+        raise LlmPerfUsageError(
+            f"takes one spec ('sim:PROFILE' or a URL) and model=..., got "
+            f"args={mark.args!r} kwargs={mark.kwargs!r}",
+            where=where,
+        )
+    return EndpointSpec.parse(mark.args[0], model=mark.kwargs.get("model"), where=where)
+
+
+def _marked_inconclusive(item: pytest.Item) -> InconclusivePolicy | None:
+    """``llm_inconclusive("warn")`` (closest wins); a bad one names the test."""
+    mark = item.get_closest_marker("llm_inconclusive")
+    if mark is None:
+        return None
+    values = [p.value for p in InconclusivePolicy]
+    if len(mark.args) != 1 or mark.kwargs or mark.args[0] not in values:
+        raise LlmPerfUsageError(
+            f"takes one of {', '.join(values)}, got args={mark.args!r} kwargs={mark.kwargs!r}",
+            where=f"{item.nodeid} llm_inconclusive marker",
+        )
+    return InconclusivePolicy(mark.args[0])
 
 
 def _spec_for(item: pytest.Item) -> PerfSpec:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pytest_llmperf.metrics.sample_size import nearest_rank as exact_rank
+
 __all__ = [
     "LinearFit",
     "MeanInterval",
@@ -34,7 +36,7 @@ def nearest_rank(values: Sequence[float], percentile: float) -> float:
     if not values:
         return math.nan
     ordered = sorted(values)
-    rank = max(1, math.ceil(percentile / 100 * len(ordered)))
+    rank = exact_rank(percentile, len(ordered))  # exact decimals: p99.9 of 1,000 is the 999th
     return float(ordered[min(rank, len(ordered)) - 1])
 
 

@@ -1,7 +1,9 @@
 """The two databases behind a history store, behind one small interface.
 
 A :class:`Database` runs a unit of work in one transaction
-(:meth:`Database.transact`) and single reads (:meth:`Database.query`). SQL is
+(:meth:`Database.transact`), a unit of reads in one read-only transaction
+(:meth:`Database.read`: takes no write lock, so it never waits for or races a
+writer) and single reads (:meth:`Database.query`). SQL is
 written once with ``?`` placeholders; the PostgreSQL backend turns them into
 ``%s``.
 
@@ -49,16 +51,20 @@ class Database(Protocol):
 
     def transact(self, work: Callable[[Query], T]) -> T: ...
 
+    def read(self, work: Callable[[Query], T]) -> T: ...
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
     def close(self) -> None: ...
 
 
-def open_database(target: str, *, create: bool = True) -> Database:
-    """A path -> SQLite; ``postgresql://`` -> PostgreSQL. Errors are :class:`HistoryError`."""
+def open_database(target: str, *, create: bool = True, read_only: bool = False) -> Database:
+    """A path -> SQLite; ``postgresql://`` -> PostgreSQL. Errors are :class:`HistoryError`.
+    ``read_only``: a SQLite file is opened read-only and left as it is (no WAL switch);
+    the caller only reads (:meth:`~Database.read`)."""
     if is_url(target):
         return PostgresDatabase(target)
-    return SqliteDatabase(target, create=create)
+    return SqliteDatabase(target, create=create and not read_only, read_only=read_only)
 
 
 def _pause(attempt: int) -> None:
@@ -68,7 +74,7 @@ def _pause(attempt: int) -> None:
 class SqliteDatabase:
     dialect = "sqlite"
 
-    def __init__(self, path: str, *, create: bool) -> None:
+    def __init__(self, path: str, *, create: bool, read_only: bool = False) -> None:
         self.where = path
         file = Path(path)
         if file.is_dir():
@@ -81,9 +87,16 @@ class SqliteDatabase:
             except OSError as exc:
                 raise HistoryError(f"cannot create its folder: {exc}", where=path) from None
         try:
-            self._conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            self._conn = sqlite3.connect(
+                f"{file.resolve().as_uri()}?mode=ro" if read_only else path,
+                timeout=BUSY_TIMEOUT_S,
+                isolation_level=None,
+                uri=read_only,
+            )
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot open as SQLite: {exc}", where=path) from None
+        if read_only:
+            return
         try:
             self._retry(lambda: self._conn.execute("PRAGMA journal_mode=WAL").fetchall())
             self._conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
@@ -120,6 +133,16 @@ class SqliteDatabase:
                 raise
             self._conn.execute("COMMIT")
             return result
+
+        return self._retry(unit)
+
+    def read(self, work: Callable[[Query], T]) -> T:
+        def unit() -> T:
+            self._conn.execute("BEGIN DEFERRED")  # a read lock only, taken when reading
+            try:
+                return work(self._q)
+            finally:
+                self._conn.execute("ROLLBACK")
 
         return self._retry(unit)
 
@@ -176,6 +199,14 @@ class PostgresDatabase:
     def transact(self, work: Callable[[Query], T]) -> T:
         def unit() -> T:
             with self._conn.transaction():
+                return work(self._q)
+
+        return self._retry(unit)
+
+    def read(self, work: Callable[[Query], T]) -> T:
+        def unit() -> T:
+            with self._conn.transaction():
+                self._conn.execute("SET TRANSACTION READ ONLY")
                 return work(self._q)
 
         return self._retry(unit)

@@ -20,7 +20,7 @@ test missing from a baseline file.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -28,13 +28,7 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.history.records import StoredRun, comparison_key
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.slo.regression import (
-    DEFAULT_ALPHA,
-    RegressionCheck,
-    Thresholds,
-    compare_accumulators,
-    inconclusive_check,
-)
+from pytest_llmperf.slo.comparison import BaselineSource, Reference
 
 __all__ = [
     "DEFAULT_HISTORY_RUNS",
@@ -114,9 +108,10 @@ def describe_runs(runs: Sequence[StoredRun], n: int) -> str:
     return f"history ({count}, tag{'s' if len(tags) != 1 else ''} {', '.join(tags)})"
 
 
-class HistoryGate:
+class HistoryGate(BaselineSource):
     """The history as a baseline: the same ``compare`` as a baseline file's
-    (:class:`~pytest_llmperf.reports.baseline.Baseline`), run by run against the history.
+    (:class:`~pytest_llmperf.slo.comparison.BaselineSource`), run by run against the
+    history.
 
     ``path``, ``created_at`` and ``endpoint`` describe the comparison for the session's
     report (the store, the newest session before this one and its endpoint);
@@ -136,10 +131,8 @@ class HistoryGate:
         self.where = where
         self.n = n
         self.before_session = before_session  # only sessions with a smaller id count
-        latest = latest or {}
+        self._latest = dict(latest or {})
         self.path = f"history (last {n} comparable runs in {where})"
-        self.created_at = str(latest.get("started_at") or "")
-        self.endpoint: dict[str, Any] = dict(latest.get("endpoint") or {})
         self._described: dict[str, dict[str, str]] = {}
 
     @classmethod
@@ -161,6 +154,14 @@ class HistoryGate:
             latest=latest,
         )
 
+    @property
+    def created_at(self) -> str:
+        return str(self._latest.get("started_at") or "")
+
+    @property
+    def endpoint(self) -> dict[str, Any]:
+        return dict(self._latest.get("endpoint") or {})
+
     def describe(self, nodeid: str) -> str:
         """What ``nodeid``'s runs were compared with, for the failure message."""
         by_run = self._described.get(nodeid, {})
@@ -171,50 +172,28 @@ class HistoryGate:
             return f"{texts[0]} in {self.where}"
         return "; ".join(f"[{run}] {text}" for run, text in by_run.items()) + f" in {self.where}"
 
-    def compare(
-        self,
-        nodeid: str,
-        results: Iterable[RunResult],
-        *,
-        endpoint: Mapping[str, Any],
-        thresholds: Thresholds | None = None,
-        alpha: float = DEFAULT_ALPHA,
-    ) -> list[RegressionCheck]:
-        """Each gated run of ``nodeid`` against its last ``n`` comparable stored runs."""
-        gated = [r for r in results if r.gated]
-        if not gated:
-            return []
-        checks: list[RegressionCheck] = []
+    def references(
+        self, nodeid: str, results: Sequence[RunResult], endpoint: Mapping[str, Any]
+    ) -> Iterator[Reference]:
+        """Each run against its last ``n`` comparable stored runs, merged (the store open
+        while it yields)."""
         described = self._described.setdefault(nodeid, {})
         with self._open() as store:
-            for result in gated:
+            for result in results:
                 key = comparison_key(
                     endpoint.get("model"), endpoint.get("api"), result.load, result.workload
                 )
                 runs = store.comparable(nodeid, key, self.n, before_session=self.before_session)
                 if not runs:
-                    checks.append(
-                        inconclusive_check(
-                            result.label,
-                            f"no history yet: no earlier comparable run of {nodeid} "
-                            f"[{result.label}] in {self.where} (same model, API, load and "
-                            "workload)",
-                            compared_with=f"history (0 of {self.n} runs)",
-                        )
+                    yield Reference(
+                        f"history (0 of {self.n} runs)",
+                        reason=f"no history yet: no earlier comparable run of {nodeid} "
+                        f"[{result.label}] in {self.where} (same model, API, load and "
+                        "workload)",
                     )
                     continue
                 merged = MetricsAccumulator()
                 for run in runs:
                     merged.merge(run.accumulator())
                 described[result.label] = what = describe_runs(runs, self.n)
-                checks.extend(
-                    compare_accumulators(
-                        merged,
-                        result.accumulator,
-                        thresholds=thresholds,
-                        alpha=alpha,
-                        run=result.label,
-                        compared_with=what,
-                    )
-                )
-        return checks
+                yield Reference(what, merged)

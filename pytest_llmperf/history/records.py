@@ -63,9 +63,9 @@ def metric_value(metrics: Mapping[str, Any], metric: str, stat: str) -> float | 
 
 
 @dataclass(frozen=True)
-class RunRecord:
-    """One run of one test, as appended: ``state`` is the accumulator's
-    :meth:`~pytest_llmperf.metrics.accumulator.MetricsAccumulator.to_state` (lossless)."""
+class _RunFields:
+    """What a run has going in and coming out: its test, run label, the test's
+    outcome, its comparison key, its counts and its metric summary."""
 
     test: str
     label: str
@@ -73,15 +73,21 @@ class RunRecord:
     key: str
     counts: dict[str, Any]
     metrics: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunRecord(_RunFields):
+    """One run of one test, as appended: ``state`` is the accumulator's
+    :meth:`~pytest_llmperf.metrics.accumulator.MetricsAccumulator.to_state` (lossless)."""
+
     state: dict[str, Any]
     load: dict[str, Any] = field(default_factory=dict)
     workload: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
-class SessionRecord:
-    """One session, appended in one transaction by
-    :meth:`~pytest_llmperf.history.store.HistoryStore.append_session`.
+class _SessionFields:
+    """What a session has going in and coming out.
 
     ``started_at``/``finished_at``: UTC ISO-8601; ``tag``: ``--llm-history-tag`` or
     ``branch@commit``; ``endpoint``: URL without credentials, model, API, server
@@ -94,38 +100,33 @@ class SessionRecord:
     endpoint: dict[str, Any]
     machine: dict[str, Any]
     options: dict[str, Any]
-    runs: list[RunRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
-class SessionInfo:
+class SessionRecord(_SessionFields):
+    """One session, appended in one transaction by
+    :meth:`~pytest_llmperf.history.store.HistoryStore.append_session`."""
+
+    runs: list[RunRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionInfo(_SessionFields):
     """A stored session: its id (append order), what :class:`SessionRecord` held, and how
     many runs it stored."""
 
     id: int
-    started_at: str
-    finished_at: str
-    tag: str
-    endpoint: dict[str, Any]
-    machine: dict[str, Any]
-    options: dict[str, Any]
     run_count: int
 
 
-@dataclass(frozen=True)
-class StoredRun:
+@dataclass(frozen=True, kw_only=True)
+class StoredRun(_RunFields):
     """A run read back: ``when`` is its session's ``started_at``; ``metrics`` the summary
     (the JSON report's ``metrics``); :meth:`accumulator` decodes the stored state."""
 
     session_id: int
     when: str
     tag: str
-    test: str
-    label: str
-    key: str
-    outcome: str
-    counts: dict[str, Any]
-    metrics: dict[str, Any]
     load: dict[str, Any]
     workload: dict[str, Any]
     state_json: str = field(repr=False, compare=False)

@@ -22,7 +22,14 @@ from __future__ import annotations
 from pytest_llmperf.history.backends import Database, Query
 from pytest_llmperf.history.errors import HistoryError
 
-__all__ = ["APP", "SCHEMA_VERSION", "ensure_schema", "migrations"]
+__all__ = [
+    "APP",
+    "SCHEMA_VERSION",
+    "current_version",
+    "ensure_schema",
+    "migrations",
+    "usable_version",
+]
 
 APP = "pytest-llmperf"
 SCHEMA_VERSION = 2
@@ -91,19 +98,25 @@ def current_version(db: Database, q: Query) -> int:
     return int(rows[0][1])
 
 
+def usable_version(db: Database, q: Query) -> int:
+    """:func:`current_version`, refused when a newer pytest-llmperf wrote it."""
+    found = current_version(db, q)
+    if found > SCHEMA_VERSION:
+        raise HistoryError(
+            f"history schema version {found} is newer than this pytest-llmperf's "
+            f"({SCHEMA_VERSION}): upgrade pytest-llmperf to write to it",
+            where=db.where,
+        )
+    return found
+
+
 def ensure_schema(db: Database) -> int:
     """Bring ``db`` to :data:`SCHEMA_VERSION` (one transaction); returns the version it had."""
 
     def migrate(q: Query) -> int:
         if db.dialect == "postgresql":
             q("SELECT pg_advisory_xact_lock(?)", (_PG_LOCK,))
-        found = current_version(db, q)
-        if found > SCHEMA_VERSION:
-            raise HistoryError(
-                f"history schema version {found} is newer than this pytest-llmperf's "
-                f"({SCHEMA_VERSION}): upgrade pytest-llmperf to write to it",
-                where=db.where,
-            )
+        found = usable_version(db, q)
         steps = migrations(db.dialect)
         for version in range(found + 1, SCHEMA_VERSION + 1):
             for statement in steps[version]:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import fields
+from typing import Any, TypeVar
 
 from pytest_llmperf.history.backends import Database, Query, open_database, target_label
 from pytest_llmperf.history.errors import HistoryError
@@ -37,9 +38,19 @@ from pytest_llmperf.history.schema import SCHEMA_VERSION, ensure_schema
 
 __all__ = ["HistoryStore"]
 
+T = TypeVar("T")
+# A row becomes a SessionInfo or a StoredRun field by field, in the dataclass's order
+# (its base's fields first); these columns hold JSON text.
+_JSON_FIELDS = frozenset(
+    {"endpoint", "machine", "options", "counts", "metrics", "load", "workload"}
+)
+_SESSION_COLUMNS = (
+    "s.started_at, s.finished_at, s.tag, s.endpoint, s.machine, s.options, s.id, "
+    "(SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id)"
+)
 _RUN_COLUMNS = (
-    "r.session_id, s.started_at, s.tag, r.test, r.label, r.run_key, r.outcome, "
-    "r.counts, r.metrics, r.load_desc, r.workload_desc, r.state"
+    "r.test, r.label, r.outcome, r.run_key, r.counts, r.metrics, "
+    "r.session_id, s.started_at, s.tag, r.load_desc, r.workload_desc, r.state"
 )
 _RUN_FROM = "FROM runs r JOIN sessions s ON s.id = r.session_id"
 _ORDER = "ORDER BY r.session_id, r.id"
@@ -47,6 +58,13 @@ _ORDER = "ORDER BY r.session_id, r.id"
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, allow_nan=False, default=str)
+
+
+def _build(make: type[T], row: Sequence[Any]) -> T:
+    names = [f.name for f in fields(make) if f.init]  # type: ignore[arg-type]
+    return make(
+        **{n: json.loads(v) if n in _JSON_FIELDS else v for n, v in zip(names, row, strict=True)}
+    )
 
 
 class HistoryStore:
@@ -136,24 +154,8 @@ class HistoryStore:
 
     def sessions(self) -> list[SessionInfo]:
         """Every stored session, oldest first, with its run count."""
-        rows = self._db.query(
-            "SELECT s.id, s.started_at, s.finished_at, s.tag, s.endpoint, s.machine, "
-            "s.options, (SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id) "
-            "FROM sessions s ORDER BY s.id"
-        )
-        return [
-            SessionInfo(
-                id=int(r[0]),
-                started_at=r[1],
-                finished_at=r[2],
-                tag=r[3],
-                endpoint=json.loads(r[4]),
-                machine=json.loads(r[5]),
-                options=json.loads(r[6]),
-                run_count=int(r[7]),
-            )
-            for r in rows
-        ]
+        rows = self._db.query(f"SELECT {_SESSION_COLUMNS} FROM sessions s ORDER BY s.id")
+        return [_build(SessionInfo, r) for r in rows]
 
     def session(self, session_id: int) -> SessionInfo:
         """One session; :class:`HistoryError` if there is none with that id."""
@@ -230,23 +232,7 @@ class HistoryStore:
         return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
     def _runs(self, sql: str, params: Sequence[Any]) -> list[StoredRun]:
-        return [
-            StoredRun(
-                session_id=int(r[0]),
-                when=r[1],
-                tag=r[2],
-                test=r[3],
-                label=r[4],
-                key=r[5],
-                outcome=r[6],
-                counts=json.loads(r[7]),
-                metrics=json.loads(r[8]),
-                load=json.loads(r[9]),
-                workload=json.loads(r[10]),
-                state_json=r[11],
-            )
-            for r in self._db.query(sql, params)
-        ]
+        return [_build(StoredRun, r) for r in self._db.query(sql, params)]
 
 
 def describe_target(target: str) -> str:

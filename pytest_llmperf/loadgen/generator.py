@@ -7,7 +7,7 @@ judged on all of them after the test body returns.
 
 This is the *one* way to make runs: the plugin configures a generator with
 the session's settings (``--llm-workers``, ``--llm-events``, ``--llm-scale``,
-``--llm-tokenizer``, the endpoint's timeouts, the observers), and every
+``--llm-tokenizer``, ``--llm-progress``, the endpoint's timeouts, the observers), and every
 procedure that needs another run asks this one for it: :meth:`LoadGenerator.run`
 for the test's workload, :meth:`LoadGenerator.run_spec` for a spec of its
 own (warm-up probes), :meth:`LoadGenerator.for_endpoint` for another server
@@ -33,6 +33,8 @@ from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.delivery import RecordObserver
 from pytest_llmperf.loadgen.event_files import events_file_for
+from pytest_llmperf.loadgen.progress import ProgressSink, watch_progress
+from pytest_llmperf.loadgen.ray_workers import RayCluster
 from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.session import LoadRun
 from pytest_llmperf.metrics.event_log import read_records
@@ -60,6 +62,8 @@ class LoadGenerator:
         events_name: str = "",
         workers: int = 1,
         tokenizer: Tokenizer | None = None,
+        progress: ProgressSink | None = None,
+        ray: RayCluster | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.spec = spec
@@ -67,7 +71,9 @@ class LoadGenerator:
         self.events_dir = events_dir  # --llm-events: one SQLite event log per run
         self.events_name = events_name
         self.workers = workers  # --llm-workers
+        self.ray = ray  # --llm-workers=ray:N|ray:auto: the session's Ray cluster
         self.tokenizer = tokenizer  # --llm-tokenizer: sizes every run's workload but named ones
+        self.progress = progress  # --llm-progress: where each run's live progress goes
         self.observers = list(observers)
         self.on_result = on_result
         self.results: list[RunResult] = []
@@ -150,7 +156,7 @@ class LoadGenerator:
         probes of a fixed size: they still get the session's event log,
         tokenizer, timeouts and observers (plus ``observers`` for this run
         only) and land in the test's reports. ``workers`` overrides
-        ``--llm-workers`` for this run.
+        ``--llm-workers`` for this run (local processes, also under ``ray:N``).
         """
         result = await self.execute_spec(spec, label=label, observers=observers, workers=workers)
         self.keep(result, gate=gate)
@@ -177,6 +183,7 @@ class LoadGenerator:
         when ``--llm-events`` is not given).
         """
         spec = _sized_by(spec, self.tokenizer, self.endpoint.api)
+        ray = self.ray if workers is None else None  # a run's own worker count is local
         workers = self.workers if workers is None else workers
         run_observers = [*self.observers, *observers]
         events_path = (
@@ -184,7 +191,7 @@ class LoadGenerator:
             if self.events_dir
             else None
         )
-        replay = bool(run_observers) and workers > 1
+        replay = bool(run_observers) and (workers > 1 or ray is not None)
         scratch: tempfile.TemporaryDirectory[str] | None = None
         if replay and events_path is None:
             scratch = tempfile.TemporaryDirectory(prefix="llmperf-replay-")
@@ -197,10 +204,12 @@ class LoadGenerator:
             label=label,
             events_path=events_path,
             workers=workers,
+            ray=ray,
         )
         self._current = run
         try:
-            result = await run.execute()
+            async with watch_progress(run, self.progress):
+                result = await run.execute()
             if replay and events_path is not None and events_path.exists():
                 for record in read_records(events_path):
                     for observer in run_observers:

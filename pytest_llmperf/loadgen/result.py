@@ -24,6 +24,7 @@ class StopReason(StrEnum):
     STOPPED = "stop()"  # LoadGenerator.stop() / LoadRun.stop()
     SIGINT = "SIGINT"  # Ctrl-C: drained, kept, then the session stops
     CANCELLED = "cancelled"  # the run's task was cancelled
+    WORKER_LOST = "worker_lost"  # a Ray load-generator actor died or its node left
 
 
 def token_length_warnings(

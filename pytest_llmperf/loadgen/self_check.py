@@ -6,9 +6,17 @@ the server, so every run reports ``self_check`` and the verdicts treat a
 reads only what the run measured: the schedule lag histogram, the issuing
 side's :class:`~pytest_llmperf.loadgen.issue.IssueStats` and the client's CPU
 time.
+
+A run spread over Ray actors (``--llm-workers=ray:N``) is also judged actor
+by actor (:class:`WorkerReport`): one actor that fell behind its schedule,
+started at an uncertain instant or was lost makes the whole run inconclusive,
+by name, even when the merged histogram hides it among the others.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pytest_llmperf.loadgen.issue import IssueStats
 from pytest_llmperf.loadgen.result import StopReason
@@ -20,12 +28,58 @@ __all__ = [
     "GENERATOR_BOUND_CPU_SHARE",
     "GENERATOR_BOUND_LAG_MS",
     "GENERATOR_BOUND_RATE_SHARE",
+    "WorkerReport",
     "generator_self_check",
 ]
 
 GENERATOR_BOUND_RATE_SHARE = 0.9
 GENERATOR_BOUND_LAG_MS = 10.0
 GENERATOR_BOUND_CPU_SHARE = 0.95  # closed loop: a client process this busy was the bottleneck
+
+
+@dataclass
+class WorkerReport:
+    """One load-generator worker as the self-check sees it: where it ran and how it kept time.
+
+    Made by the Ray pool for each actor (local worker processes share the
+    parent's host and clock, and report none). ``accumulator``: the worker's
+    own part before the merge (None when it was lost); ``clock_offset_ns`` and
+    ``clock_rtt_ns``: its wall clock minus the parent's and the ping round
+    trip that estimate came from (None on the parent's own node, where the
+    monotonic clock is shared); ``lost``: why its results are missing.
+    """
+
+    name: str
+    backend: str
+    node_id: str = ""
+    host: str = ""
+    actor_id: str = ""
+    accumulator: MetricsAccumulator | None = None
+    clock_offset_ns: int | None = None
+    clock_rtt_ns: int | None = None
+    lost: str = ""
+    cpus: float = 1.0
+
+    @property
+    def where(self) -> str:
+        return f"{self.name} on {self.host or '?'} (node {self.node_id[:12] or '?'})"
+
+    def describe(self) -> dict[str, object]:
+        acc = self.accumulator
+        lag = acc.histograms["schedule_lag"] if acc is not None else None
+        lag_p99 = lag.p(99) if lag is not None else float("nan")
+        return {
+            "worker": self.name,
+            "node_id": self.node_id,
+            "host": self.host,
+            "actor_id": self.actor_id,
+            "cpus": self.cpus,
+            "state": "lost" if self.lost else "ok",
+            "requests": acc.issued if acc is not None else None,
+            "schedule_lag_p99_ms": None if lag_p99 != lag_p99 else round(lag_p99, 4),
+            "clock_offset_ms": _ms(self.clock_offset_ns),
+            "clock_rtt_ms": _ms(self.clock_rtt_ns),
+        }
 
 
 def generator_self_check(
@@ -36,6 +90,7 @@ def generator_self_check(
     workers: int,
     wall_s: float,
     stop_reason: StopReason | None,
+    worker_reports: Sequence[WorkerReport] = (),
 ) -> dict[str, object]:
     """The run's ``self_check`` entry, with ``generator_bound`` and the reasons for it.
 
@@ -48,7 +103,8 @@ def generator_self_check(
     (closed loop) a client process was busy at least 95% of the time.
     Under ``max_concurrency`` a send counts when the generator queued it
     and the lag excludes ``queue_wait``: the cap's queueing is the load
-    shape the test asked for, not a generator fault.
+    shape the test asked for, not a generator fault. With ``worker_reports``
+    (Ray actors) each worker is judged too (:func:`_judge_workers`).
     """
     lag = accumulator.histograms["schedule_lag"]
     lag_p50, lag_p99 = lag.p(50), lag.p(99)
@@ -101,6 +157,47 @@ def generator_self_check(
             f"client CPU {per_process:.0%} of each process's wall time "
             f">= {GENERATOR_BOUND_CPU_SHARE:.0%}: the client, not the server, set the pace"
         )
+    if worker_reports:
+        reasons += _judge_workers(check, worker_reports, open_loop=load.open_loop)
     check["generator_bound"] = bool(reasons)
     check["reasons"] = reasons
     return check
+
+
+def _judge_workers(
+    check: dict[str, object], reports: Sequence[WorkerReport], *, open_loop: bool
+) -> list[str]:
+    """Where the workers ran (``worker_nodes``, ``worker_runs``) and which of them make the
+    run inconclusive: a lost one, an open-loop one whose own schedule lag is over the limit,
+    or one whose start instant is uncertain by more than that limit (half its clock ping)."""
+    nodes: dict[str, dict[str, object]] = {}
+    for r in reports:
+        node = nodes.setdefault(r.node_id, {"node_id": r.node_id, "host": r.host, "workers": 0})
+        node["workers"] = int(str(node["workers"])) + 1
+    check["worker_backend"] = reports[0].backend
+    check["worker_nodes"] = list(nodes.values())
+    check["worker_runs"] = [r.describe() for r in reports]
+    reasons: list[str] = []
+    for r in reports:
+        if r.lost:
+            reasons.append(r.lost)
+            continue
+        lag = r.accumulator.histograms["schedule_lag"] if r.accumulator is not None else None
+        judged_p = supported_percentile(lag.count, 99.0, (90.0, 50.0)) if lag else None
+        if open_loop and lag is not None and judged_p is not None:
+            judged = lag.p(judged_p)
+            if judged > GENERATOR_BOUND_LAG_MS:
+                reasons.append(
+                    f"{r.where}: schedule_lag p{judged_p:g} {judged:.1f} ms > "
+                    f"{GENERATOR_BOUND_LAG_MS:g} ms"
+                )
+        if r.clock_rtt_ns is not None and r.clock_rtt_ns / 2e6 > GENERATOR_BOUND_LAG_MS:
+            reasons.append(
+                f"{r.where}: its start instant is uncertain by up to {r.clock_rtt_ns / 2e6:.1f} "
+                f"ms (clock ping round trip {r.clock_rtt_ns / 1e6:.1f} ms)"
+            )
+    return reasons
+
+
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / 1e6, 4)

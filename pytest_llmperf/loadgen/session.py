@@ -12,7 +12,8 @@ drained at the end).
 - issuing on the pattern's clock and the drain: :mod:`~pytest_llmperf.loadgen.issue`;
 - where records go (metrics, event log, observers): :mod:`~pytest_llmperf.loadgen.delivery`;
 - was the generator the bottleneck: :mod:`~pytest_llmperf.loadgen.self_check`;
-- with ``workers > 1``, the same plan split across processes and merged
+- with ``workers > 1`` (or ``ray``: Ray actors, :mod:`~pytest_llmperf.loadgen.ray_workers`),
+  the same plan split across processes and merged
   exactly: :mod:`~pytest_llmperf.loadgen.workers` (each worker process runs
   a ``LoadRun`` of its share, :mod:`~pytest_llmperf.loadgen.worker_process`).
 
@@ -49,6 +50,7 @@ from pytest_llmperf.loadgen.plan import (
     sample_order_for,
     warm_connections,
 )
+from pytest_llmperf.loadgen.ray_workers import RayCluster, RayWorkerPool
 from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.self_check import generator_self_check
 from pytest_llmperf.loadgen.workers import WorkerPool
@@ -59,7 +61,12 @@ from pytest_llmperf.specs.run import RunSpec
 __all__ = ["LoadRun", "run_load"]
 
 # Reasons that leave a run interrupted: it did not issue everything it planned.
-_INTERRUPTING = (StopReason.STOPPED, StopReason.SIGINT, StopReason.CANCELLED)
+_INTERRUPTING = (
+    StopReason.STOPPED,
+    StopReason.SIGINT,
+    StopReason.CANCELLED,
+    StopReason.WORKER_LOST,
+)
 
 
 class LoadRun:
@@ -83,6 +90,7 @@ class LoadRun:
         workers: int = 1,
         share: ScheduleShare | None = None,
         handle_sigint: bool = True,
+        ray: RayCluster | None = None,
     ) -> None:
         # the test's llm_workload(extra_body=...) rides on every request of this run
         self.endpoint = endpoint.with_fields(endpoint.fields.with_extra(spec.extra_body))
@@ -96,10 +104,11 @@ class LoadRun:
         self.workers = max(1, int(workers))
         self.share = share or ScheduleShare()
         self.handle_sigint = handle_sigint
+        self.ray = ray  # --llm-workers=ray:N: the session's Ray cluster issues the run
         self.stats = IssueStats()
         self.issuer = Issuer(spec, self.delivery, self.stats)
         self._sigints = 0
-        self._worker_pool: WorkerPool | None = None
+        self._worker_pool: WorkerPool | RayWorkerPool | None = None
 
     @property
     def stop_reason(self) -> StopReason | None:
@@ -109,6 +118,23 @@ class LoadRun:
     @stop_reason.setter
     def stop_reason(self, reason: StopReason | None) -> None:
         self.issuer.stop_reason = reason
+
+    # -- live counts (read by loadgen.progress on a timer, never per request) -----
+
+    @property
+    def issues_here(self) -> bool:
+        """True when this process issues the requests, so its counters are live."""
+        return self.workers <= 1 and self._worker_pool is None and self.ray is None
+
+    @property
+    def issued_requests(self) -> int:
+        """Requests issued so far in this process, warm-up included."""
+        return self.issuer._issued
+
+    @property
+    def in_flight(self) -> int:
+        """Requests issued and not yet finished in this process (warm-up included)."""
+        return len(self.issuer._inflight)
 
     # -- control -----------------------------------------------------------------
 
@@ -180,7 +206,10 @@ class LoadRun:
         wall0 = time.monotonic_ns()
         interrupted = False
         try:
-            if self.workers > 1:
+            if self.ray is not None:
+                self._worker_pool = RayWorkerPool(self, self.ray, events_file, started_at)
+                await self._worker_pool.run()
+            elif self.workers > 1:
                 self._worker_pool = WorkerPool(self, events_file, started_at)
                 await self._worker_pool.run()
             else:
@@ -223,6 +252,7 @@ class LoadRun:
             workers=self.workers,
             wall_s=wall_s,
             stop_reason=self.stop_reason,
+            worker_reports=self._worker_pool.reports if self._worker_pool else (),
         )
         if interrupted:
             raise asyncio.CancelledError

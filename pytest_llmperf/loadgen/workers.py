@@ -38,11 +38,20 @@ from typing import Any, Protocol
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.loadgen.issue import IssueStats
 from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.loadgen.self_check import WorkerReport
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.recorder import SCHEMA
 from pytest_llmperf.specs.run import RunSpec
 
-__all__ = ["START_MARGIN_S", "PooledRun", "WorkerError", "WorkerPool", "merge_event_logs"]
+__all__ = [
+    "START_MARGIN_S",
+    "PooledRun",
+    "WorkerError",
+    "WorkerPool",
+    "merge_event_logs",
+    "merge_states",
+    "payload_for",
+]
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 START_MARGIN_S = 0.1  # from "all workers ready" to the common t0
@@ -80,23 +89,8 @@ class WorkerPool:
         if not load.open_loop and load.slots:
             count = min(count, load.slots)
         self.count = count
+        self.reports: list[WorkerReport] = []  # per-worker details: only Ray actors have any
         self._channels: list[_Channel] = []
-
-    def _concurrency(self, index: int) -> int | None:
-        c = self.load_run.spec.load.slots
-        if c is None or self.load_run.spec.load.open_loop:
-            return None
-        return self._split(c, index)
-
-    def _stage_concurrency(self, index: int) -> tuple[int, ...] | None:
-        """Worker ``index``'s slots in each stage of a staged closed loop."""
-        load = self.load_run.spec.load
-        if not load.stages or load.open_loop:
-            return None
-        return tuple(self._split(st.concurrency or 1, index) for st in load.stages)
-
-    def _split(self, slots: int, index: int) -> int:
-        return slots // self.count + (1 if index < slots % self.count else 0)
 
     def _part(self, index: int) -> Path | None:
         if self.events_file is None:
@@ -106,19 +100,9 @@ class WorkerPool:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         run = self.load_run
-        spec = run.spec
         for i in range(self.count):
-            payload = {
-                "endpoint": run.endpoint,
-                "spec": _spec_args(spec),
-                "request_limits_ms": run.request_limits_ms,
-                "label": run.label,
-                "events_path": str(self._part(i)) if self.events_file else None,
-                "index": i,
-                "count": self.count,
-                "concurrency": self._concurrency(i),
-                "stage_concurrency": self._stage_concurrency(i),
-            }
+            part = self._part(i)
+            payload = payload_for(run, i, self.count, str(part) if part else None)
             self._channels.append(_Channel.start(payload))
         try:
             for i, ch in enumerate(self._channels):
@@ -137,26 +121,23 @@ class WorkerPool:
         finally:
             for ch in self._channels:
                 await loop.run_in_executor(None, ch.close)
-        reasons: list[StopReason] = []
+        states: list[dict[str, Any]] = []
         for i, msg in enumerate(results):
             if msg[0] != "result":
                 raise WorkerError(f"load-generator worker {i} failed: {msg[1]}")
-            state = msg[1]
-            run.accumulator.merge(MetricsAccumulator.from_state(state["accumulator"]))
-            run.stats.merge(IssueStats.from_state(state["stats"]))
-            reasons.append(StopReason(state["stop_reason"]))
-        if not run.stop_reason:
-            run.stop_reason = next(
-                (r for r in reasons if r is not StopReason.COMPLETED), StopReason.COMPLETED
-            )
+            states.append(msg[1])
+        merge_states(run, states)
         if self.events_file is not None:
-            parts = [self._part(i) for i in range(self.count)]
-            meta = run.event_log_meta(self.started_at)
-            meta["summary"] = run.accumulator.summary()
-            meta["workers"] = self.count
-            await loop.run_in_executor(
-                None, merge_event_logs, self.events_file, [p for p in parts if p], meta
-            )
+            parts = [p for p in map(self._part, range(self.count)) if p]
+            meta = self.event_log_meta()
+            await loop.run_in_executor(None, merge_event_logs, self.events_file, parts, meta)
+
+    def event_log_meta(self) -> dict[str, Any]:
+        """The merged event log's ``meta``: the run's, with its merged summary."""
+        meta = self.load_run.event_log_meta(self.started_at)
+        meta["summary"] = self.load_run.accumulator.summary()
+        meta["workers"] = self.count
+        return meta
 
     def stop(self) -> None:
         self._send_all(("stop",))
@@ -220,6 +201,53 @@ class _Channel:
             self.proc.kill()
             self.proc.wait()
         self.inp.close()
+
+
+def merge_states(run: PooledRun, states: list[dict[str, Any]]) -> list[MetricsAccumulator]:
+    """Merge the workers' returned states into ``run`` (the one merge, for every backend).
+
+    Histograms bucket by bucket (HDR's lossless encoding), issue statistics and
+    counters added, and the first reason that is not ``completed`` becomes the
+    run's (unless the run already has one). Returns each worker's accumulator.
+    """
+    parts: list[MetricsAccumulator] = []
+    reasons: list[StopReason] = []
+    for state in states:
+        acc = MetricsAccumulator.from_state(state["accumulator"])
+        run.accumulator.merge(acc)
+        run.stats.merge(IssueStats.from_state(state["stats"]))
+        reasons.append(StopReason(state["stop_reason"]))
+        parts.append(acc)
+    if not run.stop_reason:
+        run.stop_reason = next(
+            (r for r in reasons if r is not StopReason.COMPLETED), StopReason.COMPLETED
+        )
+    return parts
+
+
+def payload_for(run: PooledRun, index: int, count: int, events_path: str | None) -> dict[str, Any]:
+    """What worker ``index`` of ``count`` needs to build its share of ``run`` (picklable)."""
+    load = run.spec.load
+
+    def split(slots: int) -> int:
+        return slots // count + (1 if index < slots % count else 0)
+
+    closed = not load.open_loop
+    return {
+        "endpoint": run.endpoint,
+        "spec": _spec_args(run.spec),
+        "request_limits_ms": run.request_limits_ms,
+        "label": run.label,
+        "events_path": events_path,
+        "index": index,
+        "count": count,
+        "concurrency": split(load.slots) if closed and load.slots is not None else None,
+        "stage_concurrency": (
+            tuple(split(st.concurrency or 1) for st in load.stages)
+            if closed and load.stages
+            else None
+        ),
+    }
 
 
 def _spec_args(spec: RunSpec) -> dict[str, Any]:

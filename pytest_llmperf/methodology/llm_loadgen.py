@@ -28,6 +28,7 @@ from pytest_llmperf.methodology.reference import AB_BLOCKS, AbComparison, run_ab
 from pytest_llmperf.methodology.search import max_concurrency, max_rate
 from pytest_llmperf.methodology.sweep import latency_sweep
 from pytest_llmperf.methodology.warm_up import warm_up
+from pytest_llmperf.slo.paired import DEFAULT_AB_THRESHOLD
 from pytest_llmperf.slo.regression import Thresholds
 from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.specs.run import RunSpec
@@ -67,7 +68,7 @@ class LlmLoadgen(LoadGenerator):
         **settings: Any,
     ) -> None:
         super().__init__(endpoint, spec, **settings)
-        self.thresholds = thresholds or Thresholds()
+        self.thresholds = thresholds or Thresholds(DEFAULT_AB_THRESHOLD)
         self.ab_blocks = ab_blocks
         self.comparisons: list[AbComparison] = []  # one per gated run, with a reference
         self.reference: LlmLoadgen | None = None  # --llm-reference-endpoint's generator

@@ -3,9 +3,11 @@
 With a reference, every gated run of a test (``await llm_loadgen.run()``)
 becomes an A/B comparison:
 
-- the run's spec is split into ``B`` blocks (:data:`AB_BLOCKS` = 4): the
-  request count divided exactly (a duration, or a staged load's stages, by
-  ``B``), the declared warm-up requests in the first block of each side, and
+- the run's spec is split into ``B`` blocks a side (``--llm-ab-blocks``, an even
+  number, :data:`AB_BLOCKS` = 4 by default): the request count divided exactly
+  (a duration, or a staged load's stages, by ``B``; a run of fewer requests than
+  ``B`` gets the largest even number of blocks it can fill, or one), the
+  declared warm-up requests in the first block of each side, and
   block ``k`` gets the load seed ``seed + k`` on *both* sides, so block pair
   ``k`` replays the same arrivals and sample order against both servers;
 - the blocks run in ABBA order (candidate, reference, reference, candidate,
@@ -14,7 +16,9 @@ becomes an A/B comparison:
 - the candidate's blocks are merged into one result (exact HDR merges), which
   is the test's ordinary run: its SLO verdicts still apply; the reference's
   blocks are merged into the comparison's reference result;
-- :func:`pytest_llmperf.slo.paired.paired_checks` judges each statistic.
+- :func:`pytest_llmperf.slo.paired.paired_checks` judges each statistic against
+  the A/B allowance (``--llm-ab-threshold``, 5% by default: not the baseline
+  gate's ``--llm-baseline-threshold``).
 
 Both sides run through the configured generator
 (:meth:`~pytest_llmperf.loadgen.generator.LoadGenerator.execute_spec` and
@@ -32,7 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.slo.paired import DEFAULT_AB_STATS, PairedCheck, paired_checks
+from pytest_llmperf.slo.paired import (
+    DEFAULT_AB_STATS,
+    DEFAULT_AB_THRESHOLD,
+    PairedCheck,
+    paired_checks,
+)
 from pytest_llmperf.slo.regression import RegressionVerdict, Thresholds
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.specs.slo import Slo
@@ -40,9 +49,28 @@ from pytest_llmperf.specs.slo import Slo
 if TYPE_CHECKING:
     from pytest_llmperf.loadgen.generator import LoadGenerator
 
-__all__ = ["AB_BLOCKS", "AbComparison", "ab_order", "ab_stats", "block_spec", "run_ab"]
+__all__ = [
+    "AB_BLOCKS",
+    "AbComparison",
+    "ab_order",
+    "ab_stats",
+    "block_count",
+    "block_spec",
+    "run_ab",
+]
 
-AB_BLOCKS = 4  # blocks per side
+AB_BLOCKS = 4  # blocks per side: --llm-ab-blocks' default
+
+
+def block_count(blocks: int, requests: int | None) -> int:
+    """Blocks a side for a run of ``requests`` (None: a duration, split any way): ``blocks``,
+    or for fewer requests than that the largest even number they fill (ABBA balances a
+    drift only over pairs of blocks), or 1 for a single request."""
+    if blocks < 1:
+        raise ValueError(f"an A/B comparison needs at least 1 block a side, got {blocks}")
+    if not requests or requests >= blocks:
+        return blocks
+    return max(1, requests - requests % 2)
 
 
 def ab_order(blocks: int) -> list[tuple[int, str]]:
@@ -89,6 +117,17 @@ class AbComparison:
     checks: list[PairedCheck]
     reference_endpoint: dict[str, Any] = field(default_factory=dict)
     events: dict[str, list[str]] = field(default_factory=dict)
+    # the allowance judged against (``--llm-ab-threshold``): {"default": 0.05, "ttft": ...}
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def allowed(self) -> str:
+        """The allowance in words: ``+5%``, ``+5% (ttft.p99 +20%)``."""
+        default = self.thresholds.get("default")
+        if default is None:  # built by hand: the checks carry their limits
+            return ", ".join(sorted({f"+{c.threshold * 100:g}%" for c in self.checks}))
+        named = [f"{k} +{v * 100:g}%" for k, v in self.thresholds.items() if k != "default"]
+        return f"+{default * 100:g}%" + (f" ({', '.join(named)})" if named else "")
 
     @property
     def verdict(self) -> RegressionVerdict:
@@ -118,7 +157,7 @@ class AbComparison:
         return {
             "title": (
                 f"A/B {self.run} against {where}: {self.verdict.value} "
-                f"({self.blocks} blocks a side, {' '.join(self.order)})"
+                f"(allowed {self.allowed}, {self.blocks} blocks a side, {' '.join(self.order)})"
             ),
             "kind": "table",
             "columns": [
@@ -143,6 +182,7 @@ class AbComparison:
             "verdict": self.verdict.value,
             "blocks": self.blocks,
             "order": self.order,
+            "thresholds": self.thresholds,
             "reference_endpoint": self.reference_endpoint,
             "candidate": {"counts": self.candidate.counts, "metrics": _summary(self.candidate)},
             "reference": {
@@ -222,8 +262,8 @@ async def run_ab(
     A Ctrl-C during a block ends the comparison after that block (the caller
     checks ``candidate.stop_reason``).
     """
-    if spec.requests:
-        blocks = max(1, min(blocks, spec.requests))
+    blocks = block_count(blocks, spec.requests)
+    thresholds = thresholds or Thresholds(DEFAULT_AB_THRESHOLD)
     sides: dict[str, list[RunResult | None]] = {
         "candidate": [None] * blocks,
         "reference": [None] * blocks,
@@ -269,6 +309,7 @@ async def run_ab(
         checks=checks,
         reference_endpoint=dict(reference.endpoint.describe()),
         events=events,
+        thresholds=thresholds.describe(),
     )
 
 

@@ -15,7 +15,9 @@ result is identical to recording one value at a time.
 Percentiles are **nearest rank** over the buckets: the smallest recorded
 value such that at least p% of samples are <= it. Three significant digits
 bound the reported value to within 0.05% of the exact sample (1 µs
-resolution below 2 ms, 0.25 ms near 500 ms, 1 ms near 2 s).
+resolution below 2 ms, 0.25 ms near 500 ms, 1 ms near 2 s). Any percentile
+0 < p <= 100 can be read (``p(75)``, ``stat("p99.99")``); :data:`PERCENTILES`
+are only the ones every summary shows.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from typing import Any
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
+
+from pytest_llmperf.metrics.sample_size import nearest_rank
+from pytest_llmperf.specs.slo import percentile_of
 
 __all__ = ["HIGHEST_US", "PERCENTILES", "SIGNIFICANT_DIGITS", "LatencyHistogram"]
 
@@ -161,7 +166,7 @@ class LatencyHistogram:
             return self.max_ns / 1e6
         self._flush()
         counts = np.ctypeslib.as_array(self._hdr.counts)[: self._hdr.counts_len]
-        rank = max(1, math.ceil(percentile / 100.0 * self.count))
+        rank = nearest_rank(percentile, self.count)
         index = int(np.searchsorted(np.cumsum(counts), rank))
         low: int = self._hdr.get_value_from_index(index)  # hdrh is untyped: its values are ints
         high: int = self._hdr.get_highest_equivalent_value(low)
@@ -181,18 +186,28 @@ class LatencyHistogram:
         return self.min_ns / 1e6 if self.count else math.nan
 
     def stat(self, name: str) -> float:
-        """A statistic by its SLO name: ``p50`` … ``p99.9``, ``mean``, ``max``, ``min``."""
+        """A statistic by its SLO name: any percentile ``pN`` / ``pN.M`` (``p50``, ``p75``,
+        ``p99.99``), ``mean``, ``max``, ``min``; KeyError names a word that is none of them."""
         if name in ("mean", "max", "min"):
             return float(getattr(self, name))
-        if name.startswith("p"):
-            return self.p(float(name[1:]))
-        raise KeyError(name)
+        try:
+            percentile = percentile_of(name)
+        except ValueError as exc:
+            raise KeyError(str(exc)) from None
+        assert percentile is not None  # mean/max/min returned above
+        return self.p(percentile)
 
-    def summary(self) -> dict[str, float | int | None]:
-        """The report's view: percentiles, mean, max (ms) and count; None where empty."""
+    def summary(self, extra: tuple[str, ...] = ()) -> dict[str, float | int | None]:
+        """The report's view: percentiles, mean, max (ms) and count; None where empty.
+
+        ``extra`` are further statistics by name (``("p75", "p99.99")``, the ones a
+        test's SLOs read), keyed as written, after the standard percentiles.
+        """
         out: dict[str, float | int | None] = {}
         for p in PERCENTILES:
             out[_stat_key(p)] = _finite(self.p(p))
+        for name in extra:
+            out.setdefault(name, _finite(self.stat(name)) if self.count else None)
         out["mean"] = _finite(self.mean)
         out["max"] = _finite(self.max)
         out["min"] = _finite(self.min)

@@ -19,7 +19,8 @@ compares, falling back with a note (:func:`~pytest_llmperf.slo.regression.reques
 
 ``--llm-baseline-compare=history[:N]`` compares with the ``--llm-history``
 store instead (:mod:`pytest_llmperf.history.gate`): :func:`load_comparison`
-returns either, both a :class:`BaselineSource`.
+returns either, both a :class:`~pytest_llmperf.slo.comparison.BaselineSource`
+(which holds the comparison loop both share).
 """
 
 from __future__ import annotations
@@ -27,23 +28,18 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports.session_data import SessionData
-from pytest_llmperf.slo.regression import (
-    DEFAULT_ALPHA,
-    RegressionCheck,
-    Thresholds,
-    compare_accumulators,
-    inconclusive_check,
-)
+from pytest_llmperf.slo.comparison import BaselineSource, Reference
+from pytest_llmperf.slo.regression import inconclusive_check
 
 __all__ = [
     "BASELINE_VERSION",
@@ -60,33 +56,6 @@ BASELINE_VERSION = 1
 # Workload keys that --llm-scale changes; a scaled run is still the same experiment.
 _SIZE_KEYS = ("requests", "duration_s", "warmup")
 _HISTORY = re.compile(r"^history(:.*)?$")  # --llm-baseline-compare=history[:N]
-
-
-class BaselineSource(Protocol):
-    """What a test's runs are compared with: a baseline file, or the history store."""
-
-    @property
-    def path(self) -> str: ...  # the session report's "compared_with"
-
-    @property
-    def created_at(self) -> str: ...
-
-    @property
-    def endpoint(self) -> dict[str, Any]: ...
-
-    def describe(self, nodeid: str) -> str:
-        """What ``nodeid`` was compared with (after :meth:`compare`), for its message."""
-        ...
-
-    def compare(
-        self,
-        nodeid: str,
-        results: Iterable[RunResult],
-        *,
-        endpoint: Mapping[str, Any],
-        thresholds: Thresholds | None = None,
-        alpha: float = DEFAULT_ALPHA,
-    ) -> list[RegressionCheck]: ...
 
 
 def load_comparison(compare: str | None, *, history: str | None = None) -> BaselineSource | None:
@@ -140,7 +109,7 @@ def write_baseline(path: str | os.PathLike[str], document: Mapping[str, Any]) ->
 
 
 @dataclass(frozen=True)
-class Baseline:
+class Baseline(BaselineSource):
     """A loaded baseline file."""
 
     path: str
@@ -161,42 +130,25 @@ class Baseline:
         run = self.document.get("tests", {}).get(nodeid, {}).get("runs", {}).get(label)
         return run if isinstance(run, dict) else None
 
-    def compare(
-        self,
-        nodeid: str,
-        results: Iterable[RunResult],
-        *,
-        endpoint: Mapping[str, Any],
-        thresholds: Thresholds | None = None,
-        alpha: float = DEFAULT_ALPHA,
-    ) -> list[RegressionCheck]:
-        """Each gated run of ``nodeid`` against the baseline run with the same label."""
-        checks: list[RegressionCheck] = []
-        thresholds = thresholds or Thresholds()
+    def references(
+        self, nodeid: str, results: Sequence[RunResult], endpoint: Mapping[str, Any]
+    ) -> Iterator[Reference]:
+        """Each run against the baseline run with the same label (inconclusive when there
+        is none, or the model, API, load or workload differ)."""
         mismatch = self._identity_mismatch(endpoint)
         for result in results:
-            if not result.gated:
-                continue
             stored = self.run(nodeid, result.label)
             if stored is None:
                 reason = f"no baseline for {nodeid} [{result.label}] in {self.path}"
             else:
                 reason = mismatch or _config_mismatch(stored, result)
             if stored is None or reason:
-                checks.append(inconclusive_check(result.label, reason, compared_with=self.path))
-                continue
-            base = MetricsAccumulator.from_state(stored["state"])
-            checks.extend(
-                compare_accumulators(
-                    base,
-                    result.accumulator,
-                    thresholds=thresholds,
-                    alpha=alpha,
-                    run=result.label,
-                    compared_with=f"baseline {self.path} ({self.created_at})",
+                yield Reference(self.path, reason=reason)
+            else:
+                yield Reference(
+                    f"baseline {self.path} ({self.created_at})",
+                    MetricsAccumulator.from_state(stored["state"]),
                 )
-            )
-        return checks
 
     def _identity_mismatch(self, endpoint: Mapping[str, Any]) -> str:
         stored = self.endpoint

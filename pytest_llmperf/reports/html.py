@@ -9,7 +9,7 @@ with jinja2 and autoescaping; only the SVG this package draws is marked safe.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from pytest_llmperf.reports.table import (
     stage_mark,
     verdict_where,
 )
+from pytest_llmperf.specs.slo import percentile_of
 
 if TYPE_CHECKING:
     from pytest_llmperf.history.trends import TrendReport, TrendSection
@@ -36,6 +37,7 @@ __all__ = ["build_html_report", "write_html_report"]
 _TEMPLATES = Path(__file__).parent / "templates"
 _LATENCY_ROWS = ("ttft", "ttfo", "tpot", "itl", "e2e", "schedule_lag")
 _STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max", "count")
+_PERCENTILE_COLUMNS = 5  # _STATS[:5]; a run's requested percentiles (p75) join them in order
 
 
 def build_html_report(
@@ -76,7 +78,6 @@ def build_html_report(
         endpoint=report.get("endpoint", {}),
         session=report.get("session", {}),
         tests=tests,
-        stats=_STATS,
     )
 
 
@@ -191,15 +192,38 @@ def _run_view(
         )
     metrics = run.get("metrics", {})
     queued = (metrics.get("queue_wait") or {}).get("count", 0)
+    latency_rows = (*_LATENCY_ROWS, "queue_wait") if queued else _LATENCY_ROWS
     return {
         **run,
         "charts": charts,
         "config": config,
         "stage_rows": stage_rows,
         "turn_rows": list(run.get("turns") or []),
-        "latency_rows": (*_LATENCY_ROWS, "queue_wait") if queued else _LATENCY_ROWS,
+        "latency_rows": latency_rows,
+        "stats": _stat_columns(metrics.get(name) for name in latency_rows),
         "cancelled": (run.get("counts") or {}).get("cancelled", 0),
     }
+
+
+def _stat_columns(rows: Iterable[Any]) -> tuple[str, ...]:
+    """The metric table's columns: the standard statistics, plus any further percentile
+    the rows carry (a test's ``ttft.p75`` SLO), among the percentiles in numeric order."""
+    extra = {
+        key
+        for row in rows
+        if isinstance(row, Mapping)
+        for key in row
+        if key not in _STATS and key.startswith("p") and _is_percentile(key)
+    }
+    percentiles = sorted((*_STATS[:_PERCENTILE_COLUMNS], *extra), key=lambda k: float(k[1:]))
+    return (*percentiles, *_STATS[_PERCENTILE_COLUMNS:])
+
+
+def _is_percentile(key: str) -> bool:
+    try:
+        return percentile_of(key) is not None
+    except ValueError:
+        return False
 
 
 def _cell(value: Any) -> str:

@@ -2,21 +2,37 @@
 
 Latencies are in milliseconds, throughputs per second, rates as fractions,
 verdicts ``pass | fail | inconclusive``. Keys may be added, never renamed.
+
+A percentile that a test's SLOs or baseline thresholds name beyond the
+standard ``p50 … p99.9`` (``ttft.p75 < 2s``) is added to each of its runs'
+(and stages') metrics beside them, keyed as written (``"p75"``, ``"p99.99"``),
+computed from the runs' HDR states like the standard ones; a session
+ruleset's, to the session's merged metrics.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.metrics.histogram import PERCENTILES
 from pytest_llmperf.reports.methodology import minimum_viable_report
-from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.reports.session_data import SessionData, TestEntry
+from pytest_llmperf.specs.slo import STATS, parse_slo
 
-__all__ = ["REPORT_VERSION", "UNITS", "build_report", "write_json_report"]
+__all__ = [
+    "REPORT_VERSION",
+    "UNITS",
+    "build_report",
+    "requested_stats",
+    "write_json_report",
+]
 
 REPORT_VERSION = 1
 UNITS = {
@@ -32,10 +48,11 @@ def build_report(
 ) -> dict[str, Any]:
     """The whole report; each run also carries its methodology "minimum viable report"."""
     groups = data.groups()
+    ruleset_stats = requested_stats(session.get("slos") or [])  # a session ruleset's p75
     merged = {
         key: {
             "counts": g.accumulator.counts(),
-            "metrics": g.accumulator.summary(),
+            "metrics": _add_stats(g.accumulator.summary(), g.accumulator, ruleset_stats),
             "measured_s": round(g.measured_s, 6),
         }
         for key, g in groups.items()
@@ -45,7 +62,7 @@ def build_report(
         entry = test.to_dict()
         entry["runs"] = [
             {**run, "minimum_report": minimum_viable_report(run, entry["endpoint"] or endpoint)}
-            for run in entry["runs"]
+            for run in _with_requested_stats(test)
         ]
         tests.append(entry)
     counts: dict[str, int] = {}
@@ -62,9 +79,77 @@ def build_report(
             "interrupted": data.interrupted,
             "outcomes": counts,
             "merged": merged,
-            "groups": [g.describe() for g in groups.values()],
+            "groups": [
+                {**d, "metrics": _add_stats(d["metrics"], g.accumulator, ruleset_stats)}
+                for g in groups.values()
+                for d in [g.describe()]
+            ],
         },
     }
+
+
+def requested_stats(
+    slos: Iterable[Mapping[str, Any]], baseline: Iterable[Mapping[str, Any]] = ()
+) -> dict[str, tuple[str, ...]]:
+    """Metric -> the statistics beyond the standard ones that ``slos`` (verdict dicts) and
+    ``baseline`` (comparison dicts) read, in the order first named: ``{"ttft": ("p75",)}``."""
+    standard = {*STATS, *(f"p{p:g}" for p in PERCENTILES)}
+    pairs: list[tuple[str, str]] = []
+    for verdict in slos:
+        try:
+            slo = parse_slo(str(verdict.get("expr", "")))
+        except LlmPerfUsageError:  # a session ruleset's or a foreign report's: not ours to judge
+            continue
+        if slo.stat:
+            pairs.append((slo.metric, slo.stat))
+    pairs += [(str(c.get("metric")), str(c.get("stat"))) for c in baseline]
+    out: dict[str, list[str]] = {}
+    for metric, stat in pairs:
+        if stat.startswith("p") and stat not in standard and stat not in out.get(metric, []):
+            out.setdefault(metric, []).append(stat)
+    return {metric: tuple(stats) for metric, stats in out.items()}
+
+
+def _with_requested_stats(test: TestEntry) -> list[dict[str, Any]]:
+    """The test's runs, each run's and stage's metrics with its requested statistics added."""
+    wanted = requested_stats(test.slos, test.baseline)
+    if not wanted:
+        return test.runs
+    runs = []
+    for i, run in enumerate(test.runs):
+        state = test.states[i] if i < len(test.states) else None
+        if state is None:
+            runs.append(run)
+            continue
+        acc = MetricsAccumulator.from_state(state)
+        run = {**run, "metrics": _add_stats(run.get("metrics", {}), acc, wanted)}
+        if run.get("stages"):
+            run["stages"] = [
+                {
+                    **stage,
+                    "metrics": _add_stats(
+                        stage.get("metrics", {}),
+                        acc.stages.get(int(stage.get("index", k))) or MetricsAccumulator(),
+                        wanted,
+                    ),
+                }
+                for k, stage in enumerate(run["stages"])
+            ]
+        runs.append(run)
+    return runs
+
+
+def _add_stats(
+    metrics: Mapping[str, Any], acc: MetricsAccumulator, wanted: Mapping[str, tuple[str, ...]]
+) -> dict[str, Any]:
+    out = dict(metrics)
+    for metric, stats in wanted.items():
+        shown = out.get(metric)
+        if isinstance(shown, dict) and metric in acc.histograms:
+            # the summary's order (requested percentiles after p99.9), the run's own values
+            summary = acc.histograms[metric].summary(stats)
+            out[metric] = {**{k: shown.get(k, v) for k, v in summary.items()}, **shown}
+    return out
 
 
 def write_json_report(path: str | os.PathLike[str], report: Mapping[str, Any]) -> Path:

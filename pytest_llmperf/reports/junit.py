@@ -59,12 +59,7 @@ def regression_properties(checks: Iterable[RegressionCheck]) -> list[tuple[str, 
         if c.baseline is not None or c.current is not None:
             props.append((f"{name}.baseline", format_value(c.baseline, "ms")))
             props.append((f"{name}.current", format_value(c.current, "ms")))
-        if c.change is not None:
-            props.append((f"{name}.change", f"{c.change * 100:+.1f}%"))
-        if c.p_value is not None:
-            props.append((f"{name}.p_value", f"{c.p_value:.4g}"))
-        if c.reason:
-            props.append((f"{name}.reason", c.reason))
+        props += _change_properties(name, c.change, c.p_value, c.reason)
     return props
 
 
@@ -77,17 +72,30 @@ def ab_properties(comparisons: Iterable[AbComparison]) -> list[tuple[str, str]]:
         where = ab.reference_endpoint.get("url") or ab.reference_endpoint.get("simulator") or ""
         props.append((f"llm_ab[{ab.run}].reference_endpoint", str(where)))
         props.append((f"llm_ab[{ab.run}].verdict", ab.verdict.value))
+        props.append((f"llm_ab[{ab.run}].blocks", str(ab.blocks)))
+        props.append((f"llm_ab[{ab.run}].allowed", ab.allowed))
         for c in ab.checks:
             name = f"llm_ab[{c.name}][{c.run}]"
             props.append((f"{name}.verdict", c.verdict.value))
             props.append((f"{name}.candidate", format_value(c.candidate, "ms")))
             props.append((f"{name}.reference", format_value(c.reference, "ms")))
-            if c.change is not None:
-                props.append((f"{name}.change", f"{c.change * 100:+.1f}%"))
-            if c.p_value is not None:
-                props.append((f"{name}.p_value", f"{c.p_value:.4g}"))
-            if c.reason:
-                props.append((f"{name}.reason", c.reason))
+            props.append((f"{name}.threshold", f"+{c.threshold * 100:g}%"))
+            props += _change_properties(name, c.change, c.p_value, c.reason)
+    return props
+
+
+def _change_properties(
+    name: str, change: float | None, p_value: float | None, reason: str
+) -> list[tuple[str, str]]:
+    """A comparison's ``.change`` (``+12.3%``), ``.p_value`` and ``.reason``, where known:
+    the baseline gate and the A/B comparison report them alike."""
+    props: list[tuple[str, str]] = []
+    if change is not None:
+        props.append((f"{name}.change", f"{change * 100:+.1f}%"))
+    if p_value is not None:
+        props.append((f"{name}.p_value", f"{p_value:.4g}"))
+    if reason:
+        props.append((f"{name}.reason", reason))
     return props
 
 

@@ -24,6 +24,7 @@ from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.reports.table import (
     ab_table,
     error_sample_lines,
+    format_value,
     regression_table,
     verdict_table,
 )
@@ -65,7 +66,7 @@ def judge_test(
     worse = any(c.verdict is RegressionVerdict.REGRESSED for c in ab)
     errors = _errors_block(results)
     if failed or regressed or worse:
-        parts = [f"SLO violated in {nodeid}:\n{verdict_table(verdicts)}"] if failed else []
+        parts = [f"{_headline(verdicts)}\n{verdict_table(verdicts)}"] if failed else []
         if regressed:
             parts.append(f"Regressed against baseline {baseline}:\n{regression_table(checks)}")
         if worse:
@@ -84,6 +85,17 @@ def judge_test(
         message = f"SLO inconclusive in {nodeid}:\n{verdict_table(verdicts)}{errors}"
         return Outcome(Verdict.INCONCLUSIVE, message)
     return Outcome(Verdict.PASS)
+
+
+def _headline(verdicts: Sequence[SloVerdict]) -> str:
+    """The message's first line, which pytest's short summary shows after the node id
+    (so it names the violated SLO and what was observed, not the test again)."""
+    bad = [v for v in verdicts if v.verdict is Verdict.FAIL]
+    first = bad[0]
+    where = f" [{first.where}]" if first.where else ""
+    more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+    observed = format_value(first.observed, first.unit)
+    return f"SLO violated: {first.expr}{where}, observed {observed}{more}"
 
 
 def _errors_block(results: Sequence[RunResult]) -> str:

@@ -58,23 +58,33 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def regression_table(checks: Sequence[RegressionCheck]) -> str:
-    """Baseline comparisons: statistic, run, baseline, current, change, threshold, p, verdict."""
-    rows = [("statistic", "run", "baseline", "current", "change", "allowed", "p", "verdict")]
+def _comparison_table(
+    checks: Sequence[RegressionCheck | PairedCheck],
+    sides: tuple[str, str],
+    values: Sequence[tuple[float | None, float | None]],
+    extra: tuple[str, Sequence[str]] | None = None,
+) -> str:
+    """Statistic, run, the two ``sides``' ``values``, change, allowed, p, ``extra``'s
+    column, verdict (a row per check); then the tests used and each check's reason. A
+    check of metric ``*`` is a note on its whole run (say, no baseline for it), not a row."""
+    head = ("statistic", "run", *sides, "change", "allowed", "p")
+    rows = [(*head, *((extra[0],) if extra else ()), "verdict")]
     notes: list[str] = []
-    for c in checks:
+    for i, c in enumerate(checks):
         if c.metric == "*":
             notes.append(f"  [{c.run}]: {c.verdict}: {c.reason}")
             continue
+        first, second = values[i]
         rows.append(
             (
                 c.name,
                 c.run,
-                format_value(c.baseline, "ms"),
-                format_value(c.current, "ms"),
+                format_value(first, "ms"),
+                format_value(second, "ms"),
                 format_change(c.change),
                 f"+{c.threshold * 100:g}%",
                 "-" if c.p_value is None else f"{c.p_value:.3g}",
+                *((extra[1][i],) if extra else ()),
                 f"{MARKS.get(c.verdict, '')} {c.verdict.upper()}",
             )
         )
@@ -87,41 +97,30 @@ def regression_table(checks: Sequence[RegressionCheck]) -> str:
     if notes:
         lines += ["", *notes]
     return "\n".join(lines)
+
+
+def regression_table(checks: Sequence[RegressionCheck]) -> str:
+    """Baseline comparisons: statistic, run, baseline, current, change, threshold, p, verdict."""
+    return _comparison_table(
+        checks, ("baseline", "current"), [(c.baseline, c.current) for c in checks]
+    )
 
 
 def ab_table(checks: Sequence[PairedCheck]) -> str:
-    """A/B comparisons: statistic, run, candidate, reference, change, allowed, p, block
-    pairs in which the candidate was slower (and their t-test's p), verdict
-    (``--llm-reference-endpoint``)."""
-    rows = [
-        ("statistic", "run", "candidate", "reference", "change", "allowed", "p", "blocks slower",
-         "verdict")
-    ]  # fmt: skip
-    notes: list[str] = []
-    for c in checks:
-        rows.append(
-            (
-                c.name,
-                c.run,
-                format_value(c.candidate, "ms"),
-                format_value(c.reference, "ms"),
-                format_change(c.change),
-                f"+{c.threshold * 100:g}%",
-                "-" if c.p_value is None else f"{c.p_value:.3g}",
-                f"{c.slower_blocks}/{len(c.block_log_ratios)}"
-                + ("" if c.p_blocks is None else f" (p {c.p_blocks:.2g})"),
-                f"{MARKS.get(c.verdict, '')} {c.verdict.upper()}",
-            )
-        )
-        if c.reason:
-            notes.append(f"  {c.name} [{c.run}]: {c.reason}")
-    lines = _table(rows) if len(rows) > 1 else []
-    tests = sorted({c.test for c in checks if c.test})
-    if tests:
-        lines += ["", f"  test: {'; '.join(tests)}"]
-    if notes:
-        lines += ["", *notes]
-    return "\n".join(lines)
+    """A/B comparisons: statistic, run, candidate, reference, change, allowed
+    (``--llm-ab-threshold``), p, block pairs in which the candidate was slower (and
+    their t-test's p), verdict (``--llm-reference-endpoint``)."""
+    return _comparison_table(
+        checks,
+        ("candidate", "reference"),
+        [(c.candidate, c.reference) for c in checks],
+        ("blocks slower", [_blocks_slower(c) for c in checks]),
+    )
+
+
+def _blocks_slower(c: PairedCheck) -> str:
+    pairs = f"{c.slower_blocks}/{len(c.block_log_ratios)}"
+    return pairs if c.p_blocks is None else f"{pairs} (p {c.p_blocks:.2g})"
 
 
 def verdict_where(v: Mapping[str, Any]) -> str:

@@ -3,15 +3,23 @@
 Per test one line per SLO (✓ pass, ✗ fail, ? inconclusive) with observed and
 target values (on a staged run: per SLO and stage, then one line per stage
 with its planned and achieved load, TTFT p99 and verdict; a run of more than
-:data:`MAX_STAGE_LINES` stages lists only the stages that did not pass), and
-its baseline comparisons when they say something
-(regressed, improved, or could not compare); then per endpoint and model the
-session's merged figures and one line per session-wide ruleset target; then
-the paths of reports written.
+:data:`MAX_STAGE_LINES` stages lists only the stages that did not pass), its
+A/B comparison with ``--llm-reference-endpoint`` (one line per run, passed or
+not: the statistics compared and the largest change), and its baseline
+comparisons when they say something (regressed, improved, or could not
+compare); then per endpoint and model the session's merged figures and one
+line per session-wide ruleset target; then the paths of reports written.
+
+Written for an 80-column terminal and a CI log alike: a line that would pass
+the width is broken at a clause (an SLO's reason, the figures of a merged
+group, an A/B line, a note) onto an indented continuation line, never
+mid-figure; an SLO's line stays whole, its verdict and reason greppable together. When a session
+measured several endpoints, each test's line names the one it measured.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,18 +36,41 @@ from pytest_llmperf.reports.table import (
 from pytest_llmperf.slo.regression import RegressionVerdict
 from pytest_llmperf.slo.verdicts import SloVerdict
 
-__all__ = ["MAX_STAGE_LINES", "summary_lines", "write_terminal_summary"]
+__all__ = [
+    "DEFAULT_WIDTH",
+    "MAX_STAGE_LINES",
+    "endpoint_label",
+    "summary_lines",
+    "write_terminal_summary",
+]
 
 MAX_STAGE_LINES = 20  # a run with more stages lists only those that did not pass
+DEFAULT_WIDTH = 80  # a CI log's width, and pytest's when it cannot tell
 
 
-def summary_lines(data: SessionData, session_verdicts: Sequence[SloVerdict]) -> list[str]:
+def endpoint_label(endpoint: Mapping[str, Any] | None) -> str:
+    """``sim:tiny`` for the embedded simulator, else the (redacted) URL."""
+    endpoint = endpoint or {}
+    if endpoint.get("simulator"):
+        return f"sim:{endpoint['simulator']}"
+    return str(endpoint.get("url") or "?")
+
+
+def summary_lines(
+    data: SessionData, session_verdicts: Sequence[SloVerdict], *, width: int | None = None
+) -> list[str]:
+    """The section's lines; ``width`` (the terminal's) breaks longer ones, None keeps each
+    whole (a merged group's figures then take one line)."""
     lines: list[str] = []
-    notes: dict[str, None] = {}  # what the server refused, said once per session
-    for test in data.measured_tests():
+    tests = data.measured_tests()
+    several = len({endpoint_label(t.endpoint) for t in tests if t.endpoint}) > 1
+    notes: dict[str, None] = {}  # what the server refused, said once per endpoint
+    for test in tests:
+        where = f"endpoint {endpoint_label(test.endpoint)}" if several else "endpoint"
         for note in ((test.endpoint or {}).get("request_fields") or {}).get("notes", ()):
-            notes[note] = None
-        lines.append(f"{test.nodeid} [{test.outcome}]")
+            notes[f"{where}: {note}"] = None
+        on = f" on {endpoint_label(test.endpoint)}" if several and test.endpoint else ""
+        lines.append(f"{test.nodeid} [{test.outcome}]{on}")
         # a run of many stages (a fine ramp) shows only its stages that did not pass
         many = {r["label"] for r in test.runs if len(r.get("stages") or ()) > MAX_STAGE_LINES}
         hidden = 0
@@ -47,29 +78,32 @@ def summary_lines(data: SessionData, session_verdicts: Sequence[SloVerdict]) -> 
             if v.get("stage") is not None and v.get("run") in many and v["verdict"] == "pass":
                 hidden += 1
                 continue
-            lines.append("  " + _slo_line(v))
+            lines.append("  " + _slo_line(v))  # whole: CI greps a verdict and its reason
         if hidden:
             lines.append(f"  {MARKS['pass']} {hidden} more stage verdict(s) passed")
         for run in test.runs:
             if not test.slos:
                 m = run["metrics"]
-                lines.append(f"    {run['label']}: {_brief(m, run['counts'], run.get('errors'))}")
+                parts = _brief_parts(m, run["counts"], run.get("errors"))
+                lines.extend(_wrap([f"{run['label']}: {parts[0]}", *parts[1:]], width))
             lines.extend(_stage_lines(run, test.slos))
             for line in error_sample_lines(run.get("error_samples") or (), run=run["label"]):
                 lines.append(f"    ✗ {line}")
             for warning in (run.get("token_lengths") or {}).get("warnings", ()):
                 lines.append(f"    ! {run['label']}: {warning}")
-        lines.extend("  " + _baseline_line(c) for c in _notable(test.baseline))
-    lines[:0] = [f"endpoint: {note}" for note in notes]
+            if run.get("reference"):  # --llm-reference-endpoint: passed or not, one line
+                lines.extend(_fit("  " + _ab_line(run["label"], run["reference"]), width))
+        for c in _notable(test.baseline):
+            lines.extend(_fit("  " + _baseline_line(c), width))
+    lines[:0] = [line for note in notes for line in _prose(note, width)]
     groups = data.groups()
     if groups:
         lines.append("session (gated runs merged per endpoint and model):")
         for key, group in groups.items():
             acc = group.accumulator
-            lines.append(
-                f"  {key}: {group.runs} run(s), {group.measured_s:.1f} s measured; "
-                f"{_brief(acc.summary(), acc.counts(), dict(acc.errors))}"
-            )
+            figures = _brief_parts(acc.summary(), acc.counts(), dict(acc.errors))
+            head = f"{key}: {group.runs} run(s), {group.measured_s:.1f} s measured; {figures[0]}"
+            lines.extend(_wrap([head, *figures[1:]], width, indent="  "))
             for verdict in session_verdicts:
                 if verdict.run == f"session {key}":
                     lines.append("    " + _slo_line({**verdict.to_dict(), "run": ""}))
@@ -142,20 +176,95 @@ def _baseline_line(c: Mapping[str, Any]) -> str:
     )
 
 
-def _brief(
+def _ab_line(label: str, ab: Mapping[str, Any]) -> str:
+    """One run's A/B comparison: its verdict, what was compared and the largest change.
+
+    ``  = A/B [run0] vs sim:fixed: passed (unchanged, allowed +5%); compared ttft.p50,
+    tpot.p90; largest change ttft.p50 +1.1%``
+    """
+    verdict = str(ab.get("verdict") or "")
+    passed = "failed" if verdict == RegressionVerdict.REGRESSED else "passed"
+    if verdict == RegressionVerdict.INCONCLUSIVE:
+        passed = "not judged"
+    checks = list(ab.get("checks") or ())
+    allowed = _allowed(ab.get("thresholds") or {})
+    names = ", ".join(str(c.get("name")) for c in checks) or "nothing"
+    changed = [c for c in checks if c.get("change") is not None]
+    largest = max(changed, key=lambda c: abs(c["change"]), default=None)
+    most = (
+        f"; largest change {largest['name']} {format_change(largest['change'])}"
+        if largest is not None
+        else ""
+    )
+    return (
+        f"{MARKS.get(verdict, ' ')} A/B [{label}] vs {endpoint_label(ab.get('reference_endpoint'))}"
+        f": {passed} ({verdict}{allowed}); compared {names}{most}"
+    )
+
+
+def _allowed(thresholds: Mapping[str, float]) -> str:
+    default = thresholds.get("default")
+    if default is None:
+        return ""
+    named = "".join(f", {k} +{v * 100:g}%" for k, v in thresholds.items() if k != "default")
+    return f", allowed +{default * 100:g}%{named}"
+
+
+def _fit(line: str, width: int | None) -> list[str]:
+    """``line``, or (wider than ``width``) broken at its clauses (``; ``, or before an
+    explanation in parentheses) onto continuation lines indented four more: each break
+    as late as still fits, so a figure is never split from its unit."""
+    if width is None or len(line) <= width:
+        return [line]
+    start = len(line) - len(line.lstrip())
+    cuts = [k for k in range(start + 1, len(line)) if line.startswith(("; ", " ("), k)]
+    if not cuts:
+        return [line]
+    fitting = [k for k in cuts if k <= width]
+    at = max(fitting) if fitting else min(cuts)
+    tail = line[at:].removeprefix(";").lstrip()
+    return [line[:at], *_fit(" " * (start + 4) + tail, width)]
+
+
+def _prose(text: str, width: int | None) -> list[str]:
+    """A sentence (a server note) wrapped at spaces, continuation lines indented four."""
+    if width is None or len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, subsequent_indent="    ", break_long_words=False)
+
+
+def _wrap(parts: Sequence[str], width: int | None, indent: str = "    ") -> list[str]:
+    """Comma-separated ``parts`` on as few lines as fit ``width`` (a part is never split);
+    continuation lines are indented two more than the first."""
+    lines: list[str] = []
+    current = ""
+    for part in parts:
+        candidate = f"{current}, {part}" if current else part
+        pad = indent if not lines else indent + "  "
+        if current and width is not None and len(pad) + len(candidate) > width:
+            lines.append(pad + current + ",")
+            candidate = part
+        current = candidate
+    if current:
+        lines.append((indent if not lines else indent + "  ") + current)
+    return lines
+
+
+def _brief_parts(
     metrics: dict[str, Any], counts: dict[str, int], errors: dict[str, int] | None = None
-) -> str:
+) -> list[str]:
     ttft = metrics["ttft"]
     tpot = metrics["tpot"]
     # Why requests failed, most frequent first (categories: docs/fault-matrix.md).
     why = ", ".join(f"{k} {n}" for k, n in sorted((errors or {}).items(), key=lambda kv: -kv[1]))
-    return (
-        f"{counts['completed']}/{counts['issued']} ok, "
-        f"ttft p50 {format_value(ttft['p50'], 'ms')} p99 {format_value(ttft['p99'], 'ms')}, "
-        f"tpot p50 {format_value(tpot['p50'], 'ms')}, "
-        f"{metrics['request_throughput']:.2f} req/s, {metrics['output_throughput']:.1f} tok/s, "
-        f"errors {metrics['error_rate'] * 100:.2f}%" + (f" ({why})" if why else "")
-    )
+    return [
+        f"{counts['completed']}/{counts['issued']} ok",
+        f"ttft p50 {format_value(ttft['p50'], 'ms')} p99 {format_value(ttft['p99'], 'ms')}",
+        f"tpot p50 {format_value(tpot['p50'], 'ms')}",
+        f"{metrics['request_throughput']:.2f} req/s",
+        f"{metrics['output_throughput']:.1f} tok/s",
+        f"errors {metrics['error_rate'] * 100:.2f}%" + (f" ({why})" if why else ""),
+    ]
 
 
 def write_terminal_summary(
@@ -167,7 +276,9 @@ def write_terminal_summary(
     errors: Sequence[str] = (),
 ) -> None:
     """``errors``: extension hooks that failed (pytest_llmperf.hook_calls), shown last, in red."""
-    lines = summary_lines(data, session_verdicts)
+    tw = getattr(terminalreporter, "_tw", None)  # pytest's writer knows the terminal's width
+    width = getattr(tw, "fullwidth", DEFAULT_WIDTH) if tw is not None else DEFAULT_WIDTH
+    lines = summary_lines(data, session_verdicts, width=width if width >= 40 else DEFAULT_WIDTH)
     if not lines and not written and not errors:
         return
     terminalreporter.section("llmperf")

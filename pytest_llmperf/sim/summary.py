@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,9 @@ PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 def nearest_rank(sorted_values: np.ndarray, p: float) -> float:
     """The nearest-rank p-th percentile of already sorted values."""
     n = len(sorted_values)
-    rank = max(1, math.ceil(p / 100.0 * n))
+    # on the decimal p as written: in binary floating point 99.9 / 100 * 1000 is a hair
+    # above 999, and its ceiling would be the slowest of 1,000 values, not the 999th
+    rank = max(1, math.ceil(Fraction(repr(float(p))) * n / 100))
     return float(sorted_values[rank - 1])
 
 

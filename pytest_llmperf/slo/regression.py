@@ -50,8 +50,9 @@ import numpy as np
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.metrics.sample_size import nearest_rank
 from pytest_llmperf.slo.verdicts import min_samples
-from pytest_llmperf.specs.slo import STATS
+from pytest_llmperf.specs.slo import STATS, percentile_of, stat_problem
 
 __all__ = [
     "BY_REQUEST",
@@ -62,6 +63,7 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "RegressionCheck",
     "RegressionVerdict",
+    "StatCheckBase",
     "StatComparison",
     "Thresholds",
     "bootstrap_p_value",
@@ -106,11 +108,21 @@ class Thresholds:
         return pairs
 
     @classmethod
-    def parse(cls, text: str | None, *, where: str = "--llm-baseline-threshold") -> Thresholds:
-        """``10%``, ``0.1`` or ``ttft=5%,tpot.p99=20%,15%`` (a bare value is the default)."""
+    def parse(
+        cls,
+        text: str | None,
+        *,
+        where: str = "--llm-baseline-threshold",
+        default: float = DEFAULT_THRESHOLD,
+    ) -> Thresholds:
+        """``10%``, ``0.1`` or ``ttft=5%,tpot.p99=20%,15%`` (a bare value is the default).
+
+        ``default`` applies to the statistics ``text`` does not name: the baseline
+        gate's 10%, or the A/B comparison's own (``--llm-ab-threshold``, 5%), so
+        ``ttft=8%`` there leaves tpot at 5%, not at the baseline's 10%.
+        """
         if text is None or not str(text).strip():
-            return cls()
-        default = DEFAULT_THRESHOLD
+            return cls(default)
         overrides: dict[str, float] = {}
         for part in str(text).split(","):
             m = _ITEM.match(part)
@@ -127,10 +139,11 @@ class Thresholds:
                 default = value
                 continue
             metric, _, stat = key.partition(".")
-            if metric not in COMPARED_METRICS or (stat and (stat not in STATS or stat == "max")):
+            if metric not in COMPARED_METRICS or (stat and (stat_problem(stat) or stat == "max")):
                 raise LlmPerfUsageError(
                     f"unknown statistic {key!r} in {part.strip()!r}; metrics: "
-                    f"{', '.join(COMPARED_METRICS)}; statistics: {', '.join(STATS)}",
+                    f"{', '.join(COMPARED_METRICS)}; statistics: {', '.join(STATS[:-1])} "
+                    "or any pN.M (0 < N < 100)",
                     where=where,
                 )
             overrides[key] = value
@@ -150,8 +163,25 @@ class RegressionVerdict(StrEnum):
     INCONCLUSIVE = "inconclusive"  # too few samples, or nothing to compare with
 
 
+class StatCheckBase:
+    """What a baseline check and an A/B check (:class:`~pytest_llmperf.slo.paired.PairedCheck`)
+    share: a ``verdict`` given as a plain name (from JSON, across xdist's wire) becomes the
+    enum, and ``name`` is the statistic's (``ttft.p99``)."""
+
+    metric: str
+    stat: str
+    verdict: RegressionVerdict
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", RegressionVerdict(self.verdict))
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}.{self.stat}"
+
+
 @dataclass(frozen=True)
-class RegressionCheck:
+class RegressionCheck(StatCheckBase):
     """One statistic of one run compared with its baseline (values in ms; ``verdict`` may be
     given as a plain name)."""
 
@@ -168,13 +198,6 @@ class RegressionCheck:
     test: str = ""
     reason: str = ""
     compared_with: str = ""  # what the baseline was: a file, or "history (last N runs, …)"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "verdict", RegressionVerdict(self.verdict))
-
-    @property
-    def name(self) -> str:
-        return f"{self.metric}.{self.stat}"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -236,28 +259,11 @@ def compare_accumulators(
             base_h, cur_h, stat, sides=("baseline", "current"),
             resamples=resamples, seed=seed, sizes=sizes,
         )  # fmt: skip
-        if compared.reason:
-            checks.append(
-                RegressionCheck(
-                    baseline=compared.before,
-                    current=compared.after,
-                    change=None,
-                    p_value=None,
-                    verdict=RegressionVerdict.INCONCLUSIVE,
-                    reason=compared.reason,
-                    **common,
-                )
-            )
-            continue
-        verdict, p = compared.judge(limit, alpha)
         checks.append(
             RegressionCheck(
                 baseline=compared.before,
                 current=compared.after,
-                change=compared.rounded_change,
-                p_value=round(p, 6),
-                verdict=verdict,
-                reason=reason,
+                **compared.outcome(limit, alpha, note=reason),
                 **common,
             )
         )
@@ -292,6 +298,34 @@ class StatComparison:
         if change < -limit and self.p_faster < alpha and faster_too:
             return RegressionVerdict.IMPROVED, self.p_faster
         return RegressionVerdict.UNCHANGED, (self.p_slower if change >= 0 else self.p_faster)
+
+    def outcome(
+        self,
+        limit: float,
+        alpha: float,
+        *,
+        slower_too: bool = True,
+        faster_too: bool = True,
+        note: str = "",
+    ) -> dict[str, Any]:
+        """A check's ``change``, ``p_value``, ``verdict`` and ``reason`` (keyword arguments
+        of :class:`RegressionCheck` and :class:`~pytest_llmperf.slo.paired.PairedCheck`
+        alike): inconclusive with the sample-size reason, else :meth:`judge`'s verdict and
+        ``note`` as the reason."""
+        if self.reason:
+            return {
+                "change": None,
+                "p_value": None,
+                "verdict": RegressionVerdict.INCONCLUSIVE,
+                "reason": self.reason,
+            }
+        verdict, p = self.judge(limit, alpha, slower_too=slower_too, faster_too=faster_too)
+        return {
+            "change": self.rounded_change,
+            "p_value": round(p, 6),
+            "verdict": verdict,
+            "reason": note,
+        }
 
 
 def compare_stat(
@@ -399,7 +433,7 @@ def _bootstrap_stats(
     cdf = np.cumsum(counts) / total
     percentile = _percentile(stat)
     if percentile is not None:
-        rank = max(1, math.ceil(percentile / 100.0 * n))
+        rank = nearest_rank(percentile, n)
         u = rng.beta(rank, n - rank + 1, size=resamples)
         index = np.searchsorted(cdf, u, side="left")
         return values[np.minimum(index, len(values) - 1)]
@@ -421,7 +455,7 @@ def _buckets(hist: LatencyHistogram) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _percentile(stat: str) -> float | None:
-    return float(stat[1:]) if stat.startswith("p") else None
+    return percentile_of(stat)
 
 
 def _value(hist: LatencyHistogram, stat: str) -> float | None:

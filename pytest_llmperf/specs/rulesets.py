@@ -13,7 +13,7 @@ A YAML ruleset (loaded with ``yaml.safe_load``)::
     min_samples: 1000          # every percentile needs at least this many samples
     min_duration: 60s          # measured time (sum of run windows): 90, 90s, 2m
     targets:
-      ttft: {p50: 200ms, p99: 500ms}       # "< value" implied for latencies
+      ttft: {p50: 200ms, p75: 300ms, p99: 500ms}  # any pN / pN.M; "<" implied
       tpot: {p99: "<= 50ms"}
       error_rate: 1%                       # "<" implied for error_rate,
       goodput: 95%                         # ">=" for goodput and throughputs
@@ -37,9 +37,9 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.specs.slo import (
     LATENCY_SLO_METRICS,
     RATE_SLO_METRICS,
-    STATS,
     Slo,
     parse_slo,
+    stat_problem,
 )
 
 __all__ = ["BUILTIN_RULESETS", "MLPERF_SERVER_LIMITS", "Ruleset", "load_ruleset"]
@@ -214,11 +214,9 @@ def _target_exprs(targets: Any, source: str) -> list[tuple[str, str]]:
                 )
             for stat, value in spec.items():
                 stat_key = f"{key}.{stat}"
-                if str(stat) not in STATS:
-                    raise LlmPerfUsageError(
-                        f"unknown statistic {stat!r}; use one of {', '.join(STATS)}",
-                        where=f"{source}: {stat_key}",
-                    )
+                problem = stat_problem(str(stat))
+                if problem:
+                    raise LlmPerfUsageError(problem, where=f"{source}: {stat_key}")
                 out.append((stat_key, _expr(f"{metric}.{stat}", value, "<", source, stat_key)))
         else:
             known = ", ".join((*LATENCY_SLO_METRICS, *RATE_SLO_METRICS))

@@ -1,9 +1,12 @@
 """SLO expressions such as ``"ttft.p99 < 500ms"`` or ``"error_rate < 1%"``.
 
 Grammar: ``<metric>.<stat> <op> <number>[unit]`` for latency metrics and
-``<rate-metric> <op> <number>[unit]`` for rates. Values are converted to one
-canonical unit per metric kind (milliseconds, fractions, per second) so
-comparisons and reports never mix units.
+``<rate-metric> <op> <number>[unit]`` for rates. ``<stat>`` is ``mean``,
+``max`` or any percentile ``pN`` / ``pN.M…`` with 0 < N < 100 (``p75``,
+``p99.99``: k6 and HDR tools take any, so do we), written one way only (``p5``,
+not ``p05``; ``p50``, not ``p50.0``) so that each has one name in the reports.
+Values are converted to one canonical unit per metric kind (milliseconds,
+fractions, per second) so comparisons and reports never mix units.
 
 Parsing only: whether a run meets an SLO is :mod:`pytest_llmperf.slo.verdicts`.
 :func:`request_limits` is here because the load generator needs it before a
@@ -28,7 +31,9 @@ __all__ = [
     "STATS",
     "Slo",
     "parse_slo",
+    "percentile_of",
     "request_limits",
+    "stat_problem",
 ]
 
 LATENCY_SLO_METRICS = (
@@ -41,6 +46,7 @@ LATENCY_SLO_METRICS = (
     "queue_wait",
     "tpot_token_weighted",
 )
+# The standard statistics every report shows; an SLO may also name any percentile pN / pN.M.
 STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "max")
 # metric -> (canonical unit, {accepted unit: factor to canonical}); "" = no unit written
 RATE_SLO_METRICS: dict[str, tuple[str, dict[str, float]]] = {
@@ -58,8 +64,12 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     ">=": operator.ge,
 }
-_PATTERN = re.compile(
-    r"^\s*(?P<lhs>[A-Za-z_][\w.]*)\s*(?P<op><=|>=|<|>|==|=|!=)\s*"
+# pN or pN.M… with 0 < N < 100, written once: no leading zero (p5, not p05), no
+# trailing zero after the point (p50, not p50.0), so a statistic has one name.
+_PERCENTILE_WORD = re.compile(r"^p(?:0|[1-9][0-9]?)(?:\.[0-9]*[1-9])?$")
+_PERCENTILE_HINT = "a percentile is pN or pN.M with 0 < N < 100 (p75, p99.9, p99.99)"
+_PATTERN = re.compile(  # "+" and "-" in the name only so that "ttft.p-1" is named as the bad word
+    r"^\s*(?P<lhs>[A-Za-z_][\w.+-]*)\s*(?P<op><=|>=|<|>|==|=|!=)\s*"
     r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<unit>\S*(?:\s*/\s*s)?)\s*$"
 )
 
@@ -89,9 +99,35 @@ class Slo:
     @property
     def percentile(self) -> float | None:
         """The percentile this SLO reads (``p99`` -> 99.0), or None for mean/max/rates."""
-        if self.stat and self.stat.startswith("p"):
-            return float(self.stat[1:])
+        return percentile_of(self.stat) if self.stat else None
+
+
+def percentile_of(stat: str) -> float | None:
+    """The percentile a statistic names (``p75`` -> 75.0, ``p99.99`` -> 99.99), None for
+    ``mean``/``max``/``min``; ValueError for anything else (:func:`stat_problem` says why)."""
+    if stat in ("mean", "max", "min"):
         return None
+    problem = stat_problem(stat)
+    if problem:
+        raise ValueError(problem)
+    return float(stat[1:])
+
+
+def stat_problem(stat: str) -> str | None:
+    """Why ``stat`` is not a statistic an SLO may name, or None when it is.
+
+    Any percentile ``pN`` / ``pN.M`` with 0 < N < 100 is one (judged nearest rank on
+    the HDR histograms like the standard ones), as are ``mean`` and ``max``.
+    """
+    if stat in STATS:
+        return None
+    if _PERCENTILE_WORD.match(stat) and 0 < float(stat[1:]) < 100:
+        return None
+    hint = f"{_PERCENTILE_HINT}; or mean, max"
+    m = re.fullmatch(r"p0*([0-9]+)(?:(\.[0-9]*?)0*)?", stat)
+    if m and 0 < float(stat[1:]) < 100:  # a valid number written another way
+        return f"unknown statistic {stat!r}: write it {'p' + m[1] + (m[2] or '').rstrip('.')!r}"
+    return f"unknown statistic {stat!r}: {hint}"
 
 
 def parse_slo(expr: str) -> Slo:
@@ -125,12 +161,12 @@ def parse_slo(expr: str) -> Slo:
         raise LlmPerfUsageError(f"SLO {expr!r}: unknown metric {metric!r}; known: {known}")
     if not stat:
         raise LlmPerfUsageError(
-            f"SLO {expr!r}: {metric!r} needs a statistic, e.g. {metric}.p99 ({', '.join(STATS)})"
+            f"SLO {expr!r}: {metric!r} needs a statistic, e.g. {metric}.p99 "
+            f"({', '.join(STATS)} or any pN.M)"
         )
-    if stat not in STATS:
-        raise LlmPerfUsageError(
-            f"SLO {expr!r}: unknown statistic {stat!r}; use one of {', '.join(STATS)}"
-        )
+    problem = stat_problem(stat)
+    if problem:
+        raise LlmPerfUsageError(f"SLO {expr!r}: {problem}")
     if unit not in _TIME_UNITS:
         raise LlmPerfUsageError(
             f"SLO {expr!r}: bad unit {unit!r} for a latency; use us, ms or s"

@@ -70,3 +70,10 @@ def test_nearest_rank_definition() -> None:
     values = list(range(1, 101))
     assert nearest_rank(values, 50) == 50 and nearest_rank(values, 99) == 99
     assert nearest_rank([7.0], 99) == 7.0 and math.isnan(nearest_rank([], 50))
+
+
+@pytest.mark.parametrize("count", [1000, 2000, 5000])
+def test_nearest_rank_is_exact_where_binary_floats_round_up(count: int) -> None:
+    """99.9 / 100 * 1000 is a hair above 999 in binary floating point: the rank must not be."""
+    values = list(range(1, count + 1))
+    assert nearest_rank(values, 99.9) == count * 999 // 1000

@@ -7,7 +7,9 @@ end of the test session. PostgreSQL refuses to run as root, so as root (CI
 runs as root) the folder is given to ``nobody`` and every server command runs
 through ``runuser -u nobody``. The binaries are looked up on PATH, then in
 Debian's ``/usr/lib/postgresql/*/bin``; without them or without psycopg the
-PostgreSQL cases are skipped with that reason.
+PostgreSQL cases are skipped with that reason, or fail with it when
+``LLMPERF_REQUIRE_POSTGRESQL=1`` (for CI, where a skip would hide that the
+PostgreSQL path went untested).
 """
 
 from __future__ import annotations
@@ -21,8 +23,17 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
+
+# Imported now, before any pytester snapshot of sys.modules: a psycopg first imported
+# inside a test that uses pytester is dropped from sys.modules after it, and imported
+# again it gets new exception classes that its C driver (loaded once) does not raise.
+try:
+    import psycopg
+except ImportError:  # the PostgreSQL cases skip, with the reason
+    psycopg = None
 
 
 def _pg_binary(name: str) -> str | None:
@@ -50,23 +61,27 @@ class PgServer:
         self.base_url = f"postgresql://postgres@127.0.0.1:{port}"
 
     def new_database(self) -> str:
-        import psycopg
-
+        assert psycopg is not None
         name = "h_" + uuid.uuid4().hex[:12]
         with psycopg.connect(f"{self.base_url}/postgres", autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")
         return f"{self.base_url}/{name}"
 
 
+def _unavailable(reason: str) -> NoReturn:
+    """Skip the PostgreSQL cases with ``reason``; fail them where they are required."""
+    if os.environ.get("LLMPERF_REQUIRE_POSTGRESQL") == "1":
+        pytest.fail(f"LLMPERF_REQUIRE_POSTGRESQL=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        pytest.skip("psycopg is not installed (pip install 'pytest-llmperf[postgres]')")
+    if psycopg is None:
+        _unavailable("psycopg is not installed (pip install 'pytest-llmperf[postgres]')")
     initdb, pg_ctl = _pg_binary("initdb"), _pg_binary("pg_ctl")
     if not initdb or not pg_ctl:
-        pytest.skip(
+        _unavailable(
             "PostgreSQL server binaries (initdb, pg_ctl) not found: apt-get install postgresql"
         )
     folder = Path(tempfile.mkdtemp(prefix="llmperf-pg-"))
@@ -74,7 +89,7 @@ def pg_server() -> Iterator[PgServer]:
     if os.geteuid() == 0:  # postgres will not run as root
         runuser = shutil.which("runuser")
         if not runuser:
-            pytest.skip("running as root without runuser: cannot start PostgreSQL unprivileged")
+            _unavailable("running as root without runuser: cannot start PostgreSQL unprivileged")
         import pwd
 
         nobody = pwd.getpwnam("nobody")
@@ -118,7 +133,10 @@ def pg_url(pg_server: PgServer) -> str:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A new, empty history target of each backend."""
+    """A new, empty history target of each backend: a SQLite path (not yet created) or
+    a ``postgresql://`` URL of a new database on the session's one server. Every test
+    that takes it runs on both, the PostgreSQL case skipped (with the reason) where
+    the server binaries or psycopg are missing."""
     if request.param == "sqlite":
         return str(tmp_path / "history.sqlite")
     url: str = request.getfixturevalue("pg_url")

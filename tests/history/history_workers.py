@@ -1,7 +1,11 @@
-"""Helpers for the history tests: made-up sessions, and an appender run in child processes."""
+"""Helpers for the history tests: made-up sessions, an appender run in child processes,
+and ways to spoil a store as another program or version would."""
 
 from __future__ import annotations
 
+import socket
+
+from pytest_llmperf.history.backends import open_database
 from pytest_llmperf.history.records import RunRecord, SessionRecord, comparison_key
 from pytest_llmperf.history.store import HistoryStore
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
@@ -57,3 +61,55 @@ def append_many(target: str, worker: int, sessions: int) -> None:
             store.append_session(session_record(f"w{worker}-{i}", runs))
         finally:
             store.close()
+
+
+def execute(target: str, *statements: str) -> None:
+    """Run SQL on ``target`` directly (not through the store): to make it foreign, newer
+    or older than ours, the way another program or another version would."""
+    db = open_database(target)
+    try:
+        db.transact(lambda q: [q(statement, ()) for statement in statements])
+    finally:
+        db.close()
+
+
+# What an inner pytester test runs to make the store foreign mid-session (after the
+# configure-time check, before the append): a table of someone else's.
+BREAK_STORE = """
+def test_zz_someone_else_takes_the_store():
+    target = {target!r}
+    if target.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute("CREATE TABLE invoices (id INTEGER)")
+    else:
+        import sqlite3
+
+        conn = sqlite3.connect(target)
+        conn.execute("CREATE TABLE invoices (id INTEGER)")
+        conn.commit()
+        conn.close()
+"""
+
+
+class Untouchable:
+    """A listening 127.0.0.1 socket that no request may reach: the endpoint of a session
+    that must stop before any load. :meth:`touched` says whether anything connected."""
+
+    def __enter__(self) -> Untouchable:
+        self._sock = socket.create_server(("127.0.0.1", 0), backlog=16)
+        self._sock.setblocking(False)
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        return self
+
+    def touched(self) -> bool:
+        try:
+            conn, _ = self._sock.accept()
+        except BlockingIOError:
+            return False
+        conn.close()
+        return True
+
+    def __exit__(self, *exc: object) -> None:
+        self._sock.close()

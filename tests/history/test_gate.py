@@ -1,6 +1,7 @@
 """The history gate: ``--llm-baseline-compare=history[:N]`` judges each test against the
 merged last N comparable runs of the ``--llm-history`` store, sessions before this one
-only. Unit tests on a real SQLite store, then four pytester sessions on the simulator."""
+only. Unit tests on a real store, then five pytester sessions on the simulator: each on
+a SQLite file and on the throwaway PostgreSQL server (the ``target`` fixture)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.history import HistoryStore, RunRecord, SessionRecord, comparison_key
+from pytest_llmperf.history.backends import target_label
 from pytest_llmperf.history.gate import (
     DEFAULT_HISTORY_RUNS,
     HistoryGate,
@@ -75,11 +77,6 @@ def result(acc: MetricsAccumulator, *, label: str = "run0", **workload: Any) -> 
     return RunResult({**WORKLOAD, **workload}, dict(LOAD), {}, acc, label=label)
 
 
-@pytest.fixture
-def target(tmp_path: Path) -> str:
-    return str(tmp_path / "h.sqlite")
-
-
 def test_option_values() -> None:
     assert parse_history_compare("history") == DEFAULT_HISTORY_RUNS == 5
     assert parse_history_compare("history:3") == 3
@@ -120,8 +117,8 @@ def test_compares_with_the_merged_last_n_runs_and_names_them(target: str) -> Non
     assert by["ttft.p50"].samples == (600, 200)  # three runs merged exactly
     what = "history (last 3 runs, tags s1, s2, s3)"
     assert all(c.compared_with == what and what in c.test for c in checks)
-    assert gate.describe(TEST) == f"{what} in {target}"
-    assert gate.path == f"history (last 3 comparable runs in {target})"
+    assert gate.describe(TEST) == f"{what} in {target_label(target)}"
+    assert gate.path == f"history (last 3 comparable runs in {target_label(target)})"
 
     slow = gate.compare(TEST, [result(accumulator(70, seed=98))], endpoint=ENDPOINT)
     assert {c.name: c.verdict for c in slow}["ttft.p50"] == "regressed"
@@ -197,10 +194,10 @@ def slow_sim() -> Iterator[SimProcess]:
 
 
 def test_three_sessions_then_a_gate_that_passes_and_one_that_fails(
-    pytester: pytest.Pytester, fast_sim: SimProcess, slow_sim: SimProcess
+    pytester: pytest.Pytester, fast_sim: SimProcess, slow_sim: SimProcess, target: str
 ) -> None:
     pytester.makepyfile(test_suite=SUITE)
-    history = "--llm-history=h.sqlite"
+    history = f"--llm-history={target}"
     gate = "--llm-baseline-compare=history:3"
     first = pytester.runpytest(
         f"--llm-endpoint={fast_sim.url}", history, gate, "--llm-history-tag=s1"
@@ -241,7 +238,8 @@ def test_three_sessions_then_a_gate_that_passes_and_one_that_fails(
     slow.stdout.fnmatch_lines(
         [
             # the passing fourth session is history now too: the last three are s2, s3, s4
-            "*Regressed against baseline history (last 3 runs, tags s2, s3, s4) in *h.sqlite*",
+            "*Regressed against baseline history (last 3 runs, tags s2, s3, s4) in "
+            f"{target_label(target)}*",
             "*itl.p50*run0*REGRESSED*",
         ]
     )

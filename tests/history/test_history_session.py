@@ -1,18 +1,25 @@
-"""Whole pytest sessions with --llm-history, the session record, the tag, the CLI."""
+"""Whole pytest sessions with --llm-history, the session record, the tag, the CLI.
+
+Every session and CLI test takes the ``target`` fixture: it runs on a SQLite file and
+on the throwaway PostgreSQL server alike (conftest.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from history_workers import run_record, session_record
+from history_workers import BREAK_STORE, run_record, session_record
 
 from pytest_llmperf.history import HistoryStore, build_session_record
+from pytest_llmperf.history.backends import target_label
+from pytest_llmperf.history.cli import main
 from pytest_llmperf.history.export import export_csv, export_json
 from pytest_llmperf.history.provenance import git_tag, session_tag
 from pytest_llmperf.history.records import SIZE_KEYS, comparison_key
@@ -35,6 +42,7 @@ import pytest
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest_llmperf.history ARGS``, a process of its own."""
     return subprocess.run(
         [sys.executable, "-m", "pytest_llmperf.history", *args],
         capture_output=True,
@@ -44,16 +52,29 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def cli_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """The same command run in this process (its ``main``, output captured): the many
+    calls of the CLI tests without an interpreter start each."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 2
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
 def test_three_sessions_then_list_shows_all_three_runs_of_each_test(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, target: str
 ) -> None:
     pytester.makepyfile(test_suite=SUITE)
-    history = pytester.path / "h.sqlite"
     for i in range(3):
-        result = pytester.runpytest("-p", "no:cacheprovider", f"--llm-history={history}")
+        result = pytester.runpytest("-p", "no:cacheprovider", f"--llm-history={target}")
         result.assert_outcomes(passed=2)
-        result.stdout.fnmatch_lines([f"llmperf history: appended session {i + 1} to {history}"])
-    listed = cli(str(history), "list")
+        result.stdout.fnmatch_lines(
+            [f"llmperf history: appended session {i + 1} to {target_label(target)}"]
+        )
+    listed = cli(target, "list")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()[1:]
     for test, runs in (("test_suite.py::test_two_runs", 2), ("test_suite.py::test_one_run", 1)):
@@ -61,7 +82,7 @@ def test_three_sessions_then_list_shows_all_three_runs_of_each_test(
         assert len(mine) == 3 * runs
         assert sorted({cells[0] for cells in mine}) == ["1", "2", "3"]
         assert all(cells[-3] == ("12/12" if runs == 2 else "8/8") for cells in mine)
-    with HistoryStore.open(str(history)) as store:
+    with HistoryStore.open(target) as store:
         runs = store.runs("test_suite.py::test_two_runs")
         assert {r.label for r in runs} == {"run0", "run1"} and len({r.key for r in runs}) == 1
         assert len(store.comparable("test_suite.py::test_two_runs", runs[0].key, 5)) == 5
@@ -71,54 +92,55 @@ def test_three_sessions_then_list_shows_all_three_runs_of_each_test(
 
 
 def test_under_xdist_the_controller_appends_one_session_with_every_worker_s_runs(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, target: str
 ) -> None:
     pytest.importorskip("xdist")
     pytester.makepyfile(test_suite=SUITE)
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-n", "2", "--llm-history=h.sqlite"
+        "-p", "no:cacheprovider", "-n", "2", f"--llm-history={target}"
     )
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["llmperf history: appended session 1 to h.sqlite"])
-    with HistoryStore.open(str(pytester.path / "h.sqlite")) as store:
+    result.stdout.fnmatch_lines([f"llmperf history: appended session 1 to {target_label(target)}"])
+    with HistoryStore.open(target) as store:
         (info,) = store.sessions()
         assert info.run_count == 3 and len(store.tests()) == 2
 
 
-def test_a_broken_history_keeps_the_other_outputs_and_fails_the_exit_status(
-    pytester: pytest.Pytester,
+def test_a_history_that_breaks_mid_session_keeps_the_other_outputs_and_fails_the_exit_status(
+    pytester: pytest.Pytester, target: str
 ) -> None:
-    pytester.makepyfile(test_suite=SUITE)
-    bad = pytester.path / "h.sqlite"
-    bad.write_bytes(b"definitely not sqlite\n" * 100)
+    # the store passes the configure-time check; a test then gives it to another program
+    pytester.makepyfile(test_suite=SUITE + BREAK_STORE.format(target=target))
     result = pytester.runpytest(
         "-p",
         "no:cacheprovider",
-        f"--llm-history={bad}",
+        f"--llm-history={target}",
         "--llm-json=out.json",
         "--junitxml=junit.xml",
         "--llm-baseline-save=base.json",
     )
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
-    result.stdout.fnmatch_lines([f"llmperf history: {bad}: not a readable SQLite database*"])
+    result.stdout.fnmatch_lines(
+        [f"llmperf history: {target_label(target)}: not a pytest-llmperf history*invoices*"]
+    )
     for name in ("out.json", "junit.xml", "base.json"):
         assert (pytester.path / name).stat().st_size > 0, name
     assert json.loads((pytester.path / "out.json").read_text())["tests"]
 
 
-def test_the_tag_option_is_stored(pytester: pytest.Pytester) -> None:
+def test_the_tag_option_is_stored(pytester: pytest.Pytester, target: str) -> None:
     pytester.makepyfile(test_suite=SUITE)
     result = pytester.runpytest(
         "-p",
         "no:cacheprovider",
-        "--llm-history=h.sqlite",
+        f"--llm-history={target}",
         "--llm-history-tag=release-1.2",
         "-k",
         "one_run",
     )
     result.assert_outcomes(passed=1, deselected=1)
-    with HistoryStore.open(str(pytester.path / "h.sqlite")) as store:
+    with HistoryStore.open(target) as store:
         assert [s.tag for s in store.sessions()] == ["release-1.2"]
 
 
@@ -223,27 +245,46 @@ def test_export_json_and_csv_round_trip(target: str) -> None:
             assert row["e2e.p50"] == ""  # an empty histogram: no value
 
 
-def test_cli_list_show_export_and_errors(tmp_path: Path) -> None:
-    target = str(tmp_path / "h.sqlite")
+def test_cli_list_show_trend_detect_export_and_errors(target: str, tmp_path: Path) -> None:
     _filled(target)
-    listed = cli(target, "list", "--test", "t::b")
+    listed = cli_here(target, "list", "--test", "t::b")
     assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 2
     assert "t::b" in listed.stdout and "50/50" in listed.stdout
-    shown = cli(target, "show", "2")
+    shown = cli_here(target, "show", "2")
     assert shown.returncode == 0 and "session 2:" in shown.stdout and "t::a [run0]" in shown.stdout
     out = tmp_path / "all.csv"
-    exported = cli(target, "export", "--format", "csv", "--out", str(out))
+    exported = cli_here(target, "export", "--format", "csv", "--out", str(out))
     assert exported.returncode == 0 and len(out.read_text().splitlines()) == 4
-    assert json.loads(cli(target, "export").stdout)["sessions"][1]["tag"] == "b"
+    assert json.loads(cli_here(target, "export").stdout)["sessions"][1]["tag"] == "b"
+    trend = cli_here(target, "trend", "t::a", "ttft", "--stat", "p99")
+    assert trend.returncode == 0, trend.stderr
+    assert "t::a · TTFT p99 (ms)" in trend.stdout and " a " in trend.stdout
+    page = cli_here(target, "trend", "t::a", "ttft", "--html")
+    assert page.returncode == 0 and page.stdout.startswith("<!DOCTYPE html>")
+    detected = cli_here(target, "detect", "--test", "t::a")
+    assert detected.returncode == 0, detected.stderr
+    assert (
+        detected.stdout.startswith("t::a [key ") and "no change point in 2 runs" in detected.stdout
+    )
     for args, message in (
         (("show", "7"), "no session 7"),
         (("list", "--test", "t::zz"), "no test 't::zz'"),
         (("trend", "t::zz", "ttft"), ""),
     ):
-        failed = cli(target, *args)
+        failed = cli_here(target, *args)
         assert failed.returncode == 2 and message in failed.stderr
-    missing = cli(str(tmp_path / "none.sqlite"), "list")
+    bad = cli_here(target, "export", "--format", "xml")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_cli_on_a_missing_file_or_an_unreachable_server_exits_2(tmp_path: Path) -> None:
+    missing = cli_here(str(tmp_path / "none.sqlite"), "list")
     assert missing.returncode == 2 and "no history file here" in missing.stderr
     assert not (tmp_path / "none.sqlite").exists()
-    bad = cli(target, "export", "--format", "xml")
-    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    pytest.importorskip("psycopg")
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"postgresql://me:s3cret@127.0.0.1:{closed.getsockname()[1]}/h"
+        down = cli(url, "list")
+    assert down.returncode == 2 and "cannot connect" in down.stderr
+    assert "postgresql://***@127.0.0.1" in down.stderr and "s3cret" not in down.stderr

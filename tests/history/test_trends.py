@@ -1,4 +1,7 @@
-"""Trends over a history store: series per comparison key, change points, text and HTML."""
+"""Trends over a history store: series per comparison key, change points, text and HTML.
+
+Every store here is the ``target`` fixture's: a SQLite file and a database on the
+throwaway PostgreSQL server alike (conftest.py)."""
 
 from __future__ import annotations
 
@@ -63,8 +66,7 @@ def stepped(n: int, at: int, factor: float = 1.10, cv: float = 0.02, seed: int =
 
 
 @pytest.fixture
-def history(tmp_path: Path) -> str:
-    target = str(tmp_path / "h.sqlite")
+def history(target: str) -> str:
     store_history(target, stepped(20, 12))
     return target
 
@@ -78,8 +80,7 @@ def test_series_has_the_stored_values_in_order_and_the_change_point(history: str
     assert cp.relative_change == pytest.approx(0.10, abs=0.03)
 
 
-def test_runs_with_different_keys_are_separate_series(tmp_path: Path) -> None:
-    target = str(tmp_path / "h.sqlite")
+def test_runs_with_different_keys_are_separate_series(target: str) -> None:
     store_history(target, [50.0] * 6, key="k1")
     store_history(target, [80.0] * 4, key="k2")
     with HistoryStore.open(target) as store:
@@ -137,8 +138,7 @@ def test_trend_page_is_standalone_html_with_a_chart(history: str) -> None:
     assert "main@abc12" in page
 
 
-def test_detect_command_lists_change_points_per_test(tmp_path: Path) -> None:
-    target = str(tmp_path / "h.sqlite")
+def test_detect_command_lists_change_points_per_test(target: str) -> None:
     store_history(target, stepped(20, 12))
     store_history(target, stepped(20, 30, seed=5), test="tests/test_chat.py::test_flat")
     with HistoryStore.open(target) as store:
@@ -174,8 +174,7 @@ def _key(model: str = "m") -> str:
     return comparison_key(model, "chat", {}, {})
 
 
-def test_trend_sections_append_the_current_run_marked(tmp_path: Path) -> None:
-    target = str(tmp_path / "h.sqlite")
+def test_trend_sections_append_the_current_run_marked(target: str) -> None:
     store_history(target, stepped(15, 8), key=_key())
     with HistoryStore.open(target) as store:
         sections = trend_sections(store, [_report_test(61.0)], {"model": "m", "api": "chat"})
@@ -190,8 +189,7 @@ def test_trend_sections_append_the_current_run_marked(tmp_path: Path) -> None:
     assert 'data-series="this run"' in section.charts[0]
 
 
-def test_trend_sections_draw_the_last_stored_runs(tmp_path: Path) -> None:
-    target = str(tmp_path / "h.sqlite")
+def test_trend_sections_draw_the_last_stored_runs(target: str) -> None:
     store_history(target, [50.0 + i for i in range(8)], key=_key())
     with HistoryStore.open(target) as store:
         sections = trend_sections(
@@ -202,14 +200,13 @@ def test_trend_sections_draw_the_last_stored_runs(tmp_path: Path) -> None:
     assert ttft.current == 5
 
 
-def test_trend_sections_leave_out_runs_without_comparable_history(tmp_path: Path) -> None:
-    target = str(tmp_path / "h.sqlite")
+def test_trend_sections_leave_out_runs_without_comparable_history(target: str) -> None:
     store_history(target, [50.0] * 5, key=_key("other-model"))
     with HistoryStore.open(target) as store:
         assert trend_sections(store, [_report_test(50.0)], {"model": "m", "api": "chat"}) == {}
 
 
-def test_report_trends_never_raises(tmp_path: Path) -> None:
+def test_report_trends_never_raises(tmp_path: Path, target: str) -> None:
     report = {"tests": [_report_test(50.0)], "endpoint": {"model": "m", "api": "chat"}}
     missing = report_trends(str(tmp_path / "none.sqlite"), report)
     assert missing.sections == {} and "first" in missing.note and not missing.error
@@ -218,7 +215,6 @@ def test_report_trends_never_raises(tmp_path: Path) -> None:
     corrupt.write_bytes(b"not a database at all" * 100)
     bad = report_trends(str(corrupt), report)
     assert bad.error and bad.sections == {}
-    target = str(tmp_path / "h.sqlite")
     store_history(target, [50.0, 51.0, 49.0], key=_key())
     good = report_trends(target, report)
     assert list(good.sections) == [TEST] and not good.error

@@ -1,4 +1,5 @@
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -9,8 +10,8 @@ from pytest_llmperf.metrics import LatencyHistogram
 
 
 def exact_nearest_rank(values: np.ndarray, p: float) -> float:
-    ordered = np.sort(values)
-    return float(ordered[math.ceil(p / 100 * len(ordered)) - 1])
+    ordered = np.sort(values)  # rank in exact decimals: in floats 99.9/100*20000 > 19980
+    return float(ordered[math.ceil(Fraction(str(p)) * len(ordered) / 100) - 1])
 
 
 @pytest.mark.parametrize("p", [50, 90, 95, 99, 99.9])

@@ -46,14 +46,14 @@ def test_all_bad_tests_are_reported_at_once(pytester: pytest.Pytester) -> None:
         @pytest.mark.llm_load("poison", rate=1)
         async def test_a(llm_loadgen): ...
 
-        @pytest.mark.llm_slo("ttft.p12 < 1s")
+        @pytest.mark.llm_slo("ttft.p100.5 < 1s")
         async def test_b(llm_loadgen): ...
         """
     )
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*::test_a: unknown load pattern 'poison'*", "*::test_b: *unknown statistic 'p12'*"]
+        ["*::test_a: unknown load pattern 'poison'*", "*::test_b: *unknown statistic 'p100.5'*"]
     )
 
 
@@ -63,7 +63,7 @@ def test_all_bad_tests_are_reported_at_once(pytester: pytest.Pytester) -> None:
         (["--llm-timeout=0"], "--llm-timeout: must be > 0"),
         (["--llm-timeout=soon"], "--llm-timeout: expected a float, got 'soon'"),
         (["--llm-scale=-1"], "--llm-scale: must be > 0"),
-        (["--llm-workers=two"], "--llm-workers: expected a int"),
+        (["--llm-workers=two"], "--llm-workers: expected a whole number"),
         (["--llm-api=embeddings"], "--llm-api: must be chat or completions, got 'embeddings'"),
         (["--llm-endpoint=localhost:8000"], "--llm-endpoint: endpoint URL must look like"),
         (["--llm-inconclusive=maybe"], "--llm-inconclusive: must be one of"),

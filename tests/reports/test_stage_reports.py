@@ -131,7 +131,9 @@ def test_the_failure_message_names_the_stage() -> None:
     outcome = judge_test(NODEID, slos, [result], verdicts)
     assert outcome.kind is Verdict.FAIL
     lines = outcome.message.splitlines()
-    assert lines[0] == f"SLO violated in {NODEID}:"
+    assert re.fullmatch(
+        r"SLO violated: ttft.p50 < 300ms \[stage 1: 40 req/s\], observed [\d.]+ ms", lines[0]
+    ), lines[0]
     assert re.split(r"\s{2,}", lines[1]) == [
         "SLO",
         "run",
@@ -392,7 +394,7 @@ def test_a_staged_test_fails_naming_the_stage(pytester: pytest.Pytester) -> None
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*SLO violated in *::test_two_stages:*",
+            "*SLO violated: ttft.p50 < 1us [[]stage 1: 40 req/s[]], observed * ms",
             "*SLO*run*stage*observed*target*verdict*",
             "*ttft.p50 < 5s*run0*0: 20 req/s*ms*< 5000.0 ms*PASS*",
             "*ttft.p50 < 1us*run0*1: 40 req/s*ms*< 0.001 ms*FAIL*",

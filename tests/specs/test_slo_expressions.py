@@ -28,7 +28,7 @@ def test_valid_expressions(expr, metric, stat, op, target, unit) -> None:
     ("expr", "bad_word"),
     [
         ("ttfx.p99 < 5ms", "'ttfx'"),
-        ("ttft.p98 < 5ms", "'p98'"),
+        ("ttft.p100.5 < 5ms", "'p100.5'"),
         ("ttft.p99 < 5mm", "'mm'"),
         ("ttft.p99 < 5", "a unit is required"),
         ("ttft < 5ms", "needs a statistic"),

@@ -1,0 +1,102 @@
+"""What a test's runs are judged against, and the one loop that judges them.
+
+Two sources answer ``--llm-baseline-compare``: a baseline file
+(:class:`~pytest_llmperf.reports.baseline.Baseline`) and the history store
+(:class:`~pytest_llmperf.history.gate.HistoryGate`). They differ only in where
+each run's reference accumulator comes from (the file's run with the same label;
+the merged last N comparable stored runs), so that is all a source says
+(:meth:`BaselineSource.references`); :meth:`BaselineSource.compare` is shared:
+ungated runs skipped, a run without a reference an inconclusive note (never a
+failure), every other run judged by the threshold + significance rule
+(:func:`~pytest_llmperf.slo.regression.compare_accumulators`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.slo.regression import (
+    DEFAULT_ALPHA,
+    RegressionCheck,
+    Thresholds,
+    compare_accumulators,
+    inconclusive_check,
+)
+
+__all__ = ["BaselineSource", "Reference"]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What one run is compared with: ``accumulator`` and what it is (``compared_with``,
+    named on every check), or no accumulator and the ``reason`` (an inconclusive note)."""
+
+    compared_with: str
+    accumulator: MetricsAccumulator | None = None
+    reason: str = ""
+
+
+class BaselineSource(ABC):
+    """A baseline: ``path``, ``created_at`` and ``endpoint`` describe it in the session's
+    report; :meth:`describe` says what one test was compared with (after :meth:`compare`).
+    """
+
+    path: str  # the session report's "compared_with"
+
+    @property
+    @abstractmethod
+    def created_at(self) -> str:
+        """When the baseline was made (the newest stored session's start, for history)."""
+
+    @property
+    @abstractmethod
+    def endpoint(self) -> dict[str, Any]:
+        """The endpoint the baseline measured."""
+
+    @abstractmethod
+    def describe(self, nodeid: str) -> str:
+        """What ``nodeid`` was compared with, for its failure message."""
+
+    @abstractmethod
+    def references(
+        self, nodeid: str, results: Sequence[RunResult], endpoint: Mapping[str, Any]
+    ) -> Iterator[Reference]:
+        """One :class:`Reference` per run of ``results`` (all gated, at least one), in
+        order; a generator may hold a resource (an open store) while it yields."""
+
+    def compare(
+        self,
+        nodeid: str,
+        results: Iterable[RunResult],
+        *,
+        endpoint: Mapping[str, Any],
+        thresholds: Thresholds | None = None,
+        alpha: float = DEFAULT_ALPHA,
+    ) -> list[RegressionCheck]:
+        """Each gated run of ``nodeid`` against its reference."""
+        gated = [r for r in results if r.gated]
+        if not gated:  # nothing to judge: the source is not even read
+            return []
+        checks: list[RegressionCheck] = []
+        for result, ref in zip(gated, self.references(nodeid, gated, endpoint), strict=True):
+            if ref.accumulator is None:
+                checks.append(
+                    inconclusive_check(result.label, ref.reason, compared_with=ref.compared_with)
+                )
+                continue
+            checks.extend(
+                compare_accumulators(
+                    ref.accumulator,
+                    result.accumulator,
+                    thresholds=thresholds,
+                    alpha=alpha,
+                    run=result.label,
+                    compared_with=ref.compared_with,
+                )
+            )
+        return checks
