@@ -11,6 +11,6 @@ FAST = (
 )
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")  # a constant: module-scoped sessions may use it too
 def fast() -> str:
     return FAST

@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import time
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -44,25 +49,52 @@ async def test_one(llm_loadgen):
 """
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def passing_session(
-    pytester: pytest.Pytester, fast: str
-) -> tuple[pytest.RunResult, pytest.Pytester]:
-    pytester.makepyfile(test_suite=SUITE.format(fast=fast.format(n=60)))
-    (pytester.path / "rules.yaml").write_text("targets:\n  ttft: {p60: 2s}\n")  # session-wide
-    result = pytester.runpytest(
-        "-p",
-        "no:cacheprovider",
-        "--llm-json=r.json",
-        "--llm-html=r.html",
-        "--junitxml=j.xml",
-        "--llm-ruleset=rules.yaml",
+    tmp_path_factory: pytest.TempPathFactory, fast: str
+) -> tuple[pytest.RunResult, SessionDir]:
+    """One real session (a pytest subprocess) whose outputs the four tests below read:
+    run once for the module, since each test only reads a different report of it."""
+    path = tmp_path_factory.mktemp("p75_session")
+    (path / "test_suite.py").write_text(SUITE.format(fast=fast.format(n=60)))
+    (path / "rules.yaml").write_text("targets:\n  ttft: {p60: 2s}\n")  # session-wide
+    (path / "pytest.ini").write_text("[pytest]\n")  # this folder is the rootdir
+    start = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--llm-json=r.json",
+            "--llm-html=r.html",
+            "--junitxml=j.xml",
+            "--llm-ruleset=rules.yaml",
+        ],
+        cwd=path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
-    return result, pytester
+    result = pytest.RunResult(
+        done.returncode,
+        done.stdout.splitlines(),
+        done.stderr.splitlines(),
+        time.monotonic() - start,
+    )
+    return result, SessionDir(path)
+
+
+@dataclass(frozen=True)
+class SessionDir:
+    """Where the module's session ran (what the tests read as ``pytester.path``)."""
+
+    path: Path
 
 
 def test_a_p75_target_that_holds_passes(
-    passing_session: tuple[pytest.RunResult, pytest.Pytester],
+    passing_session: tuple[pytest.RunResult, SessionDir],
 ) -> None:
     result, _ = passing_session
     result.assert_outcomes(passed=2)
@@ -70,7 +102,7 @@ def test_a_p75_target_that_holds_passes(
 
 
 def test_the_json_report_carries_requested_percentiles_beside_the_standard_ones(
-    passing_session: tuple[pytest.RunResult, pytest.Pytester],
+    passing_session: tuple[pytest.RunResult, SessionDir],
 ) -> None:
     result, pytester = passing_session
     result.assert_outcomes(passed=2)
@@ -101,7 +133,7 @@ def test_the_json_report_carries_requested_percentiles_beside_the_standard_ones(
 
 
 def test_junit_carries_the_p75_verdict_and_observed_value(
-    passing_session: tuple[pytest.RunResult, pytest.Pytester],
+    passing_session: tuple[pytest.RunResult, SessionDir],
 ) -> None:
     _, pytester = passing_session
     root = ET.parse(pytester.path / "j.xml").getroot()
@@ -116,7 +148,7 @@ def test_junit_carries_the_p75_verdict_and_observed_value(
 
 
 def test_the_html_report_shows_a_p75_column(
-    passing_session: tuple[pytest.RunResult, pytest.Pytester],
+    passing_session: tuple[pytest.RunResult, SessionDir],
 ) -> None:
     _, pytester = passing_session
     html = (pytester.path / "r.html").read_text()
