@@ -281,6 +281,11 @@ def write_terminal_summary(
     lines = summary_lines(data, session_verdicts, width=width if width >= 40 else DEFAULT_WIDTH)
     if not lines and not written and not errors:
         return
+    # end the last test file's progress line first: write_line would do it after the
+    # header otherwise, leaving a blank line under it
+    ensure_newline = getattr(terminalreporter, "ensure_newline", None)
+    if callable(ensure_newline):
+        ensure_newline()
     terminalreporter.section("llmperf")
     for line in lines:
         terminalreporter.write_line(line)

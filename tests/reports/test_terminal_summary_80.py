@@ -94,3 +94,24 @@ def test_endpoint_label() -> None:
     assert endpoint_label({"simulator": "tiny", "url": "http://x/v1"}) == "sim:tiny"
     assert endpoint_label({"url": "http://x/v1", "simulator": None}) == "http://x/v1"
     assert endpoint_label(None) == "?"
+
+
+ONE_TEST = """
+import pytest
+
+@pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=4, requests=8)
+@pytest.mark.llm_load("concurrency", concurrency=4)
+async def test_a(llm_loadgen):
+    await llm_loadgen.run()
+"""
+
+
+def test_the_section_starts_right_under_its_header(pytester: pytest.Pytester) -> None:
+    """pytest ends the last file's progress line lazily: done after the header, it would
+    leave a blank line under ``=== llmperf ===``."""
+    pytester.makepyfile(test_one=ONE_TEST)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    lines = result.stdout.lines
+    header = next(i for i, line in enumerate(lines) if re.fullmatch(r"=+ llmperf =+", line))
+    assert lines[header + 1].startswith("test_one.py::test_a [passed]"), lines[header : header + 3]
