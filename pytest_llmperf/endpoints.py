@@ -192,6 +192,22 @@ class EndpointPool:
         return endpoint
 
     def _prepare(self, spec: EndpointSpec) -> Endpoint:
+        endpoint = self.start_apart(spec)
+        self._identity[endpoint.base_url] = probe_server_identity(endpoint)
+        # per endpoint: each model's tokenizer sizes the prompts sent to it
+        self._tokenizers[endpoint.base_url, endpoint.model] = session_tokenizer(
+            self.options.tokenizer, endpoint
+        )
+        return endpoint
+
+    def start_apart(self, spec: EndpointSpec) -> Endpoint:
+        """Start and preflight ``spec`` as an endpoint of its own, never shared by spec: a
+        simulator gets a new process even where one of the same profile runs (an A/B
+        reference must not be the candidate's server); stopped at :meth:`close`.
+
+        Raises :class:`LlmPerfUsageError` if the simulator does not start, nothing
+        answers, or the user's fields are refused.
+        """
         opts = self.options
         url = spec.url
         if url is None:
@@ -215,14 +231,7 @@ class EndpointPool:
             sim_profile=spec.sim_profile,
             fields=RequestFields(extra=opts.request_extra),
         )
-        # one LlmPerfUsageError if nothing answers or the user's fields are refused
-        endpoint = preflight_sync(endpoint, self._user_fields)
-        self._identity[endpoint.base_url] = probe_server_identity(endpoint)
-        # per endpoint: each model's tokenizer sizes the prompts sent to it
-        self._tokenizers[endpoint.base_url, endpoint.model] = session_tokenizer(
-            opts.tokenizer, endpoint
-        )
-        return endpoint
+        return preflight_sync(endpoint, self._user_fields)
 
 
 def several_endpoints(described: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

@@ -26,8 +26,6 @@ import pytest
 from pytest_llmperf.asyncio_scope import set_default_fixture_loop_scope
 from pytest_llmperf.client.endpoint import Endpoint, redact_url
 from pytest_llmperf.client.negotiation import UserFields
-from pytest_llmperf.client.openai import RequestFields
-from pytest_llmperf.client.preflight import preflight_sync
 from pytest_llmperf.endpoints import EndpointPool, EndpointSpec, several_endpoints
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.hook_calls import (
@@ -312,7 +310,6 @@ class LlmPerfPlugin:
         self.session_verdicts: list[SloVerdict] = []
         self._endpoint: Endpoint | None = None
         self._reference: Endpoint | None = None  # --llm-reference-endpoint, started on first use
-        self._reference_sim: Any = None
         self.tokenizer: Tokenizer | None = None  # --llm-tokenizer, resolved after the preflight
         self.written: list[str] = []
         self.hook_failures: list[HookFailure] = []  # session hooks that raised (hook_calls.py)
@@ -384,37 +381,14 @@ class LlmPerfPlugin:
 
     def _start_reference(self) -> Endpoint:
         opts = self.options
-        url = opts.reference_url
-        if url is None:
-            from pytest_llmperf.sim import start_sim_process
-
-            profile = opts.reference_sim_profile or "fixed"
-            try:
-                self._reference_sim = start_sim_process(profile)
-            except Exception as exc:
-                pytest.exit(
-                    f"pytest-llmperf: cannot start the reference simulator ({profile}): {exc}", 4
-                )
-            url = self._reference_sim.url
-        endpoint = Endpoint.from_env(
-            url,
-            api_key_env=opts.api_key_env if opts.reference_url else None,
-            model=opts.model,
-            api=opts.api,
-            timeouts=opts.timeouts,
-            sim_profile=opts.reference_sim_profile,
-            fields=RequestFields(extra=opts.request_extra),
-        )
-        return preflight_sync(endpoint, self._user_fields)
+        spec = EndpointSpec(opts.reference_url, opts.reference_sim_profile, opts.model)
+        return self.endpoints.start_apart(spec)
 
     def close(self) -> None:
         self._restore_sigterm()
         if self.ray is not None:  # its actors; a local Ray instance the session started
             self.ray.close()
-        self.endpoints.close()
-        if self._reference_sim is not None:
-            self._reference_sim.stop()
-            self._reference_sim = None
+        self.endpoints.close()  # the reference's simulator too
 
     # -- collection ------------------------------------------------------------
 

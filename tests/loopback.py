@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Protocol, TypeVar
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 
 class LoopbackServer(Protocol):
@@ -30,24 +32,69 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 @contextlib.contextmanager
 def serve(server: Server) -> Iterator[Server]:
     """Serve ``server.handle`` on an ephemeral port (set as ``server.port``) until exit."""
+
+    @contextlib.asynccontextmanager
+    async def listening() -> AsyncIterator[None]:
+        srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+        server.port = srv.sockets[0].getsockname()[1]
+        try:
+            yield
+        finally:
+            srv.close()
+
+    with running_in_thread(listening, type(server).__name__):
+        yield server
+
+
+@contextlib.contextmanager
+def running_in_thread(
+    serving: Callable[[], contextlib.AbstractAsyncContextManager[Any]], name: str
+) -> Iterator[None]:
+    """Enter ``serving()`` on an event loop of its own in a daemon thread; leave it on exit."""
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     stop = loop.create_future()
 
     async def main() -> None:
-        srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-        server.port = srv.sockets[0].getsockname()[1]
-        ready.set()
-        await stop
-        srv.close()
+        async with serving():
+            ready.set()
+            await stop
 
     thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
     thread.start()
     if not ready.wait(10):
-        raise RuntimeError(f"{type(server).__name__} did not start")
+        raise RuntimeError(f"{name} did not start")
     try:
-        yield server
+        yield
     finally:
         loop.call_soon_threadsafe(stop.set_result, None)
         thread.join(10)
         loop.close()
+
+
+@dataclass(frozen=True)
+class ReceivedRequest:
+    """One HTTP/1.1 request as a test server read it; ``received_ns`` is when its head was
+    read, on the monotonic clock the client under test also stamps with."""
+
+    method: str
+    path: str
+    headers: dict[str, str]  # names lower-cased
+    body: bytes
+    received_ns: int
+
+
+async def read_request(reader: asyncio.StreamReader) -> ReceivedRequest:
+    """Read one request's head and its ``Content-Length`` body (``IncompleteReadError`` at
+    the end of the connection)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    received = time.monotonic_ns()
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers = {
+        name.strip().lower(): value.strip()
+        for name, _, value in (line.partition(":") for line in lines[1:] if ":" in line)
+    }
+    size = int(headers.get("content-length", "0") or 0)
+    body = await reader.readexactly(size) if size else b""
+    return ReceivedRequest(method, path, headers, body, received)

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopback import serve
+from loopback import read_request, serve
 
 __all__ = ["OPENAI_CHAT_FIELDS", "ServedRequest", "StrictServer", "serve"]
 
@@ -119,16 +119,9 @@ class StrictServer:
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                received = time.monotonic_ns()
-                lines = head.decode("latin-1").split("\r\n")
-                method, path, _ = lines[0].split(" ", 2)
-                headers = {
-                    k.strip().lower(): v.strip()
-                    for k, _, v in (line.partition(":") for line in lines[1:] if line)
-                }
-                size = int(headers.get("content-length", "0"))
-                raw = await reader.readexactly(size) if size else b""
+                request = await read_request(reader)
+                method, path, raw = request.method, request.path, request.body
+                received = request.received_ns
                 if method == "GET" and self.reset_after_500:
                     writer.write(
                         b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\n"

@@ -17,10 +17,11 @@ import asyncio
 import contextlib
 import json
 import ssl
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from loopback import read_request, running_in_thread
 
 __all__ = [
     "Behaviour",
@@ -219,40 +220,14 @@ class OddServer:
 
 async def _read_request(reader: asyncio.StreamReader) -> Request | None:
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
+        got = await read_request(reader)
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
         return None
-    lines = head.decode("latin-1").split("\r\n")
-    method, path, _ = lines[0].split(" ", 2)
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if ":" in line:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-    size = int(headers.get("content-length", "0") or 0)
-    body = await reader.readexactly(size) if size else b""
-    return Request(method, path, headers, body)
+    return Request(got.method, got.path, got.headers, got.body)
 
 
 @contextlib.contextmanager
 def serve_in_thread(server: OddServer) -> Iterator[OddServer]:
     """Run ``server`` on its own event loop in a thread (for pytest subprocesses to call)."""
-    ready = threading.Event()
-    loop = asyncio.new_event_loop()
-    stop = loop.create_future()
-
-    async def main() -> None:
-        async with server:
-            ready.set()
-            await stop
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(main(),), daemon=True)
-    thread.start()
-    if not ready.wait(10):
-        raise RuntimeError("odd server did not start")
-    try:
+    with running_in_thread(lambda: server, "odd server"):
         yield server
-    finally:
-        loop.call_soon_threadsafe(stop.set_result, None)
-        thread.join(10)
-        loop.close()

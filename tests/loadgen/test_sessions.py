@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loopback import serve
+from loopback import read_request, serve
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.records import RequestRecord
@@ -82,15 +82,10 @@ class EchoServer:
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                received = time.monotonic_ns()
-                lines = head.decode("latin-1").split("\r\n")
-                headers = {
-                    k.strip().lower(): v.strip()
-                    for k, _, v in (line.partition(":") for line in lines[1:] if line)
-                }
-                raw = await reader.readexactly(int(headers.get("content-length", "0")))
-                seen = Seen(len(self.seen), received, headers, json.loads(raw))
+                request = await read_request(reader)
+                seen = Seen(
+                    len(self.seen), request.received_ns, request.headers, json.loads(request.body)
+                )
                 self.seen.append(seen)
                 await asyncio.sleep(self.delay_s)
                 seen.ended_ns = time.monotonic_ns()  # the client's end of it comes later

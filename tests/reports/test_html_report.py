@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from chromium import browser, flags, needs_chromium, probe
 
 from pytest_llmperf.reports.html import build_html_report, write_html_report
 from pytest_llmperf.reports.json_report import build_report
@@ -16,14 +13,6 @@ from pytest_llmperf.reports.session_data import SessionData
 
 # per run: 4 CDFs + 4 histograms + 2 throughput- and 2 latency-over-time + 1 schedule-lag CDF
 PLOTS_PER_RUN = 13
-
-
-def _browser() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
 
 
 def render(data: SessionData) -> tuple[dict, str]:
@@ -85,32 +74,11 @@ document.getElementById("probe").textContent = JSON.stringify(out);
 """
 
 
-@pytest.mark.skipif(_browser() is None, reason="no chromium binary (Debian package 'chromium')")
+@needs_chromium
 def test_chromium_draws_every_plot(session_data: SessionData, tmp_path: Path) -> None:
     """Render in headless Chromium; a probe script measures each plot's drawn shapes."""
     _, html = render(session_data)
-    page = tmp_path / "probe.html"
-    page.write_text(html.replace("</body>", PROBE + "</body>"), "utf-8")
-    browser = _browser()
-    assert browser is not None
-    flags = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
-    dom = subprocess.run(
-        [browser, *flags, "--dump-dom", page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    match = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
-    assert match, "probe did not run"
-    plots = json.loads(match.group(1).replace("&quot;", '"'))
+    plots, page = probe(html, PROBE, tmp_path)
     assert len(plots) == PLOTS_PER_RUN * 4 + 2
     for plot in plots:
         assert plot["width"] > 100 and plot["height"] > 100, plot
@@ -120,8 +88,8 @@ def test_chromium_draws_every_plot(session_data: SessionData, tmp_path: Path) ->
     shot = tmp_path / "report.png"
     subprocess.run(
         [
-            browser,
-            *flags,
+            str(browser()),
+            *flags(tmp_path),
             "--hide-scrollbars",
             "--window-size=1400,2000",
             f"--screenshot={shot}",

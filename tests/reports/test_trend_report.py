@@ -6,12 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chromium import needs_chromium, probe
 
 from pytest_llmperf.history.session import build_session_record
 from pytest_llmperf.history.store import HistoryStore
@@ -24,14 +23,6 @@ LATENCY = "tests/test_chat.py::test_latency[<b>x</b>]"
 SWEEP = "tests/test_chat.py::test_sweep"
 STORED, STEP_AT = 16, 8  # stored sessions; from session 9 on the server is 20% slower
 DRAWN = (("ttft", "p50"), ("ttft", "p99"), ("tpot", "p50"), ("e2e", "p50"))
-
-
-def _browser() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
 
 
 def _report(data: SessionData) -> dict[str, Any]:
@@ -168,7 +159,7 @@ document.getElementById("probe").textContent = JSON.stringify(out);
 """
 
 
-@pytest.mark.skipif(_browser() is None, reason="no chromium binary (Debian package 'chromium')")
+@needs_chromium
 def test_chromium_draws_the_trends(
     session_data: SessionData,
     with_history: tuple[dict[str, Any], TrendReport],
@@ -176,30 +167,7 @@ def test_chromium_draws_the_trends(
 ) -> None:
     report, trends = with_history
     html = build_html_report(report, session_data, trends)
-    page = tmp_path / "probe.html"
-    page.write_text(html.replace("</body>", PROBE + "</body>"), "utf-8")
-    browser = _browser()
-    assert browser is not None
-    dom = subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    match = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
-    assert match, "probe did not run"
-    plots = json.loads(match.group(1).replace("&quot;", '"'))
+    plots, _ = probe(html, PROBE, tmp_path)
     assert len(plots) == 4 * len(DRAWN)
     for plot in plots:
         assert plot["width"] > 100 and plot["height"] > 100, plot
