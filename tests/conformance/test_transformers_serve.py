@@ -76,6 +76,12 @@ def test_token_events_are_consistent_with_usage(session: Session) -> None:
     assert 0 < lengths["output_events_mean"] <= lengths["output_server_mean"], lengths
 
 
+def test_no_connection_is_retried(session: Session) -> None:
+    """transformers serve keeps connections alive as it says: nothing to resend (issue 22)."""
+    counts = check_completed(session)["counts"]
+    assert counts.get("connection_retries") == 0, counts
+
+
 def test_completions_prompt_lengths_match_the_model_tokenizer(
     completions: Session, model_dir: str
 ) -> None:

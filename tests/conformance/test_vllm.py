@@ -71,6 +71,12 @@ def test_one_token_event_per_generated_token(session: Session) -> None:
     assert 0.95 * most <= gaps <= most, run["metrics"]["itl"]
 
 
+def test_no_connection_is_retried(session: Session) -> None:
+    """vLLM keeps connections alive as it says: nothing to resend (issue 22)."""
+    counts = check_completed(session)["counts"]
+    assert counts.get("connection_retries") == 0, counts
+
+
 def test_completions_prompt_lengths_match_the_model_tokenizer(
     completions: Session, model_dir: str
 ) -> None:
