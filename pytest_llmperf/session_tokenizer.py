@@ -8,25 +8,32 @@ without a download, in this order:
 1. the ``root`` that ``GET /v1/models`` reports for the model, when it is a
    local folder holding ``tokenizer.json`` (vLLM reports the path it loaded);
 2. the local Hugging Face cache, offline (``models--ORG--NAME/snapshots/*/``);
-3. the server's own ``POST /tokenize`` (vLLM, SGLang), calibrated once here;
+3. the server's own ``POST /tokenize`` (vLLM's and SGLang's shape, or
+   llama.cpp's ``llama-server``), calibrated once here;
 4. else the approximation, with a :class:`TokenizerFallbackWarning` naming why
    each of the above was not available.
 
 Against the embedded simulator the approximation *is* the server's
 tokenizer, so it is used without a warning. Library use needs no pytest:
 :func:`choose_tokenizer` takes an endpoint and returns the choice.
+
+Every call to the server here (``GET /v1/models``, ``/tokenize``) is one of
+the metadata client's (:mod:`~pytest_llmperf.client.metadata`): bounded by
+``--llm-timeout``, transient answers retried. In the default order a call that
+fails is one more reason in the fallback warning; with ``server`` asked for,
+it is the metadata client's usage error.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from pytest_llmperf.client.endpoint import Endpoint, redact_url
+from pytest_llmperf.client.metadata import BlockingMetadataClient, server_root
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.hf_cache import cached_tokenizer_file, hub_cache_dir
 from pytest_llmperf.workloads.hf_tokenizer import (
@@ -36,11 +43,11 @@ from pytest_llmperf.workloads.hf_tokenizer import (
     tokenizer_file,
 )
 from pytest_llmperf.workloads.server_tokenizer import (
+    RouteAnswer,
     ServerTokenizer,
     TokenizeRouteError,
     probe_tokenize,
     require_tokenize,
-    server_root,
 )
 from pytest_llmperf.workloads.tiktoken_tokenizer import (
     TiktokenTokenizer,
@@ -68,7 +75,6 @@ __all__ = [
 OPTION = "--llm-tokenizer"
 _APPROX = "approximate (words and punctuation)"
 _SIM_LABEL = f"{_APPROX}: the embedded simulator's own tokenizer"
-_HTTP_TIMEOUT_S = 30.0
 
 
 class TokenizerFallbackWarning(UserWarning):
@@ -137,7 +143,8 @@ def choose_tokenizer(option: str | None, endpoint: Endpoint) -> TokenizerChoice:
     """The tokenizer for ``endpoint`` (its model resolved): ``option``'s, or the default order.
 
     An explicit ``option`` that cannot be honoured is a usage error naming
-    the option; the default order never fails, it falls back.
+    the option (``server`` with a call out of time or retries: the metadata
+    client's, naming the call); the default order never fails, it falls back.
     """
     option = check_tokenizer_option(option)
     api = endpoint.api
@@ -146,22 +153,31 @@ def choose_tokenizer(option: str | None, endpoint: Endpoint) -> TokenizerChoice:
     if endpoint.sim_profile and option is None:
         return TokenizerChoice(ApproximateTokenizer(_SIM_LABEL), "simulator")
     if option == SERVER:
-        tok = _server_tokenizer(endpoint)
-        if endpoint.sim_profile:  # its /tokenize, if it has one, counts as the approximation
-            try:
-                probe_tokenize(tok)
-            except TokenizeRouteError:
-                return TokenizerChoice(ApproximateTokenizer(_SIM_LABEL), "simulator")
-        require_tokenize(tok, OPTION)
+        tok = ServerTokenizer(MetadataRoutes(endpoint), endpoint.model)
         try:
-            return TokenizerChoice(bind_api(tok.calibrate(), api), "option")
-        except TokenizeRouteError as exc:
-            raise LlmPerfUsageError(
-                f"calibrating with the server failed: {exc}", where=OPTION
-            ) from None
+            return _server_choice(tok, endpoint)
+        except BaseException:
+            tok.close()
+            raise
     if option is not None:
         return TokenizerChoice(bind_api(_explicit(option), api), "option")
     return _default(endpoint)
+
+
+def _server_choice(tok: ServerTokenizer, endpoint: Endpoint) -> TokenizerChoice:
+    """``server`` asked for: the server's ``/tokenize`` calibrated, or a usage error."""
+    if endpoint.sim_profile:  # its /tokenize, if it has one, counts as the approximation
+        try:
+            probe_tokenize(tok)
+        except TokenizeRouteError:
+            tok.close()
+            return TokenizerChoice(ApproximateTokenizer(_SIM_LABEL), "simulator")
+    require_tokenize(tok, OPTION)  # a call out of time or retries: the metadata client's error
+    try:
+        return TokenizerChoice(bind_api(tok.calibrate(), endpoint.api), "option")
+    except TokenizeRouteError as exc:
+        message = f"calibrating with the server failed: {exc}"
+        raise LlmPerfUsageError(message, where=OPTION) from None
 
 
 def _explicit(option: str) -> Tokenizer:
@@ -179,9 +195,21 @@ def _explicit(option: str) -> Tokenizer:
 
 
 def _default(endpoint: Endpoint) -> TokenizerChoice:
+    routes = MetadataRoutes(endpoint)  # one connection for the listing and /tokenize
+    try:
+        choice = _default_order(endpoint, routes)
+    except BaseException:
+        routes.close()
+        raise
+    if choice.source != "server":  # only the server tokenizer keeps calling
+        routes.close()
+    return choice
+
+
+def _default_order(endpoint: Endpoint, routes: MetadataRoutes) -> TokenizerChoice:
     api, model = endpoint.api, endpoint.model
     passed: list[str] = []
-    root, why = _model_root(endpoint)
+    root, why = _model_root(routes.meta)
     if why:
         passed.append(why)
     if _have_tokenizers():
@@ -206,13 +234,14 @@ def _default(endpoint: Endpoint) -> TokenizerChoice:
             passed.append(f"{' / '.join(repos)} is not in the Hugging Face cache {hub_cache_dir()}")
     else:
         passed.append(f"a local model tokenizer {TOKENIZERS_MISSING}")
-    tok = _server_tokenizer(endpoint)
+    tok = ServerTokenizer(routes, model)
     try:
         probe_tokenize(tok)
         return TokenizerChoice(bind_api(tok.calibrate(), api), "server")
     except TokenizeRouteError as exc:
-        tok.close()
         passed.append(f"the server's {exc}")
+    except LlmPerfUsageError as exc:  # a call out of time or retries: one more reason
+        passed.append(f"the server's {exc.message}")
     label = f"{_APPROX}; the model's tokenizer is not available offline"
     return TokenizerChoice(ApproximateTokenizer(label), "approximation", tuple(passed), model)
 
@@ -226,38 +255,40 @@ def _try_load(path: str | Path, passed: list[str]) -> Tokenizer | None:
         return None
 
 
-def _server_tokenizer(endpoint: Endpoint) -> ServerTokenizer:
-    return ServerTokenizer(
-        server_root(endpoint.base_url),
-        endpoint.model,
-        headers=endpoint.headers(),
-        timeout=min(_HTTP_TIMEOUT_S, endpoint.timeouts.total),
-        label_url=server_root(redact_url(endpoint.base_url)),
-    )
+class MetadataRoutes:
+    """The server tokenizer's routes (:class:`~.workloads.server_tokenizer.TokenizeRoutes`),
+    called through the metadata client; pickles as the endpoint (worker processes)."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.meta = BlockingMetadataClient(endpoint)
+        self.where = server_root(redact_url(endpoint.base_url))
+
+    def post(self, route: str, body: Mapping[str, Any]) -> RouteAnswer:
+        answer = self.meta.call("POST", self.meta.root_url(route), json=dict(body))
+        try:
+            data = answer.json()
+        except ValueError:
+            data = None
+        return RouteAnswer(answer.status, data, answer.message)
+
+    def close(self) -> None:
+        self.meta.close()
 
 
-def _model_root(endpoint: Endpoint) -> tuple[str | None, str | None]:
+def _model_root(meta: BlockingMetadataClient) -> tuple[str | None, str | None]:
     """The ``root`` of the served model in ``GET /v1/models`` (and why there is none)."""
-    from pytest_llmperf.tls import tls_verify
-
     try:
-        with httpx.Client(
-            headers=endpoint.headers(),
-            timeout=min(_HTTP_TIMEOUT_S, endpoint.timeouts.total),
-            verify=tls_verify(),
-            trust_env=False,
-        ) as http:
-            response = http.get(f"{endpoint.base_url}/models")
-    except httpx.HTTPError as exc:
-        return None, f"GET /v1/models failed ({type(exc).__name__})"
-    if response.status_code != 200:
-        return None, f"GET /v1/models answered HTTP {response.status_code}"
+        answer = meta.call("GET", meta.url("/models"))
+    except LlmPerfUsageError as exc:
+        return None, f"GET /v1/models failed ({exc.message})"
+    if answer.status != 200:
+        return None, f"GET /v1/models answered HTTP {answer.status}"
     try:
-        data = response.json()["data"]
+        data = answer.json()["data"]
         entries = [e for e in data if isinstance(e, dict)]
     except (ValueError, KeyError, TypeError):
         return None, "GET /v1/models answered no model list"
-    entry = next((e for e in entries if e.get("id") == endpoint.model), None)
+    entry = next((e for e in entries if e.get("id") == meta.endpoint.model), None)
     root = (entry or {}).get("root")
     if isinstance(root, str) and root:
         return root, None

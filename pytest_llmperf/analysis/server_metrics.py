@@ -3,8 +3,11 @@
 Preemptions and KV-cache use are invisible from the client side; vLLM (and
 the embedded simulator, which uses vLLM's metric names) publish them at
 ``GET /metrics`` on the server root. :func:`scrape_metrics` reads that page
-once; :func:`counter_deltas` turns two scrapes around a run into per-run
-counts. A server without ``/metrics`` yields ``None``, never an error.
+once, through the metadata client (:mod:`~pytest_llmperf.client.metadata`:
+bounded, transient answers retried); :func:`counter_deltas` turns two
+scrapes around a run into per-run counts. A server without ``/metrics``
+yields ``None``; one whose ``/metrics`` hangs, trickles or keeps failing is
+the metadata client's usage error naming the call, never a hang.
 """
 
 from __future__ import annotations
@@ -12,9 +15,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
 
-import httpx
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.metadata import (
+    CallFailure,
+    CallLimits,
+    MetadataCallError,
+    MetadataClient,
+    server_root,
+)
 
 __all__ = ["PREEMPTIONS", "counter_deltas", "metrics_url", "parse_prometheus", "scrape_metrics"]
 
@@ -27,10 +36,7 @@ _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 def metrics_url(base_url: str) -> str:
     """``http://h:p/v1`` -> ``http://h:p/metrics``."""
-    root = base_url.rstrip("/")
-    if root.endswith("/v1"):
-        root = root[: -len("/v1")]
-    return root + "/metrics"
+    return server_root(base_url) + "/metrics"
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -52,17 +58,25 @@ def parse_prometheus(text: str) -> dict[str, float]:
     return out
 
 
-async def scrape_metrics(endpoint: Any, *, timeout_s: float = 5.0) -> dict[str, float] | None:
-    """The endpoint's ``/metrics`` parsed, or ``None`` when it has none (or not in Prometheus)."""
-    url = metrics_url(endpoint.base_url)
+async def scrape_metrics(endpoint: Endpoint, *, timeout_s: float = 5.0) -> dict[str, float] | None:
+    """The endpoint's ``/metrics`` parsed, or ``None`` when it has none (or not in Prometheus).
+
+    One call of the metadata client, its limits capped at ``timeout_s``: a
+    page that never ends, a server that stalls or answers 5xx after its retries
+    raise :class:`~pytest_llmperf.client.metadata.MetadataCallError`; a page
+    that is not there (any other status, nothing listening) is ``None``.
+    """
+    limits = CallLimits.of(endpoint.timeouts).within(timeout_s)
     try:
-        async with endpoint.client(max_connections=2) as http:
-            response = await http.get(url, timeout=timeout_s)
-    except (httpx.HTTPError, OSError):
+        async with MetadataClient(endpoint, limits=limits) as meta:
+            answer = await meta.call("GET", meta.root_url("/metrics"))
+    except MetadataCallError as exc:
+        if exc.failure is CallFailure.UNREACHABLE:
+            return None  # no HTTP answer at all: no page to read
+        raise
+    if answer.status != 200:
         return None
-    if response.status_code != 200:
-        return None
-    parsed = parse_prometheus(response.text)
+    parsed = parse_prometheus(answer.body.decode("utf-8", "replace"))
     return parsed or None
 
 

@@ -240,8 +240,9 @@ class Endpoint:
         """A fresh ``httpx.AsyncClient`` (httpx's own transport), for your own requests.
 
         Must be called inside the running event loop that will use it. It
-        serves metadata calls (``GET /v1/models``, preflight probes,
-        ``/metrics``) and your own requests in a test; the load generator
+        serves the metadata client (:mod:`~pytest_llmperf.client.metadata`,
+        which bounds and retries every call outside a run) and your own
+        requests in a test; the load generator
         streams through the leaner
         :class:`~pytest_llmperf.client.stream_client.StreamClient`, so httpx's
         plain transport is all that is needed here (no aiohttp underneath:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import httpx
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.client.unreachable import unreachable_message
+from pytest_llmperf.client.metadata import Answer, MetadataClient, Read
 from pytest_llmperf.errors import LlmPerfUsageError
 
-__all__ = ["model_from_listing", "resolve_model"]
+__all__ = ["NAME_THE_MODEL", "list_models", "model_from_listing", "resolve_model"]
+
+NAME_THE_MODEL = "pass --llm-model to name the model explicitly"
 
 
 async def resolve_model(endpoint: Endpoint, http: httpx.AsyncClient | None = None) -> Endpoint:
@@ -17,40 +19,34 @@ async def resolve_model(endpoint: Endpoint, http: httpx.AsyncClient | None = Non
     A dead or odd endpoint raises one :class:`LlmPerfUsageError` that names the
     URL (never the key) and says what went wrong, so a session against a
     wrong address fails once and clearly instead of with N request errors.
+    ``http`` lends a client of the caller's for the call.
     """
     if endpoint.model:
         return endpoint
-    owned = http is None
-    client = http or endpoint.client(max_connections=4)
-    url = f"{endpoint.base_url}/models"
-    try:
-        response = await client.get(url)
-    except Exception as exc:  # any transport failure: one clear message, no traceback
-        raise LlmPerfUsageError(
-            unreachable_message(endpoint, exc), where="--llm-endpoint"
-        ) from None
-    finally:
-        if owned:
-            await client.aclose()
-    return model_from_listing(endpoint, response)
+    async with MetadataClient(endpoint, http=http) as meta:
+        return model_from_listing(endpoint, await list_models(meta))
 
 
-def model_from_listing(endpoint: Endpoint, response: httpx.Response) -> Endpoint:
+async def list_models(meta: MetadataClient, *, read: Read = Read.BODY) -> Answer:
+    """``GET /v1/models`` through the metadata client (retried, bounded, one message)."""
+    return await meta.call("GET", meta.url("/models"), read=read, hint=NAME_THE_MODEL)
+
+
+def model_from_listing(endpoint: Endpoint, answer: Answer) -> Endpoint:
     """``endpoint`` with the first model id of a ``GET /v1/models`` answer, or a usage error.
 
     Kept apart from the request so the preflight can use its own answer: a
-    server that fails ``/models`` with a 500 may reset the connection after
-    it (uvicorn does), and a second request would report that reset rather
-    than the 500 and its remedy.
+    second request could meet what the first left behind (uvicorn resets the
+    connection after a 500) and report that instead of the answer and its remedy.
     """
-    if response.status_code != 200:
+    if not answer.ok:
+        said = f": {answer.message}" if answer.message else ""
         raise LlmPerfUsageError(
-            f"GET {endpoint.label}/models answered HTTP {response.status_code}; "
-            "pass --llm-model to name the model explicitly",
+            f"GET {endpoint.label}/models answered HTTP {answer.status}{said}; {NAME_THE_MODEL}",
             where="--llm-endpoint",
         )
     try:
-        data = response.json()["data"]
+        data = answer.json()["data"]
         model = data[0]["id"]
     except (ValueError, KeyError, IndexError, TypeError):
         raise LlmPerfUsageError(

@@ -16,7 +16,15 @@ words for the report).
 The user's own fields (``--llm-request-extra``, ``llm_workload(extra_body=...)``)
 are never dropped: they are what the user wants measured. A server that
 refuses them stops the session before load with its own message
-(:class:`~pytest_llmperf.errors.LlmPerfUsageError`).
+(:class:`~pytest_llmperf.errors.LlmPerfUsageError`) — but only when the request
+passes without them: a strict server behind a gateway that adds fields of its
+own (vLLM's router adds ``continue_final_message``, ``echo``, ...) refuses even
+the plainest request, whatever the user added. That refusal stops the session
+too, before load, quoting the server and blaming nobody's field.
+
+Each probe is one call of the metadata client
+(:mod:`~pytest_llmperf.client.metadata`): bounded by ``--llm-timeout``, retried
+when the answer is transient, and read only up to the stream's first event.
 """
 
 from __future__ import annotations
@@ -26,13 +34,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
-
-import httpx
+from urllib.parse import urlsplit
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.client.openai import RequestFields, build_payload, error_message
+from pytest_llmperf.client.metadata import MetadataClient, Read
+from pytest_llmperf.client.openai import RequestFields, build_payload
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.redaction import scrub
 from pytest_llmperf.workloads.base import Sample
 
 __all__ = ["PROBE_SAMPLE", "FieldProbe", "UserFields", "negotiate_fields"]
@@ -68,20 +75,24 @@ class FieldProbe:
 
 
 async def negotiate_fields(
-    endpoint: Endpoint, http: httpx.AsyncClient, user: Sequence[UserFields] = ()
+    endpoint: Endpoint, meta: MetadataClient, user: Sequence[UserFields] = ()
 ) -> Endpoint:
     """``endpoint`` with the optional fields the server refuses dropped.
 
     Probes with the project's optional fields first (no user fields), drops
     each refused one the server's message names, and when a refusal names
-    none of them, finds the culprit by probing each field alone. Then probes
-    each set of user fields; a refusal there is a usage error naming where
-    the fields were given and quoting the server. A probe that is neither
-    accepted nor refused (429, 5xx, a timeout) settles nothing: the fields
-    stay as they are and the run's own requests report what happens.
+    none of them, probes the plainest request (none of the optional fields):
+    refused too, the session stops here (:func:`_plainest_refused`);
+    accepted, each optional field is probed on its own to find the culprit.
+    Then probes each set of user fields; a refusal there is a usage error
+    naming where the fields were given and quoting the server, when the
+    request without them passed. A probe answered otherwise (a 404, say)
+    settles nothing: the run's own requests report it. A probe that runs out
+    of time or retries is the metadata client's usage error.
     """
-    fields = replace(endpoint.fields, extra={})
-    fields = await _drop_refused(endpoint, http, fields)
+    fields, base = await _drop_refused(endpoint, meta, replace(endpoint.fields, extra={}))
+    if base.refused:
+        raise LlmPerfUsageError(_plainest_refused(endpoint, fields, base), where="--llm-endpoint")
     session_extra = endpoint.fields.extra
     probed: set[str] = set()
     for given in user:
@@ -90,8 +101,8 @@ async def negotiate_fields(
         if not extra or key in probed:
             continue
         probed.add(key)
-        probe = await _probe(endpoint, http, replace(fields, extra=extra))
-        if probe.refused:
+        probe = await _probe(endpoint, meta, replace(fields, extra=extra))
+        if probe.refused and base.ok:  # blame the fields only if the request passes without
             shown = json.dumps(dict(given.fields or session_extra))
             raise LlmPerfUsageError(
                 f"{endpoint.label} refused the request fields {shown}: "
@@ -102,34 +113,60 @@ async def negotiate_fields(
 
 
 async def _drop_refused(
-    endpoint: Endpoint, http: httpx.AsyncClient, fields: RequestFields
-) -> RequestFields:
+    endpoint: Endpoint, meta: MetadataClient, fields: RequestFields
+) -> tuple[RequestFields, FieldProbe]:
+    """The fields left once the refused optional ones are dropped, and their probe's answer."""
+    probe = FieldProbe(0)
     for _ in range(len(_OPTIONAL) + 1):
-        probe = await _probe(endpoint, http, fields)
+        probe = await _probe(endpoint, meta, fields)
         if not probe.refused:
-            return fields
+            return fields, probe
         named = [f for f in _OPTIONAL if _sent(fields, f, endpoint.api) and _names(probe, f)]
         if not named:
-            return await _find_culprits(endpoint, http, fields, probe)
+            return await _find_culprits(endpoint, meta, fields, probe)
         fields = _without(fields, named[0], probe.message)
-    return fields
+    return fields, probe
 
 
 async def _find_culprits(
-    endpoint: Endpoint, http: httpx.AsyncClient, fields: RequestFields, refusal: FieldProbe
-) -> RequestFields:
-    """The refusal named no field: try the plain body, then each optional field on its own."""
+    endpoint: Endpoint, meta: MetadataClient, fields: RequestFields, refusal: FieldProbe
+) -> tuple[RequestFields, FieldProbe]:
+    """The refusal named none of ours: probe the plainest body, then each optional field alone.
+
+    The plainest body refused too: the answer says so (the caller stops the
+    session). Answered otherwise than yes or no: nothing is settled, the fields
+    stay as they were.
+    """
     sent = [f for f in _OPTIONAL if _sent(fields, f, endpoint.api) and f != "max_tokens"]
+    if not sent:
+        return fields, refusal  # the refused request was already the plainest
     bare = fields
     for name in sent:
         bare = _without(bare, name, "")
-    if not sent or not (await _probe(endpoint, http, bare)).ok:
-        return fields  # not about our fields: the run's requests will say what it is
+    plain = await _probe(endpoint, meta, bare)
+    if plain.refused:
+        return bare, plain
+    if not plain.ok:
+        return fields, plain  # not about our fields: the run's requests will say what it is
     for name in sent:
         with_one = _with(bare, name)
-        probe = await _probe(endpoint, http, with_one)
+        probe = await _probe(endpoint, meta, with_one)
         bare = with_one if probe.ok else _without(bare, name, probe.message or refusal.message)
-    return bare
+    return bare, plain
+
+
+def _plainest_refused(endpoint: Endpoint, fields: RequestFields, probe: FieldProbe) -> str:
+    """The server refuses a body with nothing optional in it: no request can pass."""
+    assert endpoint.model is not None
+    body = build_payload(endpoint.api, endpoint.model, PROBE_SAMPLE, fields)
+    return (
+        f"{endpoint.label} refused even the plainest request: the field probe "
+        f"POST {urlsplit(endpoint.request_url).path} with only {', '.join(body)} "
+        f"(none of this client's optional fields, none of yours) answered "
+        f"HTTP {probe.status}: {probe.message}. Every request would be refused, so no load "
+        "was sent; where the server names a field not in that list, something between "
+        "(a gateway or router) adds it"
+    )
 
 
 def _sent(fields: RequestFields, name: str, api: str) -> bool:
@@ -162,24 +199,16 @@ def _with(fields: RequestFields, name: str) -> RequestFields:
     return replace(fields, include_usage=True)
 
 
-async def _probe(endpoint: Endpoint, http: httpx.AsyncClient, fields: RequestFields) -> FieldProbe:
-    """One two-token streaming request with ``fields``; what the server said."""
+async def _probe(endpoint: Endpoint, meta: MetadataClient, fields: RequestFields) -> FieldProbe:
+    """One two-token streaming request with ``fields``: its status (and the server's words).
+
+    Only the head and the stream's first event are read; the stream is then
+    closed, so a server that ignores ``max_tokens`` and streams forever costs
+    one event, not a hang.
+    """
     assert endpoint.model is not None
     body = build_payload(endpoint.api, endpoint.model, PROBE_SAMPLE, fields)
-    for attempt in range(2):
-        try:
-            async with http.stream("POST", endpoint.request_url, json=body) as response:
-                raw = await response.aread()
-            break
-        except httpx.HTTPError:
-            # Once more on a fresh connection: a server may reset a kept-alive one (uvicorn
-            # after a 500). A second failure settles nothing; the run's requests report it.
-            if attempt:
-                return FieldProbe(0)
-    if 200 <= response.status_code < 300:
-        return FieldProbe(response.status_code)
-    try:
-        message = error_message(json.loads(raw))
-    except ValueError:
-        message = raw[:300].decode("utf-8", "replace")
-    return FieldProbe(response.status_code, scrub(message, *endpoint.secrets))
+    answer = await meta.call(
+        "POST", endpoint.request_url, what="field probe", json=body, read=Read.FIRST_EVENT
+    )
+    return FieldProbe(answer.status, answer.message)

@@ -4,9 +4,13 @@ Without it, a session against a wrong address (or a server that is down) would
 send every planned request into a closed port and report N identical
 failures, one test after another. With it, the session stops once, before
 the first test, with a single message that names the URL (never the key),
-the reason category and what to check. When ``--llm-model`` is given the
+the call, what went wrong and what to check. When ``--llm-model`` is given the
 model needs no discovery, but the same ``GET /v1/models`` still proves the
-server answers: any HTTP status will do.
+server answers: any HTTP status will do, and only the head is read.
+
+Every call here is one of the metadata client's
+(:mod:`~pytest_llmperf.client.metadata`): its deadline, retries and messages
+are decided there, once for all of them.
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ import asyncio
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
+
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.client.models import model_from_listing
+from pytest_llmperf.client.metadata import MetadataClient, Read
+from pytest_llmperf.client.models import list_models, model_from_listing
 from pytest_llmperf.client.negotiation import UserFields, negotiate_fields
-from pytest_llmperf.client.unreachable import metadata_limit_s, unreachable_message
+from pytest_llmperf.client.unreachable import unreachable_message
 from pytest_llmperf.errors import LlmPerfUsageError
 
 __all__ = ["preflight", "preflight_sync"]
@@ -28,34 +35,31 @@ async def preflight(endpoint: Endpoint, user_fields: Sequence[UserFields] = ()) 
     """``endpoint`` with its model resolved and its request fields negotiated.
 
     Raises one :class:`LlmPerfUsageError` (``where="--llm-endpoint"``) when
-    nothing answers in time, or when the server refuses the credentials
-    (HTTP 401/403): every request would fail the same way; and one when the
-    server refuses the user's own request fields (``user_fields``, plus the
-    session's ``endpoint.fields.extra``). See
-    :mod:`~pytest_llmperf.client.negotiation`.
+    nothing answers in time, when a call's retries run out, when the server
+    refuses the credentials (HTTP 401/403: every request would fail the same
+    way) or even the plainest request; and one when the server refuses the
+    user's own request fields (``user_fields``, plus the session's
+    ``endpoint.fields.extra``). See :mod:`~pytest_llmperf.client.negotiation`.
     """
     try:
-        async with endpoint.client(max_connections=2) as http:
-            async with asyncio.timeout(metadata_limit_s(endpoint)):
-                response = await http.get(f"{endpoint.base_url}/models")
-                await response.aread()
-                if response.status_code in (401, 403):
-                    raise LlmPerfUsageError(_refused_message(endpoint, response.status_code))
-                if endpoint.model is None:
-                    endpoint = model_from_listing(endpoint, response)
+        async with MetadataClient(endpoint) as meta:
+            if endpoint.model is None:
+                listing = await list_models(meta)
+            else:  # any answer proves a server is there: the head is enough
+                listing = await meta.call("GET", meta.url("/models"), read=Read.HEAD, retry=False)
+            if listing.status in (401, 403):
+                raise LlmPerfUsageError(_refused_message(endpoint, listing.status))
+            if endpoint.model is None:
+                endpoint = model_from_listing(endpoint, listing)
             user = [*user_fields]
             if endpoint.fields.extra:
                 user.insert(0, UserFields("--llm-request-extra", {}))
-            try:
-                async with asyncio.timeout(metadata_limit_s(endpoint)):
-                    return await negotiate_fields(endpoint, http, user)
-            except TimeoutError:  # a slow first token: keep the fields, the run will tell
-                return endpoint
+            return await negotiate_fields(endpoint, meta, user)
     except LlmPerfUsageError as exc:
         if exc.where is None:
             raise exc.located("--llm-endpoint") from None
         raise
-    except Exception as exc:
+    except (httpx.HTTPError, OSError) as exc:  # the metadata client names its calls' failures
         raise LlmPerfUsageError(
             unreachable_message(endpoint, exc), where="--llm-endpoint"
         ) from None

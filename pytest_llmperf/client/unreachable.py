@@ -1,10 +1,12 @@
-"""The one message for an endpoint that cannot be reached, and how long a metadata call waits.
+"""The one message for an endpoint that cannot be reached.
 
-Model discovery (:mod:`~pytest_llmperf.client.models`) and the preflight
-(:mod:`~pytest_llmperf.client.preflight`) both turn a transport failure of
-``GET /v1/models`` into a single usage error that names the URL (never the
-key), the failure's category and what to check. A module of its own so
-both can use it without importing each other.
+Every call outside a run goes through the metadata client
+(:mod:`~pytest_llmperf.client.metadata`); when one of them fails in transport
+(nothing listens, the name does not resolve, the certificate is refused,
+something answered that is not HTTP), this module says so in one line that
+names the URL (never the key), the call, the failure's category and what to
+check. How long a call may take is the metadata client's business
+(:class:`~pytest_llmperf.client.metadata.CallLimits`), not this module's.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.failures import classify_transport_error
 from pytest_llmperf.redaction import scrub
 
-__all__ = ["PREFLIGHT_LIMIT_S", "metadata_limit_s", "unreachable_message"]
-
-PREFLIGHT_LIMIT_S = 30.0  # beyond the connect timeout: a server that accepts but never answers
+__all__ = ["unreachable_message"]
 
 _HINTS = {
     "connect_error": "is the server running, and is the host and port right?",
@@ -28,19 +28,10 @@ _HINTS = {
 }
 
 
-def metadata_limit_s(endpoint: Endpoint) -> float:
-    """How long one metadata call (``GET /v1/models``, a field probe) may take in all."""
-    t = endpoint.timeouts
-    return min(t.total, t.connect + PREFLIGHT_LIMIT_S)
-
-
-def unreachable_message(endpoint: Endpoint, exc: BaseException) -> str:
-    """``cannot reach URL: <category>: <detail> (<hint>)``, with secrets scrubbed."""
-    if isinstance(exc, TimeoutError) and type(exc) is TimeoutError:
-        limit = metadata_limit_s(endpoint)
-        kind, detail = "stall_timeout", f"no answer to GET /models within {limit:g} s"
-    else:
-        kind, detail = classify_transport_error(exc)
+def unreachable_message(endpoint: Endpoint, exc: BaseException, *, call: str = "") -> str:
+    """``cannot reach URL: [CALL: ]<category>: <detail> (<hint>)``, with secrets scrubbed."""
+    kind, detail = classify_transport_error(exc)
     hint = _HINTS.get(kind, "check --llm-endpoint")
-    text = f"cannot reach {endpoint.label}: {kind}: {detail} ({hint})"
+    during = f"{call}: " if call else ""
+    text = f"cannot reach {endpoint.label}: {during}{kind}: {detail} ({hint})"
     return scrub(text, *endpoint.secrets)

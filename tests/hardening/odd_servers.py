@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import ssl
-from collections.abc import Awaitable, Callable, Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,12 +30,21 @@ __all__ = [
     "OddServer",
     "Request",
     "Wire",
+    "always",
     "chunk",
     "content_chunk",
     "error_body",
+    "failing_first",
     "finish_chunk",
+    "metrics_ok",
+    "models_ok",
+    "routed",
     "serve_in_thread",
     "sse_ok",
+    "stalls_after_head",
+    "streams_forever",
+    "trickles",
+    "word_tokenize",
 ]
 
 MODEL = "odd-model"
@@ -137,6 +148,103 @@ async def sse_ok(req: Request, wire: Wire, *, tokens: int = 3) -> None:
     await wire.event(finish_chunk(tokens))
     await wire.event("[DONE]")
     await wire.end()
+
+
+async def models_ok(req: Request, wire: Wire) -> None:
+    """The model listing, as the server itself answers it unless told not to."""
+    body = json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode()
+    await wire.whole(200, body)
+
+
+async def metrics_ok(req: Request, wire: Wire) -> None:
+    """A small Prometheus page with vLLM's names."""
+    text = b"# TYPE vllm:num_preemptions_total counter\nvllm:num_preemptions_total 3\n"
+    await wire.whole(200, text, {"Content-Type": "text/plain; version=0.0.4"})
+
+
+_WORD = re.compile(r"\S+")
+
+
+async def word_tokenize(req: Request, wire: Wire) -> None:
+    """vLLM's ``/tokenize`` shape, one token per whitespace-separated word (token strings
+    show the space before a word), a chat's messages counted with 3 tokens of framing each."""
+    body = req.json() or {}
+    if "messages" in body:
+        count = sum(3 + len(_WORD.findall(m.get("content", ""))) for m in body["messages"])
+        answer: dict[str, Any] = {"count": count, "tokens": list(range(count))}
+    else:
+        text = body.get("prompt", "")
+        strs = [
+            (" " if m.start() and text[m.start() - 1] == " " else "") + m.group()
+            for m in _WORD.finditer(text)
+        ]
+        answer = {"count": len(strs), "tokens": list(range(len(strs)))}
+        answer["token_strs"] = strs if body.get("return_token_strs") else None
+    await wire.whole(200, json.dumps(answer).encode())
+
+
+async def streams_forever(req: Request, wire: Wire) -> None:
+    """A 200 whose stream never ends, whatever ``max_tokens`` asked: an event every 10 ms."""
+    await wire.head()
+    while True:
+        await wire.event(content_chunk("a"))
+        await asyncio.sleep(0.01)
+
+
+async def stalls_after_head(req: Request, wire: Wire) -> None:
+    """Sends the response head, then nothing, never closing."""
+    await wire.head()
+    await asyncio.sleep(3600)
+
+
+async def trickles(req: Request, wire: Wire) -> None:
+    """Sends the head, then one byte of body a second, forever (never a whole event)."""
+    await wire.head()
+    while True:
+        await wire.body_chunk(b"d")
+        await asyncio.sleep(1.0)
+
+
+def always(
+    status: int, message: str = "Service Unavailable", headers: dict[str, str] | None = None
+) -> Behaviour:
+    """Every request answered ``status`` with an OpenAI error body saying ``message``."""
+
+    async def behaviour(req: Request, wire: Wire) -> None:
+        await wire.whole(status, error_body(message, "server_error", status), headers)
+
+    return behaviour
+
+
+def failing_first(
+    times: int, fault: Behaviour, then: Behaviour, seen: list[float] | None = None
+) -> Behaviour:
+    """``fault`` for the first ``times`` requests, ``then`` for the rest; each request's
+    arrival (``time.monotonic()``) is appended to ``seen`` when given."""
+    count = 0
+
+    async def behaviour(req: Request, wire: Wire) -> None:
+        nonlocal count
+        count += 1
+        if seen is not None:
+            seen.append(time.monotonic())
+        await (fault if count <= times else then)(req, wire)
+
+    return behaviour
+
+
+def routed(routes: Mapping[str, Behaviour], default: Behaviour = sse_ok) -> Behaviour:
+    """The behaviour of the first route whose path ends the request's path, else ``default``."""
+
+    async def behaviour(req: Request, wire: Wire) -> None:
+        path = req.path.split("?", 1)[0]
+        for suffix, answer in routes.items():
+            if path.endswith(suffix):
+                await answer(req, wire)
+                return
+        await default(req, wire)
+
+    return behaviour
 
 
 @dataclass

@@ -178,7 +178,14 @@ def test_a_gate_over_a_run_where_everything_failed_fails_even_when_inconclusive_
     tmp_path,
 ):
     """No latency can be measured when no request succeeded; that must not pass as a warning."""
-    server = OddServer(faults.status_500_openai_body)
+
+    async def probe_ok_then_500(req: Request, wire: Wire) -> None:
+        # a 500 to the preflight's probe too would stop the session there (retried, then a
+        # usage error: test_metadata_deadlines.py); here only the run's requests fail
+        probe = b"Say hello." in req.body
+        await (sse_ok if probe else faults.status_500_openai_body)(req, wire)
+
+    server = OddServer(probe_ok_then_500)
     with serve_in_thread(server):
         rc, out, _ = _pytest(
             tmp_path, f"--llm-endpoint={server.url}", "--llm-inconclusive=warn", test=GATED_TEST

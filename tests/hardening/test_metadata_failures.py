@@ -1,7 +1,9 @@
-"""The metadata client (plain httpx) fails with the same categories as the load generator.
+"""The metadata client (httpx) fails with the same categories as the load generator.
 
-``Endpoint.client()`` serves model discovery, preflight and ``/metrics``; its
-exceptions are classified by ``client/failures.py``. Each case is a real
+``Endpoint.client()`` serves the metadata client (``client/metadata.py``: model
+discovery, preflight, ``/tokenize``, ``/metrics``); its exceptions are
+classified by ``client/failures.py``. Its deadlines and retries are tested in
+``test_metadata_deadlines.py``. Each case is a real
 socket on 127.0.0.1 (or a ``.invalid`` name), the real ``httpx`` transport,
 and the category the load generator's own client gives the same fault
 (``test_endpoint_faults.py``).
@@ -131,3 +133,4 @@ async def test_preflight_against_a_dead_port_is_one_connect_error_message() -> N
     text = str(info.value)
     assert text.startswith("--llm-endpoint: cannot reach")
     assert f"127.0.0.1:{port}" in text and "connect_error" in text and "running" in text
+    assert "GET /v1/models: connect_error" in text  # the call that failed is named

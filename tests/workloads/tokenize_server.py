@@ -1,4 +1,4 @@
-"""A small real HTTP server on 127.0.0.1 with vLLM's tokenizer routes, for the ``server`` tokenizer.
+"""A small real HTTP server on 127.0.0.1 with tokenizer routes, for the ``server`` tokenizer.
 
 ``GET /v1/models`` (with a ``root``), ``POST /tokenize`` (a prompt, or chat
 messages rendered with the tokenizer's chat template) and ``POST
@@ -7,8 +7,20 @@ counting with a ``tokenizers.Tokenizer``. The chat template is rendered here
 with jinja2 directly, independently of the code under test. Every request's
 path is recorded, so a test can prove that building samples calls nothing.
 Switches: ``token_strs=False`` answers ``"token_strs": null`` as a server
-without ``return_token_strs`` would; ``tokenize=False`` answers 404 on both
-routes, as a server without them does.
+without ``return_token_strs`` would (and, in llama.cpp's shape, ignores
+``with_pieces``); ``tokenize=False`` answers 404 on both routes, as a server
+without them does.
+
+``shape="llama.cpp"`` speaks llama-server's instead (its
+``tools/server/server-context.cpp``): ``POST /tokenize`` takes ``{"content",
+"add_special" (default false), "parse_special", "with_pieces"}`` and answers
+``{"tokens": [...]}`` (``{"id", "piece"}`` objects with pieces), and a body
+without ``content`` (vLLM's ``{"prompt"}``) gets ``{"tokens": []}``; ``POST
+/apply-template`` answers the chat template's text (its leading BOS text
+stripped when the tokenizer adds a BOS, as llama-server does before tokenizing
+it with ``add_special``); ``POST /detokenize`` answers ``{"content"}``.
+``shape="empty"`` answers ``{"tokens": []}`` to every ``/tokenize``, whatever
+was asked: a route that is there but counts nothing.
 """
 
 from __future__ import annotations
@@ -57,6 +69,40 @@ class ReferenceCounter:
     def detokenize_body(self, body: dict[str, Any]) -> dict[str, Any]:
         return {"prompt": self.backend.decode(body["tokens"], skip_special_tokens=False)}
 
+    def llama_tokenize_body(self, body: dict[str, Any], pieces: bool = True) -> dict[str, Any]:
+        if "content" not in body:
+            return {"tokens": []}  # llama-server reads only "content"
+        enc = self.backend.encode(
+            body["content"], add_special_tokens=body.get("add_special", False)
+        )
+        if not (pieces and body.get("with_pieces")):
+            return {"tokens": enc.ids}
+        out = []
+        for token in enc.ids:
+            piece: Any = self.backend.decode([token], skip_special_tokens=False)
+            if "\ufffd" in piece:  # not valid UTF-8 alone: llama-server sends the bytes
+                piece = list(piece.encode())
+            out.append({"id": token, "piece": piece})
+        return {"tokens": out}
+
+    def llama_apply_template_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        text = self.template.render(
+            messages=body["messages"], add_generation_prompt=True, **self.specials
+        )
+        bos = self.specials.get("bos_token")
+        if bos and self.adds_bos and text.startswith(bos):
+            text = text[len(bos) :]
+        return {"prompt": text}
+
+    def llama_detokenize_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {"content": self.backend.decode(body["tokens"], skip_special_tokens=False)}
+
+    @property
+    def adds_bos(self) -> bool:
+        return len(self.backend.encode("a", add_special_tokens=True).ids) > len(
+            self.backend.encode("a", add_special_tokens=False).ids
+        )
+
     def prompt_tokens(self, sample: Any, api: str) -> int:
         """``usage.prompt_tokens`` for ``sample`` as the client sends it (client/openai.py)."""
         if api == "chat":
@@ -76,12 +122,16 @@ class TokenizeServer:
         root: str | None = None,
         token_strs: bool = True,
         tokenize: bool = True,
+        shape: str = "vllm",
     ) -> None:
+        assert shape in ("vllm", "llama.cpp", "empty"), shape
         self.reference = ReferenceCounter(folder)
         self.model = model
         self.root = root
         self.token_strs = token_strs
         self.tokenize = tokenize
+        self.shape = shape
+        self.bodies: list[dict[str, Any]] = []  # every POST body, in order
         self.calls: list[str] = []
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(
@@ -107,14 +157,28 @@ class TokenizeServer:
         return Endpoint(self.url + "/v1", model=model or self.model, api=api, timeouts=timeouts)
 
     def models(self) -> dict[str, Any]:
+        if self.shape == "llama.cpp":  # llama-server: no root, a "meta" block about the model
+            meta = {"vocab_type": 2, "n_vocab": 400, "n_ctx_train": 1024, "n_params": 1}
+            entry = {"id": self.model, "object": "model", "owned_by": "llamacpp", "meta": meta}
+            return {"object": "list", "data": [entry]}
         entry = {"id": self.model, "object": "model", "owned_by": "test", "root": self.root}
         return {"object": "list", "data": [entry]}
 
-    def tokenize_body(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self.reference.tokenize_body(body, self.token_strs)
-
-    def detokenize_body(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self.reference.detokenize_body(body)
+    def routes(self) -> dict[str, Any]:
+        """Route -> the function answering a body there, in this server's shape."""
+        ref = self.reference
+        if self.shape == "empty":
+            return {"/tokenize": lambda body: {"tokens": []}}
+        if self.shape == "llama.cpp":
+            return {
+                "/tokenize": lambda body: ref.llama_tokenize_body(body, self.token_strs),
+                "/apply-template": ref.llama_apply_template_body,
+                "/detokenize": ref.llama_detokenize_body,
+            }
+        return {
+            "/tokenize": lambda body: ref.tokenize_body(body, self.token_strs),
+            "/detokenize": ref.detokenize_body,
+        }
 
 
 def _handler(server: TokenizeServer) -> type[BaseHTTPRequestHandler]:
@@ -144,7 +208,8 @@ def _handler(server: TokenizeServer) -> type[BaseHTTPRequestHandler]:
             server.calls.append(f"POST {self.path}")
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
-            routes = {"/tokenize": server.tokenize_body, "/detokenize": server.detokenize_body}
+            server.bodies.append(body)
+            routes = server.routes()
             if self.path not in routes or not server.tokenize:
                 self._send(404, {"detail": "Not Found"})
                 return
