@@ -25,12 +25,23 @@ request asked for them. Anything malformed is a
 :data:`~pytest_llmperf.client.records.ErrorKind.PROTOCOL` failure of that
 request (a cut, :data:`~pytest_llmperf.client.records.ErrorKind.TRUNCATED`),
 never an exception out of the event loop.
+
+What the connection knows about its own reuse (docs/measurement.md,
+"Connections"), for the pool (:mod:`~pytest_llmperf.client.stream_client`)
+to decide with: how many requests it has carried (``requests``), the idle
+limit and request cap its server announced in ``Keep-Alive`` (read from each
+response head that carries one, :mod:`~pytest_llmperf.client.keepalive`),
+whether the server's close is already waiting in the socket though the loop
+has not read it yet (:meth:`Http1Connection.hung_up`), and whether any byte of
+the current response has arrived (:attr:`Http1Connection.answered`): a request
+lost on a reused connection before that may be sent again, never after.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import select
 import time
 from collections.abc import Callable, Mapping
 from types import SimpleNamespace
@@ -43,6 +54,7 @@ from httptools import (
     HttpResponseParser,
 )
 
+from pytest_llmperf.client.keepalive import KEEPALIVE_S, idle_limit, parse_keep_alive
 from pytest_llmperf.client.records import ErrorKind
 
 __all__ = [
@@ -58,6 +70,7 @@ MAX_HEAD_BYTES = 64 * 1024  # a head, or framing bytes without body data between
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token (header name, method)
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # controls but HTAB: CR and LF above all
 _BAD_TARGET = re.compile(r"[^\x21-\x7e]")  # a request target is visible ASCII, no spaces
+_UNCAPPED = 1 << 62  # max_requests of a connection whose server announced no max=
 
 
 class ResponseSink(Protocol):
@@ -127,7 +140,12 @@ class Http1Connection(asyncio.Protocol):
     ``reusable`` is true once a response has been read completely on a
     connection both sides keep open; the pool only reuses such connections.
     One llhttp parser serves the connection's responses in turn; after any
-    framing error the connection is closed, never reused.
+    framing error the connection is closed, never reused. ``requests`` counts
+    the requests written on it, ``reused`` says whether the pool handed it out
+    from its idle list (set by the pool), and ``idle_limit_s`` /
+    ``max_requests`` are what its server's last ``Keep-Alive`` header allowed
+    (:data:`~pytest_llmperf.client.keepalive.KEEPALIVE_S` and no cap when none
+    said).
     """
 
     def __init__(self) -> None:
@@ -136,6 +154,12 @@ class Http1Connection(asyncio.Protocol):
         self.reusable = False
         self.idle_since = 0.0  # time.monotonic() when last put back in the pool
         self.lost = False  # the transport has let go of the socket
+        self.lost_at = 0.0  # time.monotonic() when it did
+        self.requests = 0  # requests written on this connection
+        self.reused = False  # handed out from the pool's idle list (set by the pool)
+        self.idle_limit_s = KEEPALIVE_S  # how long it may sit idle in the pool
+        self.max_requests = _UNCAPPED  # how many requests it may carry in all
+        self._fd = -1  # the socket's descriptor while the transport holds it
         self.on_lost: Callable[[Http1Connection], None] | None = None
         self._lost: asyncio.Future[None] | None = None
         self._sink: ResponseSink | None = None
@@ -160,6 +184,26 @@ class Http1Connection(asyncio.Protocol):
         )
         self._parser: HttpResponseParser | None = HttpResponseParser(callbacks)
 
+    @property
+    def answered(self) -> bool:
+        """Whether any byte of the response to the last request sent has been read."""
+        return self._now != 0
+
+    def hung_up(self) -> bool:
+        """Whether the socket of this idle connection has something to read: the server's
+        close (FIN or RST) that the event loop has not processed yet, or bytes nobody asked
+        for. Either way it must not carry a request (urllib3 checks the same before reuse).
+
+        One ``poll`` with a zero timeout (well under a microsecond): it catches the close
+        that reached the socket after the loop's last look, the usual case of a server
+        that hangs up right after its response while the client is already reusing it.
+        """
+        if self._fd < 0 or self.lost:
+            return self.lost
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+
     async def wait_closed(self) -> None:
         """Until the transport has really let go of the socket (after :meth:`close`)."""
         if self.transport is None or self.lost:
@@ -173,6 +217,9 @@ class Http1Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Not an isinstance check: uvloop's transports do not derive from asyncio's classes.
         self.transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            self._fd = sock.fileno()
 
     def data_received(self, data: bytes) -> None:
         now = time.monotonic_ns()
@@ -206,6 +253,8 @@ class Http1Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = self.lost = True
         self.reusable = False
+        self.lost_at = time.monotonic()
+        self._fd = -1  # the descriptor may be another socket's from now on
         self._parser = None  # it holds this object's methods: no cycle left to collect
         if self._lost is not None and not self._lost.done():
             self._lost.set_result(None)
@@ -232,6 +281,8 @@ class Http1Connection(asyncio.Protocol):
         assert self.transport is not None and self._sink is None
         self._sink = sink
         self.reusable = False
+        self.requests += 1
+        self._now = 0  # nothing of this response read yet (data_received sets it per read)
         self._in_head = True
         self._status_seen = self._interim = self._until_close = False
         self._unframed = 0
@@ -282,6 +333,9 @@ class Http1Connection(asyncio.Protocol):
         self._unframed = 0
         headers = self._headers
         self._until_close = _ends_at_close(status, headers)
+        keep_alive = headers.get("keep-alive")
+        if keep_alive is not None:
+            self._announced(keep_alive)
         self._sink.on_head(status, headers, self._now)
 
     def _on_message_complete(self) -> None:
@@ -302,6 +356,14 @@ class Http1Connection(asyncio.Protocol):
         sink.on_end(now)
 
     # -- what llhttp leaves to its caller ----------------------------------------------
+
+    def _announced(self, value: str) -> None:
+        """A ``Keep-Alive`` header: its ``timeout=`` and ``max=`` bound this connection's reuse."""
+        said = parse_keep_alive(value)
+        if said.timeout_s is not None:
+            self.idle_limit_s = idle_limit(said.timeout_s)
+        if said.max_requests is not None:
+            self.max_requests = said.max_requests
 
     def _unasked(self, data: bytes) -> None:
         """Bytes while no request is out: kept (a little) to report, and never reused."""

@@ -141,7 +141,11 @@ class ChunkInfo:
     only ``finish_reason``/``usage``, and not an empty string riding on the
     chunk that carries ``finish_reason`` (llama.cpp ends so). ``answer`` is
     true when the event carries non-empty answer content or a tool call
-    (``ttfo``); ``reasoning`` when it carries reasoning text. ``blank_finish``
+    (``ttfo``); ``reasoning`` when it carries reasoning text; ``output`` when
+    it carries a non-empty piece of the reply — answer text, reasoning text or
+    tool-call arguments — the evidence that something was generated, which an
+    empty-string delta never is (a stream with no such piece is
+    ``empty_response``, whatever its usage claims). ``blank_finish``
     marks that last case: vLLM also ends so when its last token is a partial
     character, and only the usage at the end of the stream can tell the two
     apart (:mod:`pytest_llmperf.client.request` settles it there).
@@ -150,6 +154,7 @@ class ChunkInfo:
     event: bool = False
     answer: bool = False
     reasoning: bool = False
+    output: bool = False
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
     error: str | None = None
@@ -202,19 +207,23 @@ def parse_chunk(data: str) -> ChunkInfo:
         content = delta.get("content")
         if len(delta) == 1 and content.__class__ is str:
             # the common chunk, {"content": "..."}: no further look-ups
-            if content or not finish:
-                return ChunkInfo(True, bool(content), False, finish, usage)
-            return ChunkInfo(False, False, False, finish, usage, blank_finish=True)
+            if content:
+                return ChunkInfo(True, True, False, True, finish, usage)
+            if not finish:  # an empty token delta (vLLM: a partial character)
+                return ChunkInfo(True, False, False, False, finish, usage)
+            return ChunkInfo(False, False, False, False, finish, usage, blank_finish=True)
         return _delta_info(delta, content, finish, usage)
     text = choice.get("text")
     if text.__class__ is str:  # completions
-        if text or not finish:
-            return ChunkInfo(True, bool(text), False, finish, usage)
-        return ChunkInfo(False, False, False, finish, usage, blank_finish=True)
+        if text:
+            return ChunkInfo(True, True, False, True, finish, usage)
+        if not finish:
+            return ChunkInfo(True, False, False, False, finish, usage)
+        return ChunkInfo(False, False, False, False, finish, usage, blank_finish=True)
     message = choice.get("message")
     if message.__class__ is dict:  # a non-streamed chat answer
         return _delta_info(message, message.get("content"), finish, usage, whole=True)
-    return ChunkInfo(False, False, False, finish, usage)
+    return ChunkInfo(False, False, False, False, finish, usage)
 
 
 def _delta_info(
@@ -233,17 +242,29 @@ def _delta_info(
     has_reasoning = reasoning.__class__ is str
     tools = delta.get("tool_calls")
     has_tools = bool(tools) and tools.__class__ is list
-    answer = (has_content and bool(content)) or has_tools
+    text = has_content and bool(content)
+    answer = text or has_tools
     thinking = has_reasoning and bool(reasoning)
     if answer or thinking:
-        return ChunkInfo(True, answer, thinking, finish, usage)
+        output = text or thinking or (has_tools and _has_arguments(tools))
+        return ChunkInfo(True, answer, thinking, output, finish, usage)
     # Only empty strings (or nothing) from here on.
     if not (has_content or has_reasoning) or whole or "role" in delta:
         # the role-only opening chunk, or a finish-only chunk
-        return ChunkInfo(False, False, False, finish, usage)
+        return ChunkInfo(False, False, False, False, finish, usage)
     if finish:  # "" beside the finish: a token only if the usage says so
-        return ChunkInfo(False, False, False, finish, usage, blank_finish=True)
-    return ChunkInfo(True, False, False, finish, usage)  # an empty token delta
+        return ChunkInfo(False, False, False, False, finish, usage, blank_finish=True)
+    return ChunkInfo(True, False, False, False, finish, usage)  # an empty token delta
+
+
+def _has_arguments(calls: Any) -> bool:
+    """Whether a ``tool_calls`` delta carries a piece of some call's arguments (a string,
+    or the parsed object a few servers send); a call's name or id alone is not one."""
+    for call in calls:
+        function = call.get("function") if call.__class__ is dict else None
+        if function.__class__ is dict and function.get("arguments"):
+            return True
+    return False
 
 
 def answer_text(data: str) -> str:

@@ -56,6 +56,14 @@ class RequestRecord:
     ``cancelled`` (the client abandoned it on purpose, ``llm_load(cancel=)``:
     neither completed nor failed) and ``reply`` (the answer's text pieces,
     collected only when a later session turn needs them; None otherwise).
+
+    ``connection_retries`` is 1 when the request was lost on a reused
+    connection before any byte of its response and sent once more on a new
+    one (docs/measurement.md, "Connections"); ``t_send`` stays the first
+    write, which every time of the request counts from, and ``t_resend`` is the
+    second (0 when there was none). ``has_output`` is set by the first
+    non-empty piece of the reply (answer text, reasoning text, tool-call
+    arguments): a stream that ends without one is ``empty_response``.
     """
 
     index: int
@@ -85,6 +93,9 @@ class RequestRecord:
     queue_wait_ns: int = -1
     cancelled: bool = False
     reply: list[str] | None = None
+    connection_retries: int = 0
+    t_resend: int = 0
+    has_output: bool = False
 
     @property
     def ok(self) -> bool:

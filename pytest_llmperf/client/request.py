@@ -16,6 +16,16 @@ CancelAt` point in time (``after_ms``, from ``t_send``) is the same timer's thir
 deadline; its token count is checked per event, on a path of its own that
 requests without one never take.
 
+A request lost on a *reused* connection before a single byte of its response
+arrived (the server closed the idle connection just as it was reused: EOF or
+RST before the head, or a failed write) is sent once more, on a new
+connection, and counted (``record.connection_retries``). Only then: never
+after any byte of a response (the server may have started on it), never when
+a fresh connection fails (the server really refused), never for a timeout or
+a cancel. The retry changes none of the request's clocks: ``t_sched`` and
+``t_send`` (the first write) stay, the same timer keeps its limits and cancel
+point, and the retry's own write is ``record.t_resend``.
+
 Two things are done only for the requests that ask for them, decided once per
 request: a cancel point in tokens, and collecting the answer's text
 (``record.reply`` is a list when the request starts: a session turn whose
@@ -32,6 +42,7 @@ from typing import Any
 
 from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
+from pytest_llmperf.client.http1 import Http1Connection
 from pytest_llmperf.client.openai import (
     ChunkInfo,
     answer_text,
@@ -69,7 +80,10 @@ async def send_request(
     error; its connection is closed, never reused). ``record.reply``, when it
     is a list as the request starts, collects the answer's text pieces.
     ``sample.headers`` go into this request's head; a bad one fails the
-    request as a ``client_error`` before anything is sent.
+    request as a ``client_error`` before anything is sent. A request the
+    server's close overtook on a reused connection, before any byte of its
+    response, goes out once more on a new one (``record.connection_retries``;
+    see the module's docstring).
     """
     if endpoint.model is None:
         raise RuntimeError("endpoint model is not resolved; call resolve_model() first")
@@ -85,9 +99,16 @@ async def send_request(
     conn = None
     try:
         conn = await client.acquire(min(timeouts.connect, timeouts.first_token))
+        if conn.reused:
+            reading.resend_on = conn
         record.t_send = conn.send(data, reading)
         reading.watch()
-        await reading.done
+        if await reading.done:  # lost on a reused connection before any response byte
+            record.connection_retries += 1
+            conn = await client.redial(conn, reading.connect_budget_s())
+            if not reading.done.done():  # a limit may have passed while connecting
+                record.t_resend = conn.send(data, reading)
+                await reading.done
     except TransportFailure as exc:
         record.fail(exc.kind, exc.detail, now=time.monotonic_ns())
     finally:
@@ -113,7 +134,11 @@ class _Reading:
 
     Runs inside the connection's ``data_received``: it must not raise (a
     bug becomes a ``client_error`` of this request) and it resolves
-    :attr:`done` exactly once, when the request's outcome is known.
+    :attr:`done` once the request's outcome is known, with ``False``. The one
+    exception: while ``resend_on`` is the (reused) connection the request went
+    out on, losing that connection before any byte of the response resolves
+    :attr:`done` with ``True`` instead — "send it again" — and puts a fresh
+    future in its place for the second attempt, which the same timer watches.
     """
 
     __slots__ = (
@@ -133,6 +158,7 @@ class _Reading:
         "done",
         "last_read_ns",
         "record",
+        "resend_on",
     )
 
     def __init__(
@@ -143,7 +169,8 @@ class _Reading:
         cancel: CancelAt | None = None,
     ) -> None:
         self.record = record
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.resend_on: Http1Connection | None = None
         self.last_read_ns = start_ns
         self._start_ns = start_ns
         self._timeouts = timeouts
@@ -174,6 +201,12 @@ class _Reading:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def connect_budget_s(self) -> float:
+        """How long a retry's connect may take: the connect limit, or what is left of
+        the request's first-token limit if less (the timer fails the request then)."""
+        left = (self._limit_ns() - time.monotonic_ns()) / 1e9
+        return max(0.0, min(self._timeouts.connect, left))
 
     def _limit_ns(self) -> int:
         """When the first-token limit (before the first token) or the total limit ends."""
@@ -269,16 +302,24 @@ class _Reading:
                 _token_event(record, self._blank_finish_ns)
             if not self._finished:
                 record.fail(ErrorKind.TRUNCATED, "stream ended without finish_reason or [DONE]")
-            elif not record.token_events and not record.usage_completion_tokens:
-                # A proper end with usage reporting output but no token event still
-                # completed (the tokens' times are unknown); with neither, nothing came.
-                why = "stream carried no generated text (no token event, no output usage)"
-                record.fail(ErrorKind.EMPTY, why)
+            elif not record.has_output:
+                # Nothing counts as generated unless something was: empty deltas and a
+                # usage that claims tokens are no evidence of text (DESIGN.md).
+                record.fail(ErrorKind.EMPTY, _empty_detail(record))
         self._resolve()
 
     def on_failure(self, kind: ErrorKind, detail: str, now_ns: int) -> None:
-        if not self.done.done():
-            self._fail(kind, detail, now_ns)
+        if self.done.done():
+            return
+        conn = self.resend_on
+        if conn is not None and kind is ErrorKind.TRUNCATED and not conn.answered:
+            # The server closed the reused connection as the request went out: once more,
+            # on a new connection (send_request), under the same timer.
+            self.resend_on = None
+            done, self.done = self.done, asyncio.get_running_loop().create_future()
+            done.set_result(True)
+            return
+        self._fail(kind, detail, now_ns)
 
     # -- outcomes ----------------------------------------------------------------
 
@@ -347,7 +388,7 @@ class _Reading:
 
     def _resolve(self) -> None:
         if not self.done.done():
-            self.done.set_result(None)
+            self.done.set_result(False)
 
 
 def _on_event(data: str, now: int, record: RequestRecord) -> ChunkInfo | None:
@@ -365,6 +406,8 @@ def _on_event(data: str, now: int, record: RequestRecord) -> ChunkInfo | None:
         _apply_usage(record, info.usage)
     if info.event:
         _token_event(record, now)
+        if info.output:
+            record.has_output = True
         if info.answer and not record.t_out:
             record.t_out = now
         if info.reasoning:
@@ -395,9 +438,10 @@ def _apply_whole(raw: bytes, now: int, record: RequestRecord) -> None:
         record.fail(ErrorKind.STREAM_ERROR, info.error, now=now)
         return
     _apply_usage(record, info.usage)
-    if not info.event:
-        record.fail(ErrorKind.EMPTY, "response carried no generated text", now=now)
+    if not info.output:  # no text, reasoning or tool-call arguments, whatever the usage says
+        record.fail(ErrorKind.EMPTY, _empty_detail(record, whole=True), now=now)
         return
+    record.has_output = True
     if info.answer and record.reply is not None and (answer := answer_text(text)):
         record.reply.append(answer)
     record.t_first = record.t_last = record.t_end = now
@@ -405,6 +449,17 @@ def _apply_whole(raw: bytes, now: int, record: RequestRecord) -> None:
         record.t_out = now
     record.token_events = 1
     record.finish_reason = info.finish_reason
+
+
+def _empty_detail(record: RequestRecord, *, whole: bool = False) -> str:
+    """Why a reply is ``empty_response``, with what the server claimed beside it."""
+    what = "response" if whole else "stream"
+    detail = f"{what} carried no generated text (no text, reasoning or tool-call arguments"
+    if record.token_events:
+        detail += f"; {record.token_events} empty delta(s)"
+    if record.usage_completion_tokens:
+        detail += f"; its usage claims {record.usage_completion_tokens} completion token(s)"
+    return detail + ")"
 
 
 def _apply_usage(record: RequestRecord, usage: dict[str, Any] | None) -> None:

@@ -1,11 +1,31 @@
 """The load generator's connections to one endpoint: a keep-alive pool of HTTP/1.1 sockets.
 
 A pool per run, made inside the running loop. It opens connections on demand
-up to ``max_connections`` (a request beyond that waits for a free one), keeps
-finished ones for reuse (last in, first out, so the warm ones are reused and
-the rest age out), and drops one that sat idle longer than
-``KEEPALIVE_S`` — below the 5 s keep-alive timeout of uvicorn (vLLM, SGLang),
-so the client does not write into a socket the server is closing.
+up to ``max_connections`` (a request beyond that waits for a free one) and
+keeps finished ones for reuse (last in, first out, so the warm ones are reused
+and the rest age out). A connection is never reused, so that the client does
+not write into a socket the server is closing (docs/measurement.md,
+"Connections"), when:
+
+- its response did not end cleanly on a connection both sides keep open
+  (``Connection: close``, HTTP/1.0, a cut, a cancel, a 5xx);
+- the server closed it while idle (EOF or RST, seen by the loop, or still
+  waiting in the socket: :meth:`Http1Connection.hung_up` at hand-out);
+- it sat idle longer than its server's ``Keep-Alive: timeout=`` allows, less a
+  margin, or ``KEEPALIVE_S`` when the server announced none (under the 5 s of
+  uvicorn: vLLM, SGLang);
+- it has carried the ``Keep-Alive: max=`` requests its server announced.
+
+Those rules cannot close the race of a server that hangs up just as the
+client reuses the connection; :mod:`~pytest_llmperf.client.request` sends such
+a request once more on a new connection (:meth:`StreamClient.redial`). And a
+server that closes its connections right after the responses it announced as
+keep-alive (llama.cpp's server after every streamed response) is taken at its
+deed: after :data:`BROKEN_PROMISES` such closes within
+:data:`SOON_AFTER_S` of a response, the pool keeps no connection for the rest
+of its run, as if every response said ``Connection: close``. Each request then
+connects before it is sent, instead of a share of them losing the race and
+connecting again after their first write (inside their measured time).
 
 The request head is built once per API and checked then (a header value
 with CR/LF, say an API key read with its newline, is a usage error naming the
@@ -32,14 +52,19 @@ from urllib.parse import urlsplit
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.fdlimits import connection_budget, ensure_descriptors
 from pytest_llmperf.client.http1 import Http1Connection, check_request_headers, request_prefix
+from pytest_llmperf.client.keepalive import KEEPALIVE_S
 from pytest_llmperf.client.openai import API_PATHS
 from pytest_llmperf.client.records import ErrorKind
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.tls import tls_verify
 
-__all__ = ["KEEPALIVE_S", "StreamClient", "TransportFailure"]
+__all__ = ["BROKEN_PROMISES", "KEEPALIVE_S", "SOON_AFTER_S", "StreamClient", "TransportFailure"]
 
-KEEPALIVE_S = 4.0
+# A close this soon after a kept-alive response is the server's habit, not its idle
+# timeout (uvicorn's is 5 s; a server that announces less is taken at its word).
+SOON_AFTER_S = 0.25
+BROKEN_PROMISES = 3  # such closes before the pool stops keeping connections
+
 _LENGTH = b"Content-Length: "  # where request_prefix ends
 
 
@@ -107,6 +132,8 @@ class StreamClient:
         self._open: set[Http1Connection] = set()  # until each socket is really closed
         self._slots = asyncio.Semaphore(max_connections)
         self._closed = False
+        self.broken_promises = 0  # closes right after a kept-alive response (see above)
+        self.keeps_connections = True  # until BROKEN_PROMISES of them
 
     async def __aenter__(self) -> StreamClient:
         return self
@@ -163,14 +190,19 @@ class StreamClient:
     # -- connections -------------------------------------------------------------
 
     async def acquire(self, timeout_s: float) -> Http1Connection:
-        """A connection for one request: a kept-alive one, or a new one within ``timeout_s``."""
+        """A connection for one request: a kept-alive one (``reused``), or a new one
+        within ``timeout_s``."""
         await self._slots.acquire()
         try:
             now = time.monotonic()
             while self._idle:
                 conn = self._idle.pop()
-                if conn.reusable and now - conn.idle_since < KEEPALIVE_S:
-                    return conn
+                if now - conn.idle_since < conn.idle_limit_s:
+                    if conn.reusable and not conn.hung_up():
+                        conn.reused = True
+                        return conn
+                    if conn.lost or conn.reusable:  # the server closed it while idle
+                        self._closed_by_server(conn, conn.lost_at if conn.lost else now)
                 conn.close()
             return await self._connect(timeout_s)
         except BaseException:
@@ -178,13 +210,41 @@ class StreamClient:
             raise
 
     def release(self, conn: Http1Connection) -> None:
-        """Give back what :meth:`acquire` handed out (reused if its response ended cleanly)."""
-        if conn.reusable and not self._closed:
+        """Give back what :meth:`acquire` handed out (kept if its response ended cleanly
+        and its server lets it carry another request)."""
+        if (
+            conn.reusable
+            and self.keeps_connections
+            and not self._closed
+            and conn.requests < conn.max_requests
+        ):
             conn.idle_since = time.monotonic()
             self._idle.append(conn)
         else:
             conn.close()
         self._slots.release()
+
+    async def redial(self, conn: Http1Connection, timeout_s: float) -> Http1Connection:
+        """A new connection in place of ``conn`` (closed), in the same pool slot.
+
+        For a request lost on a reused connection before any byte of its response
+        (:mod:`~pytest_llmperf.client.request`); raises :class:`TransportFailure` as a
+        connect does, and the caller then still releases ``conn``.
+        """
+        self._closed_by_server(conn, conn.lost_at or time.monotonic())
+        conn.close()
+        return await self._connect(timeout_s)
+
+    def _closed_by_server(self, conn: Http1Connection, at: float) -> None:
+        """``conn``, kept alive after a response, was closed by its server at ``at``
+        (or before): a broken keep-alive promise when that was soon after the response."""
+        if conn.requests and at - conn.idle_since < SOON_AFTER_S:
+            self.broken_promises += 1
+            if self.broken_promises >= BROKEN_PROMISES and self.keeps_connections:
+                self.keeps_connections = False
+                for idle in self._idle:  # kept by the same server: as good as closed
+                    idle.close()
+                self._idle.clear()
 
     async def open_connections(self, count: int) -> None:
         """Open up to ``count`` connections now, before a run's clock starts.

@@ -20,8 +20,16 @@ the event count):
 - ``queue_wait``: under ``max_concurrency``, how long a planned request
   waited for a free slot (only capped runs record it)
 
-A completed request that streamed no token event (its usage reported output
-tokens) counts as completed with its tokens, and has no latency samples.
+A completed request that streamed no token event counts as completed with
+its tokens and has no latency samples (a non-streamed answer has one event;
+a stream that delivered no text, reasoning or tool-call arguments is failed,
+``empty_response``, so this is left for records read back from older event
+logs).
+
+``connection_retries`` counts the requests (issued, whatever their outcome)
+that were lost on a reused connection before any byte of their response and
+sent once more on a new one (docs/measurement.md, "Connections"): 0 against a
+server that keeps its keep-alive promises.
 
 Run-level: ``window`` = first planned send to last request end;
 ``request_throughput = completed / window``; ``output_throughput = Σ n_out /
@@ -115,6 +123,7 @@ _COUNTERS = (
     "failed",
     "incomplete",
     "cancelled",
+    "connection_retries",
     "good",
     "output_tokens",
     "input_tokens",
@@ -150,6 +159,7 @@ class MetricsAccumulator:
         self.failed = 0
         self.incomplete = 0
         self.cancelled = 0
+        self.connection_retries = 0
         self.good = 0
         self.output_tokens = 0
         self.input_tokens = 0
@@ -186,6 +196,7 @@ class MetricsAccumulator:
             if record.turn >= 0:
                 self._breakdown(self.turns, min(record.turn, MAX_TURN_BREAKDOWN - 1)).add(record)
         self.issued += 1
+        self.connection_retries += record.connection_retries
         end = record.t_end or record.t_last or record.t_send or record.t_sched
         self._extend_window(record.t_sched, end)
         queued = record.queue_wait_ns
@@ -226,7 +237,7 @@ class MetricsAccumulator:
             self.input_usage_requested += record.input_requested
         if record.usage_cached_tokens:
             self.cached_tokens += record.usage_cached_tokens
-        if not record.t_first:  # completed by its usage alone: no token times to measure
+        if not record.t_first:  # no token times to measure (a record from an older event log)
             self._count_good({})
             return
         ttft = record.t_first - record.t_sched
@@ -381,6 +392,7 @@ class MetricsAccumulator:
             "failed": self.failed,
             "incomplete": self.incomplete,
             "cancelled": self.cancelled,
+            "connection_retries": self.connection_retries,
         }
 
     def to_state(self) -> dict[str, Any]:

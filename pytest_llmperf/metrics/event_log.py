@@ -83,6 +83,8 @@ def _finish(record: RequestRecord, kind: str, t_ns: int, info: Mapping[str, Any]
     record.finish_reason = info.get("finish")
     record.status = info.get("status")
     record.category = info.get("category", "")
+    record.connection_retries = int(info.get("retries", 0))
+    record.t_resend = int(info.get("resent", 0))
     if kind == "error":
         record.error = _error_kind(info.get("error"))
         record.error_detail = info.get("detail", "")

@@ -17,6 +17,11 @@ kind            ``t_ns``                     ``ref_ns`` / ``info``
 ``error``       when the failure was seen    JSON: category, detail, tokens so far
 ==============  ==========================  ===================================
 
+A request sent once more on a new connection (docs/measurement.md,
+"Connections") has ``retries`` and ``resent`` (the second write's instant) in
+the JSON of its ``complete`` or ``error`` row; its ``issued`` row is the first
+write.
+
 ``phase`` is 0 for warm-up requests and 1 for the tracked performance phase.
 The ``meta`` table holds the run's description (JSON). Rows are appended in
 the order the requests finished, which is the order the accumulator saw
@@ -212,6 +217,10 @@ def event_rows(record: RequestRecord, position: int) -> list[tuple[Any, ...]]:
         info["status"] = record.status
     if record.category:
         info["category"] = record.category
+    if record.connection_retries:  # sent once more on a new connection
+        info["retries"] = record.connection_retries
+        if record.t_resend:
+            info["resent"] = record.t_resend
     end = record.t_end or record.t_last or record.t_send or record.t_sched
     if record.error is None:
         rows.append((req, sample, phase, "complete", end, None, json.dumps(info)))

@@ -9,6 +9,10 @@ not: the statistics compared and the largest change), and its baseline
 comparisons when they say something (regressed, improved, or could not
 compare); then per endpoint and model the session's merged figures and one
 line per session-wide ruleset target; then the paths of reports written.
+A run with ``connection_retries`` (requests sent once more on a new
+connection, docs/measurement.md "Connections") gets a ``!`` line saying how
+many, and the figures of a run or group name them; at 0, the normal case,
+nothing is printed (the JSON and HTML reports always carry the count).
 
 Written for an 80-column terminal and a CI log alike: a line that would pass
 the width is broken at a clause (an SLO's reason, the figures of a merged
@@ -91,6 +95,8 @@ def summary_lines(
                 lines.append(f"    ✗ {line}")
             for warning in (run.get("token_lengths") or {}).get("warnings", ()):
                 lines.append(f"    ! {run['label']}: {warning}")
+            if retried := (run.get("counts") or {}).get("connection_retries"):
+                lines.extend(_retries_lines(run["label"], retried, width))
             if run.get("reference"):  # --llm-reference-endpoint: passed or not, one line
                 lines.extend(_fit("  " + _ab_line(run["label"], run["reference"]), width))
         for c in _notable(test.baseline):
@@ -250,6 +256,18 @@ def _wrap(parts: Sequence[str], width: int | None, indent: str = "    ") -> list
     return lines
 
 
+def _retries_lines(label: str, retried: int, width: int | None) -> list[str]:
+    """A run's ``connection_retries``, said in full (wrapped at spaces to ``width``)."""
+    text = (
+        f"! {label}: {retried} request(s) sent once more on a new connection: the server"
+        " closed a reused one before answering (connection_retries; their times count"
+        " from the first send)"
+    )
+    if width is None:
+        return ["    " + text]
+    return textwrap.wrap(text, width, initial_indent="    ", subsequent_indent="      ")
+
+
 def _brief_parts(
     metrics: dict[str, Any], counts: dict[str, int], errors: dict[str, int] | None = None
 ) -> list[str]:
@@ -257,6 +275,7 @@ def _brief_parts(
     tpot = metrics["tpot"]
     # Why requests failed, most frequent first (categories: docs/fault-matrix.md).
     why = ", ".join(f"{k} {n}" for k, n in sorted((errors or {}).items(), key=lambda kv: -kv[1]))
+    retried = counts.get("connection_retries", 0)
     return [
         f"{counts['completed']}/{counts['issued']} ok",
         f"ttft p50 {format_value(ttft['p50'], 'ms')} p99 {format_value(ttft['p99'], 'ms')}",
@@ -264,6 +283,7 @@ def _brief_parts(
         f"{metrics['request_throughput']:.2f} req/s",
         f"{metrics['output_throughput']:.1f} tok/s",
         f"errors {metrics['error_rate'] * 100:.2f}%" + (f" ({why})" if why else ""),
+        *([f"connection retries {retried}"] if retried else []),
     ]
 
 

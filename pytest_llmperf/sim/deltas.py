@@ -44,7 +44,9 @@ class DeltaPlan:
     non-empty chunk. The last reasoning token before an answer is never empty,
     so no text moves across the parts; the very last token may be, and then the
     text held back is never sent, as vLLM never sends a trailing partial
-    character (the streamed text is a word or more short of ``completion_tokens``).
+    character (the streamed text is a word or more short of ``completion_tokens``)
+    — unless every token would be empty: then the last is not, since a reply
+    without any text is a failed request (``empty_response``), not a shape.
     """
 
     n: int
@@ -66,6 +68,8 @@ def plan_deltas(profile: Profile, seed: int, index: int, n_out: int, api: str) -
         mask = bytearray(1 if rand() < rate else 0 for _ in range(n_out))
         if 0 < n_reasoning < n_out:
             mask[n_reasoning - 1] = 0
+        if mask and all(mask):  # a reply with no text at all is a failed request
+            mask[-1] = 0  # (empty_response): the last token carries what was held back
         empty = bytes(mask)
     else:
         empty = bytes(n_out)

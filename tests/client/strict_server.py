@@ -85,6 +85,11 @@ class ServedRequest:
     received_ns: int
     first_event_ns: int = 0  # the first token event (reasoning or empty included)
     first_answer_ns: int = 0  # the first non-empty answer content
+    # the same two events, stamped just *before* their bytes are handed to the socket: the
+    # client cannot read an event before this instant (causality, whatever the scheduler)
+    first_event_write_ns: int = 0
+    first_answer_write_ns: int = 0
+    last_event_write_ns: int = 0  # the last token event, stamped the same way
     events: int = 0
     body: dict[str, Any] = field(default_factory=dict)
 
@@ -189,12 +194,16 @@ class StrictServer:
                 text, key, answer = ("" if empty else f"word{k} "), "content", not empty
             finish = "length" if self.finish_on_last and i == self.tokens - 1 else None
             payload = _choice({key: text}, finish) if chat else _text(text, finish)
+            before = time.monotonic_ns()
             await _event(writer, payload)
             now = time.monotonic_ns()
             served.events += 1
             served.first_event_ns = served.first_event_ns or now
+            served.first_event_write_ns = served.first_event_write_ns or before
+            served.last_event_write_ns = before
             if answer and not served.first_answer_ns:
                 served.first_answer_ns = now
+                served.first_answer_write_ns = before
         if not self.finish_on_last:
             last = _choice({}, finish="length") if chat else _text("", finish="length")
             await _event(writer, last)

@@ -134,7 +134,7 @@ async def test_several_events_in_one_read_count_up_to_the_cancel_point() -> None
     assert record.cancelled and record.error is None
     assert record.token_events == 4
     assert len(record.gaps_ns) == 3 and record.gaps_ns[2] == 0  # events 3 and 4: one read
-    assert (record.t_end - record.t_send) / 1e6 < 300  # not after the last step's 0.5 s
+    assert (record.t_end - record.t_send) / 1e6 < 500  # before the last step's 0.5 s wait
 
 
 # -- cancel after a time -----------------------------------------------------------
@@ -150,8 +150,10 @@ async def test_cancel_after_ms_counts_from_the_send() -> None:
             record = await _send(http, endpoint, CancelAt(after_ms=150))
     assert record.cancelled and record.error is None
     elapsed_ms = (record.t_end - record.t_send) / 1e6
-    assert 150 <= elapsed_ms < 150 + 100, elapsed_ms  # never early; late only by loop lag
-    assert 1 <= record.token_events <= 8
+    # never early; late only by the loop's lag, which is scheduling noise (tens of ms on a
+    # busy machine): the upper bound only says the cancel, not the stream's 2 s end, ended it
+    assert 150 <= elapsed_ms < 1000, elapsed_ms
+    assert 1 <= record.token_events < 50
     assert record.t_last <= record.t_end
 
 
@@ -163,7 +165,7 @@ async def test_cancel_after_ms_before_the_first_token() -> None:
             record = await _send(http, endpoint, CancelAt(after_ms=50))
     assert record.cancelled and record.error is None
     assert record.token_events == 0 and record.t_first == 0
-    assert 50 <= (record.t_end - record.t_send) / 1e6 < 400
+    assert 50 <= (record.t_end - record.t_send) / 1e6 < 600  # before the first token's 0.6 s
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ negotiate its optional fields away, count every token event, and time
 from __future__ import annotations
 
 import json
+import time
 
-import numpy as np
 import pytest
-from strict_server import StrictServer, serve
+from strict_server import ServedRequest, StrictServer, serve
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url
 from pytest_llmperf.client.openai import RequestFields, parse_chunk
@@ -153,6 +153,7 @@ async def test_every_token_event_counts_and_ttft_ttfo_match_the_servers_send_tim
         "failed": 0,
         "incomplete": 0,
         "cancelled": 0,
+        "connection_retries": 0,
     }
     tokens = server.tokens
     assert all(r.token_events == tokens and len(r.gaps_ns) == tokens - 1 for r in records)
@@ -161,23 +162,50 @@ async def test_every_token_event_counts_and_ttft_ttfo_match_the_servers_send_tim
     assert lengths["output_events_mean"] == tokens == lengths["output_server_mean"]
     assert result.accumulator.reasoning_tokens == 40 * server.reasoning
 
-    client_ttft = np.median([r.t_first - r.t_send for r in records]) / 1e6
-    server_ttft = np.median([s.first_event_ns - s.received_ns for s in served]) / 1e6
-    client_ttfo = np.median([r.t_out - r.t_send for r in records]) / 1e6
-    server_ttfo = np.median([s.first_answer_ns - s.received_ns for s in served]) / 1e6
-    assert abs(client_ttft - server_ttft) < 1.0, (client_ttft, server_ttft)
-    assert abs(client_ttfo - server_ttfo) < 1.0, (client_ttfo, server_ttfo)
-    if server.reasoning:  # reasoning first: the answer starts later than the first token
-        assert result.metrics["ttfo"].p(50) > result.metrics["ttft"].p(50)  # type: ignore[union-attr]
+    # Each request's timestamps against the server's own, paired by prompt. Causality bounds
+    # them whatever the machine's scheduling: the client stamps t_send before writing the
+    # request (so before the server reads it) and t_first/t_out at the read that brought
+    # the event (so after the server handed it to the socket), and before the record ends.
+    # How close they come (within 1 ms at p50) is timing, a benchmark figure:
+    # benchmarks/token_event_timing.py.
+    pairs = _paired(records, served, spec, api)
+    for r, s in pairs:
+        assert r.t_send <= s.received_ns
+        assert s.first_event_write_ns <= r.t_first <= r.t_out <= r.t_last <= r.t_end
+        assert s.first_answer_write_ns <= r.t_out  # ttfo waits for answer text
+        assert r.t_end <= time.monotonic_ns()
+    # ... and t_first is the first event's read, not a later one's: a client that stamped
+    # the end of the stream would never read the first event before the last was written;
+    # noise would have to merge every one of 40 streams of 24 ms into one read to do that
+    assert any(r.t_first < s.last_event_write_ns for r, s in pairs)
+    if server.reasoning:  # reasoning first: the answer's text is written after it
+        assert any(r.t_out < s.last_event_write_ns and r.t_first < r.t_out for r, s in pairs)
+
+
+def _paired(
+    records: list[RequestRecord], served: list[ServedRequest], spec: RunSpec, api: str
+) -> list[tuple[RequestRecord, ServedRequest]]:
+    """Each record with the request the server served for it (the same synthetic prompt)."""
+    by_prompt = {spec.workload.sample(r.index).prompt: r for r in records if r.tracked}
+    assert len(by_prompt) == len(records)  # one prompt per request: pairing is exact
+    pairs = []
+    for s in served:
+        text = s.body["messages"][-1]["content"] if api == "chat" else s.body["prompt"]
+        [record] = [r for prompt, r in by_prompt.items() if prompt in text]
+        pairs.append((record, s))
+    assert len({id(r) for r, _ in pairs}) == len(pairs) == len(records)
+    return pairs
 
 
 @pytest.mark.asyncio
-async def test_a_stream_with_output_usage_but_no_token_event_completes_without_latencies():
+async def test_a_stream_with_output_usage_but_no_text_is_empty_whatever_the_usage_claims():
     server = StrictServer(reasoning=0, answer=4, usage_only=True)
     with serve(server):
         endpoint = await preflight(_endpoint(server))
         result = await run_load(endpoint, RunSpec.from_markers(("synthetic",), {"requests": 2}))
-    assert result.counts["completed"] == 2 and result.accumulator.output_tokens == 8
+    assert result.counts["failed"] == 2 and result.accumulator.output_tokens == 0
+    [sample] = result.error_samples
+    assert sample["kind"] == "empty_response" and "usage claims 4" in sample["message"]
     assert result.metrics["ttft"].count == 0  # type: ignore[union-attr]
 
 
@@ -199,7 +227,7 @@ async def test_a_server_that_resets_after_a_500_still_gets_a_clear_answer():
     connection. Discovery must report the 500 and its remedy, and with the model named the
     probes must still settle the fields on a fresh connection."""
     with serve(StrictServer(style="pydantic", reset_after_500=True)) as server:
-        with pytest.raises(LlmPerfUsageError, match=r"HTTP 500; pass --llm-model"):
+        with pytest.raises(LlmPerfUsageError, match=r"HTTP 500 three times.*; pass --llm-model"):
             await preflight(_endpoint(server))
         named = Endpoint(normalize_base_url(server.url), model="strict-model")
         endpoint = await preflight(named)

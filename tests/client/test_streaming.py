@@ -50,12 +50,15 @@ async def test_simulator_stream_is_measured(api: str) -> None:
         assert len(record.gaps_ns) == record.token_events - 1
         assert record.t_sched <= record.t_send <= record.t_first <= record.t_last <= record.t_end
     warm = records[1]
-    assert 40 <= (warm.t_first - warm.t_sched) / 1e6 < 50
-    # The sim keeps an absolute token schedule and shares this event loop, so one late
-    # read shortens the next gap; the span over all gaps is what must hold.
-    # A late first read shortens the span as much as a late last read lengthens it.
-    assert 7 * 10 - 5 <= (warm.t_last - warm.t_first) / 1e6 < 7 * 10 + 10
-    assert all(0 < gap < 20e6 for gap in warm.gaps_ns)
+    # The sim plans its first token 40 ms after the request arrives and one every 10 ms
+    # after (an absolute schedule), and the client reads each no sooner: lower bounds that
+    # hold whatever the machine does. No upper bound: one request's reads can be late by a
+    # stall of the process (up to ~180 ms measured with both cores busy), so how close to
+    # the plan the client measures is benchmarks/loadgen_latency.py's figure (--sim).
+    assert (warm.t_first - warm.t_sched) / 1e6 >= 40
+    assert (warm.t_last - warm.t_sched) / 1e6 >= 40 + 7 * 10
+    assert len(warm.gaps_ns) == 7 and sum(warm.gaps_ns) == warm.t_last - warm.t_first
+    assert all(gap >= 0 for gap in warm.gaps_ns)  # 0: two tokens in one late read
 
 
 async def test_vllm_style_stream_role_chunk_separate_finish_and_usage() -> None:

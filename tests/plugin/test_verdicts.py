@@ -71,6 +71,7 @@ def test_json_report_core(pytester: pytest.Pytester) -> None:
         "failed": 0,
         "incomplete": 0,
         "cancelled": 0,
+        "connection_retries": 0,
     }
     assert run["load"] == {"pattern": "concurrency", "concurrency": 8, "seed": 3}
     assert run["workload"]["name"] == "synthetic" and run["workload"]["requests"] == 40
@@ -120,10 +121,13 @@ def test_server_errors_count_as_failed_requests(pytester: pytest.Pytester) -> No
         async def test_errors(llm_loadgen):
             result = await llm_loadgen.run()
             assert result.counts["failed"] == 20
-            assert result.errors == {"http_error": 20}
+            assert result.errors == {"truncated_stream": 20}
         """
     )
-    sim = start_sim_process("fixed", overrides={"error_rate": 1.0, "error_codes": [503]})
+    # every stream cut after its first token: the preflight's probe (which reads only the
+    # first event) passes, the run's requests fail (a 503 on every request, the probe's
+    # included, now stops the session at preflight: tests/hardening/test_metadata_deadlines.py)
+    sim = start_sim_process("fixed", overrides={"cut_rate": 1.0})
     try:
         result = pytester.runpytest(f"--llm-endpoint={sim.url}", "--llm-json=r.json")
     finally:

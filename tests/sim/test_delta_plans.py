@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from pytest_llmperf.sim.deltas import ShapedChunks, plan_deltas
+from pytest_llmperf.sim.deltas import DeltaPlan, ShapedChunks, plan_deltas
 from pytest_llmperf.sim.profiles import load_profile
 from pytest_llmperf.sim.prometheus import ServerCounters
 from pytest_llmperf.sim.sink import ShapedSocketSink, SocketSink
@@ -70,15 +70,23 @@ def test_multi_token_chunks_carry_held_back_text() -> None:
 
 def test_a_final_empty_delta_drops_its_text_as_vllm_does() -> None:
     profile = load_profile("fixed", empty_delta_rate=1.0)
-    plan = plan_deltas(profile, 0, 0, 3, "chat")
-    assert plan is not None and list(plan.empty) == [1, 1, 1]
+    plan = DeltaPlan(n=3, n_reasoning=0, empty=bytes([0, 1, 1]), separate_finish=False)
     w = ChunkWriter("chat", profile.model)
     shaped = ShapedChunks(w, plan, 0, "length")
     assert [shaped.chunk(k) for k in range(3)] == [
-        w.token_chunk(""),
+        w.token_chunk(token_text(0, 0)),
         w.token_chunk(""),
         w.token_chunk("", "length"),
     ]
+
+
+def test_a_plan_is_never_all_empty() -> None:
+    """A reply without any text is a failed request (empty_response), not a shape: the
+    last token of an all-empty draw carries the text held back."""
+    profile = load_profile("fixed", empty_delta_rate=1.0)
+    for n in (1, 3):
+        plan = plan_deltas(profile, 0, 0, n, "chat")
+        assert plan is not None and list(plan.empty) == [1] * (n - 1) + [0]
 
 
 def test_completions_plans_have_no_reasoning_part() -> None:
