@@ -33,11 +33,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-SUITE = '''
+SUITE = """
 import pytest
 
 @pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=(2, 8), seed=7)
-@pytest.mark.llm_load("constant", stages=[{"rate": 60, "duration": 0.2}, {"rate": 90, "duration": 0.2}],
+@pytest.mark.llm_load("constant",
+                      stages=[{"rate": 60, "duration": 0.2}, {"rate": 90, "duration": 0.2}],
                       cancel={"share": 0.25, "after_tokens": 2})
 @pytest.mark.llm_slo("error_rate < 50%")
 async def test_open_loop_stages_cancel(llm_loadgen):
@@ -70,7 +71,7 @@ async def test_conversations(llm_loadgen):
 @pytest.mark.llm_slo("ttft.p50 < 0.001ms")
 async def test_failing_slo(llm_loadgen):
     await llm_loadgen.run()
-'''
+"""
 
 CHATS = [
     {
