@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from pytest_llmperf.hook_calls import LlmPerfHookError
     from pytest_llmperf.loadgen.generator import LoadGenerator
     from pytest_llmperf.loadgen.result import RunResult
-    from pytest_llmperf.loadgen.session import run_load
+    from pytest_llmperf.loadgen.run import run_load
     from pytest_llmperf.methodology.llm_loadgen import LlmLoadgen
     from pytest_llmperf.metrics.accumulator import MetricsAccumulator
     from pytest_llmperf.metrics.event_log import analyse_event_log
@@ -78,7 +78,7 @@ _EXPORTS: dict[str, str] = {
     # running load, and what a run yields
     "LoadGenerator": "pytest_llmperf.loadgen.generator",
     "RunResult": "pytest_llmperf.loadgen.result",
-    "run_load": "pytest_llmperf.loadgen.session",  # one run of a RunSpec, no generator
+    "run_load": "pytest_llmperf.loadgen.run",  # one run of a RunSpec, no generator
     "LlmLoadgen": "pytest_llmperf.methodology.llm_loadgen",  # the llm_loadgen fixture's type
     "MetricsAccumulator": "pytest_llmperf.metrics.accumulator",
     "LatencyHistogram": "pytest_llmperf.metrics.histogram",

@@ -37,8 +37,8 @@ from pytest_llmperf.hook_calls import (
 from pytest_llmperf.interrupts import terminate_as_interrupt
 from pytest_llmperf.live_progress import progress_sink
 from pytest_llmperf.loadgen.generator import LoadGenerator
-from pytest_llmperf.loadgen.ray_workers import RayCluster, import_ray
 from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster, import_ray
 from pytest_llmperf.methodology.llm_loadgen import LlmLoadgen
 from pytest_llmperf.options import OPTIONS, InconclusivePolicy, LlmPerfOptions, WorkerBackend
 from pytest_llmperf.output_paths import check_output_paths

@@ -31,12 +31,12 @@ from typing import Any, Self
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.delivery import RecordObserver
 from pytest_llmperf.loadgen.event_files import events_file_for
+from pytest_llmperf.loadgen.issue.delivery import RecordObserver
 from pytest_llmperf.loadgen.progress import ProgressSink, watch_progress
-from pytest_llmperf.loadgen.ray_workers import RayCluster
 from pytest_llmperf.loadgen.result import RunResult, StopReason
-from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.loadgen.run import LoadRun
+from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.metrics.event_log import read_records
 from pytest_llmperf.specs.load import LoadPattern, SampleOrderMode
 from pytest_llmperf.specs.perf import PerfSpec

@@ -49,7 +49,7 @@ def _plan_fixed(p: Profile, req: Request, t: float, active: int) -> None:
 def arrival_times(load: str, rate: float, duration: float, seed: int) -> list[float]:
     """Planned send times (s) in [0, duration): the load generator's own schedule.
 
-    Same algorithm and seed use as ``pytest_llmperf.loadgen.arrivals.arrival_offsets_ns``
+    Same algorithm and seed use as ``pytest_llmperf.loadgen.plan.arrivals.arrival_offsets_ns``
     (Poisson gaps from ``random.Random(seed).expovariate(rate)``, constant at ``i / rate``,
     rounded to whole nanoseconds), so a virtual run sees exactly the arrivals a real run
     with the same seed would send. Kept here rather than imported so the simulator does

@@ -2,7 +2,7 @@
 
 A *session* is one simulated user: a fixed sequence of turns, each sent
 after the previous one's answer has arrived and a think time has passed. The
-load generator (:mod:`pytest_llmperf.loadgen.sessions`) depends only on the
+load generator (:mod:`pytest_llmperf.loadgen.issue.conversations`) depends only on the
 protocols here, never on a particular workload:
 
 - :class:`SessionSource`: the sessions of a workload, by index (a seeded,

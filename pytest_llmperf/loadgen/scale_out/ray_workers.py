@@ -5,9 +5,9 @@ spreads the *same* run over Ray actors, on a local Ray instance or an existing
 cluster (``--llm-ray-address``, ``$RAY_ADDRESS``), and keeps it one run: every
 actor walks the same seeded schedule and issues its positions ``i % N``,
 exactly as a local worker process does (the same
-:class:`~pytest_llmperf.loadgen.worker_share.ShareRunner` runs inside), and
+:class:`~pytest_llmperf.loadgen.scale_out.worker_share.ShareRunner` runs inside), and
 the parent merges the actors' lossless accumulator states, issue statistics,
-stop reasons and event logs as :class:`~pytest_llmperf.loadgen.workers.WorkerPool`
+stop reasons and event logs as :class:`~pytest_llmperf.loadgen.scale_out.workers.WorkerPool`
 merges its processes'. One schedule, one set of histograms, one verdict.
 
 Timing across machines. Local workers share CLOCK_MONOTONIC; actors on other
@@ -54,16 +54,16 @@ from typing import Any
 
 from pytest_llmperf.client.records import ErrorKind
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.issue import DRAIN_GRACE_S
+from pytest_llmperf.loadgen.issue.issuer import DRAIN_GRACE_S
 from pytest_llmperf.loadgen.result import StopReason
-from pytest_llmperf.loadgen.self_check import WorkerReport
-from pytest_llmperf.loadgen.workers import (
+from pytest_llmperf.loadgen.scale_out.workers import (
     PooledRun,
     WorkerError,
     merge_event_logs,
     merge_states,
     payload_for,
 )
+from pytest_llmperf.loadgen.self_check import WorkerReport
 
 __all__ = ["RAY_EXTRA_HINT", "RayCluster", "RayWorkerPool", "import_ray"]
 
@@ -289,7 +289,7 @@ class RayWorkerPool:
     def _run_blocking(self) -> None:
         run = self.load_run
         ray = self.cluster.connect()
-        load = run.spec.load
+        load = run.plan.load
         count = self.cluster.actor_count(run.workers)
         if not load.open_loop and load.slots:
             count = min(count, load.slots)  # never more workers than slots
@@ -464,9 +464,11 @@ def _count_lost(run: PooledRun, issued: int, message: str) -> None:
 
 
 def _actor_class() -> type:
-    """The actor's class, by module name, as the local pool starts ``python -m
-    ...worker_process``: its module runs a ``LoadRun``, whose module imports this one."""
-    return importlib.import_module("pytest_llmperf.loadgen.ray_actor").LoadActor  # type: ignore[no-any-return]
+    """The actor's class (a worker's share run, :mod:`.ray_actor`): imported when a Ray
+    run starts, and one-way (what runs in the actor never imports the pool)."""
+    from pytest_llmperf.loadgen.scale_out.ray_actor import LoadActor
+
+    return LoadActor
 
 
 def _free_cpus(ray: Any, wanted: float) -> float:
