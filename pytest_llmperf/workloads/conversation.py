@@ -36,9 +36,7 @@ from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample, register_workload
-from pytest_llmperf.workloads.corpus import default_corpus
-from pytest_llmperf.workloads.params import fraction, output_controls, positive_int
-from pytest_llmperf.workloads.sessions import (
+from pytest_llmperf.workloads.conversations import (
     ChatScript,
     ThinkTime,
     UserTurn,
@@ -46,6 +44,8 @@ from pytest_llmperf.workloads.sessions import (
     think_draws,
     think_time,
 )
+from pytest_llmperf.workloads.corpus import default_corpus
+from pytest_llmperf.workloads.params import fraction, output_controls, positive_int
 from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
 
 __all__ = [
@@ -268,7 +268,7 @@ def _session_order(seed: int, size: int, rounds: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class ConversationSessions:
-    """The file's conversations as sessions (a :class:`~.sessions.SessionSource`).
+    """The file's conversations as sessions (a :class:`~.conversations.ConversationSource`).
 
     Session ``i`` is conversation ``order[i % count]`` of a seeded shuffle per
     pass over the file; it begins with the workload's system prompt with

@@ -1,13 +1,13 @@
 """Issuing multi-turn conversations: each turn after the previous one's reply and a think time.
 
-A workload that runs sessions (:func:`~pytest_llmperf.workloads.sessions.sessions_of`:
+A workload that runs sessions (:func:`~pytest_llmperf.workloads.conversations.conversations_of`:
 ``conversation`` with ``sessions=True``, a trace whose rows carry
 ``session_id``) is issued here instead of by the plain loops of
 :mod:`~pytest_llmperf.loadgen.issue.issuer`, which dispatches to these functions;
 they work over the issuer's public bookkeeping
 (:class:`~pytest_llmperf.loadgen.issue.book.IssueBook`: records, delivery, the
 drain, the concurrency gate). What a session sends is the workload's business
-(:class:`~pytest_llmperf.workloads.sessions.SessionScript`); *when* is decided
+(:class:`~pytest_llmperf.workloads.conversations.ConversationScript`); *when* is decided
 here (docs/sessions.md):
 
 - **open loop** (``poisson``, ``constant``, stages and ramps): the pattern's
@@ -27,7 +27,7 @@ cancelled (later turns would quote a reply that never came). Warm-up
 requests are whole turns, untracked; ``requests`` and ``duration`` count
 turns. With ``--llm-workers`` each process owns the sessions ``s`` with
 ``s % count == index`` (a trace: its units, see
-:class:`~pytest_llmperf.workloads.sessions.TraceSessions`); open and closed
+:class:`~pytest_llmperf.workloads.conversations.TraceConversations`); open and closed
 loops still split the plan's positions (arrivals, request budget) as
 :mod:`~pytest_llmperf.loadgen.plan.planner` does.
 """
@@ -50,7 +50,11 @@ from pytest_llmperf.loadgen.issue.closed_loop import ClosedLoop
 from pytest_llmperf.loadgen.issue.pacing import WAKE_EARLY_NS
 from pytest_llmperf.loadgen.plan.planner import PlannedRequest, ScheduleShare
 from pytest_llmperf.workloads.base import Sample
-from pytest_llmperf.workloads.sessions import SessionScript, SessionSource, TurnResult
+from pytest_llmperf.workloads.conversations import (
+    ConversationScript,
+    ConversationSource,
+    TurnResult,
+)
 
 __all__ = [
     "ConversationBook",
@@ -65,7 +69,7 @@ class LiveConversation:
 
     __slots__ = ("next", "over", "queue", "ready_at", "results", "script", "waiting")
 
-    def __init__(self, script: SessionScript) -> None:
+    def __init__(self, script: ConversationScript) -> None:
         self.script = script
         self.next = 0  # the turn to send next
         self.results: list[TurnResult] = []
@@ -78,7 +82,7 @@ class LiveConversation:
 class ConversationBook:
     """Which conversations this process runs (``index``, ``index + count``, ...), their turns."""
 
-    def __init__(self, source: SessionSource, share: ScheduleShare) -> None:
+    def __init__(self, source: ConversationSource, share: ScheduleShare) -> None:
         self.source = source
         self._next = share.index
         self._step = max(1, share.count)
@@ -164,7 +168,7 @@ async def issue_conversations_open_loop(
     endpoint: Endpoint,
     plan: Iterator[PlannedRequest],
     t0: int,
-    source: SessionSource,
+    source: ConversationSource,
 ) -> None:
     """Open loop of conversations: a trace's own times, or the pattern's arrivals as turns."""
     book.t0 = t0

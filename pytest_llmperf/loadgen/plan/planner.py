@@ -41,7 +41,7 @@ from pytest_llmperf.loadgen.plan.sample_order import SampleOrder
 from pytest_llmperf.specs.load import LoadSpec, SampleOrderMode
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads.base import Workload
-from pytest_llmperf.workloads.sessions import SessionSource, sessions_of
+from pytest_llmperf.workloads.conversations import ConversationSource, conversations_of
 
 __all__ = [
     "WARM_CONNECTIONS_MAX",
@@ -109,7 +109,7 @@ class RunPlan:
     extra_body: Mapping[str, Any]
     sample_order: SampleOrder
     schedule: StagedSchedule | None  # an open loop with stages: arrivals and stage bounds
-    conversations: SessionSource | None
+    conversations: ConversationSource | None
     worker_args: Mapping[str, Any] = field(repr=False)  # picklable: a worker's RunSpec(**args)
     describe_spec: Callable[[], dict[str, Any]] = field(repr=False)
     share: ScheduleShare = ScheduleShare()
@@ -128,7 +128,7 @@ class RunPlan:
             extra_body=spec.extra_body,
             sample_order=sample_order_for(spec),
             schedule=StagedSchedule(load, spec.warmup) if staged else None,
-            conversations=sessions_of(spec.workload),  # before the clock: a trace is scanned
+            conversations=conversations_of(spec.workload),  # before the clock: a trace is scanned
             worker_args={
                 "workload_name": spec.workload_name,
                 "workload_params": dict(spec.workload_params),

@@ -5,19 +5,19 @@ after the previous one's answer has arrived and a think time has passed. The
 load generator (:mod:`pytest_llmperf.loadgen.issue.conversations`) depends only on the
 protocols here, never on a particular workload:
 
-- :class:`SessionSource`: the sessions of a workload, by index (a seeded,
+- :class:`ConversationSource`: the sessions of a workload, by index (a seeded,
   endless sequence: ``session(i)`` is a pure function of the workload and
   ``i``); ``timed`` sources are a trace's, whose turns are its rows, each
-  with its own planned time (:meth:`SessionSource.place`);
-- :class:`SessionScript`: one session: how many turns, the think time before
-  each, and :meth:`SessionScript.turn`, the request of turn ``k`` given what
+  with its own planned time (:meth:`ConversationSource.place`);
+- :class:`ConversationScript`: one session: how many turns, the think time before
+  each, and :meth:`ConversationScript.turn`, the request of turn ``k`` given what
   the earlier turns got back (:class:`TurnResult`: the reply's text and the
   server's token counts), so turn ``k+1`` can quote the server's actual
   reply to turn ``k``.
 
-:func:`sessions_of` finds a workload's source: its ``session_source``
+:func:`conversations_of` finds a workload's source: its ``session_source``
 attribute (``conversation`` with ``sessions=True``), else a trace whose rows
-carry ``session_id`` (:class:`TraceSessions`, built here from the duck-typed
+carry ``session_id`` (:class:`TraceConversations`, built here from the duck-typed
 ``workload.trace.rows`` so the trace workload needs no change). Also here:
 the ``think_time`` and ``session_header`` parameters (:func:`think_time`,
 :func:`session_header`), shared by every session-capable workload, and
@@ -40,12 +40,16 @@ from pytest_llmperf.workloads.base import Sample
 __all__ = [
     "THINK_DISTRIBUTIONS",
     "ChatScript",
+    "ConversationScript",
+    "ConversationSource",
     "SessionScript",
     "SessionSource",
     "ThinkTime",
+    "TraceConversations",
     "TraceSessions",
     "TurnResult",
     "UserTurn",
+    "conversations_of",
     "session_header",
     "sessions_of",
     "think_time",
@@ -195,7 +199,7 @@ class TurnResult:
 
 
 @runtime_checkable
-class SessionScript(Protocol):
+class ConversationScript(Protocol):
     """One session: ``turns`` requests, each after the previous one ended plus a think time.
 
     ``session_id`` is the value of the session header. ``tracks_turns`` is
@@ -229,7 +233,7 @@ class SessionScript(Protocol):
 
 
 @runtime_checkable
-class SessionSource(Protocol):
+class ConversationSource(Protocol):
     """A workload's sessions, by index (``count`` distinct ones, then they repeat).
 
     ``timed``: the turns are rows of a trace with planned times;
@@ -242,14 +246,14 @@ class SessionSource(Protocol):
     @property
     def timed(self) -> bool: ...
 
-    def session(self, index: int) -> SessionScript: ...
+    def session(self, index: int) -> ConversationScript: ...
 
     def place(self, sample_index: int) -> tuple[int, int]: ...
 
     def describe(self) -> dict[str, Any]: ...
 
 
-def sessions_of(workload: object) -> SessionSource | None:
+def conversations_of(workload: object) -> ConversationSource | None:
     """``workload``'s sessions, or None (a workload of independent requests).
 
     A ``session_source`` attribute (not None) wins; else a trace workload
@@ -257,12 +261,12 @@ def sessions_of(workload: object) -> SessionSource | None:
     """
     source = getattr(workload, "session_source", None)
     if source is not None:
-        if not isinstance(source, SessionSource):
-            raise TypeError(f"{type(workload).__name__}.session_source is not a SessionSource")
+        if not isinstance(source, ConversationSource):
+            raise TypeError(f"{type(workload).__name__}.session_source is not a ConversationSource")
         return source
     rows = getattr(getattr(workload, "trace", None), "rows", None)
     if rows and any(getattr(r, "session_id", None) is not None for r in rows):
-        return TraceSessions.of(workload)
+        return TraceConversations.of(workload)
     return None
 
 
@@ -366,7 +370,7 @@ class TraceScript:
 
 
 @dataclass(frozen=True)
-class TraceSessions:
+class TraceConversations:
     """A trace's rows grouped into units: the rows of each ``session_id`` (its turns, in
     order) and every other row alone, numbered in order of their first row.
 
@@ -384,7 +388,7 @@ class TraceSessions:
     seed: int = 0
 
     @classmethod
-    def of(cls, workload: Any) -> TraceSessions:
+    def of(cls, workload: Any) -> TraceConversations:
         rows = workload.trace.rows
         units: list[list[int]] = []
         ids: list[str | None] = []
@@ -450,3 +454,10 @@ class TraceSessions:
             "think_time": self.think.describe(),
             "session_header": self.header,
         }
+
+
+# The names before issue 23 (docs/sessions.md), kept for workloads written against them.
+SessionScript = ConversationScript
+SessionSource = ConversationSource
+TraceSessions = TraceConversations
+sessions_of = conversations_of
