@@ -33,7 +33,7 @@ from pytest_llmperf.reports.junit import (
 )
 from pytest_llmperf.reports.outcome import judge_test
 from pytest_llmperf.slo.regression import RegressionCheck
-from pytest_llmperf.slo.verdicts import SloVerdict, evaluate_runs
+from pytest_llmperf.slo.verdicts import SloVerdict, Verdict, evaluate_runs
 from pytest_llmperf.specs.rulesets import Ruleset, load_ruleset
 
 
@@ -130,15 +130,15 @@ class JudgingPart(PluginBase):
             ab=[c for ab in getattr(generator, "comparisons", ()) for c in ab.checks],
             reference=self._reference.label if self._reference is not None else "",
         )
-        if outcome.kind == "fail":
+        if outcome.kind == Verdict.FAIL:
             pytest.fail(outcome.message, pytrace=False)
-        if outcome.kind == "inconclusive":
+        if outcome.kind == Verdict.INCONCLUSIVE:
             policy = self._inconclusive_policy(item)
-            if policy == "fail":
+            if policy == InconclusivePolicy.FAIL:
                 pytest.fail(
                     outcome.message + "\n(--llm-inconclusive=warn|skip to relax)", pytrace=False
                 )
-            elif policy == "skip":
+            elif policy == InconclusivePolicy.SKIP:
                 pytest.skip(outcome.message)
             else:
                 warnings.warn(LlmPerfInconclusiveWarning(outcome.message), stacklevel=1)

@@ -13,7 +13,7 @@ from pytest_llmperf.hook_calls import (
     call_session_finished,
     call_update_json,
 )
-from pytest_llmperf.options import LlmPerfOptions, WorkerBackend
+from pytest_llmperf.options import InconclusivePolicy, LlmPerfOptions, WorkerBackend
 from pytest_llmperf.plugin.base import PluginBase
 from pytest_llmperf.plugin.endpoints import several_endpoints
 from pytest_llmperf.reports.baseline import (
@@ -27,6 +27,7 @@ from pytest_llmperf.reports.junit import (
 )
 from pytest_llmperf.reports.terminal import write_terminal_summary
 from pytest_llmperf.slo.session import evaluate_session
+from pytest_llmperf.slo.verdicts import Verdict
 
 
 class ReportsPart(PluginBase):
@@ -66,8 +67,10 @@ class ReportsPart(PluginBase):
         groups = self.data.groups()
         if self.ruleset:
             self.session_verdicts = evaluate_session(groups, self.ruleset)
-            failing = {"fail"} | (
-                {"inconclusive"} if self.options.inconclusive == "fail" else set()
+            failing = {Verdict.FAIL} | (
+                {Verdict.INCONCLUSIVE}
+                if self.options.inconclusive == InconclusivePolicy.FAIL
+                else set()
             )
             if any(v.verdict in failing for v in self.session_verdicts) and session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -27,7 +27,7 @@ import numpy as np
 
 from .engine import Engine, InvariantError
 from .profiles import Profile, load_profile
-from .request import Request
+from .request import DROPPED, FINISHED, Request
 from .summary import summarize
 
 __all__ = ["VirtualResult", "arrival_times", "format_result", "run_cli", "run_virtual"]
@@ -236,7 +236,7 @@ class _EventLoop:
             if self.fixed
             else self.engine.unservable(req.prompt_len, req.max_tokens)
         ):
-            req.state = "dropped"
+            req.state = DROPPED
             self.dropped += 1
             if self.closed and t < self.duration:
                 self.new_request(t)
@@ -273,7 +273,7 @@ class _EventLoop:
     def on_finish(self, t: float, req: Request | None) -> None:  # fixed profile only
         assert req is not None
         self.active -= 1
-        req.state = "finished"
+        req.state = FINISHED
         if self.closed and t < self.duration:
             self.new_request(t)
 
@@ -345,7 +345,7 @@ def run_virtual(
 
 def _check_conservation(requests: list[Request], engine: Engine, dropped: int) -> None:
     """Every request is accounted for and causally ordered (INV-1, INV-5)."""
-    finished = sum(1 for r in requests if r.state == "finished")
+    finished = sum(1 for r in requests if r.state == FINISHED)
     if finished + dropped + engine.num_running + engine.num_waiting != len(requests):
         raise InvariantError(
             f"request conservation: {len(requests)} issued != {finished} finished + "
@@ -355,7 +355,7 @@ def _check_conservation(requests: list[Request], engine: Engine, dropped: int) -
     if engine.num_running or engine.num_waiting:
         raise InvariantError("drained run left requests in the engine")
     for r in requests:
-        if r.state == "finished" and not (
+        if r.state == FINISHED and not (
             r.arrival <= r.enqueue_time <= r.schedule_time <= r.first_token_time <= r.finish_time
         ):
             raise InvariantError(f"causality violated by {r!r}")

@@ -56,6 +56,7 @@ from pytest_llmperf.client.records import ErrorKind
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.issue.issuer import DRAIN_GRACE_S
 from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
 from pytest_llmperf.loadgen.scale_out.workers import (
     PooledRun,
     WorkerError,
@@ -269,12 +270,12 @@ class RayWorkerPool:
             raise
 
     def stop(self) -> None:
-        self._send("stop")
+        self._send(WorkerMessage.STOP)
 
     def abort(self) -> None:
-        self._send("abort")
+        self._send(WorkerMessage.ABORT)
 
-    def _send(self, what: str) -> None:
+    def _send(self, what: WorkerMessage) -> None:
         with self._control:
             if self._stop_at is None:
                 self._stop_at = time.monotonic()

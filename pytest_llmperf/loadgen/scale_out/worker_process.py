@@ -21,6 +21,7 @@ import sys
 import threading
 from multiprocessing.connection import Connection
 
+from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
 from pytest_llmperf.loadgen.scale_out.worker_share import ShareRunner
 
 __all__ = ["worker_main"]
@@ -31,9 +32,9 @@ def worker_main(inp: Connection, out: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     try:
         runner = ShareRunner(inp.recv()[1])
-        out.send(("ready",))
+        out.send((WorkerMessage.READY,))
         msg = inp.recv()
-        if msg[0] != "go":
+        if msg[0] != WorkerMessage.GO:
             return
         done = threading.Event()
         listener = threading.Thread(
@@ -45,10 +46,10 @@ def worker_main(inp: Connection, out: Connection) -> None:
         finally:
             done.set()
             listener.join()
-        out.send(("result", state))
+        out.send((WorkerMessage.RESULT, state))
     except BaseException as exc:  # report, do not hang the parent
         with contextlib.suppress(OSError):
-            out.send(("error", f"{type(exc).__name__}: {exc}"))
+            out.send((WorkerMessage.ERROR, f"{type(exc).__name__}: {exc}"))
         raise
     finally:
         out.close()
@@ -65,9 +66,9 @@ def _listen(conn: Connection, runner: ShareRunner, done: threading.Event) -> Non
             # The parent is gone (even SIGKILL closes its end): stop now, no orphan.
             runner.abort()
             return
-        if msg[0] == "stop":
+        if msg[0] == WorkerMessage.STOP:
             runner.stop()
-        elif msg[0] == "abort":
+        elif msg[0] == WorkerMessage.ABORT:
             runner.abort()
 
 

@@ -36,6 +36,7 @@ from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.loadgen.issue.local import ShareRun
 from pytest_llmperf.loadgen.plan.planner import RunPlan, ScheduleShare
 from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
 
 __all__ = ["ShareRunner", "shift_state"]
 
@@ -61,7 +62,7 @@ class ShareRunner:
         self.collect_s = time.perf_counter() - started
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._early: list[str] = []  # stop/abort that came before the loop ran
+        self._early: list[WorkerMessage] = []  # stop/abort that came before the loop ran
         self._finished = False
 
     def run(self, t0_ns: int, shift_ns: int = 0) -> dict[str, Any]:
@@ -116,17 +117,17 @@ class ShareRunner:
 
     def stop(self) -> None:
         """Stop issuing; the worker drains and still returns its state."""
-        self._control("stop")
+        self._control(WorkerMessage.STOP)
 
     def abort(self) -> None:
         """Stop issuing and end the drain: requests still in flight are recorded incomplete."""
-        self._control("abort")
+        self._control(WorkerMessage.ABORT)
 
     def progress(self) -> tuple[int, int]:
         """``(tracked requests issued, tracked records delivered)`` so far (any thread)."""
         return self.share_run.stats.tracked_issued, self.share_run.accumulator.issued
 
-    def _control(self, what: str) -> None:
+    def _control(self, what: WorkerMessage) -> None:
         with self._lock:
             if self._finished:
                 return
@@ -137,8 +138,8 @@ class ShareRunner:
         with contextlib.suppress(RuntimeError):  # the loop closed in between: nothing to stop
             loop.call_soon_threadsafe(self._apply, what)
 
-    def _apply(self, what: str) -> None:
-        if what == "stop":
+    def _apply(self, what: WorkerMessage) -> None:
+        if what == WorkerMessage.STOP:
             self.share_run.stop(StopReason.STOPPED)
         else:  # as a run's two Ctrl-C: stop issuing, and end the drain once it has begun
             self.share_run.stop(StopReason.SIGINT)

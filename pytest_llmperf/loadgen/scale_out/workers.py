@@ -40,6 +40,7 @@ from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.loadgen.issue.book import IssueStats
 from pytest_llmperf.loadgen.plan.planner import RunPlan
 from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
 from pytest_llmperf.loadgen.self_check import WorkerReport
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.recorder import SCHEMA
@@ -113,11 +114,11 @@ class WorkerPool:
         try:
             for i, ch in enumerate(self._channels):
                 msg = await loop.run_in_executor(None, ch.recv, READY_TIMEOUT_S)
-                if msg[0] != "ready":
+                if msg[0] != WorkerMessage.READY:
                     raise WorkerError(f"load-generator worker {i} did not start: {msg[1]}")
             t0 = time.monotonic_ns() + int(START_MARGIN_S * 1e9)
             for ch in self._channels:
-                ch.send(("go", t0))
+                ch.send((WorkerMessage.GO, t0))
             results = await asyncio.gather(
                 *(loop.run_in_executor(None, ch.recv, None) for ch in self._channels)
             )
@@ -129,7 +130,7 @@ class WorkerPool:
                 await loop.run_in_executor(None, ch.close)
         states: list[dict[str, Any]] = []
         for i, msg in enumerate(results):
-            if msg[0] != "result":
+            if msg[0] != WorkerMessage.RESULT:
                 raise WorkerError(f"load-generator worker {i} failed: {msg[1]}")
             states.append(msg[1])
         merge_states(run, states)
@@ -146,10 +147,10 @@ class WorkerPool:
         return meta
 
     def stop(self) -> None:
-        self._send_all(("stop",))
+        self._send_all((WorkerMessage.STOP,))
 
     def abort(self) -> None:
-        self._send_all(("abort",))
+        self._send_all((WorkerMessage.ABORT,))
 
     def _send_all(self, message: tuple[Any, ...]) -> None:
         for ch in self._channels:
@@ -189,7 +190,7 @@ class _Channel:
         os.close(down_r)
         os.close(up_w)
         channel = cls(proc, Connection(down_w, readable=False), Connection(up_r, writable=False))
-        channel.send(("payload", payload))
+        channel.send((WorkerMessage.PAYLOAD, payload))
         return channel
 
     def send(self, message: tuple[Any, ...]) -> None:
@@ -199,11 +200,11 @@ class _Channel:
     def recv(self, timeout: float | None) -> tuple[Any, ...]:
         try:
             if timeout is not None and not self.inp.poll(timeout):
-                return ("timeout", f"no answer within {timeout:g} s")
+                return (WorkerMessage.TIMEOUT, f"no answer within {timeout:g} s")
             message: tuple[Any, ...] = self.inp.recv()  # unpickled: worker_process.py sends tuples
             return message
         except (EOFError, OSError) as exc:
-            return ("died", f"exit code {self.proc.poll()} ({type(exc).__name__})")
+            return (WorkerMessage.DIED, f"exit code {self.proc.poll()} ({type(exc).__name__})")
 
     def close(self) -> None:
         self.out.close()
