@@ -26,7 +26,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from pytest_llmperf.loadgen.run import LoadRun
+    from pytest_llmperf.loadgen.issue.book import IssueStats
+    from pytest_llmperf.loadgen.plan.planner import RunPlan
+    from pytest_llmperf.loadgen.result import StopReason
+    from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 
 __all__ = [
     "RATE_WINDOW_S",
@@ -35,8 +38,39 @@ __all__ = [
     "ProgressSink",
     "ProgressSnapshot",
     "ProgressWatch",
+    "WatchedRun",
     "watch_progress",
 ]
+
+
+class WatchedRun(Protocol):
+    """What the progress line reads of a run (a :class:`~pytest_llmperf.loadgen.run.LoadRun`):
+    its plan and plain counters, on a timer, never per request."""
+
+    label: str
+    workers: int
+
+    @property
+    def plan(self) -> RunPlan: ...
+
+    @property
+    def issues_here(self) -> bool: ...
+
+    @property
+    def issued_requests(self) -> int: ...
+
+    @property
+    def in_flight(self) -> int: ...
+
+    @property
+    def stats(self) -> IssueStats: ...
+
+    @property
+    def accumulator(self) -> MetricsAccumulator: ...
+
+    @property
+    def stop_reason(self) -> StopReason | None: ...
+
 
 RATE_WINDOW_S = 10.0  # req/s is measured over about this many recent seconds
 
@@ -91,7 +125,7 @@ class ProgressSink(Protocol):
 
 
 class ProgressSampler:
-    """Turns a :class:`LoadRun`'s counters into snapshots; keeps the recent ones for req/s.
+    """Turns a run's counters into snapshots; keeps the recent ones for req/s.
 
     Reads only: the counters are plain integers the run updates anyway
     (:class:`~pytest_llmperf.loadgen.issue.issuer.IssueStats`, the accumulator's
@@ -99,7 +133,7 @@ class ProgressSampler:
     run's event loop, between its callbacks.
     """
 
-    def __init__(self, run: LoadRun, *, started_ns: int | None = None) -> None:
+    def __init__(self, run: WatchedRun, *, started_ns: int | None = None) -> None:
         self.run = run
         self.started_ns = started_ns if started_ns is not None else time.monotonic_ns()
         self._finished: deque[tuple[int, int]] = deque()  # (time, requests finished)
@@ -177,7 +211,7 @@ class ProgressSampler:
         return (finished - n_old) / span if span > 0 else None
 
 
-def _stage_at(run: LoadRun, measure_s: float) -> int:
+def _stage_at(run: WatchedRun, measure_s: float) -> int:
     """The 1-based stage whose window (on the run's clock) holds ``measure_s``."""
     edge = 0.0
     stages = run.plan.load.stages
@@ -191,7 +225,7 @@ def _stage_at(run: LoadRun, measure_s: float) -> int:
 class ProgressWatch:
     """A timer task that shows a snapshot every ``sink.every_s`` seconds while a run goes."""
 
-    def __init__(self, run: LoadRun, sink: ProgressSink) -> None:
+    def __init__(self, run: WatchedRun, sink: ProgressSink) -> None:
         self.sampler = ProgressSampler(run)
         self.sink = sink
         self._task: asyncio.Task[None] | None = None
@@ -220,7 +254,7 @@ class ProgressWatch:
 
 
 @contextlib.asynccontextmanager
-async def watch_progress(run: LoadRun, sink: ProgressSink | None) -> AsyncIterator[None]:
+async def watch_progress(run: WatchedRun, sink: ProgressSink | None) -> AsyncIterator[None]:
     """Show ``run``'s progress on ``sink`` while the block runs (nothing when ``sink`` is None)."""
     if sink is None:
         yield

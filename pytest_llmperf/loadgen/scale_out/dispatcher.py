@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pytest_llmperf.loadgen.issue.local import ShareRun
 from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.loadgen.scale_out.ray_actor import LoadActor
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster, RayWorkerPool
 from pytest_llmperf.loadgen.scale_out.workers import PooledRun, WorkerPool
 from pytest_llmperf.loadgen.self_check import WorkerReport
@@ -55,7 +56,9 @@ class Dispatcher:
     async def issue(self, events_file: Path | None, started_at: str) -> bool:
         """Issue the run wherever it goes; True when this process's issuing was cancelled."""
         if self.ray is not None:
-            self.pool = RayWorkerPool(self.run, self.ray, events_file, started_at)
+            self.pool = RayWorkerPool(
+                self.run, self.ray, events_file, started_at, actor_class=LoadActor
+            )
         elif self.workers > 1:
             self.pool = WorkerPool(self.run, events_file, started_at)
         else:

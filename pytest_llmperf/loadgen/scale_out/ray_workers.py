@@ -162,8 +162,9 @@ class RayCluster:
         self.connect()
         return self.auto_count if self.auto and self.auto_count else max(1, requested)
 
-    def acquire(self, count: int) -> list[_Actor]:
-        """``count`` actors: warm ones first, then new ones sized to the free CPUs."""
+    def acquire(self, count: int, actor_class: type) -> list[_Actor]:
+        """``count`` actors: warm ones first, then new ones of ``actor_class`` sized to the
+        free CPUs."""
         ray = self.connect()
         with self._lock:
             actors, self._idle = self._idle[:count], self._idle[count:]
@@ -182,7 +183,7 @@ class RayCluster:
             # Never ask for more than is free (llmperf's actors waited forever for a CPU
             # each): below one CPU per actor, each gets an equal fraction.
             cpus = 1.0 if free >= missing else math.floor(free / missing * 100) / 100
-            remote = ray.remote(max_restarts=0, max_task_retries=0)(_actor_class())
+            remote = ray.remote(max_restarts=0, max_task_retries=0)(actor_class)
             for _ in range(missing):
                 handle = remote.options(num_cpus=cpus, scheduling_strategy="SPREAD").remote()
                 actors.append(_Actor(handle, cpus))
@@ -243,10 +244,12 @@ class RayWorkerPool:
         events_file: Path | None,
         started_at: str = "",
         *,
+        actor_class: type,
         drain_cap_s: float | None = None,
     ) -> None:
         self.load_run = run
         self.cluster = cluster
+        self.actor_class = actor_class  # what each actor runs (ray_actor.LoadActor)
         self.events_file = events_file
         self.started_at = started_at
         self.drain_cap_s = (
@@ -296,7 +299,7 @@ class RayWorkerPool:
             count = min(count, load.slots)  # never more workers than slots
         self.count = count
         run.workers = count
-        actors = self.cluster.acquire(count)
+        actors = self.cluster.acquire(count, self.actor_class)
         self.cpus_per_actor = min(a.cpus for a in actors)
         try:
             self._start(ray, actors)
@@ -462,14 +465,6 @@ def _count_lost(run: PooledRun, issued: int, message: str) -> None:
         acc.errors[kind] += issued
         acc.error_samples.add(kind, None, message, count=issued)
     run.stats.tracked_issued += issued
-
-
-def _actor_class() -> type:
-    """The actor's class (a worker's share run, :mod:`.ray_actor`): imported when a Ray
-    run starts, and one-way (what runs in the actor never imports the pool)."""
-    from pytest_llmperf.loadgen.scale_out.ray_actor import LoadActor
-
-    return LoadActor
 
 
 def _free_cpus(ray: Any, wanted: float) -> float:
