@@ -89,6 +89,7 @@ class LoadRun:
         handle_sigint: bool = True,
         ray: RayCluster | None = None,
     ) -> None:
+        self.spec = spec  # as given (callers read it); below here only the plan is used
         self.plan = RunPlan.of(spec, share)
         # the test's llm_workload(extra_body=...) rides on every request of this run
         self.endpoint = endpoint.with_fields(endpoint.fields.with_extra(self.plan.extra_body))
