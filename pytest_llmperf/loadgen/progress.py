@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from pytest_llmperf.loadgen.issue.book import IssueStats
+    from pytest_llmperf.loadgen.issue.stats import IssueStats
     from pytest_llmperf.loadgen.plan.planner import RunPlan
     from pytest_llmperf.loadgen.result import StopReason
     from pytest_llmperf.metrics.accumulator import MetricsAccumulator
@@ -128,7 +128,7 @@ class ProgressSampler:
     """Turns a run's counters into snapshots; keeps the recent ones for req/s.
 
     Reads only: the counters are plain integers the run updates anyway
-    (:class:`~pytest_llmperf.loadgen.issue.issuer.IssueStats`, the accumulator's
+    (:class:`~pytest_llmperf.loadgen.issue.stats.IssueStats`, the accumulator's
     counts, the issuer's requests in flight), and every read happens on the
     run's event loop, between its callbacks.
     """

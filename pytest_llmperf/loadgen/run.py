@@ -42,10 +42,11 @@ from typing import Any
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.loadgen.event_files import events_file_for
-from pytest_llmperf.loadgen.issue.book import IssueStats
 from pytest_llmperf.loadgen.issue.delivery import Delivery, RecordObserver
+from pytest_llmperf.loadgen.issue.drain import drain_cap_s
 from pytest_llmperf.loadgen.issue.issuer import Issuer
-from pytest_llmperf.loadgen.issue.local import ShareRun, drain_cap_s
+from pytest_llmperf.loadgen.issue.local import ShareRun
+from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.plan.planner import PlanSource, RunPlan, ScheduleShare
 from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.scale_out.dispatcher import Dispatcher

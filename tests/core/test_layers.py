@@ -3,10 +3,23 @@
 The import graph is read from the source with :mod:`ast`, every import
 counted: module level, inside functions (a "lazy" import is still a
 dependency), under ``TYPE_CHECKING``, and a module loaded by name
-(``importlib.import_module("pytest_llmperf...")``: hiding an import in a
+(``importlib.import_module("pytest_llmperf...")``, or any string constant that
+is exactly a module's name, e.g. ``python -m`` a worker: hiding an import in a
 string does not hide the dependency). A node is a sub-package
 (``loadgen``, ``specs``, ...) or a top-level module (``plugin``, ``errors``,
-...); the package's own ``__init__`` is the node ``pytest_llmperf``.
+...); the package's own ``__init__`` is the node ``pytest_llmperf``. The cycle
+and layer checks use that whole graph.
+
+A module *started in another process* by name is no import of the module
+that starts it (:data:`PROCESS_STARTS`, each declared: ``python -m`` a local
+worker or the simulator, the Ray actor's module loaded inside the actor); the
+graph leaves those edges out, and a test checks that each is named by its
+starter and never imported by it (nor, inside ``loadgen/``, by anyone).
+
+``loadgen/``'s depth is measured on the *runtime* graph: the same, less the
+imports made only under ``if TYPE_CHECKING:`` (annotations: the module is
+handed such an object and never loads that module to use it). Each process's
+chain is measured: a worker's from its entry module down.
 
 The layers, low to high (each imports only layers before it): ``errors``,
 ``tokens``, ``tls``, ``redaction``, ``svg`` | ``workloads``, ``sim`` | ``specs``,
@@ -37,11 +50,14 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
 
 
-def imported_modules(name: str, source: str, *, is_package: bool = False) -> set[str]:
-    """The package's modules that module ``name`` imports, anywhere in its ``source``."""
+def imported_modules(
+    name: str, source: str, *, is_package: bool = False, runtime: bool = False
+) -> set[str]:
+    """The package's modules that module ``name`` imports, anywhere in its ``source``
+    (``runtime``: not those imported only under ``if TYPE_CHECKING:``)."""
     here = name.split(".") if is_package else name.split(".")[:-1]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in _walk(ast.parse(source), runtime=runtime):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -56,7 +72,27 @@ def imported_modules(name: str, source: str, *, is_package: bool = False) -> set
             arg = node.args[0]
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 found.add(arg.value)
+        elif isinstance(node, ast.Constant) and node.value in MODULES:
+            found.add(node.value)  # a module named by a string: loaded by name somewhere
     return {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
+
+
+def _walk(tree: ast.AST, *, runtime: bool) -> Iterable[ast.AST]:
+    """Every node of ``tree`` (``runtime``: skipping ``if TYPE_CHECKING:`` bodies)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if runtime and isinstance(node, ast.If) and _is_type_checking(node.test):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``."""
+    name = test.attr if isinstance(test, ast.Attribute) else getattr(test, "id", None)
+    return name == "TYPE_CHECKING"
 
 
 def _is_import_module(node: ast.AST) -> bool:
@@ -74,12 +110,26 @@ def layer(module: str) -> str:
     return parts[1] if len(parts) > 1 else PACKAGE
 
 
-def module_graph() -> dict[str, set[str]]:
+# (starter, entry): ``starter`` runs ``entry`` in another process, naming it in a string.
+PROCESS_STARTS = {
+    (f"{PACKAGE}.loadgen.scale_out.workers", f"{PACKAGE}.loadgen.scale_out.worker_process"),
+    (f"{PACKAGE}.loadgen.scale_out.ray_workers", f"{PACKAGE}.loadgen.scale_out.ray_actor"),
+    (f"{PACKAGE}.sim.process", f"{PACKAGE}.sim"),  # python -m pytest_llmperf.sim
+}
+
+
+def module_graph(*, runtime: bool = False) -> dict[str, set[str]]:
+    """Each module's imports of the package (``runtime``: not ``TYPE_CHECKING``-only ones),
+    less the process starts."""
     return {
         name: imported_modules(
-            name, path.read_text(encoding="utf-8"), is_package=path.name == "__init__.py"
+            name,
+            path.read_text(encoding="utf-8"),
+            is_package=path.name == "__init__.py",
+            runtime=runtime,
         )
         - {name}
+        - {entry for starter, entry in PROCESS_STARTS if starter == name}
         for name, path in MODULES.items()
     }
 
@@ -137,15 +187,19 @@ def later():
     from ..methodology.search import max_rate
     importlib.import_module("pytest_llmperf.loadgen.scale_out.ray_actor")
     import_module("ray")
+WORKER = "pytest_llmperf.loadgen.scale_out.worker_process"  # python -m, in another process
 """
-    assert imported_modules(f"{PACKAGE}.loadgen.session", source) == {
+    runtime = {
         f"{PACKAGE}.hooks",
         f"{PACKAGE}.loadgen.plan",
-        f"{PACKAGE}.specs.run",
         f"{PACKAGE}.metrics.recorder",
         f"{PACKAGE}.methodology.search",
         f"{PACKAGE}.loadgen.scale_out.ray_actor",
+        f"{PACKAGE}.loadgen.scale_out.worker_process",
     }
+    name = f"{PACKAGE}.loadgen.session"
+    assert imported_modules(name, source) == runtime | {f"{PACKAGE}.specs.run"}
+    assert imported_modules(name, source, runtime=True) == runtime
     assert layer(f"{PACKAGE}.specs.run") == "specs" and layer(f"{PACKAGE}.plugin") == "plugin"
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}}) is None
@@ -187,11 +241,8 @@ def test_methodology_is_above_loadgen_slo_and_analysis() -> None:
 
 
 LOADGEN = f"{PACKAGE}.loadgen"
-# Issue 23 asks for at most 7; the longest chain today is 12: generator -> run ->
-# dispatcher -> ray_actor -> worker_share -> issue.local -> issuer -> conversations ->
-# closed_loop -> book -> planner -> sample_order. A ratchet: lower it as chains are cut,
-# never raise it.
-LOADGEN_MAX_DEPTH = 12
+# Issue 23's bound: no chain of runtime imports inside loadgen/ longer than 7 modules.
+LOADGEN_MAX_DEPTH = 7
 
 
 def depth(edges: Mapping[str, Iterable[str]], node: str, memo: dict[str, int]) -> int:
@@ -202,15 +253,41 @@ def depth(edges: Mapping[str, Iterable[str]], node: str, memo: dict[str, int]) -
 
 
 def loadgen_graph() -> dict[str, set[str]]:
-    """``loadgen/``'s modules and their imports of each other (its ``__init__`` files,
-    which only re-export, left out)."""
+    """``loadgen/``'s modules and their runtime imports of each other (its ``__init__``
+    files, which only re-export, left out)."""
     inside = {
         m for m, p in MODULES.items() if m.startswith(LOADGEN + ".") and p.name != "__init__.py"
     }
-    return {m: t & inside for m, t in module_graph().items() if m in inside}
+    return {m: t & inside for m, t in module_graph(runtime=True).items() if m in inside}
 
 
-def test_loadgen_is_no_deeper_than_its_ratchet() -> None:
+def _import_statement_targets(path: Path) -> set[str]:
+    """What ``import`` and ``from ... import`` statements of ``path`` name (absolute ones:
+    ``loadgen/`` imports no other way)."""
+    named: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            named |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            named |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return named
+
+
+def test_a_process_start_names_its_entry_and_never_imports_it() -> None:
+    """A process start is no import only if the starter never loads the entry itself;
+    and no module of ``loadgen/`` imports a worker's entry module (the parent process
+    would then run the worker side's imports)."""
+    for starter, entry in PROCESS_STARTS:
+        path = MODULES[starter]
+        named = imported_modules(starter, path.read_text(encoding="utf-8"))
+        assert entry in named, f"{starter} no longer starts {entry}: update PROCESS_STARTS"
+        assert entry not in _import_statement_targets(path), f"{starter} imports {entry}"
+        if entry.startswith(LOADGEN + "."):
+            importers = [m for m, p in MODULES.items() if entry in _import_statement_targets(p)]
+            assert not importers, f"{entry} is imported by {importers}"
+
+
+def test_loadgen_is_no_deeper_than_its_bound() -> None:
     edges = loadgen_graph()
     memo: dict[str, int] = {}
     deepest = max(edges, key=lambda m: depth(edges, m, memo))

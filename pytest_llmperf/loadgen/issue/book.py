@@ -14,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint
@@ -26,60 +25,14 @@ from pytest_llmperf.loadgen.issue.concurrency_cap import SlotGate
 from pytest_llmperf.loadgen.issue.delivery import Delivery
 from pytest_llmperf.loadgen.issue.gc_pauses import collect_if_due
 from pytest_llmperf.loadgen.issue.pacing import Pacer
-from pytest_llmperf.loadgen.plan.planner import PlannedRequest, RunPlan
+from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.workloads.base import Sample
 
+if TYPE_CHECKING:  # the book is handed a plan; it never builds one
+    from pytest_llmperf.loadgen.plan.planner import PlannedRequest, RunPlan
+
 __all__ = ["IssueBook", "IssueStats"]
-
-
-@dataclass
-class IssueStats:
-    """What the issuing side did, for the self-check; merges across workers."""
-
-    tracked_issued: int = 0
-    first_send_ns: int = 0
-    last_send_ns: int = 0
-    first_planned_ns: int = 0
-    last_planned_ns: int = 0
-    cpu_s: float = 0.0
-    wall_s: float = 0.0
-    worker_cpu_s: list[float] = field(default_factory=list)
-    stage_sends: list[int] = field(default_factory=list)  # tracked sends on each stage's clock
-
-    def note(self, planned_ns: int, send_ns: int) -> None:
-        if not self.tracked_issued:
-            self.first_send_ns, self.first_planned_ns = send_ns, planned_ns
-        self.tracked_issued += 1
-        self.last_send_ns, self.last_planned_ns = send_ns, planned_ns
-
-    def merge(self, other: IssueStats) -> None:
-        if other.tracked_issued:
-            if not self.tracked_issued:
-                self.first_send_ns, self.first_planned_ns = (
-                    other.first_send_ns,
-                    other.first_planned_ns,
-                )
-                self.last_send_ns, self.last_planned_ns = other.last_send_ns, other.last_planned_ns
-            else:
-                self.first_send_ns = min(self.first_send_ns, other.first_send_ns)
-                self.first_planned_ns = min(self.first_planned_ns, other.first_planned_ns)
-                self.last_send_ns = max(self.last_send_ns, other.last_send_ns)
-                self.last_planned_ns = max(self.last_planned_ns, other.last_planned_ns)
-        self.tracked_issued += other.tracked_issued
-        if len(self.stage_sends) < len(other.stage_sends):
-            self.stage_sends += [0] * (len(other.stage_sends) - len(self.stage_sends))
-        for k, n in enumerate(other.stage_sends):
-            self.stage_sends[k] += n
-        self.cpu_s += other.cpu_s
-        self.worker_cpu_s.append(round(other.cpu_s, 4))
-
-    def to_state(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> IssueStats:
-        return cls(**state)
 
 
 class IssueBook:

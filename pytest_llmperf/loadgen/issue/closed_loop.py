@@ -25,16 +25,19 @@ import contextlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import StreamClient
-from pytest_llmperf.loadgen.issue.book import IssueBook
-from pytest_llmperf.loadgen.plan.planner import PlannedRequest
 from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.workloads.base import Sample
+
+if TYPE_CHECKING:  # handed in: the book it keeps time for, the plan's requests
+    from pytest_llmperf.loadgen.issue.book import IssueBook
+    from pytest_llmperf.loadgen.plan.planner import PlannedRequest
 
 __all__ = ["ClosedLoop"]
 

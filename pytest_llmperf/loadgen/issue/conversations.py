@@ -41,20 +41,23 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.client.stream_client import StreamClient
-from pytest_llmperf.loadgen.issue.book import IssueBook
-from pytest_llmperf.loadgen.issue.closed_loop import ClosedLoop
 from pytest_llmperf.loadgen.issue.pacing import WAKE_EARLY_NS
-from pytest_llmperf.loadgen.plan.planner import PlannedRequest, ScheduleShare
 from pytest_llmperf.workloads.base import Sample
 from pytest_llmperf.workloads.conversations import (
     ConversationScript,
     ConversationSource,
     TurnResult,
 )
+
+if TYPE_CHECKING:  # handed in by the issuer: its book, the closed loop's clock, the plan
+    from pytest_llmperf.loadgen.issue.book import IssueBook
+    from pytest_llmperf.loadgen.issue.closed_loop import ClosedLoop
+    from pytest_llmperf.loadgen.plan.planner import PlannedRequest, ScheduleShare
 
 __all__ = [
     "ConversationBook",
@@ -283,7 +286,7 @@ async def _timed_open_loop(
             drop(live)
 
     behind = 0
-    for item in book.plan.for_share(ScheduleShare()).planned():
+    for item in book.plan.whole_run().planned():
         if stopping.is_set():
             break
         unit, _ = source.place(item.sample_index)

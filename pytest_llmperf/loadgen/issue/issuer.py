@@ -38,20 +38,19 @@ from collections.abc import Iterator, Sequence
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import ErrorKind
 from pytest_llmperf.client.stream_client import StreamClient
-from pytest_llmperf.loadgen.issue.book import IssueBook, IssueStats
+from pytest_llmperf.loadgen.issue.book import IssueBook
 from pytest_llmperf.loadgen.issue.closed_loop import ClosedLoop
 from pytest_llmperf.loadgen.issue.conversations import (
     issue_conversations_closed_loop,
     issue_conversations_open_loop,
 )
 from pytest_llmperf.loadgen.issue.delivery import Delivery
+from pytest_llmperf.loadgen.issue.drain import DRAIN_GRACE_S, INTERRUPT_DRAIN_S
+from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.plan.planner import PlannedRequest, RunPlan
 from pytest_llmperf.loadgen.result import StopReason
 
 __all__ = ["DRAIN_GRACE_S", "INTERRUPT_DRAIN_S", "IssueStats", "Issuer"]
-
-DRAIN_GRACE_S = 5.0  # past the per-request total timeout, before in-flight = incomplete
-INTERRUPT_DRAIN_S = 5.0  # after Ctrl-C / SIGTERM / cancellation: then in-flight = incomplete
 
 
 class Issuer:

@@ -20,10 +20,11 @@ from typing import Any
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.stream_client import StreamClient
-from pytest_llmperf.loadgen.issue.book import IssueStats
 from pytest_llmperf.loadgen.issue.delivery import Delivery, RecordObserver
+from pytest_llmperf.loadgen.issue.drain import drain_cap_s
 from pytest_llmperf.loadgen.issue.gc_pauses import full_collections_deferred
-from pytest_llmperf.loadgen.issue.issuer import DRAIN_GRACE_S, INTERRUPT_DRAIN_S, Issuer
+from pytest_llmperf.loadgen.issue.issuer import Issuer
+from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.plan.planner import RunPlan
 from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
@@ -128,12 +129,3 @@ class ShareRun:
             finally:
                 await self.issuer.drain(drain_cap_s(self.endpoint, self.stop_reason))
         return interrupted
-
-
-def drain_cap_s(endpoint: Endpoint, stop_reason: StopReason | None) -> float:
-    """How long a drain may wait: a request's total timeout plus grace, or briefly
-    when someone is waiting (Ctrl-C, cancellation)."""
-    cap = endpoint.timeouts.total + DRAIN_GRACE_S
-    if stop_reason in (StopReason.SIGINT, StopReason.CANCELLED):
-        cap = min(cap, INTERRUPT_DRAIN_S)
-    return cap

@@ -158,6 +158,11 @@ class RunPlan:
         """This plan, of which this process issues ``share``."""
         return replace(self, share=share)
 
+    def whole_run(self) -> RunPlan:
+        """This plan with every position in one share (a trace's rows, walked by every
+        worker, which keeps those of its own conversations)."""
+        return self.for_share(ScheduleShare())
+
     # -- what the issuing side reads ------------------------------------------------
 
     @property

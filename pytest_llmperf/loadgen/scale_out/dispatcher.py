@@ -10,7 +10,8 @@ drain ends: the pool's workers abort, or this process's drain stops waiting).
   :class:`~pytest_llmperf.loadgen.issue.local.ShareRun` (its whole plan);
 - worker processes: :class:`~pytest_llmperf.loadgen.scale_out.workers.WorkerPool`
   (each runs :mod:`~pytest_llmperf.loadgen.scale_out.worker_process`);
-- Ray actors: :class:`~pytest_llmperf.loadgen.scale_out.ray_workers.RayWorkerPool`.
+- Ray actors: :class:`~pytest_llmperf.loadgen.scale_out.ray_workers.RayWorkerPool` (each
+  actor loads :mod:`~pytest_llmperf.loadgen.scale_out.ray_actor` by name, in its own process).
 
 Either pool merges its workers' states into the run's accumulator and issue
 statistics; the run then judges and reports it as one.
@@ -20,13 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pytest_llmperf.loadgen.issue.local import ShareRun
 from pytest_llmperf.loadgen.result import StopReason
-from pytest_llmperf.loadgen.scale_out.ray_actor import LoadActor
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster, RayWorkerPool
 from pytest_llmperf.loadgen.scale_out.workers import PooledRun, WorkerPool
 from pytest_llmperf.loadgen.self_check import WorkerReport
+
+if TYPE_CHECKING:  # the run hands in its own share run, issued here when there is no pool
+    from pytest_llmperf.loadgen.issue.local import ShareRun
 
 __all__ = ["Dispatcher"]
 
@@ -56,9 +59,7 @@ class Dispatcher:
     async def issue(self, events_file: Path | None, started_at: str) -> bool:
         """Issue the run wherever it goes; True when this process's issuing was cancelled."""
         if self.ray is not None:
-            self.pool = RayWorkerPool(
-                self.run, self.ray, events_file, started_at, actor_class=LoadActor
-            )
+            self.pool = RayWorkerPool(self.run, self.ray, events_file, started_at)
         elif self.workers > 1:
             self.pool = WorkerPool(self.run, events_file, started_at)
         else:

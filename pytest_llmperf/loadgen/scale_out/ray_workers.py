@@ -54,7 +54,7 @@ from typing import Any
 
 from pytest_llmperf.client.records import ErrorKind
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.issue.issuer import DRAIN_GRACE_S
+from pytest_llmperf.loadgen.issue.drain import DRAIN_GRACE_S
 from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
 from pytest_llmperf.loadgen.scale_out.workers import (
@@ -66,7 +66,14 @@ from pytest_llmperf.loadgen.scale_out.workers import (
 )
 from pytest_llmperf.loadgen.self_check import WorkerReport
 
-__all__ = ["RAY_EXTRA_HINT", "RayCluster", "RayWorkerPool", "import_ray"]
+__all__ = [
+    "ACTOR_MODULE",
+    "RAY_EXTRA_HINT",
+    "LoadActorShell",
+    "RayCluster",
+    "RayWorkerPool",
+    "import_ray",
+]
 
 RAY_EXTRA_HINT = 'pip install "pytest-llmperf[ray]"'
 READY_TIMEOUT_S = 60.0  # from asking for the actors to all of them built and ready
@@ -76,6 +83,9 @@ PROGRESS_EVERY_S = 1.0  # how often each actor reports its issued / delivered co
 CLOCK_PINGS = 5  # round trips per remote actor; the fastest one's estimate is kept
 RESOURCE_SETTLE_S = 5.0  # at most this long for CPUs being given back before sizing actors
 START_MARGIN_S = 0.1  # from "all actors ready" to the common start (plus the below)
+# What each actor runs, loaded by name inside the actor's own process (as a local worker
+# runs ``python -m`` its module): the parent never imports the worker side.
+ACTOR_MODULE = "pytest_llmperf.loadgen.scale_out.ray_actor"
 
 
 def import_ray(where: str = "--llm-workers") -> Any:
@@ -88,6 +98,35 @@ def import_ray(where: str = "--llm-workers") -> Any:
             f"({exc}): {RAY_EXTRA_HINT}",
             where=where,
         ) from None
+
+
+class LoadActorShell:
+    """The class the parent hands Ray: inside the actor it loads :data:`ACTOR_MODULE` and
+    passes each call to that module's ``LoadActor`` (an async actor, as that one is)."""
+
+    def __init__(self) -> None:
+        self._actor = importlib.import_module(ACTOR_MODULE).LoadActor()
+
+    async def where(self) -> dict[str, Any]:
+        return await self._actor.where()  # type: ignore[no-any-return]
+
+    async def prepare(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return await self._actor.prepare(payload)  # type: ignore[no-any-return]
+
+    async def clock(self) -> int:
+        return await self._actor.clock()  # type: ignore[no-any-return]
+
+    async def run(self, t0_wall_ns: int | None, t0_parent_ns: int) -> dict[str, Any]:
+        return await self._actor.run(t0_wall_ns, t0_parent_ns)  # type: ignore[no-any-return]
+
+    async def progress(self) -> tuple[int, int]:
+        return await self._actor.progress()  # type: ignore[no-any-return]
+
+    async def stop(self) -> None:
+        await self._actor.stop()
+
+    async def abort(self) -> None:
+        await self._actor.abort()
 
 
 @dataclass
@@ -244,12 +283,12 @@ class RayWorkerPool:
         events_file: Path | None,
         started_at: str = "",
         *,
-        actor_class: type,
+        actor_class: type = LoadActorShell,
         drain_cap_s: float | None = None,
     ) -> None:
         self.load_run = run
         self.cluster = cluster
-        self.actor_class = actor_class  # what each actor runs (ray_actor.LoadActor)
+        self.actor_class = actor_class  # what each actor runs (ray_actor.LoadActor, by name)
         self.events_file = events_file
         self.started_at = started_at
         self.drain_cap_s = (

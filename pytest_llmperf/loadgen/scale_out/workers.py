@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.loadgen.issue.book import IssueStats
+from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.plan.planner import RunPlan
 from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
