@@ -3,7 +3,9 @@
 :class:`RunPlan` is built once from a :class:`~pytest_llmperf.specs.run.RunSpec`
 (and once per worker share, :meth:`RunPlan.for_share`); everything below it
 (the issuer, its strategies, the workers) takes the plan, never the spec. This
-is the one module of ``loadgen/`` besides the dispatcher that reads a spec.
+is the one module of ``loadgen/`` that reads a spec: the generator has it derive the
+spec a run runs (:func:`effective_spec`: overrides and ``--llm-scale``;
+:func:`sized_spec`: the session's tokenizer) and passes specs through unread.
 
 Everything here is decided before the clock starts and is a pure function of
 the spec (seeds included), so a run can be repeated request for request and
@@ -42,6 +44,7 @@ from pytest_llmperf.specs.load import LoadSpec, SampleOrderMode
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads.base import Workload
 from pytest_llmperf.workloads.conversations import ConversationSource, conversations_of
+from pytest_llmperf.workloads.tokenizer import Tokenizer, bind_api, resolve_tokenizer
 
 __all__ = [
     "WARM_CONNECTIONS_MAX",
@@ -50,9 +53,11 @@ __all__ = [
     "RunPlan",
     "ScheduleShare",
     "cancel_points",
+    "effective_spec",
     "open_loop_offsets",
     "plan_requests",
     "sample_order_for",
+    "sized_spec",
     "warm_connections",
 ]
 
@@ -296,6 +301,29 @@ class RunPlan:
 
 
 PlanSource = RunSpec | RunPlan  # what a run is built from: its spec, or a plan made already
+
+
+# -- the spec a run is planned from (the generator passes specs through, never reads them) ---
+
+
+def effective_spec(declared: RunSpec, overrides: Mapping[str, Any], scale: float) -> RunSpec:
+    """What ``LoadGenerator.run(**overrides)`` runs: the declared spec with ``overrides``
+    applied (:meth:`~pytest_llmperf.specs.run.RunSpec.with_overrides`), then its request
+    counts and durations scaled by ``scale`` (``--llm-scale``)."""
+    return declared.with_overrides(overrides).scaled(scale)
+
+
+def sized_spec(spec: RunSpec, tokenizer: Tokenizer | None, api: str) -> RunSpec:
+    """``spec`` with its workload sized by the session's ``tokenizer``, unless it names one.
+
+    A tokenizer the test names is kept but made to account for the API's
+    framing (chat template, BOS) as the session's does.
+    """
+    named = spec.workload_params.get("tokenizer")
+    if named is None and tokenizer is None:
+        return spec
+    chosen = bind_api(resolve_tokenizer(named), api) if named is not None else tokenizer
+    return replace(spec, workload_params={**spec.workload_params, "tokenizer": chosen})
 
 
 # -- the same, one question at a time, from a spec (the library's own callers and tests) ---
