@@ -343,3 +343,14 @@ def test_trace_sessions_take_think_time_and_header_from_the_workload() -> None:
 def test_a_trace_without_session_ids_runs_no_sessions(tmp_path: Path) -> None:
     path = write(tmp_path / "t.jsonl", [{"timestamp": 0, "input_length": 5, "output_length": 2}])
     assert conversations_of(build_workload("trace", path=path, format="jsonl")) is None
+
+
+def test_the_names_before_issue_23_still_import() -> None:
+    """Issue 23 renamed the multi-turn names to conversations; the old ones remain."""
+    from pytest_llmperf.workloads import conversation, conversations, sessions
+
+    assert conversation.ConversationSessions is conversation.FileConversations
+    assert sessions.SessionSource is conversations.ConversationSource
+    assert sessions.SessionScript is conversations.ConversationScript
+    assert sessions.TraceSessions is conversations.TraceConversations
+    assert sessions.sessions_of is conversations.conversations_of
