@@ -35,7 +35,7 @@ from cheap_server import start_cheap_server  # noqa: E402
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts  # noqa: E402
 from pytest_llmperf.client.fdlimits import descriptor_limits  # noqa: E402
-from pytest_llmperf.loadgen.session import run_load  # noqa: E402
+from pytest_llmperf.loadgen import run_load  # noqa: E402
 from pytest_llmperf.specs.run import RunSpec  # noqa: E402
 
 

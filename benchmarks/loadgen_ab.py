@@ -45,7 +45,7 @@ import asyncio, json, sys, time
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.specs.load import LoadSpec
-from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.loadgen import LoadRun
 
 url, model, requests, concurrency, tokens, loop = sys.argv[1:7]
 spec = RunSpec(

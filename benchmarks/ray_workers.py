@@ -34,8 +34,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from streaming_server import start_server
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.loadgen.ray_workers import RayCluster
-from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.loadgen import LoadRun
+from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.specs.load import LoadSpec
 from pytest_llmperf.specs.run import RunSpec
 

@@ -22,16 +22,19 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these
     from pytest_llmperf.client.endpoint import Endpoint, Timeouts
     from pytest_llmperf.client.records import ErrorKind, RequestRecord
-    from pytest_llmperf.errors import LlmPerfUsageError
+    from pytest_llmperf.errors import (
+        LlmPerfInconclusiveWarning,
+        LlmPerfTokenLengthWarning,
+        LlmPerfUsageError,
+    )
     from pytest_llmperf.hook_calls import LlmPerfHookError
     from pytest_llmperf.loadgen.generator import LoadGenerator
     from pytest_llmperf.loadgen.result import RunResult
-    from pytest_llmperf.loadgen.session import run_load
+    from pytest_llmperf.loadgen.run import run_load
     from pytest_llmperf.methodology.llm_loadgen import LlmLoadgen
     from pytest_llmperf.metrics.accumulator import MetricsAccumulator
     from pytest_llmperf.metrics.event_log import analyse_event_log
     from pytest_llmperf.metrics.histogram import LatencyHistogram
-    from pytest_llmperf.plugin import LlmPerfInconclusiveWarning, LlmPerfTokenLengthWarning
     from pytest_llmperf.session_tokenizer import TokenizerFallbackWarning
     from pytest_llmperf.sim.process import SimProcess, start_sim_process
     from pytest_llmperf.sim.virtual import VirtualResult, run_virtual
@@ -78,7 +81,7 @@ _EXPORTS: dict[str, str] = {
     # running load, and what a run yields
     "LoadGenerator": "pytest_llmperf.loadgen.generator",
     "RunResult": "pytest_llmperf.loadgen.result",
-    "run_load": "pytest_llmperf.loadgen.session",  # one run of a RunSpec, no generator
+    "run_load": "pytest_llmperf.loadgen.run",  # one run of a RunSpec, no generator
     "LlmLoadgen": "pytest_llmperf.methodology.llm_loadgen",  # the llm_loadgen fixture's type
     "MetricsAccumulator": "pytest_llmperf.metrics.accumulator",
     "LatencyHistogram": "pytest_llmperf.metrics.histogram",
@@ -94,8 +97,8 @@ _EXPORTS: dict[str, str] = {
     # errors and warnings (for pytest.raises, pytest.warns, filterwarnings)
     "LlmPerfUsageError": "pytest_llmperf.errors",
     "LlmPerfHookError": "pytest_llmperf.hook_calls",
-    "LlmPerfInconclusiveWarning": "pytest_llmperf.plugin",
-    "LlmPerfTokenLengthWarning": "pytest_llmperf.plugin",
+    "LlmPerfInconclusiveWarning": "pytest_llmperf.errors",
+    "LlmPerfTokenLengthWarning": "pytest_llmperf.errors",
     "TokenizerFallbackWarning": "pytest_llmperf.session_tokenizer",
 }
 

@@ -4,11 +4,13 @@ A wrong marker argument, SLO string, option or file must stop the run *before*
 any load is sent, with a message that names where the bad value came from and
 what it was. Library code raises :class:`LlmPerfUsageError`; the plugin adds
 the test id or option name and reports it through pytest's usage-error path.
+
+The library's warnings live here too, so importing them never imports pytest.
 """
 
 from __future__ import annotations
 
-__all__ = ["LlmPerfUsageError"]
+__all__ = ["LlmPerfInconclusiveWarning", "LlmPerfTokenLengthWarning", "LlmPerfUsageError"]
 
 
 class LlmPerfUsageError(ValueError):
@@ -29,3 +31,12 @@ class LlmPerfUsageError(ValueError):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class LlmPerfInconclusiveWarning(UserWarning):
+    """An SLO could not be judged (too few samples, or the load generator was the bottleneck)."""
+
+
+class LlmPerfTokenLengthWarning(UserWarning):
+    """Prompts or outputs reached the server more than 10% off the lengths the workload asked
+    for: the tokenizer is not the model's, or the model stopped early."""

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from pytest_llmperf import Endpoint
-from pytest_llmperf.endpoints import EndpointPool
+from pytest_llmperf.plugin.endpoints import EndpointPool
 from pytest_llmperf.sim import start_sim_process
 
 

@@ -8,18 +8,19 @@ Layers below: :mod:`pytest_llmperf.specs` (what a test declares),
 searches, warm-up and multi-configuration runs.
 """
 
-from pytest_llmperf.loadgen.arrivals import arrival_offsets_ns
-from pytest_llmperf.loadgen.delivery import RecordObserver
 from pytest_llmperf.loadgen.generator import LoadGenerator
-from pytest_llmperf.loadgen.plan import ScheduleShare
+from pytest_llmperf.loadgen.issue.delivery import RecordObserver
+from pytest_llmperf.loadgen.plan.arrivals import arrival_offsets_ns
+from pytest_llmperf.loadgen.plan.planner import RunPlan, ScheduleShare
+from pytest_llmperf.loadgen.plan.sample_order import SampleOrder
 from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.loadgen.sample_order import SampleOrder
-from pytest_llmperf.loadgen.session import LoadRun, run_load
+from pytest_llmperf.loadgen.run import LoadRun, run_load
 
 __all__ = [
     "LoadGenerator",
     "LoadRun",
     "RecordObserver",
+    "RunPlan",
     "RunResult",
     "SampleOrder",
     "ScheduleShare",

@@ -25,24 +25,26 @@ from __future__ import annotations
 import copy
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.delivery import RecordObserver
 from pytest_llmperf.loadgen.event_files import events_file_for
+from pytest_llmperf.loadgen.issue.delivery import RecordObserver
+from pytest_llmperf.loadgen.plan.planner import effective_spec, sized_spec
 from pytest_llmperf.loadgen.progress import ProgressSink, watch_progress
-from pytest_llmperf.loadgen.ray_workers import RayCluster
 from pytest_llmperf.loadgen.result import RunResult, StopReason
-from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.loadgen.run import LoadRun
+from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.metrics.event_log import read_records
 from pytest_llmperf.specs.load import LoadPattern, SampleOrderMode
 from pytest_llmperf.specs.perf import PerfSpec
-from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.specs.slo import request_limits
-from pytest_llmperf.workloads.tokenizer import Tokenizer, bind_api, resolve_tokenizer
+from pytest_llmperf.workloads.tokenizer import Tokenizer
+
+if TYPE_CHECKING:  # passed through to the planner, never read here
+    from pytest_llmperf.specs.run import RunSpec
 
 __all__ = ["LoadGenerator"]
 
@@ -137,7 +139,7 @@ class LoadGenerator:
             "workload_params": workload_params,
         }
         overrides = {k: v for k, v in given.items() if v is not None}
-        run_spec = self.spec.run.with_overrides(overrides).scaled(self.scale)
+        run_spec = effective_spec(self.spec.run, overrides, self.scale)
         label = label or _label(len(self.results), overrides)
         return await self.run_spec(run_spec, gate=gate, label=label)
 
@@ -182,7 +184,7 @@ class LoadGenerator:
         are replayed to them from the run's merged event log (a temporary one
         when ``--llm-events`` is not given).
         """
-        spec = _sized_by(spec, self.tokenizer, self.endpoint.api)
+        spec = sized_spec(spec, self.tokenizer, self.endpoint.api)
         ray = self.ray if workers is None else None  # a run's own worker count is local
         workers = self.workers if workers is None else workers
         run_observers = [*self.observers, *observers]
@@ -273,19 +275,6 @@ class LoadGenerator:
         """Stop issuing in the current run (it still drains and returns its result)."""
         if self._current is not None:
             self._current.stop()
-
-
-def _sized_by(spec: RunSpec, tokenizer: Tokenizer | None, api: str) -> RunSpec:
-    """``spec`` with its workload sized by the session's ``tokenizer``, unless it names one.
-
-    A tokenizer the test names is kept but made to account for the API's
-    framing (chat template, BOS) as the session's does.
-    """
-    named = spec.workload_params.get("tokenizer")
-    if named is None and tokenizer is None:
-        return spec
-    chosen = bind_api(resolve_tokenizer(named), api) if named is not None else tokenizer
-    return replace(spec, workload_params={**spec.workload_params, "tokenizer": chosen})
 
 
 def _label(index: int, overrides: dict[str, Any]) -> str:

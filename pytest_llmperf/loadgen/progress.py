@@ -26,7 +26,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from pytest_llmperf.loadgen.session import LoadRun
+    from pytest_llmperf.loadgen.issue.stats import IssueStats
+    from pytest_llmperf.loadgen.plan.planner import RunPlan
+    from pytest_llmperf.loadgen.result import StopReason
+    from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 
 __all__ = [
     "RATE_WINDOW_S",
@@ -35,8 +38,39 @@ __all__ = [
     "ProgressSink",
     "ProgressSnapshot",
     "ProgressWatch",
+    "WatchedRun",
     "watch_progress",
 ]
+
+
+class WatchedRun(Protocol):
+    """What the progress line reads of a run (a :class:`~pytest_llmperf.loadgen.run.LoadRun`):
+    its plan and plain counters, on a timer, never per request."""
+
+    label: str
+    workers: int
+
+    @property
+    def plan(self) -> RunPlan: ...
+
+    @property
+    def issues_here(self) -> bool: ...
+
+    @property
+    def issued_requests(self) -> int: ...
+
+    @property
+    def in_flight(self) -> int: ...
+
+    @property
+    def stats(self) -> IssueStats: ...
+
+    @property
+    def accumulator(self) -> MetricsAccumulator: ...
+
+    @property
+    def stop_reason(self) -> StopReason | None: ...
+
 
 RATE_WINDOW_S = 10.0  # req/s is measured over about this many recent seconds
 
@@ -91,33 +125,33 @@ class ProgressSink(Protocol):
 
 
 class ProgressSampler:
-    """Turns a :class:`LoadRun`'s counters into snapshots; keeps the recent ones for req/s.
+    """Turns a run's counters into snapshots; keeps the recent ones for req/s.
 
     Reads only: the counters are plain integers the run updates anyway
-    (:class:`~pytest_llmperf.loadgen.issue.IssueStats`, the accumulator's
+    (:class:`~pytest_llmperf.loadgen.issue.stats.IssueStats`, the accumulator's
     counts, the issuer's requests in flight), and every read happens on the
     run's event loop, between its callbacks.
     """
 
-    def __init__(self, run: LoadRun, *, started_ns: int | None = None) -> None:
+    def __init__(self, run: WatchedRun, *, started_ns: int | None = None) -> None:
         self.run = run
         self.started_ns = started_ns if started_ns is not None else time.monotonic_ns()
         self._finished: deque[tuple[int, int]] = deque()  # (time, requests finished)
 
     def sample(self, now_ns: int | None = None) -> ProgressSnapshot:
         run = self.run
-        spec = run.spec
+        plan = run.plan
         now = now_ns if now_ns is not None else time.monotonic_ns()
         elapsed = (now - self.started_ns) / 1e9
-        stages = len(spec.load.stages)
+        stages = len(plan.load.stages)
         if not run.issues_here:
             return ProgressSnapshot(
                 run.label,
                 Phase.REMOTE,
                 elapsed,
-                planned=spec.requests,
-                planned_s=spec.duration,
-                eta_s=max(0.0, spec.duration - elapsed) if spec.duration else None,
+                planned=plan.requests,
+                planned_s=plan.duration,
+                eta_s=max(0.0, plan.duration - elapsed) if plan.duration else None,
                 stages=stages,
                 workers=run.workers,
             )
@@ -125,26 +159,26 @@ class ProgressSampler:
         tracked_sent = run.stats.tracked_issued
         rate = self._rate(now, sent_all - in_flight)
         measure_s = (now - run.stats.first_send_ns) / 1e9 if tracked_sent else 0.0
-        done, planned = run.accumulator.issued, spec.requests
+        done, planned = run.accumulator.issued, plan.requests
         eta: float | None = None
         if sent_all == 0:
             phase = Phase.STARTING
-        elif not tracked_sent and spec.warmup:
-            phase, done, planned = Phase.WARMUP, sent_all, spec.warmup
-            rest = spec.duration or (spec.requests / rate if spec.requests and rate else None)
+        elif not tracked_sent and plan.warmup:
+            phase, done, planned = Phase.WARMUP, sent_all, plan.warmup
+            rest = plan.duration or (plan.requests / rate if plan.requests and rate else None)
             if rate and rest is not None:
-                eta = max(0, spec.warmup - sent_all) / rate + rest
+                eta = max(0, plan.warmup - sent_all) / rate + rest
         elif (
             run.stop_reason is not None
-            or (spec.requests is not None and tracked_sent >= spec.requests)
-            or (spec.duration is not None and measure_s >= spec.duration)
+            or (plan.requests is not None and tracked_sent >= plan.requests)
+            or (plan.duration is not None and measure_s >= plan.duration)
         ):
             phase = Phase.DRAIN
         else:
             phase = Phase.MEASURE
-            etas = [max(0.0, spec.duration - measure_s)] if spec.duration is not None else []
-            if spec.requests is not None and rate:
-                etas.append(max(0, spec.requests - done) / rate)
+            etas = [max(0.0, plan.duration - measure_s)] if plan.duration is not None else []
+            if plan.requests is not None and rate:
+                etas.append(max(0, plan.requests - done) / rate)
             eta = min(etas, default=None)
         return ProgressSnapshot(
             run.label,
@@ -152,7 +186,7 @@ class ProgressSampler:
             elapsed,
             done=done,
             planned=planned,
-            planned_s=spec.duration,
+            planned_s=plan.duration,
             measure_s=measure_s,
             rate=rate,
             in_flight=in_flight,
@@ -177,10 +211,10 @@ class ProgressSampler:
         return (finished - n_old) / span if span > 0 else None
 
 
-def _stage_at(run: LoadRun, measure_s: float) -> int:
+def _stage_at(run: WatchedRun, measure_s: float) -> int:
     """The 1-based stage whose window (on the run's clock) holds ``measure_s``."""
     edge = 0.0
-    stages = run.spec.load.stages
+    stages = run.plan.load.stages
     for k, stage in enumerate(stages, start=1):
         edge += stage.duration_s
         if measure_s < edge:
@@ -191,7 +225,7 @@ def _stage_at(run: LoadRun, measure_s: float) -> int:
 class ProgressWatch:
     """A timer task that shows a snapshot every ``sink.every_s`` seconds while a run goes."""
 
-    def __init__(self, run: LoadRun, sink: ProgressSink) -> None:
+    def __init__(self, run: WatchedRun, sink: ProgressSink) -> None:
         self.sampler = ProgressSampler(run)
         self.sink = sink
         self._task: asyncio.Task[None] | None = None
@@ -220,7 +254,7 @@ class ProgressWatch:
 
 
 @contextlib.asynccontextmanager
-async def watch_progress(run: LoadRun, sink: ProgressSink | None) -> AsyncIterator[None]:
+async def watch_progress(run: WatchedRun, sink: ProgressSink | None) -> AsyncIterator[None]:
     """Show ``run``'s progress on ``sink`` while the block runs (nothing when ``sink`` is None)."""
     if sink is None:
         yield

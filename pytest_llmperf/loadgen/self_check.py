@@ -4,7 +4,7 @@ A verdict on a run the client could not drive as planned says nothing about
 the server, so every run reports ``self_check`` and the verdicts treat a
 ``generator_bound`` run as inconclusive (see docs/measurement.md). The check
 reads only what the run measured: the schedule lag histogram, the issuing
-side's :class:`~pytest_llmperf.loadgen.issue.IssueStats` and the client's CPU
+side's :class:`~pytest_llmperf.loadgen.issue.stats.IssueStats` and the client's CPU
 time.
 
 A run spread over Ray actors (``--llm-workers=ray:N``) is also judged actor
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_llmperf.loadgen.issue import IssueStats
+from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.sample_size import supported_percentile

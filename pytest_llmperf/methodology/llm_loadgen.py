@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.loadgen.delivery import RecordObserver
 from pytest_llmperf.loadgen.generator import LoadGenerator
+from pytest_llmperf.loadgen.issue.delivery import RecordObserver
 from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.methodology.reference import AB_BLOCKS, AbComparison, run_ab
 from pytest_llmperf.methodology.search import max_concurrency, max_rate

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from .kv_cache import KVCache
 from .latency_model import LatencyModel
 from .profiles import Profile
-from .request import Request
+from .request import ABORTED, FINISHED, RUNNING, WAITING, Request
 from .scheduler import Scheduler
 
 __all__ = ["Engine", "InvariantError", "StepResult"]
@@ -75,20 +75,20 @@ class Engine:
     def enqueue(self, req: Request, now: float) -> None:
         """Put an admitted request in the wait queue."""
         req.enqueue_time = now
-        req.state = "waiting"
+        req.state = WAITING
         self.scheduler.waiting.push(req)
 
     def abort(self, req: Request) -> None:
         """Drop a request wherever it is (client went away) and free its blocks."""
         sched = self.scheduler
-        if req.state == "running":
+        if req.state == RUNNING:
             sched.running.remove(req)
             self.kv.release(req)
-        elif req.state == "waiting":
+        elif req.state == WAITING:
             sched.waiting.remove(req)
         else:
             return
-        req.state = "aborted"
+        req.state = ABORTED
         self.aborted += 1
 
     # -- stepping ---------------------------------------------------------
@@ -145,9 +145,9 @@ class Engine:
         if finished:
             for r in finished:
                 kv.release(r)
-                r.state = "finished"
+                r.state = FINISHED
                 r.finish_time = t_tok
-            sched.running = [r for r in sched.running if r.state == "running"]
+            sched.running = [r for r in sched.running if r.state == RUNNING]
             self.completed += len(finished)
         self.generation_tokens += len(emitted)
         self.prompt_tokens_computed += prefill
@@ -178,8 +178,8 @@ class Engine:
         except AssertionError as exc:
             raise InvariantError(f"KV cache inconsistent: {exc}") from exc
         for r in running:
-            if r.state != "running" or r.blocks * self.kv.block_size < r.num_computed:
+            if r.state != RUNNING or r.blocks * self.kv.block_size < r.num_computed:
                 raise InvariantError(f"bad running request {r!r}")
         for r in sched.waiting:
-            if r.state != "waiting" or r.blocks:
+            if r.state != WAITING or r.blocks:
                 raise InvariantError(f"bad waiting request {r!r}")

@@ -33,7 +33,7 @@ from .clock import ENGINE_COARSE_S, ENGINE_SPIN_S, sleep_until
 from .engine import Engine, StepResult
 from .gc_control import GcControl
 from .profiles import Profile
-from .request import Request
+from .request import ABORTED, NEW, Request
 from .streams import BackendStats, Submission, TokenWriter
 
 __all__ = ["EngineBackend", "EngineStream"]
@@ -191,7 +191,7 @@ class EngineBackend:
         return stream
 
     def _enqueue(self, req: Request) -> None:
-        if req.state != "new" or self.failure is not None:  # aborted before it reached the queue
+        if req.state != NEW or self.failure is not None:  # aborted before it reached the queue
             return
         self.poll()
         now_sim = max(self._sim(time.monotonic()), req.arrival)
@@ -204,8 +204,8 @@ class EngineBackend:
 
     def release(self, req: Request) -> None:
         """The handler is done with ``req``: abort it if it is still in the engine."""
-        if req.state == "new":
-            req.state = "aborted"
+        if req.state == NEW:
+            req.state = ABORTED
         else:
             self.engine.abort(req)
 
@@ -327,7 +327,7 @@ def _fan_out(when: float, emitted: list[Request]) -> None:
     clock = time.monotonic
     written: list[tuple[TokenWriter, float]] = []
     for r in emitted:
-        if r.state == "aborted":
+        if r.state == ABORTED:
             continue
         stream = r.owner
         w = stream.writer

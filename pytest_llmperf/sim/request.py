@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
-__all__ = ["Request"]
+__all__ = ["ABORTED", "DROPPED", "FINISHED", "NEW", "RUNNING", "WAITING", "Request", "RequestState"]
+
+
+class RequestState(StrEnum):
+    """Where a request is in the engine (a ``StrEnum``: equal to, and shown as, ``"new"`` etc.)."""
+
+    NEW = "new"  # created, not yet in the wait queue
+    WAITING = "waiting"  # queued (or preempted back to the queue)
+    RUNNING = "running"  # scheduled: prefilling or decoding
+    FINISHED = "finished"
+    ABORTED = "aborted"  # the client went away
+    DROPPED = "dropped"  # could never fit (virtual runs)
+
+
+# the members as module constants: the engine's hot loops compare against these (a plain
+# global is ~5x quicker to load than an enum member, RequestState.RUNNING)
+NEW, WAITING, RUNNING, FINISHED, ABORTED, DROPPED = RequestState
 
 
 class Request:
@@ -65,7 +82,7 @@ class Request:
         self.pub_at = 0  # computed tokens at which the next full block can be published
         self.cached_tokens = -1  # set at first scheduling
         self.preemptions = 0
-        self.state = "new"  # new | waiting | running | finished | aborted | dropped
+        self.state = RequestState.NEW
         self.enqueue_time = -1.0
         self.schedule_time = -1.0
         self.first_token_time = -1.0

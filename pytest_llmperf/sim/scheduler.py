@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from .kv_cache import KVCache
 from .profiles import Profile
-from .request import Request
+from .request import RUNNING, WAITING, Request
 
 __all__ = ["FcfsQueue", "KeyedQueue", "Scheduler", "WaitQueue", "make_wait_queue"]
 
@@ -155,7 +155,7 @@ class Scheduler:
         self.kv.release(victim)
         victim.num_computed = 0
         victim.preemptions += 1
-        victim.state = "waiting"
+        victim.state = WAITING
         self.preemptions += 1
         self.waiting.push_front(victim)
 
@@ -215,7 +215,7 @@ class Scheduler:
             if r.cached_tokens < 0:
                 r.cached_tokens = start
                 r.schedule_time = now
-            r.state = "running"
+            r.state = RUNNING
             running.append(r)
             reqs.append(r)
             ns.append(n)

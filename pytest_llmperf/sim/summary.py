@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .request import Request
+from .request import FINISHED, Request
 
 __all__ = ["PERCENTILES", "latency_stats", "nearest_rank", "summarize"]
 
@@ -51,7 +51,7 @@ def latency_stats(values_s: np.ndarray) -> dict[str, float | int | None]:
 
 def summarize(requests: Sequence[Request], issued: int, failed: int) -> dict[str, Any]:
     """Counts and metrics of the completed ``requests`` (all others failed or dropped)."""
-    done = [r for r in requests if r.state == "finished"]
+    done = [r for r in requests if r.state == FINISHED]
     if done:
         arrival = np.array([r.arrival for r in done])
         first = np.array([r.first_token_time for r in done])

@@ -18,19 +18,28 @@ import json
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
 from .engine import Engine, InvariantError
 from .profiles import Profile, load_profile
-from .request import Request
+from .request import DROPPED, FINISHED, Request
 from .summary import summarize
 
 __all__ = ["VirtualResult", "arrival_times", "format_result", "run_cli", "run_virtual"]
 
-_ARRIVAL, _QUEUED, _STEP, _FINISH = 0, 1, 2, 3
+
+class _Event(IntEnum):
+    """What happens at a point of virtual time (one handler each, :class:`_EventLoop`)."""
+
+    ARRIVAL = 0  # a request reaches the server
+    QUEUED = 1  # ... and, after its queue delay, the engine's wait queue
+    STEP = 2  # the engine runs one step (engine profiles)
+    FINISH = 3  # a request ends (the fixed profile)
 
 
 def _plan_fixed(p: Profile, req: Request, t: float, active: int) -> None:
@@ -49,7 +58,7 @@ def _plan_fixed(p: Profile, req: Request, t: float, active: int) -> None:
 def arrival_times(load: str, rate: float, duration: float, seed: int) -> list[float]:
     """Planned send times (s) in [0, duration): the load generator's own schedule.
 
-    Same algorithm and seed use as ``pytest_llmperf.loadgen.arrivals.arrival_offsets_ns``
+    Same algorithm and seed use as ``pytest_llmperf.loadgen.plan.arrivals.arrival_offsets_ns``
     (Poisson gaps from ``random.Random(seed).expovariate(rate)``, constant at ``i / rate``,
     rounded to whole nanoseconds), so a virtual run sees exactly the arrivals a real run
     with the same seed would send. Kept here rather than imported so the simulator does
@@ -163,6 +172,112 @@ def _span(tokens: int | tuple[int, int]) -> tuple[int, int]:
     return (low, high)
 
 
+class _EventLoop:
+    """Virtual time: a heap of ``(time, seq, event, request)``, one handler per event kind.
+
+    ``seq`` breaks ties in the order events were scheduled, so a run is a pure
+    function of its inputs. A closed loop (``closed``) replaces each request that
+    ends (or is dropped) before ``duration`` with a new one at that instant.
+    """
+
+    def __init__(
+        self, prof: Profile, engine: Engine, workload: _Workload, duration: float, *, closed: bool
+    ) -> None:
+        self.prof = prof
+        self.fixed = prof.kind == "fixed"
+        self.engine = engine
+        self.latency = engine.latency
+        self.workload = workload
+        self.duration = duration
+        self.closed = closed
+        self.heap: list[tuple[float, int, _Event, Request | None]] = []
+        self.seq = 0
+        self.requests: list[Request] = []
+        self.active = 0  # fixed profile: requests in flight
+        self.clock = 0.0
+        self.busy_until = 0.0
+        self.step_pending = False
+        self.dropped = 0
+        self.handlers: dict[_Event, Callable[[float, Request | None], None]] = {
+            _Event.ARRIVAL: self.on_arrival,
+            _Event.QUEUED: self.on_queued,
+            _Event.STEP: self.on_step,
+            _Event.FINISH: self.on_finish,
+        }
+
+    def push(self, t: float, event: _Event, req: Request | None = None) -> None:
+        heapq.heappush(self.heap, (t, self.seq, event, req))
+        self.seq += 1
+
+    def new_request(self, t: float) -> None:
+        req = self.workload.make(len(self.requests), t)
+        self.requests.append(req)
+        self.push(t, _Event.ARRIVAL, req)
+
+    def run(self) -> None:
+        """Handle events in time order until none is left (every request drained)."""
+        heap, pop, handlers, engine = self.heap, heapq.heappop, self.handlers, self.engine
+        while heap:
+            t, _, event, req = pop(heap)
+            if t < self.clock:
+                raise InvariantError(f"clock went back: {t} < {self.clock}")
+            self.clock = t
+            handlers[event](t, req)
+            if engine.has_work and not self.step_pending:
+                raise InvariantError(f"idle at {t} while work waits")
+
+    # -- one handler per event ---------------------------------------------------
+
+    def on_arrival(self, t: float, req: Request | None) -> None:
+        assert req is not None
+        prof = self.prof
+        if (
+            req.prompt_len + req.max_tokens > prof.max_model_len
+            if self.fixed
+            else self.engine.unservable(req.prompt_len, req.max_tokens)
+        ):
+            req.state = DROPPED
+            self.dropped += 1
+            if self.closed and t < self.duration:
+                self.new_request(t)
+            return
+        if self.fixed:
+            _plan_fixed(prof, req, t, self.active)
+            self.active += 1
+            self.engine.max_running = max(self.engine.max_running, self.active)
+            self.push(req.finish_time, _Event.FINISH, req)
+            return
+        self.push(t + self.latency.queue_delay_s(req.prompt_len), _Event.QUEUED, req)
+
+    def on_queued(self, t: float, req: Request | None) -> None:
+        assert req is not None
+        self.engine.enqueue(req, t)
+        if not self.step_pending:
+            self.step_pending = True
+            # the engine is busy until the end of its last step, even if that step emptied it
+            self.push(max(t, self.busy_until), _Event.STEP)
+
+    def on_step(self, t: float, req: Request | None) -> None:
+        engine = self.engine
+        res = engine.step(t)
+        self.busy_until = res.end
+        if self.closed:
+            for r in res.finished:
+                if r.finish_time < self.duration:
+                    self.new_request(r.finish_time)
+        if engine.has_work:
+            self.push(res.end, _Event.STEP)
+        else:
+            self.step_pending = False
+
+    def on_finish(self, t: float, req: Request | None) -> None:  # fixed profile only
+        assert req is not None
+        self.active -= 1
+        req.state = FINISHED
+        if self.closed and t < self.duration:
+            self.new_request(t)
+
+
 def run_virtual(
     profile: str | Profile = "llama-3.1-8b-h100",
     *,
@@ -188,100 +303,27 @@ def run_virtual(
     prof = profile if isinstance(profile, Profile) else load_profile(profile, **overrides)
     if isinstance(profile, Profile) and overrides:
         prof = prof.replace(**overrides)
-    fixed = prof.kind == "fixed"
     inp, out = _span(input_tokens), _span(output_tokens)
     size_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
     workload = _Workload(prof, inp, out, shared_prefix, size_rng)
     engine = Engine(prof, debug=debug)
-    latency = engine.latency
-    heap: list[tuple[float, int, int, Request | None]] = []
-    seq = 0
-    requests: list[Request] = []
-
-    def new_request(t: float) -> None:
-        nonlocal seq
-        req = workload.make(len(requests), t)
-        requests.append(req)
-        heapq.heappush(heap, (t, seq, _ARRIVAL, req))
-        seq += 1
-
+    loop = _EventLoop(prof, engine, workload, duration, closed=load == "concurrency")
     if load in ("poisson", "constant"):
         if rate is None:
             raise ValueError(f"load {load!r} needs a rate")
         for t in arrival_times(load, rate, duration, seed):
-            new_request(t)
+            loop.new_request(t)
         load_info: dict[str, Any] = {"pattern": load, "rate": rate, "duration": duration}
     elif load == "concurrency":
         if not concurrency or concurrency < 1:
             raise ValueError("load 'concurrency' needs concurrency >= 1")
         for _ in range(concurrency):
-            new_request(0.0)
+            loop.new_request(0.0)
         load_info = {"pattern": load, "concurrency": concurrency, "duration": duration}
     else:
         raise ValueError(f"unknown load pattern {load!r} (poisson, constant, concurrency)")
-    closed = load == "concurrency"
-
-    active = 0  # fixed profile: requests in flight
-    clock = 0.0
-    busy_until = 0.0
-    step_pending = False
-    dropped = 0
-    pop = heapq.heappop
-    push = heapq.heappush
-    while heap:
-        t, _, kind, req = pop(heap)
-        if t < clock:
-            raise InvariantError(f"clock went back: {t} < {clock}")
-        clock = t
-        if kind == _STEP:
-            res = engine.step(t)
-            busy_until = res.end
-            if closed:
-                for r in res.finished:
-                    if r.finish_time < duration:
-                        new_request(r.finish_time)
-            if engine.has_work:
-                push(heap, (res.end, seq, _STEP, None))
-                seq += 1
-            else:
-                step_pending = False
-        elif kind == _ARRIVAL:
-            assert req is not None
-            if (
-                req.prompt_len + req.max_tokens > prof.max_model_len
-                if fixed
-                else engine.unservable(req.prompt_len, req.max_tokens)
-            ):
-                req.state = "dropped"
-                dropped += 1
-                if closed and t < duration:
-                    new_request(t)
-                continue
-            if fixed:
-                _plan_fixed(prof, req, t, active)
-                active += 1
-                engine.max_running = max(engine.max_running, active)
-                push(heap, (req.finish_time, seq, _FINISH, req))
-                seq += 1
-                continue
-            push(heap, (t + latency.queue_delay_s(req.prompt_len), seq, _QUEUED, req))
-            seq += 1
-        elif kind == _FINISH:  # fixed profile only
-            assert req is not None
-            active -= 1
-            req.state = "finished"
-            if closed and t < duration:
-                new_request(t)
-        else:
-            assert req is not None
-            engine.enqueue(req, t)
-            if not step_pending:
-                step_pending = True
-                # the engine is busy until the end of its last step, even if that step emptied it
-                push(heap, (max(t, busy_until), seq, _STEP, None))
-                seq += 1
-        if engine.has_work and not step_pending:
-            raise InvariantError(f"idle at {t} while work waits")
+    loop.run()
+    requests, dropped, clock = loop.requests, loop.dropped, loop.clock
     _check_conservation(requests, engine, dropped)
     result = VirtualResult(
         profile=prof,
@@ -303,7 +345,7 @@ def run_virtual(
 
 def _check_conservation(requests: list[Request], engine: Engine, dropped: int) -> None:
     """Every request is accounted for and causally ordered (INV-1, INV-5)."""
-    finished = sum(1 for r in requests if r.state == "finished")
+    finished = sum(1 for r in requests if r.state == FINISHED)
     if finished + dropped + engine.num_running + engine.num_waiting != len(requests):
         raise InvariantError(
             f"request conservation: {len(requests)} issued != {finished} finished + "
@@ -313,7 +355,7 @@ def _check_conservation(requests: list[Request], engine: Engine, dropped: int) -
     if engine.num_running or engine.num_waiting:
         raise InvariantError("drained run left requests in the engine")
     for r in requests:
-        if r.state == "finished" and not (
+        if r.state == FINISHED and not (
             r.arrival <= r.enqueue_time <= r.schedule_time <= r.first_token_time <= r.finish_time
         ):
             raise InvariantError(f"causality violated by {r!r}")

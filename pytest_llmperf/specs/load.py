@@ -16,8 +16,8 @@ pattern takes ``cancel=`` (a share of requests abandoned mid-stream).
 
 This module only parses and validates (at collection time, before any
 request is sent); the schedule a pattern draws is the load generator's
-(:func:`pytest_llmperf.loadgen.arrivals.arrival_offsets_ns`), and the order
-samples are walked in is :class:`pytest_llmperf.loadgen.sample_order.SampleOrder`.
+(:func:`pytest_llmperf.loadgen.plan.arrivals.arrival_offsets_ns`), and the order
+samples are walked in is :class:`pytest_llmperf.loadgen.plan.sample_order.SampleOrder`.
 The names of both live here because a marker is checked against them.
 """
 
@@ -62,7 +62,7 @@ class LoadPattern(StrEnum):
 
 
 class SampleOrderMode(StrEnum):
-    """The orders ``llm_load(sample_order=)`` takes (:mod:`pytest_llmperf.loadgen.sample_order`)."""
+    """The orders ``llm_load(sample_order=)`` takes (:mod:`~.loadgen.plan.sample_order`)."""
 
     SEQUENTIAL = "sequential"
     WITHOUT_REPLACEMENT = "without-replacement"
@@ -189,7 +189,7 @@ class LoadSpec:
     ``max-throughput``; ``seed`` drives Poisson inter-arrival times and the
     sample order; ``sample_order`` is ``sequential``, ``without-replacement``
     or ``with-replacement`` (None: the workload's default, see
-    :mod:`~pytest_llmperf.loadgen.sample_order`).
+    :mod:`~pytest_llmperf.loadgen.plan.sample_order`).
 
     ``stages`` (from ``stages=`` or ``ramp=``) replace ``rate``/``concurrency``
     with levels on the clock (the run lasts their total duration);

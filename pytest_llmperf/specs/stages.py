@@ -12,8 +12,8 @@ of its own. Each stage may carry SLOs of its own (``"slo": "ttft.p99 <
 every stage must meet.
 
 This module parses and validates, at collection; the schedule is drawn by
-:mod:`pytest_llmperf.loadgen.arrivals` and a closed loop's slots follow the
-stages in :mod:`pytest_llmperf.loadgen.issue`.
+:mod:`pytest_llmperf.loadgen.plan.arrivals` and a closed loop's slots follow the
+stages in :mod:`pytest_llmperf.loadgen.issue.issuer`.
 """
 
 from __future__ import annotations

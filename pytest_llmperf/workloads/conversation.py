@@ -15,7 +15,7 @@ template adds for that sequence of roles (measured once per shape, when the
 workload is built, so no sample needs a tokenizer call).
 
 With ``sessions=True`` the load generator runs each conversation as a
-multi-turn session instead (:class:`ConversationSessions`, docs/sessions.md):
+multi-turn session instead (:class:`FileConversations`, docs/sessions.md):
 its answered user turns in order, turn ``k+1`` sending the earlier user turns
 with the server's *actual* replies to them, after a ``think_time``, with an
 optional ``session_header`` carrying the session's id. ``sample()`` is
@@ -36,9 +36,7 @@ from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample, register_workload
-from pytest_llmperf.workloads.corpus import default_corpus
-from pytest_llmperf.workloads.params import fraction, output_controls, positive_int
-from pytest_llmperf.workloads.sessions import (
+from pytest_llmperf.workloads.conversations import (
     ChatScript,
     ThinkTime,
     UserTurn,
@@ -46,12 +44,15 @@ from pytest_llmperf.workloads.sessions import (
     think_draws,
     think_time,
 )
+from pytest_llmperf.workloads.corpus import default_corpus
+from pytest_llmperf.workloads.params import fraction, output_controls, positive_int
 from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
 
 __all__ = [
     "SAMPLE_FILE",
     "ConversationSessions",
     "ConversationWorkload",
+    "FileConversations",
     "Turn",
     "load_conversations",
 ]
@@ -146,7 +147,7 @@ class ConversationWorkload:
     name: str = "conversation"
     system_prompt_count: int = 0  # the system prompt's tokens as the tokenizer counts them
     overheads: Mapping[tuple[str, ...], int] = field(default_factory=dict)  # roles -> template
-    session_source: ConversationSessions | None = None  # sessions=True: run as sessions
+    session_source: FileConversations | None = None  # sessions=True: run as sessions
 
     @property
     def size(self) -> int:
@@ -267,8 +268,9 @@ def _session_order(seed: int, size: int, rounds: int) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class ConversationSessions:
-    """The file's conversations as sessions (a :class:`~.sessions.SessionSource`).
+class FileConversations:
+    """The file's conversations, run as multi-turn conversations
+    (a :class:`~.conversations.ConversationSource`).
 
     Session ``i`` is conversation ``order[i % count]`` of a seeded shuffle per
     pass over the file; it begins with the workload's system prompt with
@@ -484,7 +486,7 @@ def _session_source(
     system_prompt_count: int,
     system_prompt_share: float,
     controls: Mapping[str, Any],
-) -> ConversationSessions | None:
+) -> FileConversations | None:
     """The sessions ``sessions=True`` asks for (None: independent requests, as before)."""
     if not isinstance(sessions, bool):
         raise LlmPerfUsageError(f"sessions must be True or False, got {sessions!r}")
@@ -503,7 +505,7 @@ def _session_source(
     if not convs:  # pragma: no cover - the requests check above fails first
         raise LlmPerfUsageError("conversation workload: no conversation has an answered turn")
     share = system_prompt_share if system_prompt else 0.0
-    return ConversationSessions(
+    return FileConversations(
         seed=seed,
         conversations=tuple(convs),
         system_prompt=system_prompt,
@@ -515,3 +517,7 @@ def _session_source(
         controls=controls,
         cut_turns=cut,
     )
+
+
+# The name before issue 23 (docs/sessions.md), kept for code written against it.
+ConversationSessions = FileConversations

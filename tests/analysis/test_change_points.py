@@ -21,7 +21,7 @@ from pytest_llmperf.analysis.change_points import (
     energy_statistics,
 )
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.specs.load import LoadSpec
 from pytest_llmperf.specs.run import RunSpec

@@ -20,7 +20,7 @@ from pytest_llmperf.client.openai import RequestFields, parse_chunk
 from pytest_llmperf.client.preflight import preflight
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.session import run_load
+from pytest_llmperf.loadgen.run import run_load
 from pytest_llmperf.specs.run import RunSpec
 
 CHUNKS = [

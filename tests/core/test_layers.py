@@ -2,9 +2,24 @@
 
 The import graph is read from the source with :mod:`ast`, every import
 counted: module level, inside functions (a "lazy" import is still a
-dependency) and under ``TYPE_CHECKING``. A node is a sub-package
+dependency), under ``TYPE_CHECKING``, and a module loaded by name
+(``importlib.import_module("pytest_llmperf...")``, or any string constant that
+is exactly a module's name, e.g. ``python -m`` a worker: hiding an import in a
+string does not hide the dependency). A node is a sub-package
 (``loadgen``, ``specs``, ...) or a top-level module (``plugin``, ``errors``,
-...); the package's own ``__init__`` is the node ``pytest_llmperf``.
+...); the package's own ``__init__`` is the node ``pytest_llmperf``. The cycle
+and layer checks use that whole graph.
+
+A module *started in another process* by name is no import of the module
+that starts it (:data:`PROCESS_STARTS`, each declared: ``python -m`` a local
+worker or the simulator, the Ray actor's module loaded inside the actor); the
+graph leaves those edges out, and a test checks that each is named by its
+starter and never imported by it (nor, inside ``loadgen/``, by anyone).
+
+``loadgen/``'s depth is measured on the *runtime* graph: the same, less the
+imports made only under ``if TYPE_CHECKING:`` (annotations: the module is
+handed such an object and never loads that module to use it). Each process's
+chain is measured: a worker's from its entry module down.
 
 The layers, low to high (each imports only layers before it): ``errors``,
 ``tokens``, ``tls``, ``redaction``, ``svg`` | ``workloads``, ``sim`` | ``specs``,
@@ -35,11 +50,14 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
 
 
-def imported_modules(name: str, source: str, *, is_package: bool = False) -> set[str]:
-    """The package's modules that module ``name`` imports, anywhere in its ``source``."""
+def imported_modules(
+    name: str, source: str, *, is_package: bool = False, runtime: bool = False
+) -> set[str]:
+    """The package's modules that module ``name`` imports, anywhere in its ``source``
+    (``runtime``: not those imported only under ``if TYPE_CHECKING:``)."""
     here = name.split(".") if is_package else name.split(".")[:-1]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in _walk(ast.parse(source), runtime=runtime):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -49,21 +67,69 @@ def imported_modules(name: str, source: str, *, is_package: bool = False) -> set
             for alias in node.names:  # ``from pytest_llmperf import hooks`` imports a module
                 sub = f"{base}.{alias.name}"
                 found.add(sub if sub in MODULES else base)
+        elif _is_import_module(node):
+            assert isinstance(node, ast.Call)
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                found.add(arg.value)
+        elif isinstance(node, ast.Constant) and node.value in MODULES:
+            found.add(node.value)  # a module named by a string: loaded by name somewhere
     return {m for m in found if m == PACKAGE or m.startswith(PACKAGE + ".")}
 
 
+def _walk(tree: ast.AST, *, runtime: bool) -> Iterable[ast.AST]:
+    """Every node of ``tree`` (``runtime``: skipping ``if TYPE_CHECKING:`` bodies)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if runtime and isinstance(node, ast.If) and _is_type_checking(node.test):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``."""
+    name = test.attr if isinstance(test, ast.Attribute) else getattr(test, "id", None)
+    return name == "TYPE_CHECKING"
+
+
+def _is_import_module(node: ast.AST) -> bool:
+    """``import_module(...)`` or ``importlib.import_module(...)`` with an argument."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return name == "import_module"
+
+
 def layer(module: str) -> str:
-    """``pytest_llmperf.loadgen.issue`` -> ``loadgen``; ``pytest_llmperf.plugin`` -> ``plugin``."""
+    """``pytest_llmperf.loadgen.run`` -> ``loadgen``; ``pytest_llmperf.plugin`` -> ``plugin``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else PACKAGE
 
 
-def module_graph() -> dict[str, set[str]]:
+# (starter, entry): ``starter`` runs ``entry`` in another process, naming it in a string.
+PROCESS_STARTS = {
+    (f"{PACKAGE}.loadgen.scale_out.workers", f"{PACKAGE}.loadgen.scale_out.worker_process"),
+    (f"{PACKAGE}.loadgen.scale_out.ray_workers", f"{PACKAGE}.loadgen.scale_out.ray_actor"),
+    (f"{PACKAGE}.sim.process", f"{PACKAGE}.sim"),  # python -m pytest_llmperf.sim
+}
+
+
+def module_graph(*, runtime: bool = False) -> dict[str, set[str]]:
+    """Each module's imports of the package (``runtime``: not ``TYPE_CHECKING``-only ones),
+    less the process starts."""
     return {
         name: imported_modules(
-            name, path.read_text(encoding="utf-8"), is_package=path.name == "__init__.py"
+            name,
+            path.read_text(encoding="utf-8"),
+            is_package=path.name == "__init__.py",
+            runtime=runtime,
         )
         - {name}
+        - {entry for starter, entry in PROCESS_STARTS if starter == name}
         for name, path in MODULES.items()
     }
 
@@ -119,14 +185,21 @@ if TYPE_CHECKING:
 def later():
     import pytest_llmperf.metrics.recorder
     from ..methodology.search import max_rate
+    importlib.import_module("pytest_llmperf.loadgen.scale_out.ray_actor")
+    import_module("ray")
+WORKER = "pytest_llmperf.loadgen.scale_out.worker_process"  # python -m, in another process
 """
-    assert imported_modules(f"{PACKAGE}.loadgen.session", source) == {
+    runtime = {
         f"{PACKAGE}.hooks",
         f"{PACKAGE}.loadgen.plan",
-        f"{PACKAGE}.specs.run",
         f"{PACKAGE}.metrics.recorder",
         f"{PACKAGE}.methodology.search",
+        f"{PACKAGE}.loadgen.scale_out.ray_actor",
+        f"{PACKAGE}.loadgen.scale_out.worker_process",
     }
+    name = f"{PACKAGE}.loadgen.session"
+    assert imported_modules(name, source) == runtime | {f"{PACKAGE}.specs.run"}
+    assert imported_modules(name, source, runtime=True) == runtime
     assert layer(f"{PACKAGE}.specs.run") == "specs" and layer(f"{PACKAGE}.plugin") == "plugin"
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}}) is None
@@ -165,3 +238,125 @@ def test_methodology_is_above_loadgen_slo_and_analysis() -> None:
     edges = layer_graph()
     for lower in ("loadgen", "slo", "analysis", "specs", "client", "metrics"):
         assert "methodology" not in reachable(edges, lower), f"{lower} reaches methodology"
+
+
+LOADGEN = f"{PACKAGE}.loadgen"
+# Issue 23's bound: no chain of runtime imports inside loadgen/ longer than 7 modules.
+LOADGEN_MAX_DEPTH = 7
+
+
+def depth(edges: Mapping[str, Iterable[str]], node: str, memo: dict[str, int]) -> int:
+    """Modules on the longest import chain from ``node`` (``edges`` has no cycle)."""
+    if node not in memo:
+        memo[node] = 1 + max((depth(edges, n, memo) for n in edges.get(node, ())), default=0)
+    return memo[node]
+
+
+def loadgen_graph() -> dict[str, set[str]]:
+    """``loadgen/``'s modules and their runtime imports of each other (its ``__init__``
+    files, which only re-export, left out)."""
+    inside = {
+        m for m, p in MODULES.items() if m.startswith(LOADGEN + ".") and p.name != "__init__.py"
+    }
+    return {m: t & inside for m, t in module_graph(runtime=True).items() if m in inside}
+
+
+def _import_statement_targets(path: Path) -> set[str]:
+    """What ``import`` and ``from ... import`` statements of ``path`` name (absolute ones:
+    ``loadgen/`` imports no other way)."""
+    named: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            named |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            named |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return named
+
+
+def test_a_process_start_names_its_entry_and_never_imports_it() -> None:
+    """A process start is no import only if the starter never loads the entry itself;
+    and no module of ``loadgen/`` imports a worker's entry module (the parent process
+    would then run the worker side's imports)."""
+    for starter, entry in PROCESS_STARTS:
+        path = MODULES[starter]
+        named = imported_modules(starter, path.read_text(encoding="utf-8"))
+        assert entry in named, f"{starter} no longer starts {entry}: update PROCESS_STARTS"
+        assert entry not in _import_statement_targets(path), f"{starter} imports {entry}"
+        if entry.startswith(LOADGEN + "."):
+            importers = [m for m, p in MODULES.items() if entry in _import_statement_targets(p)]
+            assert not importers, f"{entry} is imported by {importers}"
+
+
+def test_loadgen_is_no_deeper_than_its_bound() -> None:
+    edges = loadgen_graph()
+    memo: dict[str, int] = {}
+    deepest = max(edges, key=lambda m: depth(edges, m, memo))
+    chain = [deepest]
+    while edges.get(chain[-1]):
+        chain.append(max(edges[chain[-1]], key=lambda m: memo[m]))
+    assert len(chain) <= LOADGEN_MAX_DEPTH, "loadgen/ is too deep: " + " -> ".join(chain)
+
+
+def names_at_runtime(source: str, name: str) -> bool:
+    """Whether ``source`` uses ``name`` as a value: imports it outside ``if TYPE_CHECKING:``
+    or names it anywhere but in an annotation (docstrings and comments are no use)."""
+    tree = ast.parse(source)
+    annotations: set[int] = set()
+    for node in ast.walk(tree):
+        found: list[ast.expr | None] = []
+        if isinstance(node, ast.arg):
+            found.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            found.append(node.annotation)
+        annotations |= {id(n) for a in found if a is not None for n in ast.walk(a)}
+    for node in _walk(tree, runtime=True):
+        if id(node) in annotations:
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            named = {(a.asname or a.name).split(".")[-1] for a in node.names}
+        elif isinstance(node, ast.Name):
+            named = {node.id}
+        elif isinstance(node, ast.Attribute):
+            named = {node.attr}
+        else:
+            continue
+        if name in named:
+            return True
+    return False
+
+
+def test_the_runtime_name_reader_skips_annotations_and_type_checking() -> None:
+    passes = '''
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from pytest_llmperf.specs.run import RunSpec
+def run(spec: RunSpec) -> RunSpec:
+    """Takes a RunSpec."""
+    x: RunSpec = spec
+    return x
+'''
+    assert not names_at_runtime(passes, "RunSpec")
+    assert names_at_runtime("from pytest_llmperf.specs.run import RunSpec", "RunSpec")
+    assert names_at_runtime("import pytest_llmperf.specs.run as r\nr.RunSpec()", "RunSpec")
+    assert names_at_runtime("def f(s: 'RunSpec'):\n    isinstance(s, RunSpec)", "RunSpec")
+
+
+def test_only_the_planner_and_the_dispatcher_read_a_run_spec() -> None:
+    """Below the plan everything takes the plan: ``RunSpec`` is used at runtime (imported
+    outside ``TYPE_CHECKING``, constructed, checked against) only by the planner, which
+    plans one and derives the spec a generator's run runs (overrides, ``--llm-scale``,
+    the session's tokenizer), and by the dispatcher (today it needs none). A module
+    that only passes a spec through may name it in annotations. (An attribute read on
+    a spec handed in as a parameter is not seen here; the generator reads none, its
+    ``run`` and ``execute_spec`` have the planner's ``effective_spec`` and
+    ``sized_spec`` do it.)"""
+    readers = {
+        m
+        for m, p in MODULES.items()
+        if m.startswith(LOADGEN + ".")
+        and names_at_runtime(p.read_text(encoding="utf-8"), "RunSpec")
+    }
+    allowed = {f"{LOADGEN}.plan.planner", f"{LOADGEN}.scale_out.dispatcher"}
+    assert readers <= allowed, f"these read RunSpec: {sorted(readers - allowed)}"

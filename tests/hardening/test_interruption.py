@@ -180,7 +180,7 @@ async def test_cancelled_run_closes_every_socket_and_records_in_flight_requests(
     from odd_servers import OddServer
 
     from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-    from pytest_llmperf.loadgen.session import LoadRun
+    from pytest_llmperf.loadgen.run import LoadRun
     from pytest_llmperf.specs.run import RunSpec
 
     async with OddServer(faults.stall_mid_stream, keep_requests=False) as server:

@@ -22,7 +22,7 @@ from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.fdlimits import ensure_descriptors
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.session import run_load
+from pytest_llmperf.loadgen.run import run_load
 from pytest_llmperf.specs.run import RunSpec
 
 STREAMS = 1000

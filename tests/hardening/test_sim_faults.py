@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.loadgen.session import run_load
+from pytest_llmperf.loadgen.run import run_load
 from pytest_llmperf.sim import start_sim_process
 from pytest_llmperf.specs.run import RunSpec
 

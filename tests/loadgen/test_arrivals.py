@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 
-from pytest_llmperf.loadgen.arrivals import StagedSchedule, arrival_offsets_ns
-from pytest_llmperf.loadgen.plan import ScheduleShare, plan_requests
+from pytest_llmperf.loadgen.plan.arrivals import StagedSchedule, arrival_offsets_ns
+from pytest_llmperf.loadgen.plan.planner import ScheduleShare, plan_requests
 from pytest_llmperf.specs.load import LoadSpec
 from pytest_llmperf.specs.run import RunSpec
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from pytest_llmperf.loadgen.concurrency_cap import SlotGate
+from pytest_llmperf.loadgen.issue.concurrency_cap import SlotGate
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,6 +1,6 @@
 import gc
 
-from pytest_llmperf.loadgen import gc_pauses
+from pytest_llmperf.loadgen.issue import gc_pauses
 
 
 def test_full_collections_are_deferred_inside_and_restored_after() -> None:

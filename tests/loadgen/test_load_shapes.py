@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.slo.verdicts import Verdict, evaluate
 from pytest_llmperf.specs.run import RunSpec

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.loadgen.ray_workers import RayCluster
 from pytest_llmperf.loadgen.result import StopReason
-from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.loadgen.run import LoadRun
+from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.metrics.event_log import analyse_event_log
 from pytest_llmperf.sim import start_sim_process
 from pytest_llmperf.specs.run import RunSpec
@@ -153,7 +153,7 @@ def test_stop_reaches_every_actor(
 
     async def stop_soon() -> Any:
         task = asyncio.ensure_future(run.execute())
-        while not task.done() and not getattr(run._worker_pool, "_placed", None):
+        while not task.done() and not getattr(run.dispatcher.pool, "_placed", None):
             await asyncio.sleep(0.05)
         await asyncio.sleep(1.0)
         run.stop()
@@ -179,7 +179,7 @@ def test_a_killed_actor_leaves_an_incomplete_run_and_a_clear_message(
     def kill_one() -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            pool = run._worker_pool
+            pool = run.dispatcher.pool
             placed = getattr(pool, "_placed", None)
             if placed and all(p.ref is not None for p in placed):
                 time.sleep(1.5)  # let it issue and report progress first

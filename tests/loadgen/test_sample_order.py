@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.sample_order import SampleOrder
+from pytest_llmperf.loadgen.plan.sample_order import SampleOrder
 from pytest_llmperf.specs.load import LoadSpec
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.specs.run import RunSpec
 

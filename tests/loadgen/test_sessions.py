@@ -23,7 +23,7 @@ from loopback import read_request, serve
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.records import RequestRecord
-from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.specs.load import LoadSpec
 from pytest_llmperf.specs.run import RunSpec

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads.traces import read_trace
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.client.endpoint import normalize_base_url
-from pytest_llmperf.endpoints import EndpointPool, EndpointSpec, several_endpoints
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.options import LlmPerfOptions
+from pytest_llmperf.plugin.endpoints import EndpointPool, EndpointSpec, several_endpoints
 from pytest_llmperf.sim import SimProcess, start_sim_process
 
 # 20 short requests and an SLO: where they went is what these tests check

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
+from pytest_llmperf.loadgen.plan.sample_order import SampleOrder
 from pytest_llmperf.loadgen.result import RunResult, StopReason
-from pytest_llmperf.loadgen.sample_order import SampleOrder
 from pytest_llmperf.methodology.search import SearchResult
 from pytest_llmperf.metrics import MetricsAccumulator
 from pytest_llmperf.reports.junit import error_properties, junit_properties, regression_properties

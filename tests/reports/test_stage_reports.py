@@ -20,7 +20,7 @@ from synthetic_session import ENDPOINT
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.loadgen.session import LoadRun
+from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.metrics.accumulator import TIMELINE_FIELDS, MetricsAccumulator
 from pytest_llmperf.reports import plots
 from pytest_llmperf.reports.html import build_html_report

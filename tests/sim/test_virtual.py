@@ -43,7 +43,7 @@ def test_poisson_schedule_has_the_planned_rate() -> None:
 
 @pytest.mark.parametrize("pattern", ["poisson", "constant"])
 def test_schedule_is_the_load_generators(pattern: str) -> None:
-    from pytest_llmperf.loadgen.arrivals import arrival_offsets_ns
+    from pytest_llmperf.loadgen.plan.arrivals import arrival_offsets_ns
     from pytest_llmperf.specs.load import LoadSpec
 
     ours = arrival_times(pattern, 7.5, 60.0, seed=42)

@@ -4,8 +4,8 @@ import itertools
 import pytest
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.arrivals import arrival_offsets_ns
 from pytest_llmperf.loadgen.generator import LoadGenerator
+from pytest_llmperf.loadgen.plan.arrivals import arrival_offsets_ns
 from pytest_llmperf.specs import PerfSpec, RunSpec
 from pytest_llmperf.specs.load import LOAD_PATTERNS, LoadPattern, LoadSpec, SampleOrderMode
 from pytest_llmperf.specs.run import LevelOverrides, RunOverrides, WarmUpOverrides

@@ -12,16 +12,16 @@ from tokenize_server import ReferenceCounter
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads import build_workload
-from pytest_llmperf.workloads.hf_tokenizer import load_hf_tokenizer
-from pytest_llmperf.workloads.sessions import (
+from pytest_llmperf.workloads.conversations import (
     ChatScript,
     ThinkTime,
-    TraceSessions,
+    TraceConversations,
     TurnResult,
+    conversations_of,
     session_header,
-    sessions_of,
     think_time,
 )
+from pytest_llmperf.workloads.hf_tokenizer import load_hf_tokenizer
 
 DATA = Path(__file__).parent / "data" / "traces"
 
@@ -52,7 +52,7 @@ def three_turns(tmp_path: Path) -> str:
 
 
 def sessions(**params: Any) -> Any:
-    source = sessions_of(build_workload("conversation", **params))
+    source = conversations_of(build_workload("conversation", **params))
     assert source is not None
     return source
 
@@ -64,12 +64,12 @@ def test_sessions_are_off_by_default_and_samples_unchanged() -> None:
     plain = build_workload("conversation", seed=4)
     off = build_workload("conversation", seed=4, sessions=False)
     on = build_workload("conversation", seed=4, sessions=True)
-    assert sessions_of(plain) is None and sessions_of(off) is None
+    assert conversations_of(plain) is None and conversations_of(off) is None
     assert [plain.sample(i) for i in range(40)] == [off.sample(i) for i in range(40)]
     assert [plain.sample(i) for i in range(40)] == [on.sample(i) for i in range(40)]
     assert "sessions" not in plain.describe()
     assert on.describe()["sessions"]["think_time"] == "0 s"
-    assert sessions_of(build_workload("synthetic")) is None
+    assert conversations_of(build_workload("synthetic")) is None
 
 
 # -- the scripts -----------------------------------------------------------------------
@@ -305,8 +305,8 @@ def test_session_options_without_sessions_are_usage_errors(params: dict[str, Any
 
 def test_a_trace_s_session_rows_become_sessions() -> None:
     w = build_workload("trace", path=DATA / "sessions_sample.jsonl", format="jsonl")
-    source = sessions_of(w)
-    assert isinstance(source, TraceSessions) and source.timed
+    source = conversations_of(w)
+    assert isinstance(source, TraceConversations) and source.timed
     # rows (by time): harbour, 42, harbour, (none), 42, harbour, 42
     assert source.units == ((0, 2, 5), (1, 4, 6), (3,))
     assert [source.place(i) for i in range(7)] == [
@@ -333,7 +333,7 @@ def test_trace_sessions_take_think_time_and_header_from_the_workload() -> None:
         def sample(self, index: int) -> Any:
             return w.sample(index)
 
-    source = sessions_of(WithOptions())
+    source = conversations_of(WithOptions())
     assert source is not None
     s = source.session(1)
     assert s.turn(2, []).headers == {"X-Session-ID": "42"}
@@ -342,4 +342,15 @@ def test_trace_sessions_take_think_time_and_header_from_the_workload() -> None:
 
 def test_a_trace_without_session_ids_runs_no_sessions(tmp_path: Path) -> None:
     path = write(tmp_path / "t.jsonl", [{"timestamp": 0, "input_length": 5, "output_length": 2}])
-    assert sessions_of(build_workload("trace", path=path, format="jsonl")) is None
+    assert conversations_of(build_workload("trace", path=path, format="jsonl")) is None
+
+
+def test_the_names_before_issue_23_still_import() -> None:
+    """Issue 23 renamed the multi-turn names to conversations; the old ones remain."""
+    from pytest_llmperf.workloads import conversation, conversations, sessions
+
+    assert conversation.ConversationSessions is conversation.FileConversations
+    assert sessions.SessionSource is conversations.ConversationSource
+    assert sessions.SessionScript is conversations.ConversationScript
+    assert sessions.TraceSessions is conversations.TraceConversations
+    assert sessions.sessions_of is conversations.conversations_of

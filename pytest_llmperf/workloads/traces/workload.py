@@ -29,10 +29,10 @@ from typing import Any
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample, register_workload
 from pytest_llmperf.workloads.budget import content_tokens, describe_overhead
+from pytest_llmperf.workloads.conversations import session_header as parse_session_header
+from pytest_llmperf.workloads.conversations import think_time as parse_think_time
 from pytest_llmperf.workloads.corpus import default_corpus
 from pytest_llmperf.workloads.params import output_controls, positive_int
-from pytest_llmperf.workloads.sessions import session_header as parse_session_header
-from pytest_llmperf.workloads.sessions import think_time as parse_think_time
 from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
 from pytest_llmperf.workloads.traces.prompts import BlockPrompts
 from pytest_llmperf.workloads.traces.trace import Trace, TraceRow, read_trace

@@ -1,7 +1,7 @@
 """A closed loop's clock and slots: duration, stages, warm-up and stop, whatever it sends.
 
-The plain closed loop (:meth:`pytest_llmperf.loadgen.issue.Issuer.issue_closed_loop`)
-and the session loop (:mod:`~pytest_llmperf.loadgen.sessions`) send different
+The plain closed loop (:meth:`pytest_llmperf.loadgen.issue.issuer.Issuer.issue_closed_loop`)
+and the conversation loop (:mod:`~pytest_llmperf.loadgen.issue.conversations`) send different
 things from each slot, but keep time the same way:
 
 - ``duration`` runs from the first tracked send (or from ``t0`` when there is
@@ -11,7 +11,7 @@ things from each slot, but keep time the same way:
   stage's level); a request already in flight is never cut;
 - a slot awaits its request inline (no task per request: that was 5% of the
   client's CPU at max throughput); while it is in flight its record sits in
-  the issuer's in-flight map under the slot's task, so a stop leaves it to
+  the book's in-flight map under the slot's task, so a stop leaves it to
   the drain, and past the drain's cap it is recorded as incomplete;
 - a slot that raises (a workload that fails to build) stops every slot and
   fails the run.
@@ -25,16 +25,19 @@ import contextlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import StreamClient
-from pytest_llmperf.loadgen.issuer_parts import IssuerParts
-from pytest_llmperf.loadgen.plan import PlannedRequest
 from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.workloads.base import Sample
+
+if TYPE_CHECKING:  # handed in: the book it keeps time for, the plan's requests
+    from pytest_llmperf.loadgen.issue.book import IssueBook
+    from pytest_llmperf.loadgen.plan.planner import PlannedRequest
 
 __all__ = ["ClosedLoop"]
 
@@ -42,7 +45,7 @@ _WARMUP_POLL_NS = 50_000_000  # a slot above the first stage's level re-checks w
 
 
 class ClosedLoop:
-    """The clock of one closed loop run by ``issuer`` from ``t0``.
+    """The clock of one closed loop over ``book`` from ``t0``.
 
     ``stage_concurrency`` is this process's slots per stage (None: no stages);
     ``slots`` is how many slot tasks :meth:`run` starts.
@@ -50,26 +53,26 @@ class ClosedLoop:
 
     def __init__(
         self,
-        issuer: IssuerParts,
+        book: IssueBook,
         t0: int,
         concurrency: int,
         stage_concurrency: Sequence[int] | None = None,
     ) -> None:
-        spec = issuer.spec
-        self.issuer = issuer
+        plan = book.plan
+        self.book = book
         self.t0 = t0
-        self.duration_ns = spec.duration * 1e9 if spec.duration is not None else None
+        self.duration_ns = plan.duration * 1e9 if plan.duration is not None else None
         self.deadline: list[float] = (
-            [t0 + self.duration_ns] if self.duration_ns and not spec.warmup else []
+            [t0 + self.duration_ns] if self.duration_ns and not plan.warmup else []
         )
-        self.staged = bool(stage_concurrency) and bool(spec.load.stages)
+        self.staged = bool(stage_concurrency) and bool(plan.load.stages)
         self.levels = list(stage_concurrency or ())
         self.ends: list[int] = []  # each stage's end, from the stages' start
         self.slots = max(1, concurrency)
         if self.staged:
-            durations = (st.duration_s for st in spec.load.stages)
+            durations = (st.duration_s for st in plan.load.stages)
             self.ends = [round(e * 1e9) for e in itertools.accumulate(durations)]
-            issuer._stage_bounds = [0, *self.ends]
+            book.stage_bounds = [0, *self.ends]
             self.slots = max(1, *self.levels)
 
     # -- time ------------------------------------------------------------------
@@ -78,20 +81,20 @@ class ClosedLoop:
         """Idle until ``at_ns`` on the monotonic clock, or until the run stops."""
         with contextlib.suppress(TimeoutError):
             wait = max(0.0, (at_ns - time.monotonic_ns()) / 1e9)
-            await asyncio.wait_for(self.issuer._stopping.wait(), wait)
+            await asyncio.wait_for(self.book.stopping.wait(), wait)
 
     def over(self) -> None:
         """The loop's clock ran out: stop for ``duration`` (unless stopped already)."""
-        issuer = self.issuer
-        issuer.stop_reason = issuer.stop_reason or StopReason.DURATION
+        book = self.book
+        book.stop_reason = book.stop_reason or StopReason.DURATION
 
     async def admit(self, j: int) -> int | None:
         """When slot ``j`` may send: the current stage (-1: no stages, or warm-up), or None
         when it must stop (the stages are over, or the run is stopping)."""
         if not self.staged:
-            return None if self.issuer._stopping.is_set() else -1
+            return None if self.book.stopping.is_set() else -1
         levels, ends, deadline = self.levels, self.ends, self.deadline
-        while not self.issuer._stopping.is_set():
+        while not self.book.stopping.is_set():
             now = time.monotonic_ns()
             if not deadline:  # warm-up runs at the first stage's level
                 if j < levels[0]:
@@ -136,39 +139,39 @@ class ClosedLoop:
         cancel: CancelAt | None,
     ) -> None:
         """Send one request from the current slot, await it, and deliver its record."""
-        issuer = self.issuer
+        book = self.book
         if self.staged and record.tracked:
             record.stage = stage
-            issuer.stats.stage_sends[stage] += 1
+            book.stats.stage_sends[stage] += 1
         task = asyncio.current_task()
         assert task is not None
-        inflight = issuer._inflight
+        inflight = book.inflight
         inflight[task] = record
         try:
             await send_request(http, endpoint, sample, record, cancel=cancel)
         except Exception as exc:  # a client bug: this request fails, the run goes on
             record.fail(ErrorKind.CLIENT, f"{type(exc).__name__}: {exc}", now=time.monotonic_ns())
         del inflight[task]  # (cancelled: the drain records it as incomplete)
-        issuer.delivery.deliver(record)
+        book.delivery.deliver(record)
 
     # -- the slots ---------------------------------------------------------------
 
     async def run(self, slot: Callable[[int], Awaitable[None]]) -> None:
         """Start ``slots`` tasks of ``slot(j)`` at ``t0`` and wait until every one ends."""
-        issuer = self.issuer
+        book = self.book
         while time.monotonic_ns() < self.t0:  # workers start together on the shared clock
             await asyncio.sleep(min(0.05, (self.t0 - time.monotonic_ns()) / 1e9))
-        done = issuer._closed_loop_over = asyncio.get_running_loop().create_future()
+        done = book.closed_loop_over = asyncio.get_running_loop().create_future()
         running = self.slots
 
         def slot_ended(task: asyncio.Future[None]) -> None:
             nonlocal running
             running -= 1
             if not task.cancelled() and task.exception() is not None:
-                issuer._stopping.set()  # the other slots stop issuing too
-                issuer._end_closed_loop(task.exception())
+                book.stopping.set()  # the other slots stop issuing too
+                book.end_closed_loop(task.exception())
             elif not running:
-                issuer._end_closed_loop()
+                book.end_closed_loop()
 
         for j in range(self.slots):
             asyncio.ensure_future(slot(j)).add_done_callback(slot_ended)

@@ -5,9 +5,9 @@ spreads the *same* run over Ray actors, on a local Ray instance or an existing
 cluster (``--llm-ray-address``, ``$RAY_ADDRESS``), and keeps it one run: every
 actor walks the same seeded schedule and issues its positions ``i % N``,
 exactly as a local worker process does (the same
-:class:`~pytest_llmperf.loadgen.worker_share.ShareRunner` runs inside), and
+:class:`~pytest_llmperf.loadgen.scale_out.worker_share.ShareRunner` runs inside), and
 the parent merges the actors' lossless accumulator states, issue statistics,
-stop reasons and event logs as :class:`~pytest_llmperf.loadgen.workers.WorkerPool`
+stop reasons and event logs as :class:`~pytest_llmperf.loadgen.scale_out.workers.WorkerPool`
 merges its processes'. One schedule, one set of histograms, one verdict.
 
 Timing across machines. Local workers share CLOCK_MONOTONIC; actors on other
@@ -54,18 +54,26 @@ from typing import Any
 
 from pytest_llmperf.client.records import ErrorKind
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.issue import DRAIN_GRACE_S
+from pytest_llmperf.loadgen.issue.drain import DRAIN_GRACE_S
 from pytest_llmperf.loadgen.result import StopReason
-from pytest_llmperf.loadgen.self_check import WorkerReport
-from pytest_llmperf.loadgen.workers import (
+from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
+from pytest_llmperf.loadgen.scale_out.workers import (
     PooledRun,
     WorkerError,
     merge_event_logs,
     merge_states,
     payload_for,
 )
+from pytest_llmperf.loadgen.self_check import WorkerReport
 
-__all__ = ["RAY_EXTRA_HINT", "RayCluster", "RayWorkerPool", "import_ray"]
+__all__ = [
+    "ACTOR_MODULE",
+    "RAY_EXTRA_HINT",
+    "LoadActorShell",
+    "RayCluster",
+    "RayWorkerPool",
+    "import_ray",
+]
 
 RAY_EXTRA_HINT = 'pip install "pytest-llmperf[ray]"'
 READY_TIMEOUT_S = 60.0  # from asking for the actors to all of them built and ready
@@ -75,6 +83,9 @@ PROGRESS_EVERY_S = 1.0  # how often each actor reports its issued / delivered co
 CLOCK_PINGS = 5  # round trips per remote actor; the fastest one's estimate is kept
 RESOURCE_SETTLE_S = 5.0  # at most this long for CPUs being given back before sizing actors
 START_MARGIN_S = 0.1  # from "all actors ready" to the common start (plus the below)
+# What each actor runs, loaded by name inside the actor's own process (as a local worker
+# runs ``python -m`` its module): the parent never imports the worker side.
+ACTOR_MODULE = "pytest_llmperf.loadgen.scale_out.ray_actor"
 
 
 def import_ray(where: str = "--llm-workers") -> Any:
@@ -87,6 +98,35 @@ def import_ray(where: str = "--llm-workers") -> Any:
             f"({exc}): {RAY_EXTRA_HINT}",
             where=where,
         ) from None
+
+
+class LoadActorShell:
+    """The class the parent hands Ray: inside the actor it loads :data:`ACTOR_MODULE` and
+    passes each call to that module's ``LoadActor`` (an async actor, as that one is)."""
+
+    def __init__(self) -> None:
+        self._actor = importlib.import_module(ACTOR_MODULE).LoadActor()
+
+    async def where(self) -> dict[str, Any]:
+        return await self._actor.where()  # type: ignore[no-any-return]
+
+    async def prepare(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return await self._actor.prepare(payload)  # type: ignore[no-any-return]
+
+    async def clock(self) -> int:
+        return await self._actor.clock()  # type: ignore[no-any-return]
+
+    async def run(self, t0_wall_ns: int | None, t0_parent_ns: int) -> dict[str, Any]:
+        return await self._actor.run(t0_wall_ns, t0_parent_ns)  # type: ignore[no-any-return]
+
+    async def progress(self) -> tuple[int, int]:
+        return await self._actor.progress()  # type: ignore[no-any-return]
+
+    async def stop(self) -> None:
+        await self._actor.stop()
+
+    async def abort(self) -> None:
+        await self._actor.abort()
 
 
 @dataclass
@@ -161,8 +201,9 @@ class RayCluster:
         self.connect()
         return self.auto_count if self.auto and self.auto_count else max(1, requested)
 
-    def acquire(self, count: int) -> list[_Actor]:
-        """``count`` actors: warm ones first, then new ones sized to the free CPUs."""
+    def acquire(self, count: int, actor_class: type) -> list[_Actor]:
+        """``count`` actors: warm ones first, then new ones of ``actor_class`` sized to the
+        free CPUs."""
         ray = self.connect()
         with self._lock:
             actors, self._idle = self._idle[:count], self._idle[count:]
@@ -181,7 +222,7 @@ class RayCluster:
             # Never ask for more than is free (llmperf's actors waited forever for a CPU
             # each): below one CPU per actor, each gets an equal fraction.
             cpus = 1.0 if free >= missing else math.floor(free / missing * 100) / 100
-            remote = ray.remote(max_restarts=0, max_task_retries=0)(_actor_class())
+            remote = ray.remote(max_restarts=0, max_task_retries=0)(actor_class)
             for _ in range(missing):
                 handle = remote.options(num_cpus=cpus, scheduling_strategy="SPREAD").remote()
                 actors.append(_Actor(handle, cpus))
@@ -242,10 +283,12 @@ class RayWorkerPool:
         events_file: Path | None,
         started_at: str = "",
         *,
+        actor_class: type = LoadActorShell,
         drain_cap_s: float | None = None,
     ) -> None:
         self.load_run = run
         self.cluster = cluster
+        self.actor_class = actor_class  # what each actor runs (ray_actor.LoadActor, by name)
         self.events_file = events_file
         self.started_at = started_at
         self.drain_cap_s = (
@@ -269,12 +312,12 @@ class RayWorkerPool:
             raise
 
     def stop(self) -> None:
-        self._send("stop")
+        self._send(WorkerMessage.STOP)
 
     def abort(self) -> None:
-        self._send("abort")
+        self._send(WorkerMessage.ABORT)
 
-    def _send(self, what: str) -> None:
+    def _send(self, what: WorkerMessage) -> None:
         with self._control:
             if self._stop_at is None:
                 self._stop_at = time.monotonic()
@@ -289,13 +332,13 @@ class RayWorkerPool:
     def _run_blocking(self) -> None:
         run = self.load_run
         ray = self.cluster.connect()
-        load = run.spec.load
+        load = run.plan.load
         count = self.cluster.actor_count(run.workers)
         if not load.open_loop and load.slots:
             count = min(count, load.slots)  # never more workers than slots
         self.count = count
         run.workers = count
-        actors = self.cluster.acquire(count)
+        actors = self.cluster.acquire(count, self.actor_class)
         self.cpus_per_actor = min(a.cpus for a in actors)
         try:
             self._start(ray, actors)
@@ -461,12 +504,6 @@ def _count_lost(run: PooledRun, issued: int, message: str) -> None:
         acc.errors[kind] += issued
         acc.error_samples.add(kind, None, message, count=issued)
     run.stats.tracked_issued += issued
-
-
-def _actor_class() -> type:
-    """The actor's class, by module name, as the local pool starts ``python -m
-    ...worker_process``: its module runs a ``LoadRun``, whose module imports this one."""
-    return importlib.import_module("pytest_llmperf.loadgen.ray_actor").LoadActor  # type: ignore[no-any-return]
 
 
 def _free_cpus(ray: Any, wanted: float) -> float:

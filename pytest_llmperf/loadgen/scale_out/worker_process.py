@@ -1,17 +1,16 @@
 """The inside of one ``--llm-workers`` process: run this worker's share, send back the state.
 
-Started by :class:`~pytest_llmperf.loadgen.workers.WorkerPool` as ``python -m
-pytest_llmperf.loadgen.worker_process <in-fd> <out-fd>`` (so the caller's
+Started by :class:`~pytest_llmperf.loadgen.scale_out.workers.WorkerPool` as ``python -m
+pytest_llmperf.loadgen.scale_out.worker_process <in-fd> <out-fd>`` (so the caller's
 script is never re-imported). The conversation over the two pipes: the
 parent sends the run's payload, the worker builds its
-:class:`~pytest_llmperf.loadgen.worker_share.ShareRunner` (the same one a Ray
+:class:`~pytest_llmperf.loadgen.scale_out.worker_share.ShareRunner` (the same one a Ray
 actor runs), says ``ready``, waits for ``go`` with the common ``t0``, runs its
 share, and answers with its accumulator and issue statistics (or the error
 that stopped it). A thread listens for ``stop`` / ``abort`` meanwhile.
 
-A module of its own because it is the one place that needs both sides: it
-runs a ``LoadRun``, whose parent side imports the pool; keeping the process
-entry point out of ``workers.py`` keeps ``session -> workers`` one-way.
+A module of its own: the process entry point (``python -m``), kept apart from
+the parent's side in ``workers.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +21,8 @@ import sys
 import threading
 from multiprocessing.connection import Connection
 
-from pytest_llmperf.loadgen.worker_share import ShareRunner
+from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
+from pytest_llmperf.loadgen.scale_out.worker_share import ShareRunner
 
 __all__ = ["worker_main"]
 
@@ -32,9 +32,9 @@ def worker_main(inp: Connection, out: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     try:
         runner = ShareRunner(inp.recv()[1])
-        out.send(("ready",))
+        out.send((WorkerMessage.READY,))
         msg = inp.recv()
-        if msg[0] != "go":
+        if msg[0] != WorkerMessage.GO:
             return
         done = threading.Event()
         listener = threading.Thread(
@@ -46,10 +46,10 @@ def worker_main(inp: Connection, out: Connection) -> None:
         finally:
             done.set()
             listener.join()
-        out.send(("result", state))
+        out.send((WorkerMessage.RESULT, state))
     except BaseException as exc:  # report, do not hang the parent
         with contextlib.suppress(OSError):
-            out.send(("error", f"{type(exc).__name__}: {exc}"))
+            out.send((WorkerMessage.ERROR, f"{type(exc).__name__}: {exc}"))
         raise
     finally:
         out.close()
@@ -66,9 +66,9 @@ def _listen(conn: Connection, runner: ShareRunner, done: threading.Event) -> Non
             # The parent is gone (even SIGKILL closes its end): stop now, no orphan.
             runner.abort()
             return
-        if msg[0] == "stop":
+        if msg[0] == WorkerMessage.STOP:
             runner.stop()
-        elif msg[0] == "abort":
+        elif msg[0] == WorkerMessage.ABORT:
             runner.abort()
 
 

@@ -18,8 +18,9 @@ merged percentiles are those of one histogram fed every sample, and merges
 the workers' event logs into the run's one database.
 
 This module is the parent's side; what runs inside each worker process is
-:mod:`~pytest_llmperf.loadgen.worker_process`. The pool sees the run it
-serves only through :class:`PooledRun`, so ``session -> workers`` stays one-way.
+:mod:`~pytest_llmperf.loadgen.scale_out.worker_process`. The pool sees the run it
+serves only through :class:`PooledRun`, and is chosen by
+:mod:`~pytest_llmperf.loadgen.scale_out.dispatcher`.
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.loadgen.issue import IssueStats
+from pytest_llmperf.loadgen.issue.stats import IssueStats
+from pytest_llmperf.loadgen.plan.planner import RunPlan
 from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
 from pytest_llmperf.loadgen.self_check import WorkerReport
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.recorder import SCHEMA
-from pytest_llmperf.specs.run import RunSpec
 
 __all__ = [
     "START_MARGIN_S",
@@ -53,7 +55,8 @@ __all__ = [
     "payload_for",
 ]
 
-_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[3])
+WORKER_MODULE = "pytest_llmperf.loadgen.scale_out.worker_process"  # run with python -m
 START_MARGIN_S = 0.1  # from "all workers ready" to the common t0
 READY_TIMEOUT_S = 60.0
 
@@ -65,14 +68,18 @@ class WorkerError(RuntimeError):
 class PooledRun(Protocol):
     """What the pool reads from and merges into the run it serves (a ``LoadRun``)."""
 
-    spec: RunSpec
+    plan: RunPlan
     endpoint: Endpoint
     request_limits_ms: dict[str, float]
     label: str
     workers: int
-    accumulator: MetricsAccumulator
-    stats: IssueStats
     stop_reason: StopReason | None
+
+    @property
+    def accumulator(self) -> MetricsAccumulator: ...
+
+    @property
+    def stats(self) -> IssueStats: ...
 
     def event_log_meta(self, started_at: str) -> dict[str, Any]: ...
 
@@ -84,7 +91,7 @@ class WorkerPool:
         self.load_run = run
         self.events_file = events_file
         self.started_at = started_at
-        load = run.spec.load
+        load = run.plan.load
         count = run.workers
         if not load.open_loop and load.slots:
             count = min(count, load.slots)
@@ -107,11 +114,11 @@ class WorkerPool:
         try:
             for i, ch in enumerate(self._channels):
                 msg = await loop.run_in_executor(None, ch.recv, READY_TIMEOUT_S)
-                if msg[0] != "ready":
+                if msg[0] != WorkerMessage.READY:
                     raise WorkerError(f"load-generator worker {i} did not start: {msg[1]}")
             t0 = time.monotonic_ns() + int(START_MARGIN_S * 1e9)
             for ch in self._channels:
-                ch.send(("go", t0))
+                ch.send((WorkerMessage.GO, t0))
             results = await asyncio.gather(
                 *(loop.run_in_executor(None, ch.recv, None) for ch in self._channels)
             )
@@ -123,7 +130,7 @@ class WorkerPool:
                 await loop.run_in_executor(None, ch.close)
         states: list[dict[str, Any]] = []
         for i, msg in enumerate(results):
-            if msg[0] != "result":
+            if msg[0] != WorkerMessage.RESULT:
                 raise WorkerError(f"load-generator worker {i} failed: {msg[1]}")
             states.append(msg[1])
         merge_states(run, states)
@@ -140,10 +147,10 @@ class WorkerPool:
         return meta
 
     def stop(self) -> None:
-        self._send_all(("stop",))
+        self._send_all((WorkerMessage.STOP,))
 
     def abort(self) -> None:
-        self._send_all(("abort",))
+        self._send_all((WorkerMessage.ABORT,))
 
     def _send_all(self, message: tuple[Any, ...]) -> None:
         for ch in self._channels:
@@ -160,8 +167,8 @@ class _Channel:
 
     @classmethod
     def start(cls, payload: dict[str, Any]) -> _Channel:
-        """``python -m pytest_llmperf.loadgen.worker_process`` — no re-import of the caller's
-        script."""
+        """``python -m pytest_llmperf.loadgen.scale_out.worker_process`` — no re-import of the
+        caller's script."""
         down_r, down_w = os.pipe()
         up_r, up_w = os.pipe()
         env = dict(os.environ)
@@ -169,7 +176,13 @@ class _Channel:
             p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p
         )
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_llmperf.loadgen.worker_process", str(down_r), str(up_w)],
+            [
+                sys.executable,
+                "-m",
+                "pytest_llmperf.loadgen.scale_out.worker_process",
+                str(down_r),
+                str(up_w),
+            ],
             pass_fds=(down_r, up_w),
             stdin=subprocess.DEVNULL,
             env=env,
@@ -177,7 +190,7 @@ class _Channel:
         os.close(down_r)
         os.close(up_w)
         channel = cls(proc, Connection(down_w, readable=False), Connection(up_r, writable=False))
-        channel.send(("payload", payload))
+        channel.send((WorkerMessage.PAYLOAD, payload))
         return channel
 
     def send(self, message: tuple[Any, ...]) -> None:
@@ -187,11 +200,11 @@ class _Channel:
     def recv(self, timeout: float | None) -> tuple[Any, ...]:
         try:
             if timeout is not None and not self.inp.poll(timeout):
-                return ("timeout", f"no answer within {timeout:g} s")
+                return (WorkerMessage.TIMEOUT, f"no answer within {timeout:g} s")
             message: tuple[Any, ...] = self.inp.recv()  # unpickled: worker_process.py sends tuples
             return message
         except (EOFError, OSError) as exc:
-            return ("died", f"exit code {self.proc.poll()} ({type(exc).__name__})")
+            return (WorkerMessage.DIED, f"exit code {self.proc.poll()} ({type(exc).__name__})")
 
     def close(self) -> None:
         self.out.close()
@@ -227,38 +240,17 @@ def merge_states(run: PooledRun, states: list[dict[str, Any]]) -> list[MetricsAc
 
 def payload_for(run: PooledRun, index: int, count: int, events_path: str | None) -> dict[str, Any]:
     """What worker ``index`` of ``count`` needs to build its share of ``run`` (picklable)."""
-    load = run.spec.load
-
-    def split(slots: int) -> int:
-        return slots // count + (1 if index < slots % count else 0)
-
-    closed = not load.open_loop
+    share = run.plan.worker_share(index, count)
     return {
         "endpoint": run.endpoint,
-        "spec": _spec_args(run.spec),
+        "spec": dict(run.plan.worker_args),
         "request_limits_ms": run.request_limits_ms,
         "label": run.label,
         "events_path": events_path,
         "index": index,
         "count": count,
-        "concurrency": split(load.slots) if closed and load.slots is not None else None,
-        "stage_concurrency": (
-            tuple(split(st.concurrency or 1) for st in load.stages)
-            if closed and load.stages
-            else None
-        ),
-    }
-
-
-def _spec_args(spec: RunSpec) -> dict[str, Any]:
-    return {
-        "workload_name": spec.workload_name,
-        "workload_params": dict(spec.workload_params),
-        "workload_seed": spec.workload_seed,
-        "load": spec.load,
-        "requests": spec.requests,
-        "duration": spec.duration,
-        "warmup": spec.warmup,
+        "concurrency": share.concurrency,
+        "stage_concurrency": share.stage_concurrency,
     }
 
 

@@ -1,12 +1,13 @@
-"""Issuing multi-turn sessions: each turn after the previous one's reply and a think time.
+"""Issuing multi-turn conversations: each turn after the previous one's reply and a think time.
 
-A workload that runs sessions (:func:`~pytest_llmperf.workloads.sessions.sessions_of`:
+A workload that runs sessions (:func:`~pytest_llmperf.workloads.conversations.conversations_of`:
 ``conversation`` with ``sessions=True``, a trace whose rows carry
 ``session_id``) is issued here instead of by the plain loops of
-:mod:`~pytest_llmperf.loadgen.issue`, which dispatches to these functions and
-lends them its bookkeeping (records, delivery, the drain, the concurrency
-gate). What a session sends is the workload's business
-(:class:`~pytest_llmperf.workloads.sessions.SessionScript`); *when* is decided
+:mod:`~pytest_llmperf.loadgen.issue.issuer`, which dispatches to these functions;
+they work over the issuer's public bookkeeping
+(:class:`~pytest_llmperf.loadgen.issue.book.IssueBook`: records, delivery, the
+drain, the concurrency gate). What a session sends is the workload's business
+(:class:`~pytest_llmperf.workloads.conversations.ConversationScript`); *when* is decided
 here (docs/sessions.md):
 
 - **open loop** (``poisson``, ``constant``, stages and ramps): the pattern's
@@ -26,9 +27,9 @@ cancelled (later turns would quote a reply that never came). Warm-up
 requests are whole turns, untracked; ``requests`` and ``duration`` count
 turns. With ``--llm-workers`` each process owns the sessions ``s`` with
 ``s % count == index`` (a trace: its units, see
-:class:`~pytest_llmperf.workloads.sessions.TraceSessions`); open and closed
+:class:`~pytest_llmperf.workloads.conversations.TraceConversations`); open and closed
 loops still split the plan's positions (arrivals, request budget) as
-:mod:`~pytest_llmperf.loadgen.plan` does.
+:mod:`~pytest_llmperf.loadgen.plan.planner` does.
 """
 
 from __future__ import annotations
@@ -39,33 +40,39 @@ import heapq
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import RequestRecord
-from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import StreamClient
-from pytest_llmperf.loadgen.closed_loop import ClosedLoop
-from pytest_llmperf.loadgen.issuer_parts import IssuerParts
-from pytest_llmperf.loadgen.pacing import WAKE_EARLY_NS
-from pytest_llmperf.loadgen.plan import PlannedRequest, ScheduleShare, plan_requests
+from pytest_llmperf.loadgen.issue.pacing import WAKE_EARLY_NS
 from pytest_llmperf.workloads.base import Sample
-from pytest_llmperf.workloads.sessions import SessionScript, SessionSource, TurnResult
+from pytest_llmperf.workloads.conversations import (
+    ConversationScript,
+    ConversationSource,
+    TurnResult,
+)
+
+if TYPE_CHECKING:  # handed in by the issuer: its book, the closed loop's clock, the plan
+    from pytest_llmperf.loadgen.issue.book import IssueBook
+    from pytest_llmperf.loadgen.issue.closed_loop import ClosedLoop
+    from pytest_llmperf.loadgen.plan.planner import PlannedRequest, ScheduleShare
 
 __all__ = [
-    "LiveSession",
-    "SessionBook",
-    "issue_session_closed_loop",
-    "issue_session_open_loop",
+    "ConversationBook",
+    "LiveConversation",
+    "issue_conversations_closed_loop",
+    "issue_conversations_open_loop",
 ]
 
 
-class LiveSession:
-    """A session in progress in this process: its next turn and what earlier turns got."""
+class LiveConversation:
+    """A conversation in progress in this process: its next turn and what earlier turns got."""
 
     __slots__ = ("next", "over", "queue", "ready_at", "results", "script", "waiting")
 
-    def __init__(self, script: SessionScript) -> None:
+    def __init__(self, script: ConversationScript) -> None:
         self.script = script
         self.next = 0  # the turn to send next
         self.results: list[TurnResult] = []
@@ -75,26 +82,26 @@ class LiveSession:
         self.waiting = False  # a trace turn: sending, or waiting for its time
 
 
-class SessionBook:
-    """Which sessions this process runs (``index``, ``index + count``, ...) and their turns."""
+class ConversationBook:
+    """Which conversations this process runs (``index``, ``index + count``, ...), their turns."""
 
-    def __init__(self, source: SessionSource, share: ScheduleShare) -> None:
+    def __init__(self, source: ConversationSource, share: ScheduleShare) -> None:
         self.source = source
         self._next = share.index
         self._step = max(1, share.count)
 
-    def start(self) -> LiveSession:
-        """The next session of this process's share."""
-        live = LiveSession(self.source.session(self._next))
+    def start(self) -> LiveConversation:
+        """The next conversation of this process's share."""
+        live = LiveConversation(self.source.session(self._next))
         self._next += self._step
         return live
 
     @staticmethod
-    def sample(live: LiveSession) -> Sample:
+    def sample(live: LiveConversation) -> Sample:
         return live.script.turn(live.next, live.results)
 
     @staticmethod
-    def mark(record: RequestRecord, live: LiveSession, sample: Sample) -> None:
+    def mark(record: RequestRecord, live: LiveConversation, sample: Sample) -> None:
         """Turn index, session sample and (when a later turn quotes it) reply collection."""
         script = live.script
         k = live.next
@@ -104,7 +111,7 @@ class SessionBook:
             record.reply = []
 
     @staticmethod
-    def ended(live: LiveSession, record: RequestRecord, cut: bool = False) -> bool:
+    def ended(live: LiveConversation, record: RequestRecord, cut: bool = False) -> bool:
         """Note how turn ``live.next`` went; True when the session has another turn to send.
 
         ``cut``: the request was cancelled at the drain (never delivered as a reply).
@@ -128,26 +135,19 @@ class SessionBook:
 
 
 def _launch_turn(
-    issuer: IssuerParts,
+    book: IssueBook,
     http: StreamClient,
     endpoint: Endpoint,
     item: PlannedRequest,
-    live: LiveSession,
+    live: LiveConversation,
     t_sched: int,
-    on_end: Callable[[LiveSession, RequestRecord, asyncio.Task[RequestRecord]], None],
+    on_end: Callable[[LiveConversation, RequestRecord, asyncio.Task[RequestRecord]], None],
 ) -> None:
-    """Open loop: send ``live``'s next turn in a task of its own (as ``Issuer._launch`` does)."""
-    sample = SessionBook.sample(live)
-    record = issuer._new_record(item, sample, t_sched)
-    SessionBook.mark(record, live, sample)
-    gate = issuer._gate
-    if gate is None:
-        coro = send_request(http, endpoint, sample, record, cancel=item.cancel)
-    else:
-        coro = issuer._send_capped(gate, http, endpoint, sample, record, item.cancel)
-    task = asyncio.create_task(coro)
-    issuer._inflight[task] = record
-    task.add_done_callback(issuer._finished)  # first: delivers (and fails a client bug)
+    """Open loop: send ``live``'s next turn in a task of its own (as the plain open loop does)."""
+    sample = ConversationBook.sample(live)
+    record = book.new_record(item, sample, t_sched)
+    ConversationBook.mark(record, live, sample)
+    task = book.launch(http, endpoint, sample, record, item.cancel)  # delivers (fails a bug)
     task.add_done_callback(lambda t: on_end(live, record, t))
 
 
@@ -165,43 +165,43 @@ async def _sleep_until(at_ns: int, stopping: asyncio.Event) -> bool:
 # -- open loop -----------------------------------------------------------------------------
 
 
-async def issue_session_open_loop(
-    issuer: IssuerParts,
+async def issue_conversations_open_loop(
+    book: IssueBook,
     http: StreamClient,
     endpoint: Endpoint,
     plan: Iterator[PlannedRequest],
     t0: int,
-    source: SessionSource,
+    source: ConversationSource,
 ) -> None:
-    """Open loop of sessions: a trace's own times, or the pattern's arrivals as turns."""
-    issuer._t0 = t0
-    book = SessionBook(source, issuer.share)
-    if source.timed and issuer.spec.load.trace is not None:
-        await _timed_open_loop(issuer, http, endpoint, t0, book)
+    """Open loop of conversations: a trace's own times, or the pattern's arrivals as turns."""
+    book.t0 = t0
+    conversations = ConversationBook(source, book.plan.share)
+    if source.timed and book.plan.load.trace is not None:
+        await _timed_open_loop(book, http, endpoint, t0, conversations)
     else:
-        await _arrivals_open_loop(issuer, http, endpoint, plan, t0, book)
+        await _arrivals_open_loop(book, http, endpoint, plan, t0, conversations)
 
 
 async def _arrivals_open_loop(
-    issuer: IssuerParts,
+    book: IssueBook,
     http: StreamClient,
     endpoint: Endpoint,
     plan: Iterator[PlannedRequest],
     t0: int,
-    book: SessionBook,
+    conversations: ConversationBook,
 ) -> None:
-    """Each arrival sends the turn of the session ready the longest, else a new session's."""
-    ready: list[tuple[int, int, LiveSession]] = []  # (ready_at, tie-break, session): a heap
+    """Each arrival sends the turn of the conversation ready the longest, else a new one's."""
+    ready: list[tuple[int, int, LiveConversation]] = []  # (ready_at, tie-break, live): a heap
     order = itertools.count()
 
     def turn_ended(
-        live: LiveSession, record: RequestRecord, task: asyncio.Task[RequestRecord]
+        live: LiveConversation, record: RequestRecord, task: asyncio.Task[RequestRecord]
     ) -> None:
-        if SessionBook.ended(live, record, task.cancelled()):
+        if ConversationBook.ended(live, record, task.cancelled()):
             heapq.heappush(ready, (live.ready_at, next(order), live))
 
-    pacer = issuer._pacer
-    stopping = issuer._stopping
+    pacer = book.pacer
+    stopping = book.stopping
     behind = 0
     for item in plan:
         if stopping.is_set():
@@ -214,39 +214,43 @@ async def _arrivals_open_loop(
         if ready and ready[0][0] <= time.monotonic_ns():
             live = heapq.heappop(ready)[2]
         else:
-            live = book.start()
-        _launch_turn(issuer, http, endpoint, item, live, planned, turn_ended)
+            live = conversations.start()
+        _launch_turn(book, http, endpoint, item, live, planned, turn_ended)
 
 
 async def _timed_open_loop(
-    issuer: IssuerParts, http: StreamClient, endpoint: Endpoint, t0: int, book: SessionBook
+    book: IssueBook,
+    http: StreamClient,
+    endpoint: Endpoint,
+    t0: int,
+    conversations: ConversationBook,
 ) -> None:
-    """A trace: each row falls due at its time; a session's turn goes when it is due *and*
-    the session is ready (previous turn ended, think time over), at the later of the two.
+    """A trace: each row falls due at its time; a conversation's turn goes when it is due
+    *and* the conversation is ready (previous turn ended, think time over), at the later.
 
     Every process walks the whole plan and keeps the rows of its own units; once
     the plan is walked, issuing ends when every kept row has been sent (or
-    dropped: its session ended at a failed turn).
+    dropped: its conversation ended at a failed turn).
     """
-    source = book.source
-    share = issuer.share
+    source = conversations.source
+    share = book.plan.share
     count = max(1, share.count)
-    stopping = issuer._stopping
-    pacer = issuer._pacer
-    lives: dict[int, LiveSession] = {}
+    stopping = book.stopping
+    pacer = book.pacer
+    lives: dict[int, LiveConversation] = {}
     timers: set[asyncio.Future[None]] = set()  # turns waiting for their time (kept referenced)
     queued = 0  # rows due but not yet sent
     all_sent = asyncio.Event()
     all_sent.set()
 
-    def drop(live: LiveSession) -> None:
+    def drop(live: LiveConversation) -> None:
         nonlocal queued
         queued -= len(live.queue)
         live.queue.clear()
         if not queued:
             all_sent.set()
 
-    def send_next(live: LiveSession) -> None:
+    def send_next(live: LiveConversation) -> None:
         """The queue's head goes now, or a task waits for its time."""
         nonlocal queued
         item, planned = live.queue[0]
@@ -262,9 +266,9 @@ async def _timed_open_loop(
         if not queued:
             all_sent.set()
         live.waiting = True
-        _launch_turn(issuer, http, endpoint, item, live, due, turn_ended)
+        _launch_turn(book, http, endpoint, item, live, due, turn_ended)
 
-    async def send_later(live: LiveSession, due: int) -> None:
+    async def send_later(live: LiveConversation, due: int) -> None:
         if await _sleep_until(due, stopping):
             live.waiting = False
             send_next(live)
@@ -272,17 +276,17 @@ async def _timed_open_loop(
             drop(live)
 
     def turn_ended(
-        live: LiveSession, record: RequestRecord, task: asyncio.Task[RequestRecord]
+        live: LiveConversation, record: RequestRecord, task: asyncio.Task[RequestRecord]
     ) -> None:
         live.waiting = False
-        if SessionBook.ended(live, record, task.cancelled()):
+        if ConversationBook.ended(live, record, task.cancelled()):
             if live.queue and not stopping.is_set():
                 send_next(live)
         else:
             drop(live)
 
     behind = 0
-    for item in plan_requests(issuer.spec, ScheduleShare()):
+    for item in book.plan.whole_run().planned():
         if stopping.is_set():
             break
         unit, _ = source.place(item.sample_index)
@@ -295,9 +299,9 @@ async def _timed_open_loop(
             break
         live = lives.get(unit)
         if live is None:
-            live = lives[unit] = LiveSession(source.session(unit))
+            live = lives[unit] = LiveConversation(source.session(unit))
         if live.over:
-            continue  # its session ended at a failed turn: the row is not sent
+            continue  # its conversation ended at a failed turn: the row is not sent
         live.queue.append((item, planned))
         queued += 1
         all_sent.clear()
@@ -316,28 +320,26 @@ async def _timed_open_loop(
 # -- closed loop ---------------------------------------------------------------------------
 
 
-async def issue_session_closed_loop(
-    issuer: IssuerParts,
+async def issue_conversations_closed_loop(
+    book: IssueBook,
+    loop: ClosedLoop,
     http: StreamClient,
     endpoint: Endpoint,
     plan: Iterator[PlannedRequest],
-    concurrency: int,
-    t0: int,
-    stage_concurrency: Sequence[int] | None,
-    source: SessionSource,
 ) -> None:
-    """Each slot runs one session at a time: turn, reply, think time (idle), next turn.
+    """Each slot runs one conversation at a time: turn, reply, think time (idle), next turn.
 
     The stages, warm-up and ``duration`` rules are those of the plain closed loop
-    (``Issuer.issue_closed_loop``); a slot that is thinking holds no request of the
-    plan, and ``duration`` ends its wait.
+    (``Issuer.issue_closed_loop``, whose clock ``loop`` is); a slot that is thinking
+    holds no request of the plan, and ``duration`` ends its wait.
     """
-    book = SessionBook(source, issuer.share)
-    loop = ClosedLoop(issuer, t0, concurrency, stage_concurrency)
+    source = book.plan.conversations
+    assert source is not None
+    conversations = ConversationBook(source, book.plan.share)
     deadline = loop.deadline
 
     async def slot(j: int) -> None:
-        live: LiveSession | None = None
+        live: LiveConversation | None = None
         while (stage := await loop.admit(j)) is not None:
             now = time.monotonic_ns()
             if live is not None and live.ready_at > now:  # thinking: the slot idles
@@ -355,12 +357,12 @@ async def issue_session_closed_loop(
             if stage is None:
                 return
             if live is None:
-                live = book.start()
-            sample = SessionBook.sample(live)
-            record = issuer._new_record(item, sample, now)
-            SessionBook.mark(record, live, sample)
+                live = conversations.start()
+            sample = ConversationBook.sample(live)
+            record = book.new_record(item, sample, now)
+            ConversationBook.mark(record, live, sample)
             await loop.send(http, endpoint, sample, record, stage, item.cancel)
-            if not SessionBook.ended(live, record):
+            if not ConversationBook.ended(live, record):
                 live = None
 
     await loop.run(slot)

@@ -1,10 +1,11 @@
 """The inside of one ``--llm-workers=ray:N`` actor: its share of each run, on whichever node.
 
-The parent's side is :mod:`~pytest_llmperf.loadgen.ray_workers`; it names this
-module rather than importing it (as the local pool starts ``python -m
-...worker_process``), because what runs here is a ``LoadRun``, whose module
-imports the pool. The work itself is the local workers' own
-(:class:`~pytest_llmperf.loadgen.worker_share.ShareRunner`); this adds where
+The parent's side is :mod:`~pytest_llmperf.loadgen.scale_out.ray_workers`, whose
+``LoadActorShell`` loads this module by name inside each actor (the parent never
+imports it, as it never imports a local worker's
+:mod:`~pytest_llmperf.loadgen.scale_out.worker_process`; what runs here is a
+worker's share run, which never imports a pool). The work itself is the local workers' own
+(:class:`~pytest_llmperf.loadgen.scale_out.worker_share.ShareRunner`); this adds where
 the actor runs, its wall clock for the parent's offset estimate, the start
 instant's conversion to this node's monotonic clock, and the event log shipped
 back as bytes.
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.loadgen.worker_share import ShareRunner
+from pytest_llmperf.loadgen.scale_out.worker_share import ShareRunner
 
 __all__ = ["LoadActor"]
 

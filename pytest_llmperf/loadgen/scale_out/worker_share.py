@@ -1,13 +1,13 @@
 """One worker's share of a run, wherever the worker lives: a local process or a Ray actor.
 
 Both kinds of ``--llm-workers`` do the same three things, and this is the one
-copy of them: build the worker's :class:`~pytest_llmperf.loadgen.session.LoadRun`
+copy of them: build the worker's :class:`~pytest_llmperf.loadgen.issue.local.ShareRun`
 from the parent's payload (and load its workload before the clock starts),
-run its :class:`~pytest_llmperf.loadgen.plan.ScheduleShare` from the common
+run its :class:`~pytest_llmperf.loadgen.plan.planner.ScheduleShare` from the common
 ``t0``, and hand back the state the parent merges (the accumulator's lossless
 ``to_state()``, the issue statistics and the stop reason). Only the transport
-differs: pipes for a process (:mod:`~pytest_llmperf.loadgen.worker_process`),
-actor method calls for Ray (:mod:`~pytest_llmperf.loadgen.ray_workers`).
+differs: pipes for a process (:mod:`~pytest_llmperf.loadgen.scale_out.worker_process`),
+actor method calls for Ray (:mod:`~pytest_llmperf.loadgen.scale_out.ray_workers`).
 
 :meth:`ShareRunner.stop` and :meth:`ShareRunner.abort` may be called from any
 thread, before, during or after the run: the control arrives on the transport's
@@ -28,13 +28,15 @@ import gc
 import sqlite3
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pytest_llmperf.loadgen.plan import ScheduleShare
+from pytest_llmperf.client.models import resolve_model
+from pytest_llmperf.loadgen.issue.local import ShareRun
+from pytest_llmperf.loadgen.plan.planner import RunPlan, ScheduleShare
 from pytest_llmperf.loadgen.result import StopReason
-from pytest_llmperf.loadgen.session import LoadRun
-from pytest_llmperf.specs.run import RunSpec
+from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
 
 __all__ = ["ShareRunner", "shift_state"]
 
@@ -44,16 +46,14 @@ class ShareRunner:
 
     def __init__(self, payload: dict[str, Any]) -> None:
         self.payload = payload
-        spec = RunSpec(**payload["spec"])
-        self.load_run = LoadRun(
+        self.plan = RunPlan.for_worker(payload["spec"], ScheduleShare())
+        self.share_run = ShareRun(
             payload["endpoint"],
-            spec,
+            self.plan,
             request_limits_ms=payload["request_limits_ms"],
             label=payload["label"],
-            events_path=payload["events_path"],
-            handle_sigint=False,  # the parent decides when to stop
         )
-        spec.workload.sample(0)  # corpora and datasets load before anyone says "go"
+        self.plan.workload.sample(0)  # corpora and datasets load before anyone says "go"
         # The run's own full collection (gc_pauses) comes after t0: leave it no garbage,
         # and time it, so a parent can leave that much before t0 (in a Ray worker's large
         # heap on a busy host it took 0.1-0.3 s, which would all have been schedule lag).
@@ -62,7 +62,7 @@ class ShareRunner:
         self.collect_s = time.perf_counter() - started
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._early: list[str] = []  # stop/abort that came before the loop ran
+        self._early: list[WorkerMessage] = []  # stop/abort that came before the loop ran
         self._finished = False
 
     def run(self, t0_ns: int, shift_ns: int = 0) -> dict[str, Any]:
@@ -72,24 +72,26 @@ class ShareRunner:
     async def execute(self, t0_ns: int, shift_ns: int = 0) -> dict[str, Any]:
         """:meth:`run` on the running event loop (a Ray actor's own)."""
         p = self.payload
-        self.load_run.share = ScheduleShare(
+        share = ScheduleShare(
             p["index"], p["count"], t0_ns, p["concurrency"], p.get("stage_concurrency")
         )
+        run = self.share_run
+        run.set_share(self.plan.for_share(share))
         with self._lock:
             self._loop = asyncio.get_running_loop()
             early, self._early = self._early, []
         for what in early:
             self._apply(what)
         try:
-            result = await self.load_run.execute()
+            await self._issue(run, p["events_path"])
         finally:
             with self._lock:
                 self._finished = True
                 self._loop = None
         state = {
-            "accumulator": result.accumulator.to_state(),
-            "stats": self.load_run.stats.to_state(),
-            "stop_reason": str(result.stop_reason or StopReason.COMPLETED),
+            "accumulator": run.accumulator.to_state(),
+            "stats": run.stats.to_state(),
+            "stop_reason": str(run.stop_reason or StopReason.COMPLETED),
         }
         if shift_ns:
             shift_state(state, shift_ns)
@@ -97,19 +99,35 @@ class ShareRunner:
                 _shift_event_log(Path(p["events_path"]), shift_ns)
         return state
 
+    @staticmethod
+    async def _issue(run: ShareRun, events_path: str | None) -> None:
+        """Issue the share; raises ``CancelledError`` when the task was cancelled."""
+        run.endpoint = await resolve_model(run.endpoint)
+        started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        cpu0 = time.process_time()
+        wall0 = time.monotonic_ns()
+        events = Path(events_path) if events_path is not None else None
+        interrupted = await run.issue(events, lambda: run.event_log_meta(started_at))
+        run.stats.cpu_s += time.process_time() - cpu0
+        run.stats.wall_s = (time.monotonic_ns() - wall0) / 1e9
+        if not run.stop_reason:
+            run.stop_reason = StopReason.CANCELLED if interrupted else StopReason.COMPLETED
+        if interrupted:
+            raise asyncio.CancelledError
+
     def stop(self) -> None:
         """Stop issuing; the worker drains and still returns its state."""
-        self._control("stop")
+        self._control(WorkerMessage.STOP)
 
     def abort(self) -> None:
         """Stop issuing and end the drain: requests still in flight are recorded incomplete."""
-        self._control("abort")
+        self._control(WorkerMessage.ABORT)
 
     def progress(self) -> tuple[int, int]:
         """``(tracked requests issued, tracked records delivered)`` so far (any thread)."""
-        return self.load_run.stats.tracked_issued, self.load_run.accumulator.issued
+        return self.share_run.stats.tracked_issued, self.share_run.accumulator.issued
 
-    def _control(self, what: str) -> None:
+    def _control(self, what: WorkerMessage) -> None:
         with self._lock:
             if self._finished:
                 return
@@ -120,11 +138,12 @@ class ShareRunner:
         with contextlib.suppress(RuntimeError):  # the loop closed in between: nothing to stop
             loop.call_soon_threadsafe(self._apply, what)
 
-    def _apply(self, what: str) -> None:
-        if what == "stop":
-            self.load_run.stop(StopReason.STOPPED)
-        else:
-            self.load_run.abort()
+    def _apply(self, what: WorkerMessage) -> None:
+        if what == WorkerMessage.STOP:
+            self.share_run.stop(StopReason.STOPPED)
+        else:  # as a run's two Ctrl-C: stop issuing, and end the drain once it has begun
+            self.share_run.stop(StopReason.SIGINT)
+            self.share_run.end_drain()
 
 
 def shift_state(state: dict[str, Any], shift_ns: int) -> None:

@@ -1,0 +1,160 @@
+"""The issuer's bookkeeping, public: what every issuing strategy shares.
+
+The open loop (:class:`~pytest_llmperf.loadgen.issue.issuer.Issuer`), the
+closed loop's clock (:mod:`~pytest_llmperf.loadgen.issue.closed_loop`) and
+the conversation loops (:mod:`~pytest_llmperf.loadgen.issue.conversations`)
+are strategies over one :class:`IssueBook`: the plan, the records and their
+delivery, the in-flight map the drain reads, the concurrency gate, the
+pacer, the stop signal and the stage clock. It sits below all of them, so
+none reaches into another's private state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from typing import TYPE_CHECKING, Any
+
+from pytest_llmperf.client.cancel import CancelAt
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.records import ErrorKind, RequestRecord
+from pytest_llmperf.client.request import send_request
+from pytest_llmperf.client.stream_client import StreamClient
+from pytest_llmperf.loadgen.issue.concurrency_cap import SlotGate
+from pytest_llmperf.loadgen.issue.delivery import Delivery
+from pytest_llmperf.loadgen.issue.gc_pauses import collect_if_due
+from pytest_llmperf.loadgen.issue.pacing import Pacer
+from pytest_llmperf.loadgen.issue.stats import IssueStats
+from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.workloads.base import Sample
+
+if TYPE_CHECKING:  # the book is handed a plan; it never builds one
+    from pytest_llmperf.loadgen.plan.planner import PlannedRequest, RunPlan
+
+__all__ = ["IssueBook", "IssueStats"]
+
+
+class IssueBook:
+    """One process's issuing state: shared by the strategies, read by the run and the drain.
+
+    ``stop_reason`` says why issuing ended (first reason wins): ``stop()``,
+    ``SIGINT``, ``cancelled``, ``duration`` (a closed loop's clock ran out),
+    or None while nothing stopped it.
+    """
+
+    def __init__(self, plan: RunPlan, delivery: Delivery, stats: IssueStats) -> None:
+        self.plan = plan
+        self.delivery = delivery
+        self.stats = stats
+        self.stop_reason: StopReason | None = None
+        self.stopping = asyncio.Event()
+        self.pacer = Pacer()
+        self.inflight: dict[asyncio.Task[Any], RequestRecord] = {}
+        self.issued = 0  # requests issued in this process, warm-up included
+        self.closed_loop_over: asyncio.Future[None] | None = None
+        cap = plan.load.max_concurrency
+        self.gate = SlotGate(cap) if cap and plan.load.open_loop else None
+        self.t0 = 0
+        # where each stage starts and ends on the run's clock (offsets from t0); an open
+        # loop's are planned, a closed loop's begin with its first tracked send
+        self.stage_bounds: list[int] = []
+        if plan.load.stages:
+            self.stats.stage_sends = [0] * len(plan.load.stages)
+            self.stage_bounds = plan.stage_bounds_ns
+
+    # -- control -----------------------------------------------------------------
+
+    def stop(self, reason: StopReason) -> None:
+        """Stop issuing; requests in flight are still awaited and delivered."""
+        if not self.stop_reason:
+            self.stop_reason = reason
+        self.stopping.set()
+        self.pacer.cancel()
+        self.end_closed_loop()
+
+    def end_closed_loop(self, error: BaseException | None = None) -> None:
+        over = self.closed_loop_over
+        if over is not None and not over.done():
+            if error is None:
+                over.set_result(None)
+            else:
+                over.set_exception(error)
+
+    # -- one request -------------------------------------------------------------
+
+    def new_record(self, item: PlannedRequest, sample: Sample, t_sched: int) -> RequestRecord:
+        """The record of a request about to be issued, counted as issued."""
+        record = RequestRecord(
+            index=item.sample_index,
+            t_sched=t_sched,
+            category=sample.category,
+            tracked=item.tracked,
+            input_requested=sample.input_tokens,
+            output_requested=sample.max_tokens,
+            stage=item.stage,
+        )
+        if item.tracked:
+            now = time.monotonic_ns()
+            self.stats.note(t_sched, now)
+            if self.stage_bounds:
+                self._count_stage_send(now)
+        self.issued += 1
+        collect_if_due(self.issued)
+        self.delivery.issued(record, item.position)
+        return record
+
+    def _count_stage_send(self, now: int) -> None:
+        """Count a tracked send in the stage whose window (on the clock) it happened in."""
+        k = bisect.bisect_right(self.stage_bounds, now - self.t0) - 1
+        sends = self.stats.stage_sends
+        if 0 <= k < len(sends):
+            sends[k] += 1
+
+    def launch(
+        self,
+        http: StreamClient,
+        endpoint: Endpoint,
+        sample: Sample,
+        record: RequestRecord,
+        cancel: CancelAt | None,
+    ) -> asyncio.Task[RequestRecord]:
+        """Open loop: the request runs in a task of its own (many overlap)."""
+        if self.gate is None:
+            coro = send_request(http, endpoint, sample, record, cancel=cancel)
+        else:
+            coro = self.send_capped(self.gate, http, endpoint, sample, record, cancel)
+        task = asyncio.create_task(coro)
+        self.inflight[task] = record
+        task.add_done_callback(self.finished)
+        return task
+
+    @staticmethod
+    async def send_capped(
+        gate: SlotGate,
+        http: StreamClient,
+        endpoint: Endpoint,
+        sample: Sample,
+        record: RequestRecord,
+        cancel: CancelAt | None,
+    ) -> RequestRecord:
+        """Wait for a slot under ``max_concurrency`` (the wait is ``queue_wait``), then send."""
+        if gate.try_acquire():
+            record.queue_wait_ns = 0
+        else:
+            queued = time.monotonic_ns()
+            await gate.acquire()
+            record.queue_wait_ns = time.monotonic_ns() - queued
+        try:
+            return await send_request(http, endpoint, sample, record, cancel=cancel)
+        finally:
+            gate.release()
+
+    def finished(self, task: asyncio.Task[RequestRecord]) -> None:
+        record = self.inflight.pop(task)
+        if task.cancelled():
+            return  # recorded by the drain as incomplete
+        exc = task.exception()
+        if exc is not None:
+            record.fail(ErrorKind.CLIENT, f"{type(exc).__name__}: {exc}", now=time.monotonic_ns())
+        self.delivery.deliver(record)

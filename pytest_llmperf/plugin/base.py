@@ -1,0 +1,184 @@
+"""The plugin's session state and the endpoints under test (and the A/B reference)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.negotiation import UserFields
+from pytest_llmperf.errors import (
+    LlmPerfUsageError,
+)
+from pytest_llmperf.hook_calls import (
+    HookFailure,
+)
+from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
+from pytest_llmperf.options import LlmPerfOptions, WorkerBackend
+from pytest_llmperf.plugin.endpoints import EndpointPool, EndpointSpec
+from pytest_llmperf.plugin.interrupts import terminate_as_interrupt
+from pytest_llmperf.plugin.markers import endpoint_spec
+from pytest_llmperf.reports.baseline import (
+    BaselineSource,
+)
+from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.slo.paired import DEFAULT_AB_THRESHOLD
+from pytest_llmperf.slo.regression import Thresholds
+from pytest_llmperf.slo.verdicts import SloVerdict
+from pytest_llmperf.specs.rulesets import Ruleset
+from pytest_llmperf.workloads.tokenizer import Tokenizer
+
+
+class PluginBase:
+    """The plugin's session state, and the endpoints it measures (started on first use).
+
+    Each job of the plugin object is a part over this state: collection, judging,
+    reports (:class:`~pytest_llmperf.plugin.core.LlmPerfPlugin` joins them).
+    """
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        options: LlmPerfOptions,
+        ruleset: Ruleset | None,
+        *,
+        baseline: BaselineSource | None = None,
+        thresholds: Thresholds | None = None,
+        ab_thresholds: Thresholds | None = None,
+    ) -> None:
+        self.config = config
+        self.options = options
+        self.ruleset = ruleset
+        self.baseline = baseline
+        self.thresholds = thresholds or Thresholds()  # --llm-baseline-threshold
+        self.ab_thresholds = ab_thresholds or Thresholds(DEFAULT_AB_THRESHOLD)  # --llm-ab-threshold
+        self.server_identity: dict[str, Any] = {}
+        self._rulesets: dict[str, Ruleset] = {}
+        self.data = SessionData()
+        self.session_verdicts: list[SloVerdict] = []
+        self._endpoint: Endpoint | None = None
+        self._reference: Endpoint | None = None  # --llm-reference-endpoint, started on first use
+        self.tokenizer: Tokenizer | None = None  # --llm-tokenizer, resolved after the preflight
+        self.written: list[str] = []
+        self.hook_failures: list[HookFailure] = []  # session hooks that raised (hook_calls.py)
+        self.history: Any = None  # --llm-history's HistoryOutcome, at session end
+        self._started_at = _utc_now()  # the session's start, for the history
+        self._user_fields: list[UserFields] = []  # tests' extra_body, probed at preflight
+        self._restore_sigterm: Callable[[], None] = lambda: None
+        # --llm-workers=ray:N: connected (or a local instance started) at the first Ray run
+        self.ray = (
+            RayCluster(options.ray_address, auto=options.workers_auto)
+            if options.worker_backend is WorkerBackend.RAY
+            else None
+        )
+        # every endpoint of the session by spec (endpoints.py); --llm-endpoint on the
+        # command line pins them all to one server
+        self.endpoints = EndpointPool(
+            options,
+            self._user_fields,
+            pinned=config.getoption("llm_endpoint", default=None) is not None,
+            on_first_use=self._arm_sigterm,
+        )
+
+    def endpoint(self) -> Endpoint:
+        if self._endpoint is None:
+            try:
+                self._endpoint = self._start_endpoint()
+            except LlmPerfUsageError as exc:  # one clear message for the whole session
+                pytest.exit(f"pytest-llmperf: {exc}", 4)
+        return self._endpoint
+
+    def _start_endpoint(self) -> Endpoint:
+        endpoint = self.endpoints.default()  # raises one LlmPerfUsageError (endpoints.py)
+        self.server_identity = self.endpoints.identity(endpoint)
+        self.tokenizer = self.endpoints.tokenizer(endpoint)
+        return endpoint
+
+    def _arm_sigterm(self) -> None:
+        # From here on the session measures: a CI timeout's SIGTERM acts as Ctrl-C (drain,
+        # partial report). Sessions that never use an endpoint keep the default SIGTERM.
+        self._restore_sigterm()
+        self._restore_sigterm = terminate_as_interrupt()
+
+    def endpoint_for(self, item: pytest.Item) -> Endpoint | None:
+        """The ``llm_endpoint`` marker's endpoint for ``item`` (None without the marker);
+        one that cannot be started or reached fails the test, naming it and the marker."""
+        mark = item.get_closest_marker("llm_endpoint")
+        if mark is None:
+            return None
+        try:
+            return self.endpoints.get(endpoint_spec(item, mark))
+        except LlmPerfUsageError as exc:
+            pytest.fail(f"pytest-llmperf: {item.nodeid} llm_endpoint marker: {exc}", False)
+
+    def reference_endpoint(self) -> Endpoint | None:
+        """``--llm-reference-endpoint``'s server (None without one): a URL preflighted like
+        the endpoint under test (same API, timeouts, request fields and key variable), or
+        a simulator in its own process, independent of the endpoint's simulator."""
+        opts = self.options
+        if opts.reference_url is None and opts.reference_sim_profile is None:
+            return None
+        if self._reference is None:
+            try:
+                self._reference = self._start_reference()
+            except LlmPerfUsageError as exc:
+                pytest.exit(f"pytest-llmperf: --llm-reference-endpoint: {exc}", 4)
+        return self._reference
+
+    def _start_reference(self) -> Endpoint:
+        opts = self.options
+        spec = EndpointSpec(opts.reference_url, opts.reference_sim_profile, opts.model)
+        return self.endpoints.start_apart(spec)
+
+    def close(self) -> None:
+        self._restore_sigterm()
+        if self.ray is not None:  # its actors; a local Ray instance the session started
+            self.ray.close()
+        self.endpoints.close()  # the reference's simulator too
+
+    def _preflight(self, items: list[pytest.Item]) -> None:
+        """A real endpoint that does not answer ends the session here, once, before any test."""
+        given = self.options.endpoint_url or self.options.reference_url
+        if given is None or self.config.option.collectonly:
+            return
+        if hasattr(self.config, "workerinput"):
+            return  # an xdist worker: the controller checked (see pytest_sessionstart)
+        if not any(
+            {"llm_endpoint", "llm_loadgen"} & set(getattr(i, "fixturenames", ())) for i in items
+        ):
+            return
+        self._preflight_now()
+
+    def _preflight_now(self) -> None:
+        try:
+            if self.options.endpoint_url is not None:
+                self._endpoint = self._start_endpoint()
+        except LlmPerfUsageError as exc:
+            raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+        try:
+            if self.options.reference_url is not None:
+                self._reference = self._start_reference()
+        except LlmPerfUsageError as exc:
+            raise pytest.UsageError(f"pytest-llmperf: --llm-reference-endpoint: {exc}") from None
+
+    def _junit_testcase_properties(self) -> bool:
+        """xunit1 allows ``<properties>`` in a testcase; xunit2 (the default) only in the suite."""
+        try:
+            return self.config.getini("junit_family") in ("xunit1", "legacy")
+        except ValueError:
+            return False
+
+    def _junit_xml(self) -> Any:
+        try:
+            from _pytest.junitxml import xml_key
+        except ImportError:  # pragma: no cover - pytest moved it
+            return None
+        return self.config.stash.get(xml_key, None)
+
+
+def _utc_now() -> str:
+    from pytest_llmperf.history.session import utc_now
+
+    return utc_now()

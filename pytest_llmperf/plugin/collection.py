@@ -1,0 +1,54 @@
+"""Collection: every test's markers become a spec (a bad one is a usage error naming the
+test), then a real endpoint is preflighted once.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_llmperf.client.negotiation import UserFields
+from pytest_llmperf.errors import (
+    LlmPerfUsageError,
+)
+from pytest_llmperf.plugin.base import PluginBase
+from pytest_llmperf.plugin.markers import (
+    LLM_MARKERS,
+    SPEC_KEY,
+    endpoint_spec,
+    marked_inconclusive,
+    spec_for,
+)
+
+
+class CollectionPart(PluginBase):
+    """Markers into specs at collection; a given endpoint preflighted once, before any test."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        errors: list[str] = []
+        for item in items:
+            if not any(item.iter_markers(name) for name in LLM_MARKERS):
+                continue
+            try:
+                spec = item.stash[SPEC_KEY] = spec_for(item)
+                mark = item.get_closest_marker("llm_endpoint")
+                if mark is not None:
+                    endpoint_spec(item, mark)  # a bad spec or profile: a usage error here
+                marked_inconclusive(item)
+            except LlmPerfUsageError as exc:
+                errors.append(f"{item.nodeid}: {exc}")
+                continue
+            if spec.run.extra_body:
+                where = f"{item.nodeid} llm_workload(extra_body=...)"
+                self._user_fields.append(UserFields(where, spec.run.extra_body))
+        if errors:
+            raise pytest.UsageError("pytest-llmperf: bad markers\n" + "\n".join(errors))
+        self._preflight(items)
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Under xdist the controller collects nothing and a worker's usage error is an
+        internal error, so the controller checks a given endpoint here, once."""
+        dist_controller = self.config.pluginmanager.getplugin("dsession") is not None
+        given = self.options.endpoint_url or self.options.reference_url
+        if dist_controller and given and not self.config.option.collectonly:
+            self._preflight_now()

@@ -1,0 +1,81 @@
+"""The fixtures: ``llm_endpoint``, ``llm_endpoints``, ``llm_inconclusive``, ``llm_loadgen``."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.hook_calls import (
+    call_run_finished,
+)
+from pytest_llmperf.methodology.llm_loadgen import LlmLoadgen
+from pytest_llmperf.options import InconclusivePolicy
+from pytest_llmperf.plugin.core import PLUGIN_KEY
+from pytest_llmperf.plugin.endpoints import EndpointPool
+from pytest_llmperf.plugin.live_progress import progress_sink
+from pytest_llmperf.plugin.markers import GEN_KEY, INCONCLUSIVE_KEY, SPEC_KEY
+from pytest_llmperf.specs.perf import PerfSpec
+
+
+@pytest.fixture(scope="session")
+def llm_endpoint(pytestconfig: pytest.Config) -> Endpoint:
+    """The endpoint under test: URL, model, API and an ``httpx.AsyncClient`` factory.
+
+    With no ``--llm-endpoint`` (or ``sim``/``sim:PROFILE``) this starts the
+    embedded simulator for the session. ``llm_endpoint.client()`` must be
+    called inside the running event loop. A directory measures another endpoint
+    by overriding this fixture in its ``conftest.py`` with ``llm_endpoints.get(...)``.
+    """
+    return pytestconfig.stash[PLUGIN_KEY].endpoint()
+
+
+@pytest.fixture(scope="session")
+def llm_endpoints(pytestconfig: pytest.Config) -> EndpointPool:
+    """The session's endpoints by spec: ``llm_endpoints.get("sim:tiny")`` or a URL, started
+    and preflighted once (docs/endpoints.md); every one when ``--llm-endpoint`` is given."""
+    return pytestconfig.stash[PLUGIN_KEY].endpoints
+
+
+@pytest.fixture(scope="session")
+def llm_inconclusive(pytestconfig: pytest.Config) -> str:
+    """What an inconclusive SLO does to a test (fail, warn, skip); a directory overrides this
+    fixture in its ``conftest.py``, a test the ``llm_inconclusive`` marker."""
+    return pytestconfig.stash[PLUGIN_KEY].options.inconclusive.value
+
+
+@pytest.fixture
+def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
+    """The load generator configured from this test's markers; ``await llm_loadgen.run()``.
+
+    It measures the ``llm_endpoint`` marker's endpoint if the test has one, else the
+    ``llm_endpoint`` fixture (a directory's override or the session's endpoint).
+    """
+    plugin = request.config.stash[PLUGIN_KEY]
+    item = request.node
+    spec = item.stash.get(SPEC_KEY, None) or PerfSpec.from_markers(None, None, [])
+    endpoint = plugin.endpoint_for(item) or request.getfixturevalue("llm_endpoint")
+    policy = request.getfixturevalue("llm_inconclusive")  # a directory's conftest may override
+    if policy not in [p.value for p in InconclusivePolicy]:
+        pytest.fail(
+            f"pytest-llmperf: {item.nodeid}: the llm_inconclusive fixture must return "
+            f"fail, warn or skip, got {policy!r}",
+            pytrace=False,
+        )
+    item.stash[INCONCLUSIVE_KEY] = policy
+    generator = LlmLoadgen(
+        endpoint,
+        spec,
+        scale=plugin.options.scale,
+        events_dir=plugin.options.events,
+        events_name=item.nodeid,
+        workers=plugin.options.workers,
+        ray=plugin.ray,  # --llm-workers=ray:N|ray:auto
+        tokenizer=plugin.endpoints.tokenizer(endpoint),
+        on_result=lambda result: call_run_finished(item, result),  # pytest_llmperf_run_finished
+        reference=plugin.reference_endpoint(),  # --llm-reference-endpoint: gated runs are A/B
+        thresholds=plugin.ab_thresholds,  # --llm-ab-threshold
+        ab_blocks=plugin.options.ab_blocks,
+        progress=progress_sink(request.config, plugin.options, item.nodeid),  # --llm-progress
+    )
+    item.stash[GEN_KEY] = generator
+    return generator

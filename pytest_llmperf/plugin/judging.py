@@ -1,0 +1,188 @@
+"""Judging each test: SLO verdicts, baseline and A/B checks fail the test itself, and the
+test's payload (runs, verdicts, states, JUnit properties) rides on its report.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from pytest_llmperf.errors import (
+    LlmPerfInconclusiveWarning,
+    LlmPerfTokenLengthWarning,
+)
+from pytest_llmperf.loadgen.generator import LoadGenerator
+from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.options import InconclusivePolicy
+from pytest_llmperf.plugin.base import PluginBase
+from pytest_llmperf.plugin.markers import (
+    GEN_KEY,
+    INCONCLUSIVE_KEY,
+    PAYLOAD_KEY,
+    SPEC_KEY,
+    marked_inconclusive,
+)
+from pytest_llmperf.reports.junit import (
+    ab_properties,
+    error_properties,
+    junit_properties,
+    regression_properties,
+)
+from pytest_llmperf.reports.outcome import judge_test
+from pytest_llmperf.slo.regression import RegressionCheck
+from pytest_llmperf.slo.verdicts import SloVerdict, Verdict, evaluate_runs
+from pytest_llmperf.specs.rulesets import Ruleset, load_ruleset
+
+
+def payload_for_test(
+    endpoint: dict[str, Any],
+    generator: LoadGenerator | None,
+    results: list[RunResult],
+    verdicts: list[SloVerdict],
+    checks: list[RegressionCheck],
+    compared_with: str | None,
+) -> dict[str, Any]:
+    """What one test's report carries to the session (also across xdist): its endpoint,
+    runs (with their A/B reference, if any), SLO verdicts, lossless accumulator states,
+    analyses, baseline checks and JUnit properties."""
+    comparisons = list(getattr(generator, "comparisons", ()))
+    props = (
+        junit_properties(verdicts)
+        + regression_properties(checks)
+        + ([("llm_baseline.compared_with", compared_with)] if compared_with is not None else [])
+        + ab_properties(comparisons)
+        + error_properties((r.label, r.error_samples) for r in results)
+    )
+    payload: dict[str, Any] = {
+        "endpoint": endpoint,
+        "runs": [r.to_dict() for r in results],
+        "slos": [v.to_dict() for v in verdicts],
+        "states": [r.accumulator.to_state() for r in results],
+        "analyses": list(generator.analyses) if generator else [],
+        "baseline": [c.to_dict() for c in checks],
+        "junit": props,
+    }
+    by_run = {c.run: c for c in comparisons}  # --llm-reference-endpoint: A/B runs
+    for run in payload["runs"]:
+        if run["label"] in by_run:
+            run["reference"] = by_run.pop(run["label"]).to_dict()
+    return payload
+
+
+class JudgingPart(PluginBase):
+    """After each test body: its SLO verdicts, baseline and A/B checks; the test's payload."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        try:
+            result = yield
+        except BaseException as exc:
+            # Record what was measured even when the body raised; its error stands.
+            self._judge(item, raise_failures=False)
+            if isinstance(exc, KeyboardInterrupt) and PAYLOAD_KEY in item.stash:
+                # pytest makes no report for an interrupted test: keep its partial runs here.
+                self.data.add(item.nodeid, "interrupted", item.stash[PAYLOAD_KEY])
+                self.data.interrupted = True
+            raise
+        self._judge(item, raise_failures=True)
+        return result
+
+    def _judge(self, item: pytest.Item, *, raise_failures: bool) -> None:
+        spec = item.stash.get(SPEC_KEY, None)
+        generator = item.stash.get(GEN_KEY, None)
+        results: list[RunResult] = generator.results if generator else []
+        slos = spec.slos if spec else ()
+        verdicts = evaluate_runs(slos, results, rulesets=self._test_rulesets(item))
+        checks: list[RegressionCheck] = []
+        if results or slos:
+            endpoint = self.endpoints.describe(generator.endpoint if generator else self.endpoint())
+            if self.baseline is not None and results:
+                checks = self.baseline.compare(
+                    item.nodeid, results, endpoint=endpoint, thresholds=self.thresholds
+                )
+            compared_with = (
+                self.baseline.describe(item.nodeid)
+                if checks and self.baseline is not None
+                else None
+            )
+            payload = payload_for_test(
+                endpoint, generator, results, verdicts, checks, compared_with
+            )
+            item.stash[PAYLOAD_KEY] = payload
+            props = payload["junit"]
+            if self._junit_testcase_properties():
+                item.user_properties.extend(props)
+            for r in results:
+                for warning in r.token_lengths["warnings"]:
+                    warnings.warn(LlmPerfTokenLengthWarning(f"{r.label}: {warning}"), stacklevel=1)
+        if not raise_failures:
+            return
+        outcome = judge_test(
+            item.nodeid,
+            slos,
+            results,
+            verdicts,
+            checks,
+            baseline=self.baseline.describe(item.nodeid) if self.baseline else "",
+            ab=[c for ab in getattr(generator, "comparisons", ()) for c in ab.checks],
+            reference=self._reference.label if self._reference is not None else "",
+        )
+        if outcome.kind == Verdict.FAIL:
+            pytest.fail(outcome.message, pytrace=False)
+        if outcome.kind == Verdict.INCONCLUSIVE:
+            policy = self._inconclusive_policy(item)
+            if policy == InconclusivePolicy.FAIL:
+                pytest.fail(
+                    outcome.message + "\n(--llm-inconclusive=warn|skip to relax)", pytrace=False
+                )
+            elif policy == InconclusivePolicy.SKIP:
+                pytest.skip(outcome.message)
+            else:
+                warnings.warn(LlmPerfInconclusiveWarning(outcome.message), stacklevel=1)
+
+    def _inconclusive_policy(self, item: pytest.Item) -> InconclusivePolicy:
+        """``--llm-inconclusive`` on the command line, else the test's marker, else the
+        ``llm_inconclusive`` fixture (a directory's override), else the ini or default."""
+        if self.config.getoption("llm_inconclusive", default=None) is not None:
+            return self.options.inconclusive
+        marked = marked_inconclusive(item)
+        if marked is not None:
+            return marked
+        return InconclusivePolicy(item.stash.get(INCONCLUSIVE_KEY, self.options.inconclusive))
+
+    def _test_rulesets(self, item: pytest.Item) -> list[Ruleset]:
+        """The rulesets named by ``llm_slo(ruleset=...)`` (their minimum samples and duration)."""
+        out: list[Ruleset] = []
+        for mark in item.iter_markers("llm_slo"):
+            name = mark.kwargs.get("ruleset")
+            if isinstance(name, str):
+                if name not in self._rulesets:
+                    self._rulesets[name] = load_ruleset(name, base_dir=self.config.rootpath)
+                out.append(self._rulesets[name])
+        return out
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if call.when == "call" and PAYLOAD_KEY in item.stash:
+            # An attribute of our own on pytest's report (xdist ships it to the controller
+            # with the rest of the report's __dict__); TestReport does not declare it.
+            report.llmperf = item.stash[PAYLOAD_KEY]  # type: ignore[attr-defined]
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        payload = getattr(report, "llmperf", None)
+        if report.when == "call" and payload is not None:
+            outcome: str = report.outcome
+            if hasattr(report, "wasxfail"):  # pytest reports xfail as skipped, xpass as passed
+                outcome = "xfailed" if report.skipped else "xpassed"
+            self.data.add(report.nodeid, outcome, payload)
+            xml = self._junit_xml()
+            if xml is not None and not self._junit_testcase_properties():
+                for name, value in payload.get("junit", []):
+                    xml.add_global_property(f"{report.nodeid}::{name}", value)

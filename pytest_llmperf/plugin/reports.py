@@ -1,0 +1,194 @@
+"""Reports: the terminal header, and at session end the session ruleset, JSON, HTML,
+baseline, history and the terminal summary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_llmperf.client.endpoint import Endpoint, redact_url
+from pytest_llmperf.hook_calls import (
+    call_session_finished,
+    call_update_json,
+)
+from pytest_llmperf.options import InconclusivePolicy, LlmPerfOptions, WorkerBackend
+from pytest_llmperf.plugin.base import PluginBase
+from pytest_llmperf.plugin.endpoints import several_endpoints
+from pytest_llmperf.reports.baseline import (
+    build_baseline,
+    write_baseline,
+)
+from pytest_llmperf.reports.html import write_html_report
+from pytest_llmperf.reports.json_report import build_report, write_json_report
+from pytest_llmperf.reports.junit import (
+    junit_properties,
+)
+from pytest_llmperf.reports.terminal import write_terminal_summary
+from pytest_llmperf.slo.session import evaluate_session
+from pytest_llmperf.slo.verdicts import Verdict
+
+
+class ReportsPart(PluginBase):
+    """The header, and at session end the session verdicts and every report."""
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        opts = self.options
+        if opts.endpoint_url is None:
+            # started on first use; "(default)": nothing configured, say where it comes from
+            how = " (default)" if not opts.endpoint_given else ""
+            where = f"embedded simulator, profile {opts.sim_profile}{how}"
+        else:
+            where = Endpoint(opts.endpoint_url).label
+        lines = [f"llmperf: endpoint under test: {where}"]
+        if opts.reference_url or opts.reference_sim_profile:
+            ref = (
+                Endpoint(opts.reference_url).label
+                if opts.reference_url
+                else f"embedded simulator, profile {opts.reference_sim_profile} (own process)"
+            )
+            lines.append(f"llmperf: A/B reference endpoint: {ref}")
+        lines.append(
+            f"llmperf: api={opts.api} model={opts.model or 'auto (GET /v1/models)'} "
+            f"timeout={opts.timeouts.total:g}s scale={opts.scale:g}" + _workers_word(opts)
+        )
+        if self.ruleset:
+            lines.append(f"llmperf: ruleset {self.ruleset.name} ({self.ruleset.source})")
+        return lines
+
+    def pytest_keyboard_interrupt(self) -> None:
+        self.data.interrupted = True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(self.config, "workerinput"):
+            return  # an xdist worker: its reports travel to the controller, which aggregates
+        groups = self.data.groups()
+        if self.ruleset:
+            self.session_verdicts = evaluate_session(groups, self.ruleset)
+            failing = {Verdict.FAIL} | (
+                {Verdict.INCONCLUSIVE}
+                if self.options.inconclusive == InconclusivePolicy.FAIL
+                else set()
+            )
+            if any(v.verdict in failing for v in self.session_verdicts) and session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            xml = self._junit_xml()
+            if xml is not None:
+                for name, value in junit_properties(self.session_verdicts, prefix="llm_session"):
+                    xml.add_global_property(name, value)
+        endpoint = self._report_endpoint()
+        session_info = {
+            "ruleset": self.ruleset.describe() if self.ruleset else None,
+            "slos": [v.to_dict() for v in self.session_verdicts],
+            "baseline": {
+                "compared_with": self.baseline.path if self.baseline else None,
+                "baseline_created_at": self.baseline.created_at if self.baseline else None,
+                "baseline_endpoint": self.baseline.endpoint if self.baseline else None,
+                "thresholds": self.thresholds.describe(),
+                "saved_to": self.options.baseline_save,
+            },
+            "options": self._run_options(),
+            "exitstatus": int(session.exitstatus),
+        }
+        if self.options.baseline_save:
+            document = build_baseline(self.data, endpoint=endpoint, options=self._run_options())
+            self.written.append(str(write_baseline(self.options.baseline_save, document)))
+        report, failure = call_update_json(
+            self.config, lambda: build_report(self.data, endpoint=endpoint, session=session_info)
+        )
+        if self.options.json:
+            self.written.append(str(write_json_report(self.options.json, report)))
+        if self.options.html:
+            trends = _report_trends(self.options.history, report) if self.options.history else None
+            html = write_html_report(self.options.html, report, self.data, trends)
+            self.written.append(str(html))
+        failures = [failure, call_session_finished(session, report)]
+        self.hook_failures = [f for f in failures if f is not None]
+        if self.hook_failures and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        self._append_history(session)
+
+    def _append_history(self, session: pytest.Session) -> None:
+        """``--llm-history``: append the session, after every other output is written (a
+        failure is a red line and exit status 3, like a failing hook, and loses nothing)."""
+        if not self.options.history or self.config.option.collectonly:
+            return
+        from pytest_llmperf.history.session import history_at_session_end
+
+        self.history = history_at_session_end(
+            self.options.history,
+            self.data.measured_tests(),
+            endpoint=self._report_endpoint(),
+            options=self._run_options(),
+            started_at=self._started_at,
+            tag=self.options.history_tag,
+            rootdir=self.config.rootpath,
+        )
+        if self.history.error and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def _report_endpoint(self) -> dict[str, Any]:
+        """What the tests measured (under xdist: the workers' endpoints); with several
+        endpoints no single one is claimed (each test's ``endpoint`` says which)."""
+        measured = [dict(t.endpoint) for t in self.data.measured_tests() if t.endpoint]
+        several = several_endpoints(measured)
+        if several is not None:
+            return several
+        if measured:
+            return measured[0]
+        if self._endpoint is not None:
+            return self.endpoints.describe(self._endpoint)
+        return self._planned_endpoint()
+
+    def _planned_endpoint(self) -> dict[str, Any]:
+        opts = self.options
+        url = redact_url(opts.endpoint_url) if opts.endpoint_url else None
+        return {"url": url, "simulator": opts.sim_profile, "api": opts.api}
+
+    def _run_options(self) -> dict[str, Any]:
+        """The options that shape measurements (never the key, only its variable's name)."""
+        opts = self.options
+        return {
+            "api": opts.api,
+            "model": opts.model,
+            "scale": opts.scale,
+            "workers": opts.workers,
+            "worker_backend": opts.worker_backend.value,
+            "timeout_s": opts.timeouts.total,
+            "inconclusive": opts.inconclusive.value,  # plain data for hooks and the JSON
+            "ruleset": opts.ruleset,
+            "api_key_env": opts.api_key_env,
+            "tokenizer": opts.tokenizer,
+            "ab_threshold": opts.ab_threshold
+            if self.options.reference_url or self.options.reference_sim_profile
+            else None,
+            "ab_blocks": opts.ab_blocks,
+        }
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        write_terminal_summary(
+            terminalreporter,
+            self.data,
+            self.session_verdicts,
+            self.written,
+            errors=[f.message() for f in self.hook_failures]
+            + ([self.history.error] if self.history and self.history.error else []),
+        )
+        if self.history and self.history.note:
+            terminalreporter.write_line(self.history.note)
+
+
+def _report_trends(target: str, report: Any) -> Any:
+    """``--llm-history`` with ``--llm-html``: the report's trend sections (never raises)."""
+    from pytest_llmperf.history.trends import report_trends
+
+    return report_trends(target, report)
+
+
+def _workers_word(opts: LlmPerfOptions) -> str:
+    """`` workers=ray:2`` for the header, nothing for the default single process."""
+    if opts.worker_backend is WorkerBackend.RAY:
+        return f" workers=ray:{'auto' if opts.workers_auto else opts.workers}"
+    return f" workers={opts.workers}" if opts.workers > 1 else ""
