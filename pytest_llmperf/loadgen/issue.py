@@ -126,6 +126,7 @@ class Issuer:
         self._sessions = sessions_of(spec.workload)  # before the clock: a trace is scanned
         self._stopping = asyncio.Event()
         self._abort_drain: asyncio.Future[None] | None = None
+        self._drain_ended = False  # end_drain() came: the drain waits for nothing
         self._pacer = Pacer()
         self._inflight: dict[asyncio.Task[Any], RequestRecord] = {}
         self._issued = 0
@@ -152,7 +153,9 @@ class Issuer:
         self._end_closed_loop()
 
     def end_drain(self) -> None:
-        """Stop waiting for requests in flight: they are recorded as incomplete now."""
+        """Stop waiting for requests in flight: they are recorded as incomplete now (or,
+        called before the drain has begun, as soon as it begins)."""
+        self._drain_ended = True
         if self._abort_drain is not None and not self._abort_drain.done():
             self._abort_drain.set_result(None)
 
@@ -320,7 +323,7 @@ class Issuer:
         while they were in flight); cut ones are not delivered.
         """
         pending = [t for t, r in self._inflight.items() if r.tracked]
-        if pending:
+        if pending and not self._drain_ended:
             self._abort_drain = asyncio.get_running_loop().create_future()
             all_done = asyncio.ensure_future(asyncio.wait(pending))
             await asyncio.wait(
