@@ -7,6 +7,13 @@ time - planned emit time); we print p50/p99/max of the absolute value.
 Target: p99 under 1 ms at 64 concurrent streams, on ``fixed`` and on the engine
 (``--profile llama-3.1-8b-h100``: ~62 tokens planned for the same instant each step).
 
+``--timing spin`` measures the clock a ``SimServer`` uses inside a test's event
+loop (the command line and the plugin's child use ``block``, the default here);
+``--set alpha2_us=3000`` the engine's delayed output delivery (alpha2). These are
+the precision figures the unit tests (tests/sim/) no longer assert: on a busy
+machine a token's lateness is the scheduler's, so the tests check only that no
+token leaves before its planned instant.
+
 By default the simulator and its client each get their own CPU
 (``sched_setaffinity``: the server the first allowed CPU, the client the others),
 as the load generator and the server under test would on any serious setup: on a
@@ -14,7 +21,7 @@ as the load generator and the server under test would on any serious setup: on a
 core in the middle of a step's writes. ``--no-pin`` measures without that.
 
     python benchmarks/sim_token_timing.py [--streams 64] [--seconds 10] [--profile fixed]
-        [--runs N] [--no-pin]
+        [--runs N] [--no-pin] [--timing block|spin] [--set KEY=VALUE]
 """
 
 from __future__ import annotations
@@ -102,12 +109,13 @@ async def run(
     overrides: dict,
     rate: float = 0.0,
     pin: bool = True,
+    timing: str = "block",
 ) -> dict:
     cpus = _cpus() if pin else None
     if cpus:
         os.sched_setaffinity(0, cpus[:1])
     try:
-        return await _run(profile, streams, seconds, max_tokens, overrides, rate, cpus)
+        return await _run(profile, streams, seconds, max_tokens, overrides, rate, cpus, timing)
     finally:
         if cpus:
             os.sched_setaffinity(0, cpus)
@@ -121,9 +129,10 @@ async def _run(
     overrides: dict,
     rate: float,
     cpus: list[int] | None,
+    timing: str = "block",
 ) -> dict:
     async with SimServer(
-        profile, record_emit_lag=True, timing="block", quiet_gc=True, **overrides
+        profile, record_emit_lag=True, timing=timing, quiet_gc=True, **overrides
     ) as sim:
         ctx = mp.get_context("spawn")
         q: mp.Queue = ctx.Queue()
@@ -157,6 +166,8 @@ async def _run(
         "p99_ms": float(np.percentile(lags, 99)),
         "max_ms": float(lags.max()),
         "pinned": bool(cpus),
+        "timing": timing,
+        "early": int((raw < 0).sum()),
     }
 
 
@@ -180,6 +191,12 @@ def main() -> None:
         help="let the kernel place the server and the client on any CPU",
     )
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument(
+        "--timing",
+        choices=("block", "spin"),
+        default="block",
+        help="the simulator's clock: block (its own process) or spin (inside a test's loop)",
+    )
     args = ap.parse_args()
     overrides = dict(item.split("=", 1) for item in args.set)
     for _ in range(args.runs):
@@ -193,6 +210,7 @@ def main() -> None:
                 overrides,
                 args.rate,
                 args.pin,
+                args.timing,
             )
         )
         print(
@@ -201,6 +219,7 @@ def main() -> None:
             f"p99 {r['p99_ms']:.3f} ms, max {r['max_ms']:.3f} ms (target p99 < 1 ms); "
             f"{r['group_mean']:.1f} tokens planned per instant on average, first of each p99 "
             f"{r['first_p99_ms']:.3f} ms; "
+            f"{r['early']} token(s) early; timing {r['timing']}, "
             f"{'server and client on separate CPUs' if r['pinned'] else 'not pinned'}, "
             f"load average {load:.2f} before the run",
             flush=True,

@@ -173,7 +173,7 @@ def test_non_finite_values_are_refused() -> None:
 # -- on the simulator ----------------------------------------------------------------------
 
 
-async def _sim_ttft_p50(ttft_ms: float, seed: int) -> float:
+async def _sim_ttft_p50(ttft_ms: float, seed: int, requests: int = 16) -> float:
     """One short closed-loop run against the fixed-latency simulator; its TTFT p50."""
     async with SimServer("fixed", ttft_ms=ttft_ms, itl_ms=1.0, seed=seed) as sim:
         endpoint = Endpoint(sim.url + "/v1", timeouts=Timeouts.from_seconds(10))
@@ -181,27 +181,34 @@ async def _sim_ttft_p50(ttft_ms: float, seed: int) -> float:
             "synthetic",
             {"input_tokens": 8, "output_tokens": 4},
             0,
-            LoadSpec.parse("concurrency", {"concurrency": 16, "seed": seed}),
-            requests=48,
+            LoadSpec.parse("concurrency", {"concurrency": 8, "seed": seed}),
+            requests=requests,
         )
         result = await LoadRun(endpoint, spec).execute()
-        assert result.counts["completed"] == 48
+        assert result.counts["completed"] == requests
         return float(result.metrics["ttft"].p(50))
 
 
-def test_a_10_percent_ttft_step_in_simulator_runs_is_found_within_one_run() -> None:
-    # 24 runs; the server's TTFT is 10% slower from run 12 on. The series is what the
-    # history stores for each run (its TTFT p50), measured on this machine with its noise.
-    runs, step_at = 24, 12
+def test_a_ttft_step_in_simulator_runs_is_found_where_it_happened() -> None:
+    # 12 runs; the server's TTFT doubles (100 -> 200 ms) from run 6 on. The series is what
+    # the history stores for each run (its TTFT p50), measured end to end. The step is far
+    # beyond what a busy machine adds to a run's p50 (+5 to +21 ms measured with both cores
+    # loaded), so this checks the pipeline, not the machine; how small a step real runs'
+    # noise lets through (10%: found within one run on a quiet machine) is the synthetic
+    # series above and benchmarks/change_points_sim.py.
+    runs, step_at = 12, 6
 
     async def history() -> list[float]:
         return [
-            await _sim_ttft_p50(100.0 * (1.10 if i >= step_at else 1.0), seed=i)
-            for i in range(runs)
+            await _sim_ttft_p50(100.0 * (2.0 if i >= step_at else 1.0), seed=i) for i in range(runs)
         ]
 
     values = asyncio.run(history())
+    # never below the plan (HDR buckets: within 0.1%)
+    assert all(v >= 99.8 for v in values[:step_at]) and all(v >= 199.6 for v in values[step_at:])
     points = detect_change_points(values)
     hits = [p for p in points if abs(p.index - step_at) <= 1]
     assert hits, (values, points)
-    assert 0.03 < hits[0].relative_change < 0.3, (values, points)
+    point = hits[0]
+    assert point.relative_change == pytest.approx(point.mean_after / point.mean_before - 1)
+    assert 0.4 < point.relative_change < 1.4, (values, points)  # doubled, give or take 20 ms

@@ -33,8 +33,8 @@ from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_ur
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import BROKEN_PROMISES, StreamClient
+from pytest_llmperf.loadgen import run_load
 from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.loadgen.session import run_load
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads.base import Sample

@@ -20,7 +20,7 @@ from scripted_server import Script, ScriptedServer, chat_chunk, sse
 
 from pytest_llmperf.client import Endpoint, ErrorKind, RequestRecord, send_request
 from pytest_llmperf.client.stream_client import StreamClient
-from pytest_llmperf.loadgen.session import run_load
+from pytest_llmperf.loadgen import run_load
 from pytest_llmperf.slo.verdicts import Verdict, evaluate
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.specs.slo import parse_slo

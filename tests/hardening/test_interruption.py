@@ -209,19 +209,31 @@ async def test_cancelled_run_closes_every_socket_and_records_in_flight_requests(
 def test_sigkill_leaves_no_worker_process_behind(tmp_path):
     """With --llm-workers, the worker processes notice their parent's death and stop."""
     (tmp_path / "test_long.py").write_text(LONG_TEST.format(output_tokens=20))
+    events = tmp_path / "events"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--llm-workers=2"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--llm-workers=2",
+            f"--llm-events={events}",
+        ],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
     kids: list[int] = []
-    while time.monotonic() < deadline and len(kids) < 3:  # the simulator and two workers
+    # the simulator and two workers, and the run under way: the workers' event logs show
+    # requests (evidence, where a fixed delay can end before the first one on a busy machine)
+    while time.monotonic() < deadline and (len(kids) < 3 or _event_rows(events) < 10):
         kids = _children(proc.pid)
         time.sleep(0.1)
     assert len(kids) >= 3, "the workers never started"
-    time.sleep(1.0)  # let the run get under way
+    assert _event_rows(events) >= 10, "the run never got under way"
     proc.kill()
     proc.wait(timeout=30)
     deadline = time.monotonic() + 15

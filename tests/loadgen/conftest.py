@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -19,6 +21,26 @@ async def fast_sim() -> AsyncIterator[Endpoint]:
     """The simulator in this loop: first token after 5 ms, then one every 1 ms."""
     async with SimServer("fixed", ttft_ms=5.0, itl_ms=1.0) as sim:
         yield Endpoint(sim.url + "/v1", timeouts=Timeouts.from_seconds(10))
+
+
+@pytest.fixture
+def until() -> Callable[[Callable[[], bool], str], Awaitable[None]]:
+    """``await until(check, "what")``: poll ``check`` on the loop until it holds.
+
+    For tests that act *after* something happened (a request seen by the server, a
+    drain begun): wait for that evidence, never for a fixed delay, which a busy
+    machine can outlast. The 30 s limit only turns a hang into a failure naming
+    ``what``; it is not a timing claim.
+    """
+
+    async def wait(check: Callable[[], bool], what: str) -> None:
+        end = time.monotonic() + 30.0
+        while not check():
+            if time.monotonic() > end:
+                raise AssertionError(f"not within 30 s: {what}")
+            await asyncio.sleep(0.002)
+
+    return wait
 
 
 @pytest.fixture

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
+from pytest_llmperf.client.records import RequestRecord
+from pytest_llmperf.loadgen.issue.drain import INTERRUPT_DRAIN_S
 from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.specs.run import RunSpec
@@ -33,6 +35,7 @@ async def test_count_stop_and_warmup_is_not_tracked(
         "failed": 0,
         "incomplete": 0,
         "cancelled": 0,
+        "connection_retries": 0,
     }
     assert sum(not r.tracked for r in seen) <= 6  # warm-up is not drained: some may be cut
     assert sum(r.tracked for r in seen) == 20
@@ -65,34 +68,60 @@ async def test_closed_loop_duration_stop(
 
 
 async def test_stop_ends_issuing_and_drains_what_is_in_flight(
-    make_spec: Callable[..., RunSpec], fast_sim: Endpoint
+    make_spec: Callable[..., RunSpec],
 ) -> None:
-    run = LoadRun(fast_sim, make_spec("constant", rate=50, requests=10_000))
-    asyncio.get_running_loop().call_later(0.3, run.stop)
-    result = await run.execute()
+    # Stopped when the first request completes (evidence that the run is under way; a
+    # timer can fire before the first send on a busy machine). First token after 100 ms
+    # at 50 req/s: the requests sent since are still in flight then, and must be drained.
+    at_stop: dict[str, int] = {}
+
+    def stop_at_the_first_completion(record: RequestRecord) -> None:
+        if not at_stop:
+            at_stop.update(issued=run.issued_requests, in_flight=run.in_flight)
+            run.stop()
+
+    async with SimServer("fixed", ttft_ms=100.0, itl_ms=1.0) as sim:
+        endpoint = Endpoint(sim.url + "/v1", timeouts=Timeouts.from_seconds(10))
+        spec = make_spec("constant", rate=50, requests=10_000)
+        run = LoadRun(endpoint, spec, observers=[stop_at_the_first_completion])
+        result = await asyncio.wait_for(run.execute(), 60)
     counts = result.counts
-    assert 5 < counts["issued"] < 10_000
-    assert counts["completed"] == counts["issued"]  # drained, nothing dropped
+    assert at_stop["in_flight"] >= 1  # the stop came with requests in flight ...
+    assert counts["issued"] == at_stop["issued"] < 10_000  # ... issued nothing after it ...
+    assert counts["completed"] == counts["issued"]  # ... and drained them, nothing dropped
     assert result.stop_reason == "stop()"
     assert result.interrupted
 
 
+@pytest.mark.parametrize("second", ["at-once", "during-the-drain"])
 async def test_second_interrupt_abandons_the_drain_and_reports_incomplete(
-    make_spec: Callable[..., RunSpec],
+    make_spec: Callable[..., RunSpec], until: Callable[..., Awaitable[None]], second: str
 ) -> None:
-    async with SimServer("fixed", ttft_ms=5000.0, itl_ms=1.0) as sim:
+    # The server's first token takes 4 s, less than the 5 s an interrupted run drains
+    # for: a drain left alone would see all three complete. The interrupts come once the
+    # server has received all three requests (evidence, not a timer); the second either
+    # at once (abort(): two Ctrl-C in a row, before the drain has begun) or after it.
+    assert INTERRUPT_DRAIN_S > 4.0
+    async with SimServer("fixed", ttft_ms=4000.0, itl_ms=1.0) as sim:
         endpoint = Endpoint(sim.url + "/v1", timeouts=Timeouts.from_seconds(30))
         run = LoadRun(endpoint, make_spec("concurrency", concurrency=3, requests=3))
-        loop = asyncio.get_running_loop()
-        loop.call_later(0.3, run.interrupt)
-        loop.call_later(0.4, run.interrupt)
-        result = await asyncio.wait_for(run.execute(), 10)
+        task = asyncio.ensure_future(run.execute())
+        assert sim.sim is not None
+        await until(lambda: sim.sim.next_index == 3, "the server has all three requests")
+        if second == "at-once":
+            run.abort()
+        else:
+            run.interrupt()
+            await until(lambda: run.issuer._abort_drain is not None, "the drain has begun")
+            run.interrupt()
+        result = await asyncio.wait_for(task, 10)
     assert result.counts == {
         "issued": 3,
         "completed": 0,
         "failed": 3,
         "incomplete": 3,
         "cancelled": 0,
+        "connection_retries": 0,
     }
     assert result.errors == {"incomplete_at_cap": 3}
     assert result.stop_reason == "SIGINT"
@@ -101,11 +130,24 @@ async def test_second_interrupt_abandons_the_drain_and_reports_incomplete(
 async def test_sigint_stops_issuing_and_the_run_still_returns(
     make_spec: Callable[..., RunSpec], fast_sim: Endpoint
 ) -> None:
-    run = LoadRun(fast_sim, make_spec("constant", rate=50, requests=10_000))
-    asyncio.get_running_loop().call_later(0.3, os.kill, os.getpid(), signal.SIGINT)
-    result = await run.execute()
+    # SIGINT is sent once the first request has completed: the run's handler is in place
+    # and it has issued (a timer could fire before either on a busy machine).
+    sent: list[int] = []
+
+    def sigint_at_the_first_completion(record: RequestRecord) -> None:
+        if not sent:
+            sent.append(run.issued_requests)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    run = LoadRun(
+        fast_sim,
+        make_spec("constant", rate=50, requests=10_000),
+        observers=[sigint_at_the_first_completion],
+    )
+    result = await asyncio.wait_for(run.execute(), 60)
     assert result.stop_reason == "SIGINT"
-    assert result.counts["completed"] == result.counts["issued"] > 0
+    assert result.counts["completed"] == result.counts["issued"] >= sent[0] > 0
+    assert result.counts["issued"] < 10_000
     assert signal.getsignal(signal.SIGINT) is not None  # handler restored, not left dangling
 
 

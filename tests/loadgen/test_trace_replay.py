@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.records import RequestRecord
+from pytest_llmperf.loadgen.plan.planner import open_loop_offsets
 from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads.traces import read_trace
@@ -32,17 +34,27 @@ async def test_a_mooncake_trace_replays_on_its_own_schedule(fast_sim: Endpoint) 
     assert len(trace.rows) == 200 and 9.0 <= trace.span_s <= 11.0
     spec = trace_spec(MOONCAKE, "mooncake")
     assert spec.requests is None  # a trace replays every row unless told otherwise
-    seen = []
-    result = await LoadRun(fast_sim, spec, observers=[seen.append]).execute()
+    # unscaled, the plan is the trace's own times (relative to t0) ...
+    assert [offset for offset, _ in open_loop_offsets(spec)] == trace.offsets_ns()
+    # ... and a replay sends at the plan's times: run here at 0.3x its 10 s (~67 req/s)
+    scale = 0.3
+    seen: list[RequestRecord] = []
+    result = await LoadRun(
+        fast_sim, trace_spec(MOONCAKE, "mooncake", time_scale=scale), observers=[seen.append]
+    ).execute()
     assert result.counts["issued"] == 200 and result.counts["completed"] == 200
-    assert result.self_check["schedule_lag_p99_ms"] <= 10, result.self_check
-    assert not result.self_check["generator_bound"], result.self_check
-    window = result.accumulator.window_s
-    assert trace.span_s * 0.8 <= window <= trace.span_s * 1.2, (window, trace.span_s)
-    # each request went at its row's time (planned offsets = the trace's, relative to t0)
+    # each request went at its row's time: planned offsets = the trace's, relative to t0,
+    # and never before it. How late (schedule_lag) is timing: benchmarks/loadgen_poisson.py
+    # prints it; the run's self-check would call a lagging replay generator-bound.
     t0 = min(r.t_sched for r in seen)
-    offsets = sorted(r.t_sched - t0 for r in seen)
-    assert offsets == trace.offsets_ns()
+    assert sorted(r.t_sched - t0 for r in seen) == trace.offsets_ns(scale)
+    assert all(r.t_send >= r.t_sched for r in seen)
+    assert "schedule_lag_p99_ms" in result.self_check and "generator_bound" in result.self_check
+    # the run spans the schedule: at least its span, and not beyond it by more than the
+    # requests' own time plus 2 s (a replay that fell that far behind is not noise)
+    window = result.accumulator.window_s
+    span = trace.span_s * scale
+    assert span <= window <= span + 2.0, (window, span)
     # ... with its row's lengths: the server counted the prompt and the output asked for
     lengths = result.token_lengths
     mean_in = sum(r.input_length or 0 for r in trace.rows) / 200
@@ -78,8 +90,17 @@ async def test_every_format_replays(fast_sim: Endpoint, name: str, fmt: str) -> 
 
 
 async def test_a_capped_trace_replay_queues_instead_of_lagging(fast_sim: Endpoint) -> None:
-    spec = trace_spec(MOONCAKE, "mooncake", time_scale=0.2, max_concurrency=2)
+    # 60 rows in ~0.6 s, two at a time at ~100 ms each: ~3 s, most of it queued
+    spec = trace_spec(MOONCAKE, "mooncake", time_scale=0.2, max_concurrency=2, limit=60)
     result = await LoadRun(fast_sim, spec).execute()
-    assert result.counts["completed"] == 200
-    assert result.histogram("queue_wait").count == 200
-    assert not result.self_check["generator_bound"], result.self_check
+    assert result.counts["completed"] == 60
+    queue = result.histogram("queue_wait")
+    assert queue.count == 60
+    # The cap's queue is the load shape, not generator lag: it is kept out of schedule_lag
+    # (which would otherwise be the queue itself) and a send counts when it was queued, so
+    # the achieved share of the schedule stays ~1 (counted at the cap's real sends it would
+    # be ~0.2 here). Structural bounds, far from both the bug and scheduling noise; the
+    # self-check's own 10 ms lag limit is a timing judgement a busy machine may trip.
+    check = result.self_check
+    assert result.histogram("schedule_lag").p(50) * 10 < queue.p(50), check
+    assert check["achieved_share"] > 0.75, check

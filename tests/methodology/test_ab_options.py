@@ -50,7 +50,7 @@ def reference_sim() -> Iterator[SimProcess]:
 
 @pytest.fixture(scope="module")
 def slower_sim() -> Iterator[SimProcess]:
-    with start_sim_process("fixed", overrides={"itl_ms": ITL_MS * 1.08}) as sim:
+    with start_sim_process("fixed", overrides={"itl_ms": ITL_MS * 1.12}) as sim:
         yield sim
 
 
@@ -105,7 +105,7 @@ def test_two_blocks_a_side_run_abba_and_report_the_allowance(pytester: pytest.Py
     assert '::llm_ab[tpot.p50][run0].threshold" value="+5%"' in junit
 
 
-def test_a_candidate_8_percent_slower_fails_at_the_default_and_passes_at_20_percent(
+def test_a_candidate_12_percent_slower_fails_at_the_default_and_passes_at_30_percent(
     pytester: pytest.Pytester, reference_sim: SimProcess, slower_sim: SimProcess
 ) -> None:
     pytester.makeini(INI)
@@ -113,7 +113,10 @@ def test_a_candidate_8_percent_slower_fails_at_the_default_and_passes_at_20_perc
     # 8 blocks a side, not the default 4: on a loaded machine a block pair in a few runs is
     # disturbed (its ratio 0 or +50% instead of +8%), and a t-test on 4 pairs (3 degrees
     # of freedom) then misses p < 0.01 (1 run in 7 at 20 ms ITL); 8 pairs and a 50 ms ITL
-    # make that rare (docs/ab.md). What differs between the two runs is the allowance.
+    # make that rare (docs/ab.md). What differs between the two runs is the allowance. The
+    # slowdown is 12%, well clear of both allowances: an 8% one against +5% failed to be
+    # detected with a CPU hog on each core (the margin is 3 points); how small a change the
+    # default detects is a benchmark's question (benchmarks/ab_reference.py, docs/ab.md).
     both = (
         f"--llm-endpoint={slower_sim.url}",
         f"--llm-reference-endpoint={reference_sim.url}",
@@ -128,17 +131,17 @@ def test_a_candidate_8_percent_slower_fails_at_the_default_and_passes_at_20_perc
     (check,) = json.loads((pytester.path / "strict.json").read_text())["tests"][0]["runs"][0][
         "reference"
     ]["checks"]
-    assert check["threshold"] == 0.05 and 0.05 < check["change"] < 0.20, check
+    assert check["threshold"] == 0.05 and 0.05 < check["change"] < 0.30, check
 
-    lenient = pytester.runpytest(*both, "--llm-ab-threshold=20%", "--llm-json=lenient.json")
+    lenient = pytester.runpytest(*both, "--llm-ab-threshold=30%", "--llm-json=lenient.json")
     lenient.assert_outcomes(passed=1)
     ab = json.loads((pytester.path / "lenient.json").read_text())["tests"][0]["runs"][0][
         "reference"
     ]
     (check,) = ab["checks"]
-    assert ab["thresholds"] == {"default": 0.2}
-    assert check["threshold"] == 0.2 and check["verdict"] == "unchanged"
-    assert 0.05 < check["change"] < 0.20, check  # still slower: only the allowance changed
+    assert ab["thresholds"] == {"default": 0.3}
+    assert check["threshold"] == 0.3 and check["verdict"] == "unchanged"
+    assert 0.05 < check["change"] < 0.30, check  # still slower: only the allowance changed
 
 
 # -- below the plugin ------------------------------------------------------------------------

@@ -66,6 +66,7 @@ class Issuer:
         self.plan = plan
         self.book = IssueBook(plan, delivery, stats)
         self._abort_drain: asyncio.Future[None] | None = None
+        self._drain_ended = False  # end_drain() came: the drain waits for nothing
 
     @property
     def stop_reason(self) -> StopReason | None:
@@ -82,7 +83,9 @@ class Issuer:
         self.book.stop(reason)
 
     def end_drain(self) -> None:
-        """Stop waiting for requests in flight: they are recorded as incomplete now."""
+        """Stop waiting for requests in flight: they are recorded as incomplete now (or,
+        called before the drain has begun, as soon as it begins)."""
+        self._drain_ended = True
         if self._abort_drain is not None and not self._abort_drain.done():
             self._abort_drain.set_result(None)
 
@@ -169,7 +172,7 @@ class Issuer:
         inflight = self.book.inflight
         delivery = self.book.delivery
         pending = [t for t, r in inflight.items() if r.tracked]
-        if pending:
+        if pending and not self._drain_ended:
             self._abort_drain = asyncio.get_running_loop().create_future()
             all_done = asyncio.ensure_future(asyncio.wait(pending))
             await asyncio.wait(
