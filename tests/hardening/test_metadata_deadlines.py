@@ -16,6 +16,7 @@ preflight, with exit status 4, instead of hanging.
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import time
@@ -157,7 +158,10 @@ def test_a_server_that_always_answers_503_is_one_message_listing_each_answer(
         url = server.url
         _, error, elapsed = _timed(call, url)
     text = _one_message(error, name, url)
-    assert "answered HTTP 503 three times, each: Loading model" in text, text
+    # three attempts fit the call's limit on a quiet machine; on a loaded one the backoff
+    # can leave no time for the third, and the message then says so: both list each answer
+    assert re.search(r"answered HTTP 503 (three times|twice), each: Loading model", text), text
+    assert "three times" in text or "no time was left to retry" in text, text
     assert len(seen) == 3 and elapsed < BOUND_S
     assert error.failure is CallFailure.GAVE_UP  # type: ignore[union-attr]
 
