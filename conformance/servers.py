@@ -298,11 +298,20 @@ def _warm(server: Server) -> None:
         raise ServerError(f"{exc}\nlog {server.log_path}:\n{server.log_tail()}") from None
 
 
-def start_vllm(install: Install, port: int | None = None) -> Server:
+# Bucket bounds (s) for vLLM's request_latency family on the conformance tier's tiny model.
+REQUEST_LATENCY_BUCKETS_S = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 60]
+
+
+def start_vllm(install: Install, port: int | None = None, *, max_model_len: int = 1024) -> Server:
     """vLLM's OpenAI server on the tiny model (CPU, float32, eager, 1024-token context).
 
     ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB) keeps it near 2 GB; ready when
     ``GET /v1/models`` answers 200, which vLLM only does once the engine is up.
+    ``VLLM_SERVER_DEV_MODE=1`` mounts its development routes (``POST
+    /reset_prefix_cache``, which ``--llm-reset-cache`` uses) and
+    ``--enable-per-request-metrics`` adds each request's server timings to its
+    response (the TTFT split); ``max_model_len`` makes a second configuration
+    for the comparability check.
     """
     port = port or free_port()
     argv = [
@@ -315,13 +324,17 @@ def start_vllm(install: Install, port: int | None = None) -> Server:
         "float32",
         "--enforce-eager",
         "--max-model-len",
-        "1024",
+        str(max_model_len),
+        "--enable-per-request-metrics",
+        # vLLM's queue/prefill/decode/e2e buckets start at 0.3 s; a tiny model's are ms
+        "--custom-histogram-buckets",
+        json.dumps({"request_latency": REQUEST_LATENCY_BUCKETS_S}),
         "--host",
         HOST,
         "--port",
         str(port),
     ]
-    env = offline_env(install, VLLM_CPU_KVCACHE_SPACE="1")
+    env = offline_env(install, VLLM_CPU_KVCACHE_SPACE="1", VLLM_SERVER_DEV_MODE="1")
     t0 = time.monotonic()
     proc, log_path = launch("vllm", argv, env, install)
     server = Server("vLLM", port, str(install.model), proc, log_path, install)

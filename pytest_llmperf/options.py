@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from pytest_llmperf.client.endpoint import Timeouts, normalize_base_url
 from pytest_llmperf.client.openai import ApiKind
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.server_metrics.source import parse_option
 from pytest_llmperf.session_tokenizer import check_tokenizer_option
 
 __all__ = [
@@ -55,6 +56,7 @@ class OptionDef:
     flag: str
     help: str
     default: str | None = None
+    switch: bool = False  # given without a value on the command line (ini: true/false)
 
     @property
     def dest(self) -> str:
@@ -154,6 +156,25 @@ OPTIONS: tuple[OptionDef, ...] = (
         "4",
     ),
     OptionDef(
+        "--llm-server-metrics",
+        "the server's own Prometheus metrics in every run: auto (default: the endpoint's "
+        "/metrics where it answers, every 1 s), off, a /metrics URL (e.g. one worker behind "
+        "a router), or SECONDS between samples",
+        "auto",
+    ),
+    OptionDef(
+        "--llm-reset-cache",
+        "reset the server's prefix cache before each gated run where it offers that "
+        "(vLLM POST /reset_prefix_cache in dev mode, SGLang /flush_cache): auto (default) or off",
+        "auto",
+    ),
+    OptionDef(
+        "--llm-baseline-strict",
+        "a baseline, history or reference comparison across different server fingerprints "
+        "is a usage error (default: flagged comparable: false)",
+        switch=True,
+    ),
+    OptionDef(
         "--llm-inconclusive",
         "what an inconclusive SLO does to its test: fail (default), "
         "warn (pass with a warning) or skip",
@@ -196,6 +217,9 @@ class LlmPerfOptions:
     progress_auto: bool = True  # auto: an updating line on a terminal, plain lines otherwise
     ab_threshold: str = "5%"
     ab_blocks: int = 4
+    server_metrics: str = "auto"  # --llm-server-metrics: auto, off, a URL or seconds (checked)
+    reset_cache: bool = True  # --llm-reset-cache=auto
+    baseline_strict: bool = False
 
     @classmethod
     def resolve(cls, get: Callable[[OptionDef], Any]) -> LlmPerfOptions:
@@ -269,6 +293,10 @@ class LlmPerfOptions:
             progress_auto=progress_auto,
             ab_threshold=raw["llm_ab_threshold"] or "5%",
             ab_blocks=ab_blocks,
+            server_metrics=_server_metrics(raw["llm_server_metrics"]),
+            reset_cache=_choice("--llm-reset-cache", raw["llm_reset_cache"], ("auto", "off"))
+            == "auto",
+            baseline_strict=_switch("--llm-baseline-strict", raw["llm_baseline_strict"]),
         )
 
 
@@ -304,6 +332,33 @@ def _progress(value: Any) -> tuple[float | None, bool]:
     if not seconds > 0:
         raise LlmPerfUsageError(f"must be > 0 seconds, got {value!r}", where="--llm-progress")
     return seconds, False
+
+
+def _server_metrics(value: Any) -> str:
+    """``--llm-server-metrics``: ``auto``, ``off``, an http(s) URL or seconds between samples
+    (checked by :func:`~pytest_llmperf.server_metrics.source.parse_option`, kept as written)."""
+    text = str(value or "auto").strip()
+    parse_option(text)
+    return text.lower() if text.lower() in ("auto", "off") else text
+
+
+def _choice(option: str, value: Any, choices: tuple[str, ...]) -> str:
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise LlmPerfUsageError(f"must be one of {', '.join(choices)}, got {value!r}", where=option)
+    return text
+
+
+def _switch(option: str, value: Any) -> bool:
+    """A switch: given on the command line, or ``true``/``false`` as an ini value."""
+    if value is None or value is False:
+        return False
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", ""):
+        return False
+    raise LlmPerfUsageError(f"expected true or false, got {value!r}", where=option)
 
 
 def _request_extra(value: Any) -> dict[str, Any]:

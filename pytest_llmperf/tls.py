@@ -17,12 +17,15 @@ used, and a self-signed or unknown certificate fails each request as a
 
 from __future__ import annotations
 
+import functools
 import os
 import ssl
 
+import httpx
+
 from pytest_llmperf.errors import LlmPerfUsageError
 
-__all__ = ["tls_verify"]
+__all__ = ["tls_context", "tls_verify"]
 
 
 def tls_verify() -> ssl.SSLContext | bool:
@@ -38,3 +41,23 @@ def tls_verify() -> ssl.SSLContext | bool:
             f"cannot load CA certificates from SSL_CERT_FILE={cafile!r} / "
             f"SSL_CERT_DIR={capath!r}: {exc}"
         ) from None
+
+
+def tls_context() -> ssl.SSLContext:
+    """The context the httpx-based clients verify with, built once per trust setting.
+
+    Building one loads the whole CA bundle (13–16 ms), and a metadata client is
+    opened for every call site (each run's server-metrics sampler among them): one
+    context per process instead of one per client. Without ``SSL_CERT_FILE`` /
+    ``SSL_CERT_DIR`` it is httpx's own default; a bad file is the usage error of
+    :func:`tls_verify` (never cached).
+    """
+    return _context(os.environ.get("SSL_CERT_FILE") or None, os.environ.get("SSL_CERT_DIR") or None)
+
+
+@functools.lru_cache(maxsize=8)
+def _context(cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    verify = tls_verify()
+    if isinstance(verify, ssl.SSLContext):
+        return verify
+    return httpx.create_ssl_context()

@@ -14,7 +14,10 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 class LoopbackServer(Protocol):
@@ -98,3 +101,37 @@ async def read_request(reader: asyncio.StreamReader) -> ReceivedRequest:
     size = int(headers.get("content-length", "0") or 0)
     body = await reader.readexactly(size) if size else b""
     return ReceivedRequest(method, path, headers, body, received)
+
+
+ServeApp = Callable[["web.Application"], str]
+
+
+@contextlib.contextmanager
+def aiohttp_apps() -> Iterator[ServeApp]:
+    """``serve(app)`` -> the root URL of an aiohttp ``app`` listening on a free port of
+    127.0.0.1 (in a thread of the test process), until the block ends. A handler whose
+    client went away is cancelled, as the simulator's are."""
+    from aiohttp import web
+
+    with contextlib.ExitStack() as stack:
+
+        def start(app: web.Application) -> str:
+            found: list[str] = []
+
+            @contextlib.asynccontextmanager
+            async def listening() -> AsyncIterator[None]:
+                runner = web.AppRunner(
+                    app, handler_cancellation=True, access_log=None, shutdown_timeout=0.2
+                )
+                await runner.setup()
+                await web.TCPSite(runner, "127.0.0.1", 0).start()
+                found.append(f"http://127.0.0.1:{runner.addresses[0][1]}")
+                try:
+                    yield
+                finally:
+                    await runner.cleanup()
+
+            stack.enter_context(running_in_thread(listening, "stub server"))
+            return found[0]
+
+        yield start

@@ -8,12 +8,18 @@ bounded, transient answers retried); :func:`counter_deltas` turns two
 scrapes around a run into per-run counts. A server without ``/metrics``
 yields ``None``; one whose ``/metrics`` hangs, trickles or keeps failing is
 the metadata client's usage error naming the call, never a hang.
+
+The page is read by the server-metrics package's exposition parser
+(:func:`pytest_llmperf.server_metrics.exposition.parse_scrape`, which is
+``prometheus_client``'s parser), so this flat view and every run's
+``server_metrics`` read a page the same way. Every run already samples
+``/metrics`` itself (:mod:`pytest_llmperf.server_metrics`); this module stays
+for the procedures that compare scrapes around whole runs (memory pressure).
 """
 
 from __future__ import annotations
 
-import math
-import re
+import time
 from collections.abc import Mapping
 
 from pytest_llmperf.client.endpoint import Endpoint
@@ -22,8 +28,9 @@ from pytest_llmperf.client.metadata import (
     CallLimits,
     MetadataCallError,
     MetadataClient,
-    server_root,
 )
+from pytest_llmperf.server_metrics.exposition import ScrapeFailure, flatten, parse_scrape
+from pytest_llmperf.server_metrics.source import metrics_url
 
 __all__ = ["PREEMPTIONS", "counter_deltas", "metrics_url", "parse_prometheus", "scrape_metrics"]
 
@@ -31,31 +38,14 @@ PREEMPTIONS = "vllm:num_preemptions_total"
 KV_USAGE = "vllm:kv_cache_usage_perc"
 PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
 PREFIX_HITS = "vllm:prefix_cache_hits_total"
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-
-
-def metrics_url(base_url: str) -> str:
-    """``http://h:p/v1`` -> ``http://h:p/metrics``."""
-    return server_root(base_url) + "/metrics"
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Each metric name's value summed over its label sets (comments and bad lines skipped)."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if not match:
-            continue
-        try:
-            value = float(match.group(3))
-        except ValueError:
-            continue
-        if math.isnan(value):
-            continue
-        out[match.group(1)] = out.get(match.group(1), 0.0) + value
-    return out
+    """Each metric's value summed over its label sets: counters by their ``_total`` name,
+    gauges, a histogram's ``_sum`` and ``_count`` (lines the parser cannot read are
+    skipped; a body that is not Prometheus text at all gives ``{}``)."""
+    scrape = parse_scrape(text, time.monotonic_ns())
+    return {} if isinstance(scrape, ScrapeFailure) else flatten(scrape)
 
 
 async def scrape_metrics(endpoint: Endpoint, *, timeout_s: float = 5.0) -> dict[str, float] | None:

@@ -258,7 +258,7 @@ class Endpoint:
         """
         from pytest_llmperf.client.fdlimits import connection_budget, ensure_descriptors
         from pytest_llmperf.client.http1 import check_request_headers
-        from pytest_llmperf.tls import tls_verify
+        from pytest_llmperf.tls import tls_context
 
         headers = self.headers()
         try:
@@ -277,7 +277,7 @@ class Endpoint:
             keepalive_expiry=30.0,
         )
         t = self.timeouts
-        transport = httpx.AsyncHTTPTransport(verify=tls_verify(), limits=limits, trust_env=False)
+        transport = httpx.AsyncHTTPTransport(verify=tls_context(), limits=limits, trust_env=False)
         return httpx.AsyncClient(
             transport=transport,
             timeout=httpx.Timeout(connect=t.connect, read=t.stall, write=t.stall, pool=None),

@@ -149,6 +149,10 @@ class ChunkInfo:
     marks that last case: vLLM also ends so when its last token is a partial
     character, and only the usage at the end of the stream can tell the two
     apart (:mod:`pytest_llmperf.client.request` settles it there).
+    ``timing`` is the server's own timing object of the request (vLLM's
+    ``metrics``, llama.cpp's ``timings``; :mod:`pytest_llmperf.client.server_timing`),
+    looked for only on a chunk with ``usage`` or a ``finish_reason``: the end of a
+    stream, or a whole answer.
     """
 
     event: bool = False
@@ -157,6 +161,7 @@ class ChunkInfo:
     output: bool = False
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    timing: dict[str, Any] | None = None
     error: str | None = None
     done: bool = False
     blank_finish: bool = False
@@ -193,37 +198,53 @@ def parse_chunk(data: str) -> ChunkInfo:
     if obj.get("error"):
         return ChunkInfo(error=error_message(obj))
     usage = obj.get("usage")
-    if usage.__class__ is not dict:
-        usage = None
+    if usage.__class__ is dict:  # the stream's last chunk (or a whole answer): timings ride here
+        timing = _server_timing(obj)
+    else:
+        usage = timing = None
     choices = obj.get("choices")
     if not choices:
-        return ChunkInfo(usage=usage)
+        return ChunkInfo(usage=usage, timing=timing)
     choice = choices[0]
     if choice.__class__ is not dict:
-        return ChunkInfo(usage=usage)
+        return ChunkInfo(usage=usage, timing=timing)
     finish = choice.get("finish_reason")
+    if finish and timing is None:  # llama.cpp's last chunk when no usage was asked for
+        timing = _server_timing(obj)
     delta = choice.get("delta")
     if delta.__class__ is dict:
         content = delta.get("content")
         if len(delta) == 1 and content.__class__ is str:
             # the common chunk, {"content": "..."}: no further look-ups
             if content:
-                return ChunkInfo(True, True, False, True, finish, usage)
+                return ChunkInfo(True, True, False, True, finish, usage, timing)
             if not finish:  # an empty token delta (vLLM: a partial character)
-                return ChunkInfo(True, False, False, False, finish, usage)
-            return ChunkInfo(False, False, False, False, finish, usage, blank_finish=True)
-        return _delta_info(delta, content, finish, usage)
+                return ChunkInfo(True, False, False, False, finish, usage, timing)
+            return ChunkInfo(False, False, False, False, finish, usage, timing, blank_finish=True)
+        return _delta_info(delta, content, finish, usage, timing)
     text = choice.get("text")
     if text.__class__ is str:  # completions
         if text:
-            return ChunkInfo(True, True, False, True, finish, usage)
+            return ChunkInfo(True, True, False, True, finish, usage, timing)
         if not finish:
-            return ChunkInfo(True, False, False, False, finish, usage)
-        return ChunkInfo(False, False, False, False, finish, usage, blank_finish=True)
+            return ChunkInfo(True, False, False, False, finish, usage, timing)
+        return ChunkInfo(False, False, False, False, finish, usage, timing, blank_finish=True)
     message = choice.get("message")
     if message.__class__ is dict:  # a non-streamed chat answer
-        return _delta_info(message, message.get("content"), finish, usage, whole=True)
-    return ChunkInfo(False, False, False, False, finish, usage)
+        return _delta_info(message, message.get("content"), finish, usage, timing, whole=True)
+    return ChunkInfo(False, False, False, False, finish, usage, timing)
+
+
+def _server_timing(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The server's timing object of the request: vLLM's ``metrics``, llama.cpp's
+    ``timings`` (only ever looked for on the chunk that ends a stream)."""
+    found = obj.get("metrics")
+    if found.__class__ is not dict:
+        found = obj.get("timings")
+        if found.__class__ is not dict:
+            return None
+    timing: dict[str, Any] = found
+    return timing
 
 
 def _delta_info(
@@ -231,6 +252,7 @@ def _delta_info(
     content: Any,
     finish: str | None,
     usage: dict[str, Any] | None,
+    timing: dict[str, Any] | None,
     *,
     whole: bool = False,
 ) -> ChunkInfo:
@@ -247,14 +269,14 @@ def _delta_info(
     thinking = has_reasoning and bool(reasoning)
     if answer or thinking:
         output = text or thinking or (has_tools and _has_arguments(tools))
-        return ChunkInfo(True, answer, thinking, output, finish, usage)
+        return ChunkInfo(True, answer, thinking, output, finish, usage, timing)
     # Only empty strings (or nothing) from here on.
     if not (has_content or has_reasoning) or whole or "role" in delta:
         # the role-only opening chunk, or a finish-only chunk
-        return ChunkInfo(False, False, False, False, finish, usage)
+        return ChunkInfo(False, False, False, False, finish, usage, timing)
     if finish:  # "" beside the finish: a token only if the usage says so
-        return ChunkInfo(False, False, False, False, finish, usage, blank_finish=True)
-    return ChunkInfo(True, False, False, False, finish, usage)  # an empty token delta
+        return ChunkInfo(False, False, False, False, finish, usage, timing, blank_finish=True)
+    return ChunkInfo(True, False, False, False, finish, usage, timing)  # an empty token delta
 
 
 def _has_arguments(calls: Any) -> bool:

@@ -64,6 +64,17 @@ class RequestRecord:
     second (0 when there was none). ``has_output`` is set by the first
     non-empty piece of the reply (answer text, reasoning text, tool-call
     arguments): a stream that ends without one is ``empty_response``.
+
+    The server's own timings of the request, where its response says them
+    (:mod:`~pytest_llmperf.client.server_timing`; None where it does not), in
+    milliseconds of the server's clock: ``server_queue_ms`` (queued until first
+    scheduled: vLLM's ``queue_time_ms``; llama.cpp reports none),
+    ``server_ttft_ms`` (first scheduled until the first token: vLLM's
+    ``time_to_first_token_ms``, llama.cpp's ``prompt_ms`` — the engine's
+    prefill, not the client's TTFT), ``server_decode_ms`` (first to last token)
+    and ``server_mean_itl_ms`` (that over the output tokens less one), and
+    speculative decoding's ``server_spec_accepted`` / ``server_spec_draft``
+    draft tokens.
     """
 
     index: int
@@ -96,6 +107,12 @@ class RequestRecord:
     connection_retries: int = 0
     t_resend: int = 0
     has_output: bool = False
+    server_queue_ms: float | None = None
+    server_ttft_ms: float | None = None
+    server_decode_ms: float | None = None
+    server_mean_itl_ms: float | None = None
+    server_spec_accepted: int | None = None
+    server_spec_draft: int | None = None
 
     @property
     def ok(self) -> bool:

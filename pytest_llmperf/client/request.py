@@ -51,6 +51,7 @@ from pytest_llmperf.client.openai import (
     parse_chunk,
 )
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
+from pytest_llmperf.client.server_timing import apply_server_timing
 from pytest_llmperf.client.sse import SSEParser
 from pytest_llmperf.client.stream_client import StreamClient, TransportFailure
 from pytest_llmperf.redaction import scrub
@@ -404,6 +405,8 @@ def _on_event(data: str, now: int, record: RequestRecord) -> ChunkInfo | None:
         return None
     if info.usage:
         _apply_usage(record, info.usage)
+        if info.timing is not None:  # vLLM's per-request metrics ride on the usage chunk
+            apply_server_timing(record, info.timing)
     if info.event:
         _token_event(record, now)
         if info.output:
@@ -414,6 +417,8 @@ def _on_event(data: str, now: int, record: RequestRecord) -> ChunkInfo | None:
             record.reasoning_events += 1
     if info.finish_reason:
         record.finish_reason = info.finish_reason
+        if info.timing is not None:  # llama.cpp's, on the finish chunk when usage was not asked
+            apply_server_timing(record, info.timing)
     return info
 
 
@@ -438,6 +443,8 @@ def _apply_whole(raw: bytes, now: int, record: RequestRecord) -> None:
         record.fail(ErrorKind.STREAM_ERROR, info.error, now=now)
         return
     _apply_usage(record, info.usage)
+    if info.timing is not None:
+        apply_server_timing(record, info.timing)
     if not info.output:  # no text, reasoning or tool-call arguments, whatever the usage says
         record.fail(ErrorKind.EMPTY, _empty_detail(record, whole=True), now=now)
         return

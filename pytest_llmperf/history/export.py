@@ -1,7 +1,7 @@
 """``export``: every stored session and run, as JSON or CSV.
 
-JSON: ``{"schema_version": N, "sessions": [{...session, "runs": [{...run,
-"state": {...}}]}]}`` (states included: lossless). CSV: one row per run, the
+JSON: ``{"schema_version": N, "sessions": [{...session, "fingerprint": {...} |
+null, "runs": [{...run, "state": {...}}]}]}`` (states included: lossless). CSV: one row per run, the
 identity columns, the counts, then each metric flattened to ``metric.stat``
 (``ttft.p50``) or ``metric`` for a rate; an empty cell is a missing value.
 """
@@ -50,6 +50,7 @@ def export_json(store: HistoryStore) -> str:
             "endpoint": s.endpoint,
             "machine": s.machine,
             "options": s.options,
+            "fingerprint": s.fingerprint,
             "runs": runs.get(s.id, []),
         }
         for s in store.sessions()

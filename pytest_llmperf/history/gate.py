@@ -15,12 +15,25 @@ rerun of a test, or a parallel job that finishes meanwhile, never becomes
 its own baseline. Fewer than ``N`` comparable runs: compared with what there
 is; none: ``no history yet``, an inconclusive note (never a failure), like a
 test missing from a baseline file.
+
+Server fingerprints (:mod:`pytest_llmperf.server_metrics.fingerprint`): once the
+plugin hands the gate this session's (:meth:`HistoryGate.check_comparability`),
+every comparison says whether the stored runs it merged were measured on the
+same server configuration and machine: ``comparable`` false and ``differs``
+when any of their sessions' fingerprints differs (each difference once), null
+when one of them has none stored (sessions stored before fingerprints) and none
+differs. ``--llm-baseline-strict`` never compares across fingerprints: runs of
+sessions with another fingerprint are left out of the merge (the last ``N``
+that remain, looked for among the last ``4N`` comparable runs); none left is
+the inconclusive note, naming what differs. The session-level answer compares
+with the newest stored session's fingerprint and never raises: which runs
+count is decided per test.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -28,6 +41,11 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.history.records import StoredRun, comparison_key
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.server_metrics.fingerprint import (
+    comparability,
+    comparability_text,
+    fingerprint_diff,
+)
 from pytest_llmperf.slo.comparison import BaselineSource, Reference
 
 __all__ = [
@@ -39,6 +57,7 @@ __all__ = [
 ]
 
 DEFAULT_HISTORY_RUNS = 5
+STRICT_WINDOW = 4  # --llm-baseline-strict: same-fingerprint runs among the last 4N
 _OPTION = "--llm-baseline-compare"
 _SPEC = re.compile(r"^history(?::(?P<n>.*))?$")
 
@@ -134,6 +153,9 @@ class HistoryGate(BaselineSource):
         self._latest = dict(latest or {})
         self.path = f"history (last {n} comparable runs in {where})"
         self._described: dict[str, dict[str, str]] = {}
+        self.current_fingerprint: dict[str, Any] | None = None  # this session's
+        self.strict = False  # --llm-baseline-strict: never merge across fingerprints
+        self._differs: dict[str, str] = {}  # nodeid -> "NOT COMPARABLE, …" for describe()
 
     @classmethod
     def open(cls, target: str, n: int) -> HistoryGate:
@@ -145,7 +167,15 @@ class HistoryGate(BaselineSource):
             sessions = store.sessions()
             where = store.where
         last = sessions[-1] if sessions else None
-        latest = {"started_at": last.started_at, "endpoint": last.endpoint} if last else None
+        latest = (
+            {
+                "started_at": last.started_at,
+                "endpoint": last.endpoint,
+                "fingerprint": last.fingerprint,
+            }
+            if last
+            else None
+        )
         return cls(
             lambda: HistoryStore.open(target),
             where,
@@ -162,15 +192,42 @@ class HistoryGate(BaselineSource):
     def endpoint(self) -> dict[str, Any]:
         return dict(self._latest.get("endpoint") or {})
 
+    @property
+    def fingerprint(self) -> dict[str, Any] | None:
+        """The newest stored session's fingerprint (None: none, or stored without one)."""
+        found = self._latest.get("fingerprint")
+        return dict(found) if isinstance(found, dict) and found else None
+
+    def check_comparability(
+        self, current: Mapping[str, Any] | None, *, strict: bool = False
+    ) -> dict[str, Any]:
+        """Note this session's fingerprint for every comparison to come, and compare it
+        with the newest stored session's (``{"comparable", "differs", "note"}``); never
+        raises: with ``strict``, runs of other fingerprints are left out per test."""
+        self.current_fingerprint = dict(current) if current else None
+        self.strict = strict
+        result = comparability(
+            self.fingerprint, current, source=f"the newest session in {self.where}"
+        )
+        if strict and result["comparable"] is False:
+            result["note"] += (
+                "; --llm-baseline-strict: only runs of sessions with this session's "
+                "fingerprint are compared"
+            )
+        return result
+
     def describe(self, nodeid: str) -> str:
         """What ``nodeid``'s runs were compared with, for the failure message."""
         by_run = self._described.get(nodeid, {})
         texts = sorted(set(by_run.values()))
+        differs = self._differs.get(nodeid, "")
+        tail = f", {differs}" if differs else ""
         if not texts:
-            return self.path
+            return self.path + tail
         if len(texts) == 1:
-            return f"{texts[0]} in {self.where}"
-        return "; ".join(f"[{run}] {text}" for run, text in by_run.items()) + f" in {self.where}"
+            return f"{texts[0]} in {self.where}{tail}"
+        runs = "; ".join(f"[{run}] {text}" for run, text in by_run.items())
+        return f"{runs} in {self.where}{tail}"
 
     def references(
         self, nodeid: str, results: Sequence[RunResult], endpoint: Mapping[str, Any]
@@ -178,22 +235,68 @@ class HistoryGate(BaselineSource):
         """Each run against its last ``n`` comparable stored runs, merged (the store open
         while it yields)."""
         described = self._described.setdefault(nodeid, {})
+        current = self.current_fingerprint
+        strict = self.strict and current is not None
+        window = self.n * STRICT_WINDOW if strict else self.n
         with self._open() as store:
             for result in results:
                 key = comparison_key(
                     endpoint.get("model"), endpoint.get("api"), result.load, result.workload
                 )
-                runs = store.comparable(nodeid, key, self.n, before_session=self.before_session)
+                runs = store.comparable(nodeid, key, window, before_session=self.before_session)
+                left_out: list[str] = []
+                if strict and current is not None:
+                    found = [(r, _differs(r, current)) for r in runs]
+                    left_out = _union(d for _, d in found)
+                    runs = [r for r, d in found if not d][-self.n :]
                 if not runs:
-                    yield Reference(
-                        f"history (0 of {self.n} runs)",
-                        reason=f"no history yet: no earlier comparable run of {nodeid} "
+                    reason = (
+                        f"no history yet: no earlier comparable run of {nodeid} "
                         f"[{result.label}] in {self.where} (same model, API, load and "
-                        "workload)",
+                        "workload)"
                     )
+                    if left_out:
+                        reason = (
+                            f"no earlier run of {nodeid} [{result.label}] in {self.where} "
+                            "was measured with this session's server fingerprint "
+                            f"(--llm-baseline-strict; the others differ: {'; '.join(left_out)})"
+                        )
+                    yield Reference(f"history (0 of {self.n} runs)", reason=reason)
                     continue
                 merged = MetricsAccumulator()
                 for run in runs:
                     merged.merge(run.accumulator())
                 described[result.label] = what = describe_runs(runs, self.n)
-                yield Reference(what, merged)
+                marks = _runs_comparability(runs, current)
+                if marks is not None and marks["comparable"] is False:
+                    self._differs[nodeid] = comparability_text(marks)
+                yield Reference(what, merged, comparability=marks)
+
+
+def _differs(run: StoredRun, current: Mapping[str, Any]) -> list[str]:
+    """What differs from ``run``'s session's fingerprint to ``current`` (none when the
+    session stored no fingerprint: unknown is not different)."""
+    return fingerprint_diff(run.fingerprint, current) if run.fingerprint else []
+
+
+def _union(lists: Iterable[list[str]]) -> list[str]:
+    out: list[str] = []
+    for found in lists:
+        out += [d for d in found if d not in out]
+    return out
+
+
+def _runs_comparability(
+    runs: Sequence[StoredRun], current: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """``comparable``/``differs`` of a merge of ``runs`` against ``current``: false when a
+    session's fingerprint differs, null when one has none stored, else true; None when
+    this session's fingerprint is not known."""
+    if current is None:
+        return None
+    differs = _union(_differs(r, current) for r in runs)
+    if differs:
+        return {"comparable": False, "differs": differs}
+    if any(not r.fingerprint for r in runs):
+        return {"comparable": None, "differs": [], "note": "no fingerprint stored"}
+    return {"comparable": True, "differs": []}

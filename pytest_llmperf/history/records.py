@@ -105,24 +105,29 @@ class _SessionFields:
 @dataclass(frozen=True)
 class SessionRecord(_SessionFields):
     """One session, appended in one transaction by
-    :meth:`~pytest_llmperf.history.store.HistoryStore.append_session`."""
+    :meth:`~pytest_llmperf.history.store.HistoryStore.append_session`; ``fingerprint``:
+    its server and machine fingerprint (:mod:`pytest_llmperf.server_metrics.fingerprint`), None
+    when it has none."""
 
     runs: list[RunRecord] = field(default_factory=list)
+    fingerprint: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class SessionInfo(_SessionFields):
     """A stored session: its id (append order), what :class:`SessionRecord` held, and how
-    many runs it stored."""
+    many runs it stored (``fingerprint`` None: stored without one)."""
 
     id: int
     run_count: int
+    fingerprint: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class StoredRun(_RunFields):
     """A run read back: ``when`` is its session's ``started_at``; ``metrics`` the summary
-    (the JSON report's ``metrics``); :meth:`accumulator` decodes the stored state."""
+    (the JSON report's ``metrics``); :meth:`accumulator` decodes the stored state;
+    ``fingerprint`` is its session's (None: stored without one)."""
 
     session_id: int
     when: str
@@ -130,6 +135,7 @@ class StoredRun(_RunFields):
     load: dict[str, Any]
     workload: dict[str, Any]
     state_json: str = field(repr=False, compare=False)
+    fingerprint: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     _decoded: list[MetricsAccumulator] = field(
         default_factory=list, init=False, repr=False, compare=False
     )

@@ -15,6 +15,9 @@ Versions:
    counts, metrics, state: JSON text).
 2. ``runs.load_desc`` and ``runs.workload_desc`` (JSON; ``{}`` for runs stored
    at version 1) and the indexes that ``comparable`` and ``series`` read.
+3. ``sessions.fingerprint`` (JSON, NULL for sessions stored before: no
+   fingerprint, so their comparisons are ``comparable: null``): the session's
+   server and machine fingerprint (:mod:`pytest_llmperf.server_metrics.fingerprint`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ __all__ = [
 ]
 
 APP = "pytest-llmperf"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _PG_LOCK = 7_263_520_114  # pg_advisory_xact_lock key: "migrating an llmperf history"
 
 
@@ -58,6 +61,7 @@ def migrations(dialect: str) -> dict[int, list[str]]:
             "CREATE INDEX runs_by_test_key ON runs (test, run_key, session_id)",
             "CREATE INDEX runs_by_session ON runs (session_id)",
         ],
+        3: ["ALTER TABLE sessions ADD COLUMN fingerprint TEXT"],
     }
 
 

@@ -23,6 +23,7 @@ from pytest_llmperf.history.provenance import machine_info, session_tag
 from pytest_llmperf.history.records import RunRecord, SessionRecord, comparison_key
 from pytest_llmperf.history.store import HistoryStore, describe_target
 from pytest_llmperf.redaction import scrub
+from pytest_llmperf.server_metrics.summary import run_metrics_with_server
 
 __all__ = [
     "HistoryOutcome",
@@ -71,11 +72,13 @@ def build_session_record(
     tag: str | None = None,
     rootdir: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
+    fingerprint: Mapping[str, Any] | None = None,
 ) -> SessionRecord:
     """The record of a session: ``tests`` are the session data's measured tests
     (``SessionData.measured_tests()``), ``endpoint`` the report's endpoint, ``options``
     the plugin's run options, ``tag`` ``--llm-history-tag`` (else CI variables, else git
-    in ``rootdir``)."""
+    in ``rootdir``), ``fingerprint`` the session's server and machine fingerprint
+    (:func:`~pytest_llmperf.server_metrics.fingerprint.session_fingerprint`)."""
     session_endpoint = clean_endpoint(endpoint)
     runs: list[RunRecord] = []
     for entry in tests:
@@ -92,7 +95,7 @@ def build_session_record(
                         test_endpoint.get("model"), test_endpoint.get("api"), load, workload
                     ),
                     counts=dict(run.get("counts") or {}),
-                    metrics=dict(run.get("metrics") or {}),
+                    metrics=run_metrics_with_server(run),
                     state=dict(state),
                     load=load,
                     workload=workload,
@@ -106,6 +109,7 @@ def build_session_record(
         machine=machine_info(),
         options=dict(options),
         runs=runs,
+        fingerprint=dict(fingerprint) if fingerprint else None,
     )
 
 
@@ -146,6 +150,7 @@ def history_at_session_end(
     started_at: str,
     tag: str | None,
     rootdir: str | os.PathLike[str] | None,
+    fingerprint: Mapping[str, Any] | None = None,
 ) -> HistoryOutcome:
     """The plugin's one call: build the session's record and append it; never raises."""
     try:
@@ -156,6 +161,7 @@ def history_at_session_end(
             started_at=started_at,
             tag=tag,
             rootdir=rootdir,
+            fingerprint=fingerprint,
         )
     except Exception as exc:
         where = describe_target(target)

@@ -42,15 +42,15 @@ T = TypeVar("T")
 # A row becomes a SessionInfo or a StoredRun field by field, in the dataclass's order
 # (its base's fields first); these columns hold JSON text.
 _JSON_FIELDS = frozenset(
-    {"endpoint", "machine", "options", "counts", "metrics", "load", "workload"}
+    {"endpoint", "machine", "options", "counts", "metrics", "load", "workload", "fingerprint"}
 )
 _SESSION_COLUMNS = (
     "s.started_at, s.finished_at, s.tag, s.endpoint, s.machine, s.options, s.id, "
-    "(SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id)"
+    "(SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id), s.fingerprint"
 )
 _RUN_COLUMNS = (
     "r.test, r.label, r.outcome, r.run_key, r.counts, r.metrics, "
-    "r.session_id, s.started_at, s.tag, r.load_desc, r.workload_desc, r.state"
+    "r.session_id, s.started_at, s.tag, r.load_desc, r.workload_desc, r.state, s.fingerprint"
 )
 _RUN_FROM = "FROM runs r JOIN sessions s ON s.id = r.session_id"
 _ORDER = "ORDER BY r.session_id, r.id"
@@ -63,7 +63,10 @@ def _dumps(value: Any) -> str:
 def _build(make: type[T], row: Sequence[Any]) -> T:
     names = [f.name for f in fields(make) if f.init]  # type: ignore[arg-type]
     return make(
-        **{n: json.loads(v) if n in _JSON_FIELDS else v for n, v in zip(names, row, strict=True)}
+        **{
+            n: json.loads(v) if n in _JSON_FIELDS and v is not None else v
+            for n, v in zip(names, row, strict=True)
+        }
     )
 
 
@@ -116,6 +119,7 @@ class HistoryStore:
             _dumps(record.endpoint),
             _dumps(record.machine),
             _dumps(record.options),
+            _dumps(record.fingerprint) if record.fingerprint else None,
         )
         runs = [
             (
@@ -134,8 +138,8 @@ class HistoryStore:
 
         def append(q: Query) -> int:
             (row,) = q(
-                "INSERT INTO sessions (started_at, finished_at, tag, endpoint, machine, options) "
-                "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                "INSERT INTO sessions (started_at, finished_at, tag, endpoint, machine, options, "
+                "fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 session_row,
             )
             session_id = int(row[0])

@@ -29,6 +29,8 @@ from pytest_llmperf.history.records import SeriesPoint, comparison_key, metric_v
 from pytest_llmperf.history.session import clean_endpoint
 from pytest_llmperf.history.store import HistoryStore, describe_target
 from pytest_llmperf.redaction import scrub
+from pytest_llmperf.server_metrics.summary import run_metrics_with_server
+from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind, metric_kind
 from pytest_llmperf.svg import PALETTE, Band, Series, line_chart
 
 __all__ = [
@@ -73,7 +75,9 @@ class TrendSeries:
     @property
     def title(self) -> str:
         name = _NAMES.get(self.metric, self.metric)
-        return f"{name} {self.stat}" if self.metric in _LATENCIES else name
+        kind = metric_kind(self.metric)
+        with_stat = self.metric in _LATENCIES or kind not in (None, MetricKind.VALUE)
+        return f"{name} {self.stat}" if with_stat else name
 
     @property
     def labels(self) -> list[str]:
@@ -106,6 +110,9 @@ def unit_of(metric: str) -> str:
     """``ms`` for a latency, ``/s`` for a throughput, ``fraction`` for a rate, else ``""``."""
     if metric in _LATENCIES:
         return "ms"
+    if metric in COMMON_METRICS:  # the server's own: ms, fraction or a count
+        unit = COMMON_METRICS[metric][1]
+        return "" if unit == "count" else unit
     if metric.endswith("throughput"):
         return "/s"
     if metric in ("error_rate", "goodput"):
@@ -358,7 +365,7 @@ def _current_runs(
             dict(run.get("load") or {}),
             dict(run.get("workload") or {}),
         )
-        out.append((str(run.get("label") or f"run{i}"), key, dict(run.get("metrics") or {})))
+        out.append((str(run.get("label") or f"run{i}"), key, run_metrics_with_server(run)))
     return out
 
 

@@ -22,6 +22,7 @@ below ``methodology`` with no import going up.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,6 +39,7 @@ from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.metrics.event_log import read_records
+from pytest_llmperf.server_metrics.source import ServerMetricsSource
 from pytest_llmperf.specs.load import LoadPattern, SampleOrderMode
 from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.specs.slo import request_limits
@@ -66,6 +68,8 @@ class LoadGenerator:
         tokenizer: Tokenizer | None = None,
         progress: ProgressSink | None = None,
         ray: RayCluster | None = None,
+        server_metrics: ServerMetricsSource | None = None,
+        reset_cache: Callable[[Endpoint], dict[str, Any]] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.spec = spec
@@ -78,6 +82,8 @@ class LoadGenerator:
         self.progress = progress  # --llm-progress: where each run's live progress goes
         self.observers = list(observers)
         self.on_result = on_result
+        self.server_metrics = server_metrics  # --llm-server-metrics: scraped around each run
+        self.reset_cache = reset_cache  # --llm-reset-cache=auto: before each gated run
         self.results: list[RunResult] = []
         self.analyses: list[dict[str, Any]] = []
         self._current: LoadRun | None = None
@@ -160,7 +166,12 @@ class LoadGenerator:
         only) and land in the test's reports. ``workers`` overrides
         ``--llm-workers`` for this run (local processes, also under ``ray:N``).
         """
+        cache_reset = None
+        if gate and self.reset_cache is not None:
+            # blocking, bounded calls: off the loop so nothing else on it is held up
+            cache_reset = await asyncio.to_thread(self.reset_cache, self.endpoint)
         result = await self.execute_spec(spec, label=label, observers=observers, workers=workers)
+        result.cache_reset = cache_reset
         self.keep(result, gate=gate)
         if result.stop_reason is StopReason.SIGINT:
             # The run drained gracefully and its result is kept; now stop the session.
@@ -207,6 +218,7 @@ class LoadGenerator:
             events_path=events_path,
             workers=workers,
             ray=ray,
+            server_metrics=self.server_metrics,
         )
         self._current = run
         try:
@@ -257,6 +269,10 @@ class LoadGenerator:
         other = copy.copy(self)  # shares results, analyses and on_result with this one
         other.endpoint = endpoint
         other.observers = list(self.observers)
+        if endpoint.base_url != self.endpoint.base_url:
+            # this server's /metrics and cache reset say nothing of another server's
+            other.server_metrics = None
+            other.reset_cache = None
         other._current = None
         return other
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from pytest_llmperf.metrics.accumulator import LATENCY_METRICS, RATE_METRICS, MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.server_metrics import per_request
+from pytest_llmperf.server_metrics.summary import ServerMetrics
 from pytest_llmperf.specs.stages import Stage
 
 __all__ = ["TOKEN_LENGTH_TOLERANCE", "RunResult", "StopReason", "token_length_warnings"]
@@ -90,6 +92,11 @@ class RunResult:
     events_path: str | None = None
     stage_plan: tuple[Stage, ...] = ()
     stage_sends: list[int] = field(default_factory=list)
+    # the server's own metrics over the run (--llm-server-metrics), and over each stage
+    server_metrics: ServerMetrics | None = None
+    stage_server_metrics: list[ServerMetrics] = field(default_factory=list)
+    # what --llm-reset-cache did before the run: {"done": bool, "how": str, "why": str}
+    cache_reset: dict[str, Any] | None = None
 
     @property
     def metrics(self) -> Mapping[str, LatencyHistogram | float]:
@@ -142,6 +149,9 @@ class RunResult:
             started_at=self.started_at,
             label=f"{self.label} stage {index}" if self.label else f"stage {index}",
             gated=self.gated,
+            server_metrics=(
+                self.stage_server_metrics[index] if index < len(self.stage_server_metrics) else None
+            ),
         )
 
     @property
@@ -173,6 +183,11 @@ class RunResult:
             entry["achieved_rate"] = round(sends / stage.duration_s, 6)
             entry["counts"] = acc.counts()
             entry["metrics"] = acc.summary()
+            if k < len(self.stage_server_metrics):
+                entry["server_metrics"] = self.stage_server_metrics[k].to_dict()
+            split = per_request.ttft_split(acc)
+            if split is not None:
+                entry["ttft_split"] = split
             if stage.slos:
                 entry["slo"] = [slo.expr for slo in stage.slos]
             out.append(entry)
@@ -187,8 +202,16 @@ class RunResult:
             for k, acc in sorted(self.accumulator.turns.items())
         ]
 
+    @property
+    def ttft_split(self) -> dict[str, Any] | None:
+        """Where the TTFT went: each request's split into client queue, server queue,
+        engine and the remainder, where the responses carried the server's own timings
+        (:func:`pytest_llmperf.server_metrics.per_request.ttft_split`); None otherwise."""
+        return per_request.ttft_split(self.accumulator)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON report's ``runs[]`` entry."""
+        split = self.ttft_split
         return {
             "label": self.label,
             "load": self.load,
@@ -205,6 +228,9 @@ class RunResult:
             "stop_reason": self.stop_reason.value if self.stop_reason else "",
             "events": self.events_path,
             "gated": self.gated,
+            "server_metrics": self.server_metrics.to_dict() if self.server_metrics else None,
+            **({"cache_reset": self.cache_reset} if self.cache_reset is not None else {}),
             **({"stages": self.stages} if self.stage_plan else {}),
             **({"turns": self.turns} if self.accumulator.turns else {}),
+            **({"ttft_split": split} if split is not None else {}),
         }

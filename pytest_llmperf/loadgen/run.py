@@ -14,7 +14,10 @@ drained at the end).
 - issuing in this process on the pattern's clock and the drain:
   :mod:`~pytest_llmperf.loadgen.issue.local` and :mod:`~pytest_llmperf.loadgen.issue.issuer`;
 - where records go (metrics, event log, observers): :mod:`~pytest_llmperf.loadgen.issue.delivery`;
-- was the generator the bottleneck: :mod:`~pytest_llmperf.loadgen.self_check`.
+- was the generator the bottleneck: :mod:`~pytest_llmperf.loadgen.self_check`;
+- the server's own metrics over the run (``server_metrics``: its ``/metrics``
+  scraped at the start, every interval and at the end, in a thread of its own,
+  off the request path): :mod:`~pytest_llmperf.server_metrics`.
 
 It knows no pools: with ``workers > 1`` (or ``ray``) the dispatcher splits the
 same plan across processes and merges them exactly into this run.
@@ -53,6 +56,10 @@ from pytest_llmperf.loadgen.scale_out.dispatcher import Dispatcher
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.loadgen.self_check import generator_self_check
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.server_metrics.per_request import server_metrics_from_requests
+from pytest_llmperf.server_metrics.sampler import ServerMetricsRecording, ServerMetricsSampler
+from pytest_llmperf.server_metrics.source import ServerMetricsSource
+from pytest_llmperf.server_metrics.summary import with_response_timings
 
 __all__ = ["LoadRun", "run_load"]
 
@@ -89,6 +96,7 @@ class LoadRun:
         share: ScheduleShare | None = None,
         handle_sigint: bool = True,
         ray: RayCluster | None = None,
+        server_metrics: ServerMetricsSource | None = None,
     ) -> None:
         self.spec = spec  # as given (callers read it); below here only the plan is used
         self.plan = RunPlan.of(spec, share)
@@ -109,6 +117,7 @@ class LoadRun:
         self.handle_sigint = handle_sigint
         self.ray = ray  # --llm-workers=ray:N: the session's Ray cluster issues the run
         self.dispatcher = Dispatcher(self, self.local, self.workers, ray)
+        self.server_metrics = server_metrics  # scraped around and during the run, off its path
         self._sigints = 0
 
     # -- the share of the run this process issues (the dispatcher's in-process choice) ---
@@ -206,14 +215,23 @@ class LoadRun:
         started = datetime.now(UTC)
         started_at = started.isoformat(timespec="milliseconds")
         events_file = self._events_file()
+        sampler = (
+            ServerMetricsSampler(endpoint, self.server_metrics) if self.server_metrics else None
+        )
+        if sampler is not None:
+            await sampler.astart()  # the start scrape, bounded; then a thread of its own
         restore_sigint = self._install_sigint()
         cpu0 = time.process_time()
         wall0 = time.monotonic_ns()
         interrupted = False
+        recording: ServerMetricsRecording | None = None
         try:
             interrupted = await self.dispatcher.issue(events_file, started_at)
         finally:
             restore_sigint()
+            if sampler is not None:
+                # the end scrape in a thread: a run cancelled here still stops the sampler
+                recording = await asyncio.shield(sampler.astop())
         wall_s = (time.monotonic_ns() - wall0) / 1e9
         self.stats.cpu_s += time.process_time() - cpu0
         self.stats.wall_s = wall_s
@@ -234,6 +252,7 @@ class LoadRun:
         result.stage_plan = load.stages
         result.stage_sends = list(self.stats.stage_sends)
         result.events_path = str(events_file) if events_file is not None else None
+        self._add_server_metrics(result, recording, wall0)
         result.self_check = generator_self_check(
             self.accumulator,
             self.stats,
@@ -246,6 +265,33 @@ class LoadRun:
         if interrupted:
             raise asyncio.CancelledError
         return result
+
+    def _add_server_metrics(
+        self, result: RunResult, recording: ServerMetricsRecording | None, t0_ns: int
+    ) -> None:
+        """The server's view of the run and of each stage: from its ``/metrics`` scrapes,
+        else (or for the names a page lacks) from the timings its responses carried."""
+        from_responses = server_metrics_from_requests(self.accumulator)
+        if recording is None:
+            if from_responses is not None:
+                from_responses.missing = (
+                    "no /metrics scraped (--llm-server-metrics off, or none found at preflight):"
+                    " the responses' own timings only"
+                )
+            result.server_metrics = from_responses
+            return
+        result.server_metrics = with_response_timings(recording.summary(t0_ns), from_responses)
+        start = t0_ns
+        for k, stage in enumerate(result.stage_plan):
+            end = start + int(stage.duration_s * 1e9)
+            part = self.accumulator.stages.get(k)
+            result.stage_server_metrics.append(
+                with_response_timings(
+                    recording.summary(t0_ns, window_ns=(start, end)),
+                    server_metrics_from_requests(part) if part is not None else None,
+                )
+            )
+            start = end
 
     def _drain_cap_s(self) -> float:
         """How long the drain may wait: a request's total timeout plus grace, or briefly

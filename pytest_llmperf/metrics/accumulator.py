@@ -45,6 +45,31 @@ failed: it enters no latency histogram, no throughput, and neither
 ``error_rate`` nor ``goodput``, whose denominator is the issued requests
 that were not cancelled.
 
+The server's own timings (where its responses carry them: vLLM's per-request
+``metrics``, llama.cpp's ``timings``; :mod:`pytest_llmperf.client.server_timing`)
+fill :attr:`MetricsAccumulator.server_histograms`, made at the first request
+that has them (a run without any pays one check per record). For each
+completed request whose server said its engine time (first scheduled -> first
+token), its TTFT is split into four parts that add up to it exactly:
+
+- ``client_queue = t_send - t_sched``: the client's own wait before the bytes left
+  (``schedule_lag`` plus any ``queue_wait`` for a ``max_concurrency`` slot; a
+  closed loop's is about 0);
+- ``server_queue``: queued in the engine until first scheduled (0 in the sum
+  where the server reports none, llama.cpp: its queue is then in the remainder);
+- ``engine``: first scheduled until the first token (the server's prefill);
+- ``remainder = ttft - client_queue - server_queue - engine``: network, HTTP,
+  the server's API layer (tokenization, detokenization, the hop to its engine)
+  and the client's reading; negative only where the two clocks' readings
+  disagree (counted in :attr:`MetricsAccumulator.server_remainder_negative`, and
+  recorded as 0).
+
+``split_ttft`` holds those requests' client TTFT (the same population). The
+``server.*`` names come from ``server_queue`` (queue time), ``engine`` (prefill
+time), ``server_ttft`` (queue + engine, for requests with both), ``server_decode``
+(first to last token) and ``server_itl`` (each request's mean inter-token
+latency): :mod:`pytest_llmperf.server_metrics.per_request`.
+
 Breakdowns: a record planned in a load stage (``record.stage >= 0``) is also
 added to that stage's own accumulator (:attr:`stages`), and a multi-turn
 session's turn to its turn's (:attr:`turns`, turns past
@@ -67,9 +92,12 @@ __all__ = [
     "LATENCY_METRICS",
     "MAX_TURN_BREAKDOWN",
     "RATE_METRICS",
+    "SERVER_TIMING_HISTOGRAMS",
     "TIMELINE_FIELDS",
+    "TTFT_PARTS",
     "MetricsAccumulator",
     "TokenCountSource",
+    "ttft_parts_ns",
 ]
 
 
@@ -116,6 +144,18 @@ TIMELINE_FIELDS: tuple[str, ...] = (
     "tpot_count",  # requests with 2+ output tokens (a TPOT)
 )
 _TIMELINE_MAX = TIMELINE_FIELDS.index("ttft_max_ns")
+# The TTFT split's parts, in the order they happen (they add up to the request's TTFT).
+TTFT_PARTS: tuple[str, ...] = ("client_queue", "server_queue", "engine", "remainder")
+# Histograms of the requests with the server's own timings (see the module's docstring).
+SERVER_TIMING_HISTOGRAMS: tuple[str, ...] = (
+    *TTFT_PARTS,
+    "split_ttft",
+    "server_ttft",
+    "server_decode",
+    "server_itl",
+)
+# Their integer counters, which merge by addition (in to_state()["server_timing"]).
+_SERVER_COUNTERS = ("server_remainder_negative", "server_spec_accepted", "server_spec_draft")
 # The integer counters that merge by addition and travel in to_state()["counts"].
 _COUNTERS = (
     "issued",
@@ -184,6 +224,11 @@ class MetricsAccumulator:
         self.stages: dict[int, MetricsAccumulator] = {}
         self.turns: dict[int, MetricsAccumulator] = {}
         self._breaks_down = True
+        # SERVER_TIMING_HISTOGRAMS, made at the first request with the server's own timings
+        self.server_histograms: dict[str, LatencyHistogram] = {}
+        self.server_remainder_negative = 0  # requests whose TTFT parts overran their TTFT
+        self.server_spec_accepted = 0  # speculative decoding: accepted draft tokens ...
+        self.server_spec_draft = 0  # ... of these drafted, over the requests that said so
 
     # -- writing ---------------------------------------------------------------
 
@@ -259,6 +304,13 @@ class MetricsAccumulator:
         if gaps:
             h["itl"].record_many_ns(gaps)
             h["itl_request_mean"].record_ns(sum(gaps) // len(gaps))
+        if (
+            record.server_ttft_ms is not None
+            or record.server_queue_ms is not None
+            or record.server_decode_ms is not None
+            or record.server_spec_draft is not None
+        ):
+            self._add_server_timing(record, ttft)
         self._count_good(values)
         if self.window_start_ns is not None:
             second = int(max(0, (record.t_last - self.window_start_ns) // 1_000_000_000))
@@ -273,6 +325,44 @@ class MetricsAccumulator:
             if tpot >= 0:
                 bucket[4] += tpot
                 bucket[5] += 1
+
+    def _add_server_timing(self, record: RequestRecord, ttft: int) -> None:
+        """A completed request's own timings from its server (see the module's docstring).
+
+        :func:`ttft_parts_ns` inline (this runs per request on the event loop)."""
+        h = self.server_histograms or self._make_server_histograms()
+        queue_ms = record.server_queue_ms
+        queue = 0
+        if queue_ms is not None:
+            queue = round(queue_ms * 1e6)
+            h["server_queue"].record_ns(queue)
+        engine_ms = record.server_ttft_ms
+        if engine_ms is not None:
+            engine = round(engine_ms * 1e6)
+            client_queue = record.t_send - record.t_sched if record.t_send else 0
+            remainder = ttft - client_queue - queue - engine
+            h["client_queue"].record_ns(client_queue)
+            h["engine"].record_ns(engine)
+            h["remainder"].record_ns(remainder)
+            h["split_ttft"].record_ns(ttft)
+            if remainder < 0:
+                self.server_remainder_negative += 1
+            if queue_ms is not None:
+                h["server_ttft"].record_ns(queue + engine)
+        value = record.server_decode_ms
+        if value is not None:
+            h["server_decode"].record_ns(round(value * 1e6))
+        value = record.server_mean_itl_ms
+        if value is not None:
+            h["server_itl"].record_ns(round(value * 1e6))
+        drafted = record.server_spec_draft
+        if drafted is not None and record.server_spec_accepted is not None:
+            self.server_spec_accepted += record.server_spec_accepted
+            self.server_spec_draft += drafted
+
+    def _make_server_histograms(self) -> dict[str, LatencyHistogram]:
+        self.server_histograms = {name: LatencyHistogram() for name in SERVER_TIMING_HISTOGRAMS}
+        return self.server_histograms
 
     def _breakdown(self, parts: dict[int, MetricsAccumulator], key: int) -> MetricsAccumulator:
         part = parts.get(key)
@@ -310,6 +400,12 @@ class MetricsAccumulator:
                 continue
             for i, value in enumerate(counted):
                 bucket[i] = max(bucket[i], value) if i == _TIMELINE_MAX else bucket[i] + value
+        if other.server_histograms:
+            hists = self.server_histograms or self._make_server_histograms()
+            for name, hist in other.server_histograms.items():
+                hists[name].merge(hist)
+            for attr in _SERVER_COUNTERS:
+                setattr(self, attr, getattr(self, attr) + getattr(other, attr))
         for mine, theirs in ((self.stages, other.stages), (self.turns, other.turns)):
             for key, part in theirs.items():
                 self._breakdown(mine, key).merge(part)
@@ -396,8 +492,9 @@ class MetricsAccumulator:
         }
 
     def to_state(self) -> dict[str, Any]:
-        """A lossless JSON-able form, for worker processes and baselines."""
-        return {
+        """A lossless JSON-able form, for worker processes and baselines (with
+        ``server_timing`` only when some request had the server's own timings)."""
+        state: dict[str, Any] = {
             "histograms": {k: v.to_state() for k, v in self.histograms.items()},
             "counts": {k: getattr(self, k) for k in _COUNTERS},
             "errors": dict(self.errors),
@@ -408,6 +505,12 @@ class MetricsAccumulator:
             "stages": {str(k): v.to_state() for k, v in self.stages.items()},
             "turns": {str(k): v.to_state() for k, v in self.turns.items()},
         }
+        if self.server_histograms:
+            state["server_timing"] = {
+                "histograms": {k: v.to_state() for k, v in self.server_histograms.items()},
+                "counts": {k: getattr(self, k) for k in _SERVER_COUNTERS},
+            }
+        return state
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> MetricsAccumulator:
@@ -430,7 +533,32 @@ class MetricsAccumulator:
         }
         acc.stages = {int(k): cls.from_state(v) for k, v in state.get("stages", {}).items()}
         acc.turns = {int(k): cls.from_state(v) for k, v in state.get("turns", {}).items()}
+        server = state.get("server_timing")
+        if server:
+            hists = acc._make_server_histograms()
+            for name, hist in server["histograms"].items():
+                if name in hists:
+                    hists[name] = LatencyHistogram.from_state(hist)
+            for key, value in server.get("counts", {}).items():
+                if key in _SERVER_COUNTERS:
+                    setattr(acc, key, int(value))
         return acc
+
+
+def ttft_parts_ns(record: RequestRecord) -> tuple[int, int, int, int] | None:
+    """``(client_queue, server_queue, engine, remainder)`` of a completed request's TTFT,
+    in ns, adding up to ``t_first - t_sched`` exactly; None unless its server said its
+    engine time (``server_ttft_ms``) and it has a first token. ``server_queue`` is 0
+    where the server reports none (llama.cpp): that wait is then in ``remainder``."""
+    engine_ms = record.server_ttft_ms
+    if engine_ms is None or not record.t_first:
+        return None
+    client_queue = record.t_send - record.t_sched if record.t_send else 0
+    queue_ms = record.server_queue_ms
+    queue = 0 if queue_ms is None else round(queue_ms * 1e6)
+    engine = round(engine_ms * 1e6)
+    remainder = record.t_first - record.t_sched - client_queue - queue - engine
+    return client_queue, queue, engine, remainder
 
 
 def _deviation(server: int, requested: int, n: int) -> float | None:

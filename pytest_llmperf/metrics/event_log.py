@@ -12,6 +12,11 @@ Example, in SQL (TTFT of tracked requests, ms)::
 
     SELECT (f.t_ns - i.ref_ns) / 1e6 FROM events i JOIN events f USING (req)
     WHERE i.kind = 'issued' AND f.kind = 'first_chunk' AND i.phase = 1;
+
+The server's own timings of a request (where its responses said them) are in
+the JSON of its ``complete``/``error`` row, e.g. the engine's prefill, ms::
+
+    SELECT json_extract(info, '$.server.ttft_ms') FROM events WHERE kind = 'complete';
 """
 
 from __future__ import annotations
@@ -85,9 +90,22 @@ def _finish(record: RequestRecord, kind: str, t_ns: int, info: Mapping[str, Any]
     record.category = info.get("category", "")
     record.connection_retries = int(info.get("retries", 0))
     record.t_resend = int(info.get("resent", 0))
+    server = info.get("server")
+    if server:
+        _server_timing(record, server)
     if kind == "error":
         record.error = _error_kind(info.get("error"))
         record.error_detail = info.get("detail", "")
+
+
+def _server_timing(record: RequestRecord, server: Mapping[str, Any]) -> None:
+    """The server's own timings as the event row stores them (``recorder.server_timing_info``)."""
+    record.server_queue_ms = server.get("queue_ms")
+    record.server_ttft_ms = server.get("ttft_ms")
+    record.server_decode_ms = server.get("decode_ms")
+    record.server_mean_itl_ms = server.get("itl_ms")
+    record.server_spec_accepted = server.get("spec_accepted")
+    record.server_spec_draft = server.get("spec_draft")
 
 
 def _error_kind(name: str | None) -> ErrorKind:

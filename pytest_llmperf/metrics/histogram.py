@@ -214,6 +214,32 @@ class LatencyHistogram:
         out["count"] = self.count
         return out
 
+    def buckets_ms(self) -> list[list[float]]:
+        """The non-empty HDR buckets as ``[[upper_ms, count], …]``, ascending (``upper_ms``
+        the highest value the bucket holds): the shape of a Prometheus histogram's bucket
+        deltas, for readers that take percentiles from buckets."""
+        if self.count == 0:
+            return []
+        self._flush()
+        hdr = self._hdr
+        counts = np.ctypeslib.as_array(hdr.counts)[: hdr.counts_len]
+        return [
+            [
+                hdr.get_highest_equivalent_value(hdr.get_value_from_index(int(i))) / 1000.0,
+                int(counts[i]),
+            ]
+            for i in np.flatnonzero(counts)
+        ]
+
+    def resolution_ms(self, value_ms: float) -> float:
+        """The width of the HDR bucket that holds ``value_ms`` (1 µs below 2 ms, then
+        about 0.1% of the value): how exactly a percentile near it is known."""
+        us = max(LOWEST_US, min(HIGHEST_US, round(value_ms * 1000)))
+        hdr = self._hdr
+        low: int = hdr.get_lowest_equivalent_value(us)
+        high: int = hdr.get_highest_equivalent_value(us)
+        return (high - low + 1) / 1000.0
+
     def cdf_points(self, max_points: int = 200) -> list[tuple[float, float]]:
         """(value ms, cumulative fraction) pairs for plotting, at most ``max_points``."""
         if self.count == 0:

@@ -20,7 +20,11 @@ kind            ``t_ns``                     ``ref_ns`` / ``info``
 A request sent once more on a new connection (docs/measurement.md,
 "Connections") has ``retries`` and ``resent`` (the second write's instant) in
 the JSON of its ``complete`` or ``error`` row; its ``issued`` row is the first
-write.
+write. A request whose response carried the server's own timings
+(:mod:`pytest_llmperf.client.server_timing`) has them under ``server`` in the
+same JSON, in milliseconds: ``queue_ms``, ``ttft_ms``, ``decode_ms``,
+``itl_ms``, ``spec_accepted``, ``spec_draft`` (each only where the server gave
+it), e.g. ``json_extract(info, '$.server.ttft_ms')``.
 
 ``phase`` is 0 for warm-up requests and 1 for the tracked performance phase.
 The ``meta`` table holds the run's description (JSON). Rows are appended in
@@ -44,7 +48,7 @@ from typing import Any
 
 from pytest_llmperf.client.records import RequestRecord
 
-__all__ = ["EVENT_KINDS", "SCHEMA", "EventRecorder", "event_rows"]
+__all__ = ["EVENT_KINDS", "SCHEMA", "EventRecorder", "event_rows", "server_timing_info"]
 
 EVENT_KINDS = ("issued", "first_chunk", "chunk", "complete", "error")
 SCHEMA = """
@@ -221,6 +225,9 @@ def event_rows(record: RequestRecord, position: int) -> list[tuple[Any, ...]]:
         info["retries"] = record.connection_retries
         if record.t_resend:
             info["resent"] = record.t_resend
+    server = server_timing_info(record)
+    if server:
+        info["server"] = server
     end = record.t_end or record.t_last or record.t_send or record.t_sched
     if record.error is None:
         rows.append((req, sample, phase, "complete", end, None, json.dumps(info)))
@@ -230,3 +237,19 @@ def event_rows(record: RequestRecord, position: int) -> list[tuple[Any, ...]]:
             info["detail"] = record.error_detail
         rows.append((req, sample, phase, "error", end, None, json.dumps(info)))
     return rows
+
+
+def server_timing_info(record: RequestRecord) -> dict[str, float | int]:
+    """The server's own timings of ``record`` as stored in its event row (empty: none)."""
+    out: dict[str, float | int] = {}
+    for key, value in (
+        ("queue_ms", record.server_queue_ms),
+        ("ttft_ms", record.server_ttft_ms),
+        ("decode_ms", record.server_decode_ms),
+        ("itl_ms", record.server_mean_itl_ms),
+        ("spec_accepted", record.server_spec_accepted),
+        ("spec_draft", record.server_spec_draft),
+    ):
+        if value is not None:
+            out[key] = value
+    return out

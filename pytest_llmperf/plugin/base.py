@@ -55,6 +55,8 @@ class PluginBase:
         self.thresholds = thresholds or Thresholds()  # --llm-baseline-threshold
         self.ab_thresholds = ab_thresholds or Thresholds(DEFAULT_AB_THRESHOLD)  # --llm-ab-threshold
         self.server_identity: dict[str, Any] = {}
+        # the baseline's (or history's) fingerprint against this session's, checked once
+        self.comparability: dict[str, Any] | None = None
         self._rulesets: dict[str, Ruleset] = {}
         self.data = SessionData()
         self.session_verdicts: list[SloVerdict] = []
@@ -95,6 +97,19 @@ class PluginBase:
         self.server_identity = self.endpoints.identity(endpoint)
         self.tokenizer = self.endpoints.tokenizer(endpoint)
         return endpoint
+
+    def check_comparability(self, endpoint: dict[str, Any]) -> None:
+        """Once, before the first baseline comparison: is the baseline's (or the history's)
+        server and machine this session's? Flagged on every comparison; with
+        ``--llm-baseline-strict`` a difference stops the session (exit 4), naming it."""
+        if self.baseline is None or self.comparability is not None:
+            return
+        try:
+            self.comparability = self.baseline.check_comparability(
+                endpoint.get("fingerprint"), strict=self.options.baseline_strict
+            )
+        except LlmPerfUsageError as exc:
+            pytest.exit(f"pytest-llmperf: {exc}", 4)
 
     def _arm_sigterm(self) -> None:
         # From here on the session measures: a CI timeout's SIGTERM acts as Ctrl-C (drain,

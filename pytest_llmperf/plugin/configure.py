@@ -37,9 +37,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("llmperf", "LLM serving performance (pytest-llmperf)")
     for option in OPTIONS:
         # argparse %-formats help texts: "10%" must reach it as "10%%"
-        group.addoption(
-            option.flag, dest=option.dest, default=None, help=option.help.replace("%", "%%")
-        )
+        help_text = option.help.replace("%", "%%")
+        if option.switch:
+            group.addoption(
+                option.flag,
+                dest=option.dest,
+                default=None,
+                action="store_const",
+                const="true",
+                help=help_text,
+            )
+        else:
+            group.addoption(option.flag, dest=option.dest, default=None, help=help_text)
         parser.addini(option.dest, option.help, default=None)
 
 

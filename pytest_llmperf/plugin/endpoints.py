@@ -37,6 +37,9 @@ from pytest_llmperf.client.preflight import preflight_sync
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.options import DEFAULT_SIM_PROFILE, LlmPerfOptions
 from pytest_llmperf.reports.server_identity import probe_server_identity
+from pytest_llmperf.server_metrics.cache_reset import reset_prefix_cache
+from pytest_llmperf.server_metrics.fingerprint import session_fingerprint
+from pytest_llmperf.server_metrics.source import ServerMetricsSource, resolve_source
 from pytest_llmperf.session_tokenizer import session_tokenizer
 from pytest_llmperf.workloads.tokenizer import Tokenizer
 
@@ -122,6 +125,7 @@ class EndpointPool:
         # by base URL (and model): a run may carry a copy of the endpoint (dataclasses.replace)
         self._identity: dict[str, dict[str, Any]] = {}
         self._tokenizers: dict[tuple[str, str | None], Tokenizer] = {}
+        self._metrics: dict[str, ServerMetricsSource | None] = {}  # --llm-server-metrics
         self._sims: list[Any] = []
 
     def default(self) -> Endpoint:
@@ -154,6 +158,17 @@ class EndpointPool:
     def identity(self, endpoint: Endpoint) -> dict[str, Any]:
         """What the server says it is (``server_version``, ``server_software``)."""
         return dict(self._identity.get(endpoint.base_url, {}))
+
+    def metrics_source(self, endpoint: Endpoint) -> ServerMetricsSource | None:
+        """Where ``endpoint``'s server metrics are scraped (None: off, or none answered)."""
+        return self._metrics.get(endpoint.base_url)
+
+    def cache_resetter(self, endpoint: Endpoint) -> Callable[[Endpoint], dict[str, Any]] | None:
+        """What resets the prefix cache before each gated run (None: ``--llm-reset-cache=off``);
+        a server without a reset is asked once (cache_reset.py remembers per server)."""
+        if not self.options.reset_cache:
+            return None
+        return _reset_cache
 
     def tokenizer(self, endpoint: Endpoint) -> Tokenizer | None:
         """The tokenizer that sizes prompts for ``endpoint`` (None before it is prepared)."""
@@ -193,7 +208,13 @@ class EndpointPool:
 
     def _prepare(self, spec: EndpointSpec) -> Endpoint:
         endpoint = self.start_apart(spec)
-        self._identity[endpoint.base_url] = probe_server_identity(endpoint)
+        identity = probe_server_identity(endpoint)
+        source, note = resolve_source(endpoint, self.options.server_metrics)
+        self._metrics[endpoint.base_url] = source
+        identity["server_metrics"] = note  # what the session line and the JSON say
+        # what a baseline or history comparison must match (server_metrics/fingerprint.py)
+        identity["fingerprint"] = session_fingerprint(endpoint)
+        self._identity[endpoint.base_url] = identity
         # per endpoint: each model's tokenizer sizes the prompts sent to it
         self._tokenizers[endpoint.base_url, endpoint.model] = session_tokenizer(
             self.options.tokenizer, endpoint
@@ -232,6 +253,10 @@ class EndpointPool:
             fields=RequestFields(extra=opts.request_extra),
         )
         return preflight_sync(endpoint, self._user_fields)
+
+
+def _reset_cache(endpoint: Endpoint) -> dict[str, Any]:
+    return reset_prefix_cache(endpoint).to_dict()
 
 
 def several_endpoints(described: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

@@ -76,6 +76,8 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
         thresholds=plugin.ab_thresholds,  # --llm-ab-threshold
         ab_blocks=plugin.options.ab_blocks,
         progress=progress_sink(request.config, plugin.options, item.nodeid),  # --llm-progress
+        server_metrics=plugin.endpoints.metrics_source(endpoint),  # --llm-server-metrics
+        reset_cache=plugin.endpoints.cache_resetter(endpoint),  # --llm-reset-cache
     )
     item.stash[GEN_KEY] = generator
     return generator

@@ -30,6 +30,7 @@ from pytest_llmperf.reports.junit import (
     error_properties,
     junit_properties,
     regression_properties,
+    server_properties,
 )
 from pytest_llmperf.reports.outcome import judge_test
 from pytest_llmperf.slo.regression import RegressionCheck
@@ -49,16 +50,18 @@ def payload_for_test(
     runs (with their A/B reference, if any), SLO verdicts, lossless accumulator states,
     analyses, baseline checks and JUnit properties."""
     comparisons = list(getattr(generator, "comparisons", ()))
+    runs = [r.to_dict() for r in results]
     props = (
         junit_properties(verdicts)
         + regression_properties(checks)
         + ([("llm_baseline.compared_with", compared_with)] if compared_with is not None else [])
         + ab_properties(comparisons)
         + error_properties((r.label, r.error_samples) for r in results)
+        + server_properties(runs)
     )
     payload: dict[str, Any] = {
         "endpoint": endpoint,
-        "runs": [r.to_dict() for r in results],
+        "runs": runs,
         "slos": [v.to_dict() for v in verdicts],
         "states": [r.accumulator.to_state() for r in results],
         "analyses": list(generator.analyses) if generator else [],
@@ -100,6 +103,7 @@ class JudgingPart(PluginBase):
         if results or slos:
             endpoint = self.endpoints.describe(generator.endpoint if generator else self.endpoint())
             if self.baseline is not None and results:
+                self.check_comparability(endpoint)
                 checks = self.baseline.compare(
                     item.nodeid, results, endpoint=endpoint, thresholds=self.thresholds
                 )

@@ -53,6 +53,18 @@ class ReportsPart(PluginBase):
             f"llmperf: api={opts.api} model={opts.model or 'auto (GET /v1/models)'} "
             f"timeout={opts.timeouts.total:g}s scale={opts.scale:g}" + _workers_word(opts)
         )
+        metrics = {
+            "auto": "auto (the endpoint's /metrics where it answers, every 1 s)",
+            "off": "off",
+        }.get(opts.server_metrics, opts.server_metrics)
+        if opts.server_metrics not in ("auto", "off") and not opts.server_metrics.startswith(
+            "http"
+        ):
+            metrics = f"the endpoint's /metrics every {opts.server_metrics} s"
+        lines.append(
+            f"llmperf: server metrics: {metrics}; prefix-cache reset before gated runs: "
+            + ("auto" if opts.reset_cache else "off")
+        )
         if self.ruleset:
             lines.append(f"llmperf: ruleset {self.ruleset.name} ({self.ruleset.source})")
         return lines
@@ -88,12 +100,19 @@ class ReportsPart(PluginBase):
                 "baseline_endpoint": self.baseline.endpoint if self.baseline else None,
                 "thresholds": self.thresholds.describe(),
                 "saved_to": self.options.baseline_save,
+                **(self.comparability or {}),
             },
+            "fingerprint": endpoint.get("fingerprint"),
             "options": self._run_options(),
             "exitstatus": int(session.exitstatus),
         }
         if self.options.baseline_save:
-            document = build_baseline(self.data, endpoint=endpoint, options=self._run_options())
+            document = build_baseline(
+                self.data,
+                endpoint=endpoint,
+                options=self._run_options(),
+                fingerprint=endpoint.get("fingerprint"),
+            )
             self.written.append(str(write_baseline(self.options.baseline_save, document)))
         report, failure = call_update_json(
             self.config, lambda: build_report(self.data, endpoint=endpoint, session=session_info)
@@ -125,6 +144,7 @@ class ReportsPart(PluginBase):
             started_at=self._started_at,
             tag=self.options.history_tag,
             rootdir=self.config.rootpath,
+            fingerprint=self._report_endpoint().get("fingerprint"),
         )
         if self.history.error and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR

@@ -10,8 +10,17 @@ inconclusive instead of failing or passing on apples against oranges.
 Format (JSON, ``baseline_version`` 1)::
 
     {"baseline_version": 1, "created_at": ISO-8601, "endpoint": {...},
-     "options": {...}, "tests": {nodeid: {"runs": {label: {"load", "workload",
-     "state"}}}}}
+     "options": {...}, "fingerprint": {...}, "tests": {nodeid: {"runs": {label:
+     {"load", "workload", "state"}}}}}
+
+``fingerprint`` (:mod:`pytest_llmperf.server_metrics.fingerprint`: server family,
+version, model card, engine configuration, chat-template hash, client machine)
+was added later; a file without it still loads and compares, its comparisons
+``comparable: null`` ("no fingerprint stored"). With it,
+:meth:`Baseline.check_comparability` tells whether this session's server is
+configured as the baseline's was: every comparison carries ``comparable`` and
+``differs``, and a failure message says so; ``--llm-baseline-strict`` makes a
+difference a usage error naming the file and what differs.
 
 States gain histograms over time (``itl_request_mean``, the per-request ITL
 count the regression bootstrap resamples ITL by); a file without one still
@@ -29,7 +38,7 @@ import json
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +47,7 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.server_metrics.fingerprint import comparability, comparability_text
 from pytest_llmperf.slo.comparison import BaselineSource, Reference
 from pytest_llmperf.slo.regression import inconclusive_check
 
@@ -72,9 +82,14 @@ def load_comparison(compare: str | None, *, history: str | None = None) -> Basel
 
 
 def build_baseline(
-    data: SessionData, *, endpoint: Mapping[str, Any], options: Mapping[str, Any]
+    data: SessionData,
+    *,
+    endpoint: Mapping[str, Any],
+    options: Mapping[str, Any],
+    fingerprint: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The baseline document for this session (every run, gated or not, by label)."""
+    """The baseline document for this session (every run, gated or not, by label), with
+    the session's server ``fingerprint`` when there is one."""
     tests: dict[str, dict[str, Any]] = {}
     for entry in data.measured_tests():
         runs = {
@@ -83,19 +98,23 @@ def build_baseline(
                 "workload": run.get("workload", {}),
                 "gated": run.get("gated", True),
                 "state": state,
+                "server_metrics": run.get("server_metrics"),
             }
             for i, (run, state) in enumerate(zip(entry.runs, entry.states, strict=False))
         }
         if runs:
             tests[entry.nodeid] = {"endpoint": entry.endpoint, "runs": runs}
     first = next(iter(tests.values()), {}).get("endpoint", {})
-    return {
+    document: dict[str, Any] = {
         "baseline_version": BASELINE_VERSION,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "endpoint": {**dict(endpoint), **{k: v for k, v in first.items() if v is not None}},
         "options": dict(options),
-        "tests": tests,
     }
+    if fingerprint:
+        document["fingerprint"] = dict(fingerprint)
+    document["tests"] = tests
+    return document
 
 
 def write_baseline(path: str | os.PathLike[str], document: Mapping[str, Any]) -> Path:
@@ -114,6 +133,8 @@ class Baseline(BaselineSource):
 
     path: str
     document: dict[str, Any]
+    # what check_comparability found ("comparability"), kept for every comparison
+    _noted: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def endpoint(self) -> dict[str, Any]:
@@ -123,8 +144,27 @@ class Baseline(BaselineSource):
     def created_at(self) -> str:
         return str(self.document.get("created_at", ""))
 
+    @property
+    def fingerprint(self) -> dict[str, Any] | None:
+        found = self.document.get("fingerprint")
+        return dict(found) if isinstance(found, dict) and found else None
+
+    def check_comparability(
+        self, current: Mapping[str, Any] | None, *, strict: bool = False
+    ) -> dict[str, Any]:
+        """This session's fingerprint ``current`` against the file's: ``{"comparable":
+        bool | None, "differs": [...], "note": str}``, then on every comparison; with
+        ``strict``, a difference is a usage error naming the file and what differs."""
+        result = comparability(
+            self.fingerprint, current, strict=strict, source=f"baseline {self.path}"
+        )
+        self._noted["comparability"] = result
+        return result
+
     def describe(self, nodeid: str) -> str:
-        return f"{self.path} ({self.created_at})"
+        text = f"{self.path} ({self.created_at})"
+        differs = comparability_text(self._noted.get("comparability"))
+        return f"{text}, {differs}" if differs else text
 
     def run(self, nodeid: str, label: str) -> dict[str, Any] | None:
         run = self.document.get("tests", {}).get(nodeid, {}).get("runs", {}).get(label)
@@ -142,12 +182,15 @@ class Baseline(BaselineSource):
                 reason = f"no baseline for {nodeid} [{result.label}] in {self.path}"
             else:
                 reason = mismatch or _config_mismatch(stored, result)
+            noted = self._noted.get("comparability")
             if stored is None or reason:
-                yield Reference(self.path, reason=reason)
+                yield Reference(self.path, reason=reason, comparability=noted)
             else:
                 yield Reference(
                     f"baseline {self.path} ({self.created_at})",
                     MetricsAccumulator.from_state(stored["state"]),
+                    comparability=noted,
+                    server_metrics=stored.get("server_metrics"),
                 )
 
     def _identity_mismatch(self, endpoint: Mapping[str, Any]) -> str:

@@ -27,6 +27,14 @@ from pytest_llmperf.reports.table import (
     stage_mark,
     verdict_where,
 )
+from pytest_llmperf.reports.time_split import (
+    cache_reset_word,
+    format_server_value,
+    server_figures,
+    server_head,
+    time_split,
+)
+from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind, metric_kind
 from pytest_llmperf.specs.slo import percentile_of
 
 if TYPE_CHECKING:
@@ -38,6 +46,9 @@ _TEMPLATES = Path(__file__).parent / "templates"
 _LATENCY_ROWS = ("ttft", "ttfo", "tpot", "itl", "e2e", "schedule_lag")
 _STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "min", "max", "count")
 _PERCENTILE_COLUMNS = 5  # _STATS[:5]; a run's requested percentiles (p75) join them in order
+# the server's latency histograms: the run's bucket deltas (bucket_ms: the p50's bucket width)
+_SERVER_LATENCY_STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "max", "count", "bucket_ms")
+_SERVER_GAUGE_STATS = ("max", "mean", "min")
 
 
 def build_html_report(
@@ -168,6 +179,9 @@ def _run_view(
         charts["lag"] = [Markup(plots.cdf_plot(acc.histograms["schedule_lag"], "schedule_lag"))]
         if acc.histograms["queue_wait"].count:  # a capped open loop: its users' wait for a slot
             charts["cdf"].append(Markup(plots.cdf_plot(acc.histograms["queue_wait"], "queue_wait")))
+    server = run.get("server_metrics")
+    # the server's gauges over the run, drawn beside its throughput over time
+    charts["server"] = [Markup(svg) for svg in plots.server_series_plots(server, stages=stages)]
     workload = dict(run.get("workload", {}))
     config = [
         ("workload", workload.get("name")),
@@ -177,17 +191,24 @@ def _run_view(
         ("started at", run.get("started_at")),
         ("wall duration", f"{run.get('duration_s', 0):.2f} s"),
         ("gated (judged by SLOs)", run.get("gated", True)),
+        *([("prefix cache", reset)] if (reset := cache_reset_word(run.get("cache_reset"))) else []),
     ]
     label = run.get("label")
     stage_rows = []
     for stage in stages:
         verdicts = [v for v in slos if v.get("run") == label and v.get("stage") == stage["index"]]
+        stage_server = stage.get("server_metrics")
         stage_rows.append(
             {
                 **stage,
                 "level": stage_level(stage),
                 "verdicts": verdicts,
                 "mark": stage_mark(verdicts),
+                "server": (
+                    ", ".join(server_figures(stage_server)) or server_head(stage_server)
+                    if stage_server is not None
+                    else None
+                ),
             }
         )
     metrics = run.get("metrics", {})
@@ -202,6 +223,73 @@ def _run_view(
         "latency_rows": latency_rows,
         "stats": _stat_columns(metrics.get(name) for name in latency_rows),
         "cancelled": (run.get("counts") or {}).get("cancelled", 0),
+        "server_view": _server_view(server) if server is not None else None,
+        "split_view": _split_view(run),
+        "stage_server": any(row["server"] is not None for row in stage_rows),
+    }
+
+
+def _server_view(server: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's ``server_metrics`` as tables of formatted cells: latency histograms (ms),
+    gauges (max, mean, min), counts and ratios (value), an unknown family's raw ones."""
+    metrics = dict(server.get("metrics") or {})
+    order = {name: i for i, name in enumerate(COMMON_METRICS)}
+    names = sorted(metrics, key=lambda n: (order.get(n, len(order)), n))
+    latency, gauges, values = [], [], []
+    for name in names:
+        entry = metrics[name] if isinstance(metrics[name], Mapping) else {}
+        kind = metric_kind(name)
+        if kind is MetricKind.LATENCY:
+            cells = [
+                _cell(entry.get(s)) if s == "count" else format_value(entry.get(s), "ms")
+                for s in _SERVER_LATENCY_STATS
+            ]
+            latency.append({"name": name, "cells": cells})
+        elif kind is MetricKind.GAUGE:
+            cells = [format_server_value(name, entry.get(s)) for s in _SERVER_GAUGE_STATS]
+            gauges.append({"name": name, "cells": cells})
+        else:
+            values.append({"name": name, "value": format_server_value(name, entry.get("value"))})
+    raw = server.get("raw") or {}
+    return {
+        "head": server_head(server),
+        "family": server.get("family") or "unknown",
+        "source": server.get("source"),
+        "scrapes": int(server.get("scrapes") or 0),
+        "missing": server.get("missing"),
+        "latency": latency,
+        "latency_stats": _SERVER_LATENCY_STATS,
+        "gauges": gauges,
+        "gauge_stats": _SERVER_GAUGE_STATS,
+        "counters": values,
+        "raw": sorted((str(k), _cell(v)) for k, v in raw.items()),
+    }
+
+
+def _split_view(run: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Where the run's TTFT went: per statistic the client's TTFT and each part (ms), the
+    server's own TTFT where it has one, and the stacked bars."""
+    split = time_split(run)
+    if split is None:
+        return None
+    has_server_ttft = any(v is not None for v in split.server_ttft.values())
+    rows = [
+        {
+            "stat": stat,
+            "ttft": format_value(split.ttft.get(stat), "ms"),
+            "parts": [format_value(p.values.get(stat), "ms") for p in split.parts],
+            "server_ttft": format_value(split.server_ttft.get(stat), "ms"),
+        }
+        for stat in split.stats
+    ]
+    return {
+        "per_request": split.per_request,
+        "source": split.source,
+        "labels": [p.label for p in split.parts],
+        "rows": rows,
+        "server_ttft": has_server_ttft,
+        "notes": list(split.notes),
+        "svg": Markup(plots.ttft_split_plot(split)),
     }
 
 

@@ -100,7 +100,7 @@ def requested_stats(
             slo = parse_slo(str(verdict.get("expr", "")))
         except LlmPerfUsageError:  # a session ruleset's or a foreign report's: not ours to judge
             continue
-        if slo.stat:
+        if slo.stat and not slo.is_server:  # the server's percentiles come from its buckets
             pairs.append((slo.metric, slo.stat))
     pairs += [(str(c.get("metric")), str(c.get("stat"))) for c in baseline]
     out: dict[str, list[str]] = {}

@@ -20,10 +20,26 @@ from typing import Any
 
 from pytest_llmperf.methodology.reference import AbComparison
 from pytest_llmperf.reports.table import error_sample_lines, format_value
+from pytest_llmperf.reports.time_split import (
+    cache_reset_word,
+    format_server_value,
+    metric_unit,
+    time_split,
+)
 from pytest_llmperf.slo.regression import RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict
+from pytest_llmperf.specs.server_names import MetricKind, metric_kind
 
-__all__ = ["ab_properties", "error_properties", "junit_properties", "regression_properties"]
+__all__ = [
+    "ab_properties",
+    "error_properties",
+    "junit_properties",
+    "regression_properties",
+    "server_properties",
+]
+
+# per server metric kind, the statistics a run's properties carry (all of them: the JSON)
+_SERVER_STATS = {MetricKind.LATENCY: ("p50", "p99"), MetricKind.GAUGE: ("max", "mean")}
 
 
 def junit_properties(
@@ -55,10 +71,11 @@ def regression_properties(checks: Iterable[RegressionCheck]) -> list[tuple[str, 
     props: list[tuple[str, str]] = []
     for c in checks:
         name = f"llm_baseline[{c.name}][{c.run}]"
+        unit = metric_unit(c.metric)  # a server metric's own unit (%, a count), else ms
         props.append((f"{name}.verdict", c.verdict.value))
         if c.baseline is not None or c.current is not None:
-            props.append((f"{name}.baseline", format_value(c.baseline, "ms")))
-            props.append((f"{name}.current", format_value(c.current, "ms")))
+            props.append((f"{name}.baseline", format_value(c.baseline, unit)))
+            props.append((f"{name}.current", format_value(c.current, unit)))
         props += _change_properties(name, c.change, c.p_value, c.reason)
     return props
 
@@ -77,8 +94,9 @@ def ab_properties(comparisons: Iterable[AbComparison]) -> list[tuple[str, str]]:
         for c in ab.checks:
             name = f"llm_ab[{c.name}][{c.run}]"
             props.append((f"{name}.verdict", c.verdict.value))
-            props.append((f"{name}.candidate", format_value(c.candidate, "ms")))
-            props.append((f"{name}.reference", format_value(c.reference, "ms")))
+            unit = metric_unit(c.metric)
+            props.append((f"{name}.candidate", format_value(c.candidate, unit)))
+            props.append((f"{name}.reference", format_value(c.reference, unit)))
             props.append((f"{name}.threshold", f"+{c.threshold * 100:g}%"))
             props += _change_properties(name, c.change, c.p_value, c.reason)
     return props
@@ -108,4 +126,55 @@ def error_properties(
     for label, samples in runs:
         lines = error_sample_lines(list(samples))
         props.extend((f"llm_errors[{label}][{i}]", line) for i, line in enumerate(lines))
+    return props
+
+
+def server_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """``(name, value)`` per run (report dicts, ``RunResult.to_dict()``) with the server's
+    metrics or a TTFT split: where they came from, their key statistics in their units,
+    and where the client's TTFT went, e.g.
+
+    - ``llm_server[run0].source`` = ``http://h:8000/metrics``, ``.family`` = ``vllm``,
+      ``.scrapes``, ``.missing`` (why some or all are missing), ``.cache_reset``;
+    - ``llm_server[server.queue_time.p99][run0]`` = ``50.0 ms`` (latencies: p50, p99;
+      gauges: max, mean: ``llm_server[server.kv_cache_usage.max][run0]`` = ``93.5%``;
+      counters and ratios: ``llm_server[server.preemptions][run0]`` = ``3``), named as an
+      SLO on it is written; an unknown family's own metrics are not repeated (the JSON
+      report has them);
+    - ``llm_ttft_split[run0].source`` = ``per request, n=1200`` or ``server histograms,
+      bucket-bounded, n=1200``, and per statistic (mean, p50, p99) the client's TTFT and
+      each part: ``llm_ttft_split[p50][run0].ttft`` = ``41.2 ms``, ``.server_queue``,
+      ``.prefill`` (or ``.client_queue``, ``.engine`` per request), ``.remainder``.
+    """
+    props: list[tuple[str, str]] = []
+    for run in runs:
+        label = str(run.get("label") or "")
+        server = run.get("server_metrics")
+        if server is not None:
+            name = f"llm_server[{label}]"
+            props.append((f"{name}.source", str(server.get("source") or "")))
+            props.append((f"{name}.family", str(server.get("family") or "unknown")))
+            props.append((f"{name}.scrapes", str(int(server.get("scrapes") or 0))))
+            if server.get("missing"):
+                props.append((f"{name}.missing", str(server["missing"])))
+            for metric, entry in (server.get("metrics") or {}).items():
+                kind = metric_kind(metric)
+                for stat in _SERVER_STATS.get(kind, ("value",)) if kind else ():
+                    if entry.get(stat) is None:
+                        continue
+                    named = metric if stat == "value" else f"{metric}.{stat}"
+                    props.append(
+                        (f"llm_server[{named}][{label}]", format_server_value(metric, entry[stat]))
+                    )
+        if reset := cache_reset_word(run.get("cache_reset")):
+            props.append((f"llm_server[{label}].cache_reset", reset))
+        split = time_split(run)
+        if split is None:
+            continue
+        props.append((f"llm_ttft_split[{label}].source", split.source))
+        for stat in split.stats:
+            name = f"llm_ttft_split[{stat}][{label}]"
+            props.append((f"{name}.ttft", format_value(split.ttft.get(stat), "ms")))
+            for part in split.parts:
+                props.append((f"{name}.{part.key}", format_value(part.values.get(stat), "ms")))
     return props

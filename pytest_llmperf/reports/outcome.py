@@ -65,8 +65,9 @@ def judge_test(
     regressed = any(c.verdict is RegressionVerdict.REGRESSED for c in checks)
     worse = any(c.verdict is RegressionVerdict.REGRESSED for c in ab)
     errors = _errors_block(results)
+    runs = [r.to_dict() for r in results]  # "where the time went" of a failing latency SLO
     if failed or regressed or worse:
-        parts = [f"{_headline(verdicts)}\n{verdict_table(verdicts)}"] if failed else []
+        parts = [f"{_headline(verdicts)}\n{verdict_table(verdicts, runs)}"] if failed else []
         if regressed:
             parts.append(f"Regressed against baseline {baseline}:\n{regression_table(checks)}")
         if worse:

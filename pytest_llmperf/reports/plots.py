@@ -5,19 +5,24 @@ summary percentiles, so the plots show the whole distribution; throughput
 and latency over time from the accumulator's per-second timeline (a staged
 run's stages drawn as bands); latency-vs-load from
 a test's several runs; tests' attached ``curve`` analyses are drawn
-generically; and a metric's history (``--llm-history``) with its change points.
+generically; a metric's history (``--llm-history``) with its change points; the
+server's gauges over the run (``--llm-server-metrics``: KV-cache usage, requests
+running and waiting) and the client's TTFT split into the server's parts as
+stacked bars.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from html import escape
 from typing import Any
 
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 from pytest_llmperf.reports.table import stage_level
-from pytest_llmperf.svg import Band, Series, bar_chart, line_chart
+from pytest_llmperf.reports.time_split import TimeSplit
+from pytest_llmperf.svg import PALETTE, Band, Series, bar_chart, line_chart, nice_ticks
 
 __all__ = [
     "PLOTTED_METRICS",
@@ -28,8 +33,10 @@ __all__ = [
     "latency_timeline",
     "latency_timeline_plots",
     "latency_vs_load_plot",
+    "server_series_plots",
     "stage_bands",
     "throughput_plots",
+    "ttft_split_plot",
 ]
 
 PLOTTED_METRICS = ("ttft", "tpot", "itl", "e2e")
@@ -266,3 +273,162 @@ def analysis_curve(analysis: Mapping[str, Any]) -> str | None:
         kind="analysis",
         markers=True,
     )
+
+
+def server_series_plots(
+    server: Mapping[str, Any] | None, *, stages: Sequence[Mapping[str, Any]] = ()
+) -> list[str]:
+    """The server's gauges sampled during the run (``server_metrics["series"]``, seconds
+    since the run started): KV-cache usage (%), and requests running and waiting; none
+    when the server gave no series. ``stages`` are drawn as bands, as on the run's
+    throughput and latency plots."""
+    series = (server or {}).get("series") or {}
+
+    def points(name: str, scale: float = 1.0) -> list[tuple[float, float]]:
+        out = []
+        for pair in series.get(name) or ():
+            try:
+                t, v = float(pair[0]), float(pair[1])
+            except (TypeError, ValueError, IndexError):
+                continue
+            if math.isfinite(t) and math.isfinite(v):
+                out.append((t, v * scale))
+        return out
+
+    bands = stage_bands(stages)
+    charts = []
+    kv = points("server.kv_cache_usage", 100.0)
+    if kv:
+        charts.append(
+            line_chart(
+                [Series("KV cache usage", kv)],
+                title="server KV-cache usage",
+                x_label="s since the run started",
+                y_label="% of KV cache",
+                kind="server-timeline",
+                y_range=(0.0, 100.0),
+                markers=len(kv) < 30,
+                bands=bands,
+            )
+        )
+    queues = [
+        Series(word, pts)
+        for word, pts in (
+            ("running", points("server.running")),
+            ("waiting", points("server.waiting")),
+        )
+        if pts
+    ]
+    if queues:
+        charts.append(
+            line_chart(
+                queues,
+                title="server requests running and waiting",
+                x_label="s since the run started",
+                y_label="requests",
+                kind="server-timeline",
+                markers=max(len(q.points) for q in queues) < 30,
+                bands=bands,
+            )
+        )
+    return charts
+
+
+# the stacked bars' geometry (a wider plot than the others: a sum reads left to right)
+_SPLIT_W, _SPLIT_LEFT, _SPLIT_RIGHT, _SPLIT_TOP, _SPLIT_ROW = 640, 56, 16, 28, 26
+
+
+def ttft_split_plot(split: TimeSplit) -> str:
+    """The client's TTFT as stacked horizontal bars, one per statistic (mean, p50, p99):
+    each part (server queue, prefill or engine, the remainder) a segment, the client's
+    own TTFT a black tick. Means add up exactly; each part's percentile is its own
+    (bucket-bounded from histograms), so a p99 bar need not end at the tick. A part
+    below zero (a bucket bound above the client's value) is drawn as nothing."""
+    stats = [s for s in split.stats if split.ttft.get(s) is not None]
+    title = "where the TTFT went (" + ("per request" if split.per_request else "server") + ")"
+    rows = []
+    for stat in stats:
+        segments = [(p, max(0.0, float(p.values.get(stat) or 0.0))) for p in split.parts]
+        rows.append((stat, segments, float(split.ttft.get(stat) or 0.0)))
+    high = max([sum(v for _, v in segs) for _, segs, _ in rows] + [t for *_, t in rows] + [0.0])
+    legend_y = _SPLIT_TOP + _SPLIT_ROW * len(rows) + 48
+    height = legend_y + 10
+    out = [
+        f'<svg class="plot" data-kind="ttft-split" xmlns="http://www.w3.org/2000/svg" '
+        f'viewBox="0 0 {_SPLIT_W} {height}" width="{_SPLIT_W}" height="{height}" role="img" '
+        f'aria-label="{escape(title)}">',
+        f"<title>{escape(title)}</title>",
+        f'<text x="{_SPLIT_W / 2}" y="16" text-anchor="middle" class="plot-title">'
+        f"{escape(title)}</text>",
+    ]
+    if not rows or high <= 0:
+        out.append(
+            f'<text x="{_SPLIT_W / 2}" y="{height / 2}" text-anchor="middle" class="empty">'
+            "no data</text></svg>"
+        )
+        return "\n".join(out)
+    ticks = nice_ticks(0.0, high, 6)
+    top_value = max(high, ticks[-1])
+    span = _SPLIT_W - _SPLIT_LEFT - _SPLIT_RIGHT
+
+    def x(value: float) -> float:
+        return _SPLIT_LEFT + value / top_value * span
+
+    bottom = _SPLIT_TOP + _SPLIT_ROW * len(rows)
+    for t in ticks:
+        out.append(
+            f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{_SPLIT_TOP}" y2="{bottom}" class="grid"/>'
+        )
+        out.append(
+            f'<text x="{x(t):.1f}" y="{bottom + 13}" text-anchor="middle" class="tick">{t:g}</text>'
+        )
+    out.append(
+        f'<text x="{_SPLIT_LEFT + span / 2}" y="{bottom + 27}" text-anchor="middle" '
+        'class="axis-label">ms</text>'
+    )
+    colors = {p.key: PALETTE[i % len(PALETTE)] for i, p in enumerate(split.parts)}
+    for i, (stat, segments, ttft) in enumerate(rows):
+        y = _SPLIT_TOP + _SPLIT_ROW * i + 4
+        bar = _SPLIT_ROW - 8
+        out.append(
+            f'<text x="{_SPLIT_LEFT - 6}" y="{y + bar / 2 + 4}" text-anchor="end" '
+            f'class="tick">{escape(stat)}</text>'
+        )
+        at = 0.0
+        for part, value in segments:
+            if value <= 0:
+                continue
+            hover = f"{stat} {part.label}: {value:.3g} ms"
+            out.append(
+                f'<rect class="bar" data-part="{escape(part.key)}" data-stat="{escape(stat)}" '
+                f'x="{x(at):.1f}" y="{y}" width="{max(0.6, x(at + value) - x(at)):.1f}" '
+                f'height="{bar}" fill="{colors[part.key]}"><title>{escape(hover)}</title></rect>'
+            )
+            at += value
+        out.append(
+            f'<line class="ttft-mark" x1="{x(ttft):.1f}" x2="{x(ttft):.1f}" y1="{y - 3}" '
+            f'y2="{y + bar + 3}" stroke="#1d2329" stroke-width="2">'
+            f"<title>{escape(f'{stat} client ttft: {ttft:.3g} ms')}</title></line>"
+        )
+    out.append(
+        f'<line x1="{_SPLIT_LEFT}" x2="{_SPLIT_LEFT}" y1="{_SPLIT_TOP}" y2="{bottom}" '
+        'class="axis"/>'
+    )
+    legend_x = float(_SPLIT_LEFT)
+    for part in split.parts:
+        out.append(
+            f'<rect x="{legend_x:.1f}" y="{legend_y - 8}" width="10" height="10" '
+            f'fill="{colors[part.key]}"/>'
+        )
+        out.append(
+            f'<text x="{legend_x + 14:.1f}" y="{legend_y + 1}" class="legend">'
+            f"{escape(part.label)}</text>"
+        )
+        legend_x += 24 + 6 * len(part.label)
+    out.append(
+        f'<line x1="{legend_x:.1f}" x2="{legend_x:.1f}" y1="{legend_y - 9}" y2="{legend_y + 2}" '
+        'stroke="#1d2329" stroke-width="2"/>'
+    )
+    out.append(f'<text x="{legend_x + 5:.1f}" y="{legend_y + 1}" class="legend">client ttft</text>')
+    out.append("</svg>")
+    return "\n".join(out)

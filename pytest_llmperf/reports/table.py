@@ -5,6 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_llmperf.reports.time_split import (
+    explains_time,
+    metric_unit,
+    scope_of,
+    server_figures,
+    split_lines,
+    time_split,
+)
 from pytest_llmperf.slo.paired import PairedCheck
 from pytest_llmperf.slo.regression import RegressionCheck, RegressionVerdict
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict
@@ -18,8 +26,10 @@ __all__ = [
     "regression_table",
     "stage_level",
     "stage_mark",
+    "time_split_block",
     "verdict_table",
     "verdict_where",
+    "where_the_time_went",
 ]
 
 MARKS: dict[str, str] = {  # by verdict, SLO or baseline (the two share "inconclusive")
@@ -33,11 +43,14 @@ MARKS: dict[str, str] = {  # by verdict, SLO or baseline (the two share "inconcl
 
 
 def format_value(value: float | None, unit: str) -> str:
-    """``12.3 ms``, ``0.50%``, ``41.2 req/s``; ``-`` when nothing was measured."""
+    """``12.3 ms``, ``0.50%``, ``41.2 req/s``, ``3`` (a count: ``server.preemptions``; a
+    gauge's mean keeps two decimals); ``-`` when nothing was measured."""
     if value is None:
         return "-"
     if unit == "fraction":
         return f"{value * 100:.2f}%"
+    if unit == "count":
+        return f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
     if unit == "ms":
         return f"{value:.1f} ms" if value >= 10 else f"{value:.3f} ms"
     return f"{value:.2f} {unit}"
@@ -75,12 +88,13 @@ def _comparison_table(
             notes.append(f"  [{c.run}]: {c.verdict}: {c.reason}")
             continue
         first, second = values[i]
+        unit = metric_unit(c.metric)  # a server metric's own unit (%, a count), else ms
         rows.append(
             (
                 c.name,
                 c.run,
-                format_value(first, "ms"),
-                format_value(second, "ms"),
+                format_value(first, unit),
+                format_value(second, unit),
                 format_change(c.change),
                 f"+{c.threshold * 100:g}%",
                 "-" if c.p_value is None else f"{c.p_value:.3g}",
@@ -151,11 +165,15 @@ def stage_mark(verdicts: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
-def verdict_table(verdicts: Sequence[SloVerdict]) -> str:
+def verdict_table(verdicts: Sequence[SloVerdict], runs: Sequence[Mapping[str, Any]] = ()) -> str:
     """A fixed-width table: SLO, run, observed, target, verdict, reason.
 
     Verdicts judged on one stage of a staged run add a ``stage`` column
     (``1: 40 req/s``) after the run; a table without them has none.
+
+    ``runs`` (the runs' report dicts, ``RunResult.to_dict()``): a failing latency SLO
+    (ttft, ttfo, e2e, ``server.*``) adds, once per run (or stage), where its time went
+    (:func:`where_the_time_went`).
     """
     staged = any(v.stage is not None for v in verdicts)
     head = ("SLO", "run", "stage") if staged else ("SLO", "run")
@@ -180,7 +198,63 @@ def verdict_table(verdicts: Sequence[SloVerdict]) -> str:
     lines = _table(rows)
     if notes:
         lines += ["", *notes]
+    split = where_the_time_went([v.to_dict() for v in verdicts], runs)
+    if split:
+        lines += ["", "Where the time went:", *split]
     return "\n".join(lines)
+
+
+def where_the_time_went(
+    verdicts: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """For each run (or stage) with a failing latency SLO (verdict dicts), once: the
+    client's TTFT p50 and p99 against the server's queue and prefill (or, with the
+    server's per-request timings, client queue, server queue and engine) and the
+    remainder, and the run's key server figures; or why the server said nothing.
+
+    Each as :func:`time_split_block` writes it, indented two.
+    """
+    by_label = {str(r.get("label") or ""): r for r in runs}
+    seen: set[tuple[str, Any]] = set()
+    lines: list[str] = []
+    for v in verdicts:
+        key = (str(v.get("run") or ""), v.get("stage"))
+        if v.get("verdict") != Verdict.FAIL or key in seen or key[0] not in by_label:
+            continue
+        if not explains_time(str(v.get("expr") or "")):
+            continue
+        seen.add(key)
+        where = f"[{key[0]}]" + (f" [{verdict_where(v)}]" if key[1] is not None else "")
+        block = time_split_block(where, scope_of(by_label[key[0]], key[1]))
+        lines += ["  " + line for line in block]
+    return lines
+
+
+def time_split_block(where: str, run: Mapping[str, Any], *, figures: bool = True) -> list[str]:
+    """``where`` (``[run0]``) and ``run``'s TTFT split in ms, p50 and p99 (names over
+    figures), then (``figures``) its key server figures; or why there is none. Nothing
+    when the server's metrics were off::
+
+        [run0] (ms; server histograms, bucket-bounded, n=1200):
+                  ttft = server queue + prefill + client/network
+            p50   39.6 =         5.00 +    25.0 +           9.60
+            p99  131.0 =         50.0 +    60.0 +           21.0
+          server: ttft p50 40.0 p99 120.0 ms, queue p99 50.0 ms, KV max 93.5%, …
+    """
+    split = time_split(run)
+    server = run.get("server_metrics")
+    said = server_figures(server) if server else []
+    if split is not None:
+        tail = [f"  server: {', '.join(said)}"] if said and figures else []
+        rows = [f"  {line}" for line in split_lines(split)]
+        notes = [f"  ({note})" for note in split.notes]
+        return [f"{where} (ms; {split.source}):", *rows, *notes, *tail]
+    if server is None:  # --llm-server-metrics off: the header said so
+        return []
+    if said:
+        return [f"{where}: no queue or prefill time to split ttft; server: {', '.join(said)}"]
+    why = server.get("missing") or "the server exported none of them"
+    return [f"{where}: no server metrics to split ttft ({why})"]
 
 
 def error_sample_lines(samples: Sequence[Mapping[str, Any]], *, run: str = "") -> list[str]:

@@ -13,6 +13,13 @@ A run with ``connection_retries`` (requests sent once more on a new
 connection, docs/measurement.md "Connections") gets a ``!`` line saying how
 many, and the figures of a run or group name them; at 0, the normal case,
 nothing is printed (the JSON and HTML reports always carry the count).
+With the server's metrics (``--llm-server-metrics``), each run gets a
+``server [run0]:`` line (family, source, server TTFT p50/p99, queue p99,
+KV-cache max, preemptions, prefix-cache hit rate, the cache reset; or why
+they are missing), and a failing latency SLO (ttft, ttfo, e2e, ``server.*``)
+says where its run's time went: the client's TTFT p50 and p99 against the
+server's queue and prefill, and the client/network remainder
+(:mod:`.time_split`), once per run or stage.
 
 Written for an 80-column terminal and a CI log alike: a line that would pass
 the width is broken at a clause (an SLO's reason, the figures of a merged
@@ -35,7 +42,16 @@ from pytest_llmperf.reports.table import (
     format_value,
     stage_level,
     stage_mark,
+    time_split_block,
     verdict_where,
+)
+from pytest_llmperf.reports.time_split import (
+    cache_reset_word,
+    explains_time,
+    metric_unit,
+    scope_of,
+    server_figures,
+    server_head,
 )
 from pytest_llmperf.slo.regression import RegressionVerdict
 from pytest_llmperf.slo.verdicts import SloVerdict
@@ -78,11 +94,22 @@ def summary_lines(
         # a run of many stages (a fine ramp) shows only its stages that did not pass
         many = {r["label"] for r in test.runs if len(r.get("stages") or ()) > MAX_STAGE_LINES}
         hidden = 0
+        by_label = {r.get("label"): r for r in test.runs}
+        explained: set[tuple[Any, Any]] = set()  # (run, stage): where its time went, said once
         for v in test.slos:
             if v.get("stage") is not None and v.get("run") in many and v["verdict"] == "pass":
                 hidden += 1
                 continue
             lines.append("  " + _slo_line(v))  # whole: CI greps a verdict and its reason
+            judged = (v.get("run"), v.get("stage"))
+            if (
+                v["verdict"] == "fail"
+                and judged not in explained
+                and judged[0] in by_label
+                and explains_time(str(v.get("expr") or ""))
+            ):
+                explained.add(judged)
+                lines.extend(_split_lines(v, by_label[judged[0]], width))
         if hidden:
             lines.append(f"  {MARKS['pass']} {hidden} more stage verdict(s) passed")
         for run in test.runs:
@@ -95,6 +122,8 @@ def summary_lines(
                 lines.append(f"    ✗ {line}")
             for warning in (run.get("token_lengths") or {}).get("warnings", ()):
                 lines.append(f"    ! {run['label']}: {warning}")
+            if run.get("server_metrics") is not None or run.get("cache_reset"):
+                lines.extend(_wrap(_server_parts(run), width))
             if retried := (run.get("counts") or {}).get("connection_retries"):
                 lines.extend(_retries_lines(run["label"], retried, width))
             if run.get("reference"):  # --llm-reference-endpoint: passed or not, one line
@@ -148,6 +177,45 @@ def _stage_lines(run: Mapping[str, Any], slos: Sequence[Mapping[str, Any]]) -> l
     return lines
 
 
+def _split_lines(v: Mapping[str, Any], run: Mapping[str, Any], width: int | None) -> list[str]:
+    """Under a failing latency SLO: where its run's (or stage's) TTFT went, p50 and p99
+    (a head broken at a clause to fit ``width``, then names over figures, never broken)::
+
+        where the time went [run0] (ms; server histograms, bucket-bounded, n=1200):
+                  ttft = server queue + prefill + client/network
+            p50   39.6 =         5.00 +    25.0 +           9.60
+            p99  131.0 =         50.0 +    60.0 +           21.0
+    """
+    where = f"[{v.get('run')}]" + (f" [{verdict_where(v)}]" if v.get("stage") is not None else "")
+    block = time_split_block(where, scope_of(run, v.get("stage")), figures=False)
+    if not block:
+        return []
+    lines = _fit("    where the time went " + block[0], width)
+    for line in block[1:]:
+        if line.lstrip().startswith("("):  # a note on what the figures leave out
+            lines += textwrap.wrap(
+                line.strip(),
+                width or len(line) + 8,
+                initial_indent="      ",
+                subsequent_indent="       ",
+                break_long_words=False,
+            )
+        else:
+            lines.append("    " + line)  # names over figures: never broken
+    return lines
+
+
+def _server_parts(run: Mapping[str, Any]) -> list[str]:
+    """A run's server line, as parts for :func:`_wrap`: ``server [run0]: vllm at
+    http://h:8000/metrics`` (or ``none (why)``), its key figures, what the cache reset did."""
+    server = run.get("server_metrics")
+    head = f"server [{run.get('label')}]: " + (
+        server_head(server) if server is not None else "metrics off"
+    )
+    reset = cache_reset_word(run.get("cache_reset"))
+    return [head, *(server_figures(server) if server else ()), *([reset] if reset else [])]
+
+
 def _slo_line(v: Mapping[str, Any]) -> str:
     mark = MARKS.get(v["verdict"], " ")
     run = f" [{v['run']}]" if v.get("run") else ""
@@ -175,9 +243,10 @@ def _baseline_line(c: Mapping[str, Any]) -> str:
         return f"{mark} baseline [{c['run']}]: {c['verdict']}: {c['reason']}"
     why = f"  ({c['reason']})" if c.get("reason") else ""
     p = f", p={c['p_value']:.3g}" if c.get("p_value") is not None else ""
+    unit = metric_unit(str(c.get("metric") or ""))  # a server metric's own unit, else ms
     return (
         f"{mark} baseline {c['name']} [{c['run']}]: {c['verdict']}: "
-        f"{format_value(c['baseline'], 'ms')} -> {format_value(c['current'], 'ms')} "
+        f"{format_value(c['baseline'], unit)} -> {format_value(c['current'], unit)} "
         f"({format_change(c['change'])}{p}){why}"
     )
 
@@ -247,7 +316,8 @@ def _wrap(parts: Sequence[str], width: int | None, indent: str = "    ") -> list
     for part in parts:
         candidate = f"{current}, {part}" if current else part
         pad = indent if not lines else indent + "  "
-        if current and width is not None and len(pad) + len(candidate) > width:
+        # + 1: the line ends with a comma when a part follows it
+        if current and width is not None and len(pad) + len(candidate) + 1 > width:
             lines.append(pad + current + ",")
             candidate = part
         current = candidate

@@ -14,7 +14,7 @@ import asyncio
 
 from .clock import sleep_until
 from .profiles import Profile
-from .streams import BackendStats, Submission
+from .streams import BackendStats, ServedTimes, Submission
 
 __all__ = ["FixedBackend", "FixedStream"]
 
@@ -28,6 +28,7 @@ class FixedStream:
         self, backend: FixedBackend, start: float, ttft_s: float, itl_s: float, n: int
     ) -> None:
         self._backend = backend
+        self._arrival = start
         self._start = start + ttft_s
         self._itl = itl_s
         self._n = n
@@ -47,6 +48,13 @@ class FixedStream:
         if not self._closed:
             self._closed = True
             self._backend.active -= 1
+
+    def served_times(self) -> ServedTimes | None:
+        """Scheduled at once on arrival (no queue), tokens at their planned instants."""
+        if self._i < self._n:
+            return None
+        last = self._start + (self._n - 1) * self._itl
+        return ServedTimes(self._arrival, self._arrival, self._start, last)
 
 
 class FixedBackend:

@@ -161,6 +161,18 @@ class KVCache:
         req.held = []
         req.pub_at = 0
 
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix, as vLLM's ``BlockPool.reset_prefix_cache`` does:
+        only when no block is in use (else False, nothing changed), so no running request
+        loses a block it holds. The free hashed blocks become plain free blocks; the hit
+        and query counters keep counting (Prometheus counters never go back)."""
+        if self.allocated:
+            return False
+        self.free_uncached += len(self.lru)
+        self.lru.clear()
+        self.refs.clear()
+        return True
+
     def check(self, holders: Iterable[KVHolder]) -> None:
         """Full consistency check (debug): conservation and reference counts."""
         assert self.allocated + self.free == self.total, (self.allocated, self.free, self.total)

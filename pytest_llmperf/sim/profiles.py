@@ -82,6 +82,7 @@ class Profile:
     reject_fields: tuple[str, ...]
     reject_style: str
     reject_max_tokens: bool
+    per_request_metrics: bool
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

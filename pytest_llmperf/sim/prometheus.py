@@ -3,17 +3,44 @@
 Dashboards and scrapers written for vLLM (``vllm:num_requests_running``,
 ``vllm:kv_cache_usage_perc``, the TTFT/ITL histograms, ...) work unchanged
 against the simulator, and the plugin can cross-check its client-side
-measurements with the server's own view.
+measurements with the server's own view (:mod:`pytest_llmperf.server_metrics`).
+
+The page is written as vLLM's ``prometheus_client`` writes it (a counter's
+``# TYPE`` line names it with ``_total``), with what the simulator honestly
+knows: the engine's gauges (running, waiting, KV-cache usage), its counters
+(preemptions, prefix-cache queries and hits, tokens, finished requests) and
+per-request histograms. The request phase histograms (queue, prefill, decode)
+come from the back end's own times of each finished request
+(:meth:`~.streams.TokenStream.served_times`, the engine's clock as vLLM's
+engine core stamps it), the TTFT, ITL and end-to-end ones from the front end's
+writes. vLLM's default buckets for the phase histograms start at 300 ms, too
+coarse for the simulator's millisecond phases; they use vLLM's TTFT buckets
+instead, as a vLLM started with ``--custom-histogram-buckets
+'{"request_latency": [0.001, 0.005, ...]}'`` would. Two series say which server this is:
+``process_start_time_seconds`` (when this simulator started, as every
+``prometheus_client`` process exports it) and ``llmperf_sim_info``, the
+simulator's identity gauge.
 """
 
 from __future__ import annotations
 
 import bisect
+import time
 from dataclasses import dataclass, field
 
-from .streams import BackendStats
+from .streams import BackendStats, ServedTimes
 
-__all__ = ["ITL_BUCKETS", "TTFT_BUCKETS", "Histogram", "ServerCounters", "render_metrics"]
+__all__ = [
+    "ITL_BUCKETS",
+    "PHASE_BUCKETS",
+    "SIM_INFO",
+    "TTFT_BUCKETS",
+    "Histogram",
+    "ServerCounters",
+    "render_metrics",
+]
+
+SIM_INFO = "llmperf_sim_info"  # the simulator's identity (its page is vLLM's otherwise)
 
 # vLLM's bucket boundaries (seconds).
 TTFT_BUCKETS = (
@@ -92,9 +119,14 @@ class Histogram:
         return out
 
 
+# The request phase histograms (queue, prefill, decode, end to end): vLLM's TTFT buckets
+# (its request_latency default starts at 0.3 s; see the module's docstring).
+PHASE_BUCKETS = TTFT_BUCKETS
+
+
 @dataclass
 class ServerCounters:
-    """What the HTTP front end counts itself."""
+    """What the HTTP front end counts itself (and when this simulator started)."""
 
     prompt_tokens: int = 0
     generation_tokens: int = 0
@@ -102,6 +134,23 @@ class ServerCounters:
     errors: int = 0
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
+    queue: Histogram = field(default_factory=lambda: Histogram(PHASE_BUCKETS))
+    prefill: Histogram = field(default_factory=lambda: Histogram(PHASE_BUCKETS))
+    decode: Histogram = field(default_factory=lambda: Histogram(PHASE_BUCKETS))
+    e2e: Histogram = field(default_factory=lambda: Histogram(PHASE_BUCKETS))
+    started: float = field(default_factory=time.time)  # process_start_time_seconds
+
+    def finished(self, finish: str, n_out: int, times: ServedTimes | None, e2e_s: float) -> None:
+        """A request completed with ``n_out`` tokens: count it, and observe its phases as
+        vLLM does for a finished request (queued -> scheduled -> first -> last token, from
+        the back end's ``times``; ``e2e_s`` from the front end's arrival to its last write)."""
+        self.generation_tokens += n_out
+        self.success[finish] = self.success.get(finish, 0) + 1
+        self.e2e.observe(max(0.0, e2e_s))
+        if times is not None:
+            self.queue.observe(max(0.0, times.scheduled - times.queued))
+            self.prefill.observe(max(0.0, times.first_token - times.scheduled))
+            self.decode.observe(max(0.0, times.last_token - times.first_token))
 
 
 def render_metrics(model: str, stats: BackendStats, counters: ServerCounters) -> str:
@@ -109,10 +158,15 @@ def render_metrics(model: str, stats: BackendStats, counters: ServerCounters) ->
     labels = f'engine="0",model_name="{model}"'
     lines: list[str] = []
 
-    def metric(name: str, kind: str, help_: str, value: float, base: str | None = None) -> None:
-        lines.append(f"# HELP {base or name} {help_}")
-        lines.append(f"# TYPE {base or name} {kind}")
+    def metric(name: str, kind: str, help_: str, value: float) -> None:
+        lines.append(f"# HELP {name} {help_}")
+        lines.append(f"# TYPE {name} {kind}")
         lines.append(f"{name}{{{labels}}} {float(value)}")
+
+    lines.append("# HELP process_start_time_seconds Start time of the process since unix epoch.")
+    lines.append("# TYPE process_start_time_seconds gauge")
+    lines.append(f"process_start_time_seconds {counters.started}")
+    metric(SIM_INFO, "gauge", "The pytest-llmperf simulator (vLLM's metric names).", 1)
 
     metric(
         "vllm:num_requests_running",
@@ -137,38 +191,33 @@ def render_metrics(model: str, stats: BackendStats, counters: ServerCounters) ->
         "counter",
         "Cumulative number of preemption from the engine.",
         stats.preemptions,
-        "vllm:num_preemptions",
     )
     metric(
         "vllm:prompt_tokens_total",
         "counter",
         "Number of prefill tokens processed.",
         counters.prompt_tokens,
-        "vllm:prompt_tokens",
     )
     metric(
         "vllm:generation_tokens_total",
         "counter",
         "Number of generation tokens processed.",
         counters.generation_tokens,
-        "vllm:generation_tokens",
     )
     metric(
         "vllm:prefix_cache_queries_total",
         "counter",
         "Prefix cache queries, in terms of number of queried tokens.",
         stats.prefix_query_tokens,
-        "vllm:prefix_cache_queries",
     )
     metric(
         "vllm:prefix_cache_hits_total",
         "counter",
         "Prefix cache hits, in terms of number of cached tokens.",
         stats.prefix_hit_tokens,
-        "vllm:prefix_cache_hits",
     )
-    lines.append("# HELP vllm:request_success Count of successfully processed requests.")
-    lines.append("# TYPE vllm:request_success counter")
+    lines.append("# HELP vllm:request_success_total Count of successfully processed requests.")
+    lines.append("# TYPE vllm:request_success_total counter")
     for reason in ("length", "stop"):
         lines.append(
             f'vllm:request_success_total{{{labels},finished_reason="{reason}"}} '
@@ -184,6 +233,26 @@ def render_metrics(model: str, stats: BackendStats, counters: ServerCounters) ->
             "vllm:inter_token_latency_seconds",
             counters.itl,
             "Histogram of inter-token latency in seconds.",
+        ),
+        (
+            "vllm:e2e_request_latency_seconds",
+            counters.e2e,
+            "Histogram of e2e request latency in seconds.",
+        ),
+        (
+            "vllm:request_queue_time_seconds",
+            counters.queue,
+            "Histogram of time spent in WAITING phase for request.",
+        ),
+        (
+            "vllm:request_prefill_time_seconds",
+            counters.prefill,
+            "Histogram of time spent in PREFILL phase for request.",
+        ),
+        (
+            "vllm:request_decode_time_seconds",
+            counters.decode,
+            "Histogram of time spent in DECODE phase for request.",
         ),
     ):
         lines.append(f"# HELP {name} {help_}")

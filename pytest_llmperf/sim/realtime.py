@@ -34,7 +34,7 @@ from .engine import Engine, StepResult
 from .gc_control import GcControl
 from .profiles import Profile
 from .request import ABORTED, NEW, Request
-from .streams import BackendStats, Submission, TokenWriter
+from .streams import BackendStats, ServedTimes, Submission, TokenWriter
 
 __all__ = ["EngineBackend", "EngineStream"]
 
@@ -113,6 +113,22 @@ class EngineStream:
             self._closed = True
             self.writer = None
             self._backend.release(self.req)
+
+    def served_times(self) -> ServedTimes | None:
+        """The engine's own times of the request, as vLLM's engine core stamps them: queued
+        (after the API overhead alpha0/alpha1), first scheduled (preemptions ignored), and
+        the ends of the steps that produced its first and last token (before the output
+        processing alpha2, which vLLM's frontend does after those stamps); in loop time."""
+        req = self.req
+        if req.finish_time < 0 or req.schedule_time < 0:
+            return None
+        wall = self._backend._wall
+        out = self._backend._out_delay
+        queued = wall(req.enqueue_time)
+        # a request enqueued just as the step that schedules it was planned: not before it
+        scheduled = max(queued, wall(req.schedule_time))
+        first = max(scheduled, wall(req.first_token_time - out))
+        return ServedTimes(queued, scheduled, first, max(first, wall(req.finish_time - out)))
 
 
 class EngineBackend:

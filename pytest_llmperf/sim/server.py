@@ -27,7 +27,7 @@ from .deltas import DeltaPlan, ShapedChunks, plan_deltas, split_text
 from .faults import FaultPlan, plan_faults
 from .fixed import FixedBackend
 from .gc_control import GcControl
-from .kv_cache import prompt_block_hashes
+from .kv_cache import KVCache, prompt_block_hashes
 from .profiles import Profile
 from .prometheus import ServerCounters, render_metrics
 from .sink import ShapedSocketSink, SocketSink
@@ -43,6 +43,7 @@ from .wire import (
     error_body,
     models_body,
     parse_request,
+    per_request_metrics,
 )
 
 __all__ = ["SIM_VERSION", "SimApp"]
@@ -65,6 +66,13 @@ def make_backend(
     from .realtime import EngineBackend
 
     return EngineBackend(profile, seed=seed, speedup=speedup, timing=timing, gc_control=gc_control)
+
+
+def _prefix_cache(backend: Backend) -> KVCache | None:
+    """The engine's KV cache, where the back end has one (the fixed one has none)."""
+    engine = getattr(backend, "engine", None)
+    kv = getattr(engine, "kv", None)
+    return kv if isinstance(kv, KVCache) else None
 
 
 class SimApp:
@@ -111,6 +119,9 @@ class SimApp:
                 web.post("/detokenize", self.tokenization.detokenize),
             ]
         )
+        self._kv = _prefix_cache(self.backend)
+        if self._kv is not None:  # vLLM's (development mode) reset, where there is a cache
+            self.app.add_routes([web.post("/reset_prefix_cache", self.reset_prefix_cache)])
         self.app.on_startup.append(self._on_startup)
         self.app.on_cleanup.append(self._on_cleanup)
 
@@ -146,6 +157,12 @@ class SimApp:
     async def metrics(self, _request: web.Request) -> web.Response:
         text = render_metrics(self.profile.model, self.backend.stats(), self.counters)
         return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+    async def reset_prefix_cache(self, _request: web.Request) -> web.Response:
+        """vLLM's ``POST /reset_prefix_cache``: ``{"success": bool}``, false while blocks
+        are in use (see :meth:`KVCache.reset_prefix_cache`)."""
+        assert self._kv is not None  # routed only where there is a cache
+        return web.json_response({"success": self._kv.reset_prefix_cache()})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         return await self._handle(request, "chat")
@@ -329,12 +346,15 @@ class SimApp:
             request, resp, w, stream, n_out, finish, faults, salt, arrival, lags, shaped
         ):
             return resp  # cut mid-stream: no [DONE], no chunked terminator
-        counters.generation_tokens += n_out
-        counters.success[finish] = counters.success.get(finish, 0) + 1
+        counters.finished(finish, n_out, stream.served_times(), loop.time() - arrival)
         if parsed.include_usage:
             await resp.write(
                 w.usage_chunk(
-                    parsed.num_prompt_tokens, n_out, stream.cached_tokens, _reasoning_tokens(deltas)
+                    parsed.num_prompt_tokens,
+                    n_out,
+                    stream.cached_tokens,
+                    _reasoning_tokens(deltas),
+                    self._request_metrics(stream, n_out),
                 )
             )
         await resp.write(DONE)
@@ -477,8 +497,7 @@ class SimApp:
             gap = (last - first) / (n_out - 1)
             for _ in range(n_out - 1):
                 self.counters.itl.observe(gap)
-        self.counters.generation_tokens += n_out
-        self.counters.success[finish] = self.counters.success.get(finish, 0) + 1
+        self.counters.finished(finish, n_out, stream.served_times(), last - arrival)
         reasoning, text = split_text(deltas, index * 13, n_out)
         w = ChunkWriter(parsed.api, self.profile.model, self.profile.reasoning_field)
         body = w.full_body(
@@ -489,8 +508,18 @@ class SimApp:
             stream.cached_tokens,
             reasoning,
             _reasoning_tokens(deltas),
+            self._request_metrics(stream, n_out),
         )
         return web.json_response(body)
+
+    def _request_metrics(self, stream: TokenStream, n_out: int) -> dict[str, float] | None:
+        """vLLM's per-request ``metrics`` of a finished request (profile key
+        ``per_request_metrics``, as vLLM's ``--enable-per-request-metrics``), from the
+        back end's own clock; None when off."""
+        if not self.profile.per_request_metrics:
+            return None
+        times = stream.served_times()
+        return None if times is None else per_request_metrics(times, n_out)
 
 
 def _reasoning_tokens(deltas: DeltaPlan | None) -> int | None:

@@ -17,6 +17,7 @@ from typing import Protocol, TypeGuard
 __all__ = [
     "Backend",
     "BackendStats",
+    "ServedTimes",
     "Submission",
     "TokenStream",
     "TokenWriter",
@@ -33,6 +34,18 @@ class Submission:
     output_tokens: int  # exactly this many tokens are produced
     block_hashes: tuple[int, ...] = ()  # chained hashes of the prompt's full KV blocks
     priority: int = 0
+
+
+@dataclass(frozen=True)
+class ServedTimes:
+    """When the back end queued, first scheduled, and produced the first and last token
+    of one request, in loop time (seconds, ``time.monotonic``): the server's own clock,
+    which vLLM's per-request ``metrics`` report (wire.py :func:`per_request_metrics`)."""
+
+    queued: float
+    scheduled: float
+    first_token: float
+    last_token: float
 
 
 class TokenStream(Protocol):
@@ -52,6 +65,9 @@ class TokenStream(Protocol):
 
     def close(self) -> None:
         """Release the request (abort it if unfinished). Idempotent."""
+
+    def served_times(self) -> ServedTimes | None:
+        """The request's engine times once its last token is out (None before)."""
 
 
 class TokenWriter(Protocol):

@@ -4,7 +4,10 @@ The plugin's client must cope with what real servers send, so the simulator
 reproduces vLLM's shapes exactly: a role-only first chat chunk, one chunk per
 token, ``finish_reason`` on the last token's chunk, a usage chunk with
 ``"choices": []`` when ``stream_options.include_usage`` is set, and errors as
-``{"error": {message, type, param, code}}``. Parsing a request into a
+``{"error": {message, type, param, code}}``. With ``--enable-per-request-metrics``
+vLLM adds the request's own timings (:func:`per_request_metrics`) as ``metrics``
+to the usage chunk and to a non-streamed body; so does the simulator (profile key
+``per_request_metrics``, on by default). Parsing a request into a
 ``ParsedRequest`` here keeps the HTTP handlers free of JSON details.
 
 Streaming chunks are built from pre-rendered prefix/suffix strings around the
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..tokens import split_tokens
+from .streams import ServedTimes
 
 __all__ = [
     "DONE",
@@ -33,6 +37,7 @@ __all__ = [
     "error_body",
     "models_body",
     "parse_request",
+    "per_request_metrics",
     "usage_body",
 ]
 
@@ -227,6 +232,26 @@ def usage_body(
     return usage
 
 
+def per_request_metrics(times: ServedTimes, completion_tokens: int) -> dict[str, float]:
+    """vLLM's per-request ``metrics`` object (``build_per_request_timing_metrics``, vLLM
+    0.32) from the back end's own times: ``queue_time_ms`` queued -> first scheduled,
+    ``time_to_first_token_ms`` scheduled -> first token (the prefill, not the client's
+    TTFT), ``generation_time_ms`` first -> last token, ``mean_itl_ms`` that over the
+    tokens less one (2+ tokens), ``tokens_per_second`` all tokens over scheduled -> last
+    token. Fields vLLM would leave null are left out, as its stream chunks do."""
+    out = {
+        "time_to_first_token_ms": (times.first_token - times.scheduled) * 1000.0,
+        "generation_time_ms": (times.last_token - times.first_token) * 1000.0,
+        "queue_time_ms": (times.scheduled - times.queued) * 1000.0,
+    }
+    if completion_tokens > 1:
+        out["mean_itl_ms"] = out["generation_time_ms"] / (completion_tokens - 1)
+    inference_s = times.last_token - times.scheduled
+    if inference_s > 0:
+        out["tokens_per_second"] = completion_tokens / inference_s
+    return out
+
+
 class ChunkWriter:
     """Renders the SSE frames (and the non-streaming body) of one response."""
 
@@ -315,13 +340,17 @@ class ChunkWriter:
         completion_tokens: int,
         cached_tokens: int,
         reasoning_tokens: int | None = None,
+        metrics: dict[str, float] | None = None,
     ) -> bytes:
-        """Final chunk with ``choices: []`` and the usage (include_usage)."""
+        """Final chunk with ``choices: []`` and the usage (include_usage), and vLLM's
+        per-request ``metrics`` when given."""
         body = dict(self._head)
         body["choices"] = []
         body["usage"] = usage_body(
             prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens
         )
+        if metrics is not None:
+            body["metrics"] = metrics
         return b"data: " + json.dumps(body).encode() + b"\n\n"
 
     def full_body(
@@ -333,10 +362,12 @@ class ChunkWriter:
         cached_tokens: int,
         reasoning: str | None = None,
         reasoning_tokens: int | None = None,
+        metrics: dict[str, float] | None = None,
     ) -> dict[str, Any]:
         """The non-streaming response body; ``reasoning`` (chat) goes in the message's
         reasoning field beside the answer ``text``, as vLLM's reasoning parsers put it
-        (``content`` is null when the answer is empty)."""
+        (``content`` is null when the answer is empty); vLLM's per-request ``metrics``
+        when given."""
         body = dict(self._head)
         if self.api == "chat":
             body["object"] = "chat.completion"
@@ -370,4 +401,6 @@ class ChunkWriter:
         body["usage"] = usage_body(
             prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens
         )
+        if metrics is not None:
+            body["metrics"] = metrics
         return body

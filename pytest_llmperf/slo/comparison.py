@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_llmperf.loadgen.result import RunResult
@@ -27,6 +27,7 @@ from pytest_llmperf.slo.regression import (
     compare_accumulators,
     inconclusive_check,
 )
+from pytest_llmperf.slo.server_regression import compare_server_metrics
 
 __all__ = ["BaselineSource", "Reference"]
 
@@ -34,11 +35,17 @@ __all__ = ["BaselineSource", "Reference"]
 @dataclass(frozen=True)
 class Reference:
     """What one run is compared with: ``accumulator`` and what it is (``compared_with``,
-    named on every check), or no accumulator and the ``reason`` (an inconclusive note)."""
+    named on every check), or no accumulator and the ``reason`` (an inconclusive note).
+    ``comparability``: whether it was measured on the same server configuration
+    (``{"comparable": bool | None, "differs": [...]}``, copied onto every check), None
+    when no fingerprint was compared."""
 
     compared_with: str
     accumulator: MetricsAccumulator | None = None
     reason: str = ""
+    comparability: Mapping[str, Any] | None = None
+    # the reference run's server metrics (JSON form), for server.* thresholds
+    server_metrics: Mapping[str, Any] | None = None
 
 
 class BaselineSource(ABC):
@@ -47,6 +54,19 @@ class BaselineSource(ABC):
     """
 
     path: str  # the session report's "compared_with"
+
+    @property
+    def fingerprint(self) -> dict[str, Any] | None:
+        """The server fingerprint the baseline was measured under (None: none stored)."""
+        return None
+
+    def check_comparability(
+        self, current: Mapping[str, Any] | None, *, strict: bool = False
+    ) -> dict[str, Any]:
+        """Whether this baseline was measured on the server configuration ``current`` (this
+        session's fingerprint) describes: ``{"comparable": bool | None, "differs": [...],
+        "note": str}``; a source that keeps no fingerprint cannot tell (None)."""
+        return {"comparable": None, "differs": [], "note": "this baseline keeps no fingerprint"}
 
     @property
     @abstractmethod
@@ -85,12 +105,11 @@ class BaselineSource(ABC):
         checks: list[RegressionCheck] = []
         for result, ref in zip(gated, self.references(nodeid, gated, endpoint), strict=True):
             if ref.accumulator is None:
-                checks.append(
+                found = [
                     inconclusive_check(result.label, ref.reason, compared_with=ref.compared_with)
-                )
-                continue
-            checks.extend(
-                compare_accumulators(
+                ]
+            else:
+                found = compare_accumulators(
                     ref.accumulator,
                     result.accumulator,
                     thresholds=thresholds,
@@ -98,5 +117,23 @@ class BaselineSource(ABC):
                     run=result.label,
                     compared_with=ref.compared_with,
                 )
-            )
+                found += compare_server_metrics(
+                    ref.server_metrics,
+                    result.server_metrics,
+                    thresholds or Thresholds(),
+                    run=result.label,
+                    compared_with=ref.compared_with,
+                )
+            checks.extend(_marked(c, ref.comparability) for c in found)
         return checks
+
+
+def _marked(check: RegressionCheck, comparability: Mapping[str, Any] | None) -> RegressionCheck:
+    """``check`` with its reference's ``comparable`` and ``differs``."""
+    if not comparability:
+        return check
+    return replace(
+        check,
+        comparable=comparability.get("comparable"),
+        differs=tuple(str(d) for d in comparability.get("differs") or ()),
+    )

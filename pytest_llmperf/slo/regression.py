@@ -52,6 +52,7 @@ from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 from pytest_llmperf.metrics.sample_size import nearest_rank
 from pytest_llmperf.slo.verdicts import min_samples
+from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind
 from pytest_llmperf.specs.slo import STATS, percentile_of, stat_problem
 
 __all__ = [
@@ -81,7 +82,8 @@ COMPARED_STATS = ("p50", "p99")
 BY_REQUEST = ("itl",)  # resampled by request: their samples within one request are correlated
 _CHUNK = 250  # resamples per numpy batch: bounds memory at B × buckets
 _ITEM = re.compile(
-    r"^\s*(?:(?P<key>[a-z_][a-z0-9_]*(?:\.p[\d.]+|\.mean)?)\s*=\s*)?(?P<value>[\d.]+)\s*(?P<pct>%?)\s*$"
+    r"^\s*(?:(?P<key>(?:server\.)?[a-z_][a-z0-9_]*(?:\.p[\d.]+|\.mean)?)\s*=\s*)?"
+    r"(?P<value>[\d.]+)\s*(?P<pct>%?)\s*$"
 )
 
 
@@ -103,9 +105,14 @@ class Thresholds:
         pairs = [(m, s) for m in COMPARED_METRICS for s in COMPARED_STATS]
         for key in self.overrides:
             metric, _, stat = key.partition(".")
-            if stat and (metric, stat) not in pairs:
+            if metric != "server" and stat and (metric, stat) not in pairs:
                 pairs.append((metric, stat))
         return pairs
+
+    def server_stats(self) -> list[tuple[str, str]]:
+        """The server's statistics compared (``server.queue_time.p99=20%``): only those
+        named, each against the baseline's own value of it."""
+        return [split_server_key(key) for key in self.overrides if key.startswith("server.")]
 
     @classmethod
     def parse(
@@ -138,6 +145,9 @@ class Thresholds:
             if key is None:
                 default = value
                 continue
+            if key.startswith("server."):
+                overrides[_server_key(key, part, where)] = value
+                continue
             metric, _, stat = key.partition(".")
             if metric not in COMPARED_METRICS or (stat and (stat_problem(stat) or stat == "max")):
                 raise LlmPerfUsageError(
@@ -151,6 +161,26 @@ class Thresholds:
 
     def describe(self) -> dict[str, Any]:
         return {"default": self.default, **dict(self.overrides)}
+
+
+def _server_key(key: str, part: str, where: str) -> str:
+    """``server.queue_time.p99``: a latency of the server's own and a statistic its
+    buckets give (pN or mean), compared only where named."""
+    name, stat = split_server_key(key)
+    latencies = [n for n, (kind, _) in COMMON_METRICS.items() if kind is MetricKind.LATENCY]
+    if name not in latencies or not stat or (stat != "mean" and stat_problem(stat)):
+        raise LlmPerfUsageError(
+            f"unknown server statistic {key!r} in {part.strip()!r}; a server latency "
+            f"({', '.join(latencies)}) and pN or mean, e.g. 'server.queue_time.p99=20%'",
+            where=where,
+        )
+    return key
+
+
+def split_server_key(key: str) -> tuple[str, str]:
+    """``server.queue_time.p99.9`` -> ``("server.queue_time", "p99.9")``."""
+    base, _, stat = key[len("server.") :].partition(".")
+    return f"server.{base}", stat
 
 
 class RegressionVerdict(StrEnum):
@@ -198,10 +228,16 @@ class RegressionCheck(StatCheckBase):
     test: str = ""
     reason: str = ""
     compared_with: str = ""  # what the baseline was: a file, or "history (last N runs, …)"
+    # Measured on the same server configuration and machine (the fingerprints compared:
+    # server_metrics/fingerprint.py)? None: not known (no fingerprint on a side); ``differs``
+    # names what differs, baseline -> current.
+    comparable: bool | None = None
+    differs: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["verdict"] = self.verdict.value  # plain JSON: reports cross xdist's wire
+        out["differs"] = list(self.differs)
         out["samples"] = {"baseline": self.samples[0], "current": self.samples[1]}
         out["name"] = self.name
         return out

@@ -13,19 +13,24 @@ stage by stage, never as one: every SLO of the test on each stage, a
 stage's own SLOs on that stage only. Each stage is a run of its own for
 these rules, so a short stage may be inconclusive where the whole run would
 have had samples enough.
+
+An SLO on the server's own metrics (``server.*``) is judged on what the
+server said over the run (or stage): :func:`evaluate_server`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.sample_size import min_samples
+from pytest_llmperf.server_metrics.summary import ServerMetrics
 from pytest_llmperf.specs.rulesets import Ruleset
+from pytest_llmperf.specs.server_names import MetricKind, metric_kind
 from pytest_llmperf.specs.slo import Slo
 from pytest_llmperf.specs.stages import Stage
 
@@ -34,6 +39,7 @@ __all__ = [
     "Verdict",
     "evaluate",
     "evaluate_runs",
+    "evaluate_server",
     "evaluate_stages",
     "min_samples",
     "stage_load",
@@ -92,6 +98,8 @@ def evaluate(
     ``min_samples``); ``min_duration_s`` is the least measured window a
     verdict needs (a ruleset's ``min_duration``). Neither can lower a bar.
     """
+    if slo.is_server:
+        return evaluate_server(slo, result, min_count=min_count)
     acc = result.accumulator
     run = result.label
     if slo.is_latency:
@@ -129,6 +137,72 @@ def evaluate(
         why = "; ".join(result.self_check.get("reasons", [])) or "load generator was the bottleneck"
         return judged(Verdict.INCONCLUSIVE, observed, f"load generator bound: {why}")
     return judged(Verdict.PASS if slo.holds(observed) else Verdict.FAIL, observed)
+
+
+def evaluate_server(slo: Slo, result: RunResult, *, min_count: int = 0) -> SloVerdict:
+    """Judge an SLO on the server's own metrics (``server.queue_time.p99 < 50ms``).
+
+    A metric the server did not give (scraping off or failed, a family without
+    it, other processes' pages) is inconclusive with the reason. A latency
+    percentile comes from the run's bucket deltas at the bucket's upper bound
+    and needs the same sample count as a client percentile; gauges and counters
+    need the run's start and end scrapes (or, for a gauge, one sample).
+    """
+    run = result.label
+    server = result.server_metrics
+
+    def judged(
+        verdict: Verdict, observed: float | None, samples: int, reason: str = ""
+    ) -> SloVerdict:
+        return SloVerdict(slo.expr, observed, slo.target, slo.unit, verdict, run, samples, reason)
+
+    if server is None:
+        return judged(Verdict.INCONCLUSIVE, None, 0, "no server metrics (--llm-server-metrics off)")
+    if slo.metric not in server.metrics:
+        why = server.missing or f"the server ({server.family.value}) does not export {slo.metric}"
+        return judged(Verdict.INCONCLUSIVE, None, 0, why)
+    kind = metric_kind(slo.metric)
+    percentile = slo.percentile if kind is MetricKind.LATENCY else None
+    if percentile is not None and slo.stat not in server.metrics[slo.metric]:
+        observed = server.percentile(slo.metric, percentile)
+    else:
+        observed = server.stat(slo.metric, slo.stat)
+    samples = server.samples(slo.metric) if kind is MetricKind.LATENCY else server.scrapes
+    if observed is not None and math.isinf(observed):
+        return _beyond_last_bucket(slo, server, samples, judged)
+    if observed is None or math.isnan(observed):
+        return judged(Verdict.INCONCLUSIVE, None, samples, f"no {slo.metric} observed in the run")
+    observed = round(float(observed), 4)
+    if kind is MetricKind.LATENCY:
+        needed = max(min_samples(percentile), min_count)
+        if samples < needed:
+            return judged(
+                Verdict.INCONCLUSIVE,
+                observed,
+                samples,
+                f"{slo.stat} needs >= {needed} samples, the server counted {samples}",
+            )
+    if result.self_check.get("generator_bound"):
+        why = "; ".join(result.self_check.get("reasons", [])) or "load generator was the bottleneck"
+        return judged(Verdict.INCONCLUSIVE, observed, samples, f"load generator bound: {why}")
+    return judged(Verdict.PASS if slo.holds(observed) else Verdict.FAIL, observed, samples)
+
+
+def _beyond_last_bucket(
+    slo: Slo,
+    server: ServerMetrics,
+    samples: int,
+    judged: Callable[[Verdict, float | None, int, str], SloVerdict],
+) -> SloVerdict:
+    """A percentile in the server's open top bucket is known only to exceed the last
+    finite bound: that decides a target at or below the bound, nothing above it."""
+    bounds = [u for u, _ in server.buckets.get(slo.metric, []) if not math.isinf(u)]
+    last = max(bounds, default=0.0)
+    why = f"{slo.stat} is beyond the server's last finite bucket (> {last:g} ms)"
+    if slo.target > last:
+        return judged(Verdict.INCONCLUSIVE, None, samples, why)
+    holds = slo.op in (">", ">=")
+    return judged(Verdict.PASS if holds else Verdict.FAIL, None, samples, why)
 
 
 def stage_load(stage: Stage) -> str:

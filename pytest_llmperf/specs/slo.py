@@ -1,7 +1,9 @@
 """SLO expressions such as ``"ttft.p99 < 500ms"`` or ``"error_rate < 1%"``.
 
-Grammar: ``<metric>.<stat> <op> <number>[unit]`` for latency metrics and
-``<rate-metric> <op> <number>[unit]`` for rates. ``<stat>`` is ``mean``,
+Grammar: ``<metric>.<stat> <op> <number>[unit]`` for latency metrics,
+``<rate-metric> <op> <number>[unit]`` for rates, and ``server.<name>[.<stat>]``
+for the server's own metrics (:mod:`.server_names`). ``<op>`` is one of
+``< <= > >= ==`` (``server.preemptions == 0``). ``<stat>`` is ``mean``,
 ``max`` or any percentile ``pN`` / ``pN.M…`` with 0 < N < 100 (``p75``,
 ``p99.99``: k6 and HDR tools take any, so do we), written one way only (``p5``,
 not ``p05``; ``p50``, not ``p50.0``) so that each has one name in the reports.
@@ -23,6 +25,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.specs.server_names import (
+    COMMON_METRICS,
+    GAUGE_STATS,
+    MetricKind,
+)
 
 __all__ = [
     "GOODPUT_METRICS",
@@ -63,6 +70,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
     ">": operator.gt,
     ">=": operator.ge,
+    "==": operator.eq,
 }
 # pN or pN.M… with 0 < N < 100, written once: no leading zero (p5, not p05), no
 # trailing zero after the point (p50, not p50.0), so a statistic has one name.
@@ -88,6 +96,11 @@ class Slo:
     @property
     def is_latency(self) -> bool:
         return self.stat is not None
+
+    @property
+    def is_server(self) -> bool:
+        """A metric of the server's own (``server.queue_time.p99``), judged on its scrapes."""
+        return self.metric.startswith("server.")
 
     @property
     def name(self) -> str:
@@ -142,7 +155,9 @@ def parse_slo(expr: str) -> Slo:
         )
     lhs, op, value, unit = m["lhs"], m["op"], float(m["value"]), re.sub(r"\s+", "", m["unit"])
     if op not in _OPS:
-        raise LlmPerfUsageError(f"SLO {expr!r}: operator {op!r} is not one of < <= > >=")
+        raise LlmPerfUsageError(f"SLO {expr!r}: operator {op!r} is not one of < <= > >= ==")
+    if lhs.startswith("server.") or lhs == "server":
+        return _server_slo(expr, lhs, op, value, unit)
     metric, _, stat = lhs.partition(".")
     if metric in RATE_SLO_METRICS:
         if stat:
@@ -157,7 +172,7 @@ def parse_slo(expr: str) -> Slo:
             )
         return Slo(expr, metric, None, op, value * units[unit], canonical)
     if metric not in LATENCY_SLO_METRICS:
-        known = ", ".join((*LATENCY_SLO_METRICS, *RATE_SLO_METRICS))
+        known = ", ".join((*LATENCY_SLO_METRICS, *RATE_SLO_METRICS, "server.<name>"))
         raise LlmPerfUsageError(f"SLO {expr!r}: unknown metric {metric!r}; known: {known}")
     if not stat:
         raise LlmPerfUsageError(
@@ -173,6 +188,62 @@ def parse_slo(expr: str) -> Slo:
             + (" (a unit is required)" if not unit else "")
         )
     return Slo(expr, metric, stat, op, value * _TIME_UNITS[unit], "ms")
+
+
+_FRACTION_UNITS = {"%": 0.01, "": 1.0}
+
+
+def _server_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
+    """``server.<name>[.<stat>] <op> <value>[unit]``: a metric of the server's own.
+
+    Latency histograms (``server.queue_time``, …) take a statistic like a client
+    latency and a time unit; gauges (``server.kv_cache_usage``, ``server.running``)
+    take ``max``, ``mean`` or ``min``; counters and ratios (``server.preemptions``,
+    ``server.prefix_cache_hit_rate``) take none. Fractions accept ``%``.
+    """
+    base, _, stat = lhs[len("server.") :].partition(".")
+    metric = f"server.{base}"
+    entry = COMMON_METRICS.get(metric)
+    if entry is None:
+        known = ", ".join(COMMON_METRICS)
+        raise LlmPerfUsageError(f"SLO {expr!r}: unknown server metric {metric!r}; known: {known}")
+    kind, unit_kind = entry
+    if kind is MetricKind.VALUE:
+        if stat:
+            raise LlmPerfUsageError(
+                f"SLO {expr!r}: {metric!r} is a count or ratio over the run and takes "
+                f"no statistic (got {stat!r})"
+            )
+    elif not stat:
+        example = f"{metric}.p99" if kind is MetricKind.LATENCY else f"{metric}.max"
+        raise LlmPerfUsageError(f"SLO {expr!r}: {metric!r} needs a statistic, e.g. {example}")
+    elif kind is MetricKind.GAUGE and stat not in GAUGE_STATS:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: {metric!r} is sampled during the run; its statistics are "
+            f"{', '.join(GAUGE_STATS)}, not {stat!r}"
+        )
+    elif kind is MetricKind.LATENCY:
+        problem = stat_problem(stat)
+        if problem:
+            raise LlmPerfUsageError(f"SLO {expr!r}: {problem}")
+    if unit_kind == "ms":
+        if unit not in _TIME_UNITS:
+            raise LlmPerfUsageError(
+                f"SLO {expr!r}: bad unit {unit!r} for a latency; use us, ms or s"
+                + (" (a unit is required)" if not unit else "")
+            )
+        return Slo(expr, metric, stat, op, value * _TIME_UNITS[unit], "ms")
+    if unit_kind == "fraction":
+        if unit not in _FRACTION_UNITS:
+            raise LlmPerfUsageError(
+                f"SLO {expr!r}: bad unit {unit!r} for {metric} (a fraction); use '%' or no unit"
+            )
+        return Slo(expr, metric, stat or None, op, value * _FRACTION_UNITS[unit], "fraction")
+    if unit:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: {metric} is a count and takes no unit, got {unit!r}"
+        )
+    return Slo(expr, metric, stat or None, op, value, "count")
 
 
 def request_limits(slos: Iterable[Slo]) -> dict[str, float]:

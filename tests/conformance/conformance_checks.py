@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 SESSION_LIMIT_S = 300.0
 REQUESTS = 40
 CONCURRENCY = 4
@@ -30,8 +32,18 @@ def load_test(
     concurrency: int = CONCURRENCY,
     input_tokens: int = INPUT_TOKENS,
     output_tokens: int = OUTPUT_TOKENS,
+    *,
+    slos: tuple[str, ...] = (),
+    labels: tuple[str, ...] = (),
 ) -> str:
-    """The one-test file a case runs: a fixed synthetic workload at a fixed concurrency."""
+    """The one-test file a case runs: a fixed synthetic workload at a fixed concurrency.
+
+    ``slos``: the test's ``llm_slo`` targets; ``labels``: one run per label
+    (each a gated run: its own server-metrics window, its own cache reset),
+    else one run.
+    """
+    slo = f"@pytest.mark.llm_slo({', '.join(repr(s) for s in slos)})\n" if slos else ""
+    body = "".join(f"    await llm_loadgen.run(label={label!r})\n" for label in labels)
     return f"""
 import pytest
 
@@ -40,8 +52,8 @@ import pytest
     "synthetic", requests={requests}, input_tokens={input_tokens}, output_tokens={output_tokens}
 )
 @pytest.mark.llm_load("concurrency", concurrency={concurrency})
-async def test_load(llm_loadgen):
-    await llm_loadgen.run()
+{slo}async def test_load(llm_loadgen):
+{body or "    await llm_loadgen.run()"}
 """
 
 
@@ -71,6 +83,16 @@ class Session:
         runs = tests[0].get("runs") or []
         assert len(runs) == 1, f"expected one run, got {len(runs)}\n{self.explain()}"
         return runs[0]
+
+    @property
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run of the single test, in order (asserts there is one test with runs)."""
+        assert self.report is not None, f"no JSON report written\n{self.explain()}"
+        tests = self.report.get("tests") or []
+        assert len(tests) == 1, f"expected one test in the report, got {len(tests)}"
+        runs = tests[0].get("runs") or []
+        assert runs, f"no runs in the report\n{self.explain()}"
+        return list(runs)
 
     @property
     def request_fields(self) -> dict[str, Any]:
@@ -228,3 +250,113 @@ def check_prompt_lengths(
 def check_no_traceback(s: Session) -> None:
     assert "Traceback" not in s.output, s.explain()
     assert "INTERNALERROR" not in s.output, s.explain()
+
+
+# -- the server's own metrics (issue 24) ---------------------------------------------------------
+
+# The test file of the comparability checks: the baseline is saved with it against one server
+# configuration and compared with it against another, so both sessions must run the same test.
+# Two output tokens: 8 ITL gaps, under every statistic's sample minimum, so no verdict depends
+# on this machine's noise; only the comparability flag is looked at.
+BASELINE_TEST = load_test(requests=8, concurrency=2, output_tokens=2)
+# Where test_vllm.py saved that baseline against its server (--max-model-len 1024), for
+# test_vllm_config_change.py, which otherwise starts a 1024 server of its own to save one.
+BASELINE_1024 = pytest.StashKey[Path]()
+
+
+def server_view(run: dict[str, Any], family: str) -> dict[str, dict[str, float]]:
+    """The run's ``server_metrics`` from ``family``'s ``/metrics``, nothing missing.
+
+    Returns its ``metrics``.
+    """
+    view = run.get("server_metrics")
+    assert isinstance(view, dict), f"run {run.get('label')!r} has no server_metrics: {view!r}"
+    shown = json.dumps({k: v for k, v in view.items() if k != "buckets"}, indent=1)[:4000]
+    assert view["missing"] is None, f"server metrics missing: {view['missing']}\n{shown}"
+    assert view["family"] == family, shown
+    assert str(view["source"]).split(" + ")[0].endswith("/metrics"), shown
+    assert view["scrapes"] >= 2, shown  # the start and end scrapes at least
+    metrics = view["metrics"]
+    assert isinstance(metrics, dict), shown
+    return metrics
+
+
+def run_token_sums(run: dict[str, Any]) -> tuple[int, int]:
+    """The run's prompt and output tokens as the server's ``usage`` counted them, summed over
+    its completed requests (every one had usage: the means are over them all)."""
+    lengths = token_lengths(run)
+    n = run["counts"]["completed"]
+    sums = []
+    for key in ("input_server_mean", "output_server_mean"):
+        total = lengths[key] * n
+        assert abs(total - round(total)) < 0.05, f"{key} is not over all {n} requests: {lengths}"
+        sums.append(round(total))
+    return sums[0], sums[1]
+
+
+def check_counters_equal_the_run(run: dict[str, Any], metrics: dict[str, Any], family: str) -> None:
+    """The server's request and token counters over the run's window equal the run's own counts.
+
+    The window (the start scrape to the end scrape) holds the run's requests and nothing
+    else: the session has no warm-up requests and the module's sessions run one at a time.
+    ``server.requests`` only where the family counts finished requests (not llama.cpp).
+    """
+    completed = run["counts"]["completed"]
+    prompt, output = run_token_sums(run)
+    observed = {k: (metrics.get(k) or {}).get("value") for k in SERVER_COUNTS}
+    expected: dict[str, float | None] = {
+        "server.requests": completed if family != "llama.cpp" else None,
+        "server.prompt_tokens": prompt,
+        "server.generation_tokens": output,
+    }
+    assert observed == expected, (
+        f"run {run['label']}: server counters {observed}, the run's {expected} "
+        f"(counts {run['counts']}, token_lengths {run['token_lengths']})"
+    )
+
+
+SERVER_COUNTS = ("server.requests", "server.prompt_tokens", "server.generation_tokens")
+
+
+def check_gauge(metrics: dict[str, Any], name: str, low: float, high: float) -> dict[str, float]:
+    """A gauge sampled inside the run's window: ``low <= min <= mean <= max <= high``."""
+    entry = metrics.get(name)
+    assert isinstance(entry, dict), f"{name} missing (no sample inside the window?): {metrics}"
+    assert low <= entry["min"] <= entry["mean"] <= entry["max"] <= high, (name, entry, low, high)
+    return entry
+
+
+def check_ttft_split(run: dict[str, Any], queue_reported: bool) -> dict[str, Any]:
+    """Every request's TTFT split into client queue, server queue, engine and the remainder.
+
+    Each completed request's response carried the server's timings, so the split covers
+    them all and its ``ttft`` is the run's own client TTFT. The server's parts happen
+    between the client's send and its first token, so they never exceed the client's
+    TTFT: no request's remainder is negative (both clocks are this machine's), and the
+    parts' means add up to the TTFT's mean (the remainder is defined so; the JSON rounds
+    each mean to 0.1 µs). ``queue_reported``: the server says its queue time (vLLM);
+    llama.cpp says none, and its queueing is then inside the remainder.
+    """
+    split = run.get("ttft_split")
+    assert isinstance(split, dict), f"run {run.get('label')!r} has no ttft_split: {sorted(run)}"
+    n = run["counts"]["completed"]
+    assert split["count"] == n, split
+    assert split["server_queue_reported"] == (n if queue_reported else 0), split
+    if queue_reported:
+        assert isinstance(split["server_queue"], dict), split
+    else:
+        assert split["server_queue"] is None, split
+    parts = ("client_queue", "server_queue", "engine", "remainder")
+    for part in (*parts, "ttft"):
+        stats = split[part]
+        if stats is None:
+            continue
+        assert all(stats[s] >= 0 for s in ("p50", "p90", "p99", "mean")), (part, split)
+        assert stats["p50"] <= stats["p90"] <= stats["p99"], (part, split)
+    assert split["engine"]["mean"] > 0, split  # the server's prefill takes some time
+    assert split["remainder_negative"] == 0, f"server parts overran the client's TTFT: {split}"
+    client = run["metrics"]["ttft"]
+    assert abs(split["ttft"]["mean"] - client["mean"]) <= 0.001, (split["ttft"], client)
+    total = sum((split[p] or {}).get("mean", 0.0) for p in parts)
+    assert abs(total - split["ttft"]["mean"]) <= 0.001, (total, split)
+    return split

@@ -28,6 +28,11 @@ Two sets of runs: the vLLM checks (40 requests, 128 tokens in, 32 out) at
 concurrency 1 and 4, and issue 22's "Done when" (16 requests, 64 in, 32
 out, default options) at concurrency 2 and 8 against the two slots, where
 requests beyond the slots queue inside the server.
+
+Issue 24, the server's own metrics: one more run (40 requests at concurrency
+4, ``/metrics`` sampled every 0.1 s) for the names ``llama-server --metrics``
+fills, its counters against the run's, the TTFT split from each response's
+``timings`` and the report's word that it has no prefix-cache reset.
 """
 
 from __future__ import annotations
@@ -45,10 +50,14 @@ from conformance_checks import (
     OUTPUT_TOKENS,
     REQUESTS,
     Session,
+    check_counters_equal_the_run,
+    check_gauge,
     check_no_traceback,
     check_prompt_lengths,
+    check_ttft_split,
     load_test,
     run_session,
+    server_view,
     token_lengths,
     within,
 )
@@ -244,3 +253,84 @@ def test_issue_22_every_request_completes_at_the_right_lengths(issue_session: Se
     assert lengths["input_requested_mean"] == ISSUE_INPUT_TOKENS, lengths
     assert within(lengths["input_server_mean"], ISSUE_INPUT_TOKENS, 0.05), lengths
     assert lengths["output_server_mean"] == OUTPUT_TOKENS, lengths
+
+
+# -- issue 24: the server's own metrics --------------------------------------------------------
+
+SCRAPE_EVERY_S = 0.1  # llama-server answers 40 requests in about half a second
+METRICS_CONCURRENCY = 4  # twice the slots: requests wait for one (llamacpp:requests_deferred)
+# Filled from /metrics (llamacpp: counters and gauges) and from each response's timings
+# (prompt_ms, predicted_ms: the latencies /metrics has no histogram of).
+LLAMA_CPP_NAMES = {
+    "server.running",
+    "server.waiting",
+    "server.prompt_tokens",
+    "server.generation_tokens",
+    "server.prefix_cache_hit_rate",
+    "server.prefill_time",
+    "server.decode_time",
+    "server.itl",
+}
+NOT_LLAMA_CPP = {"server.queue_time", "server.ttft", "server.preemptions", "server.requests"}
+
+
+@pytest.fixture(scope="module")
+def scraped(llama_server: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One chat run, 40 requests at concurrency 4, ``/metrics`` sampled every 0.1 s: the run."""
+    workdir = tmp_path_factory.mktemp("llama-server-metrics")
+    s = run_session(
+        workdir,
+        llama_server.url,
+        f"--llm-server-metrics={SCRAPE_EVERY_S}",
+        test_source=load_test(REQUESTS, METRICS_CONCURRENCY, INPUT_TOKENS, OUTPUT_TOKENS),
+    )
+    run = check_completed(s)
+    assert run["workload"]["warmup"] == 0, run["workload"]
+    return run
+
+
+def test_server_metrics_fill_the_names_llama_cpp_has(scraped: dict[str, Any]) -> None:
+    """Issue 24, done when (2): family ``llama.cpp``, the names it has and no others.
+
+    Running is at most the two slots; at most the client's 4 requests wait for one.
+    The latencies come from the responses' ``timings`` (one per request), so the
+    source is the page plus the responses.
+    """
+    m = server_view(scraped, "llama.cpp")
+    names = set(m)
+    assert not LLAMA_CPP_NAMES - names, f"missing {sorted(LLAMA_CPP_NAMES - names)}: {sorted(m)}"
+    assert not NOT_LLAMA_CPP & names, sorted(NOT_LLAMA_CPP & names)
+    source = scraped["server_metrics"]["source"]
+    assert source.endswith("/metrics + responses"), source
+    servers = sys.modules["llmperf_conformance_servers"]
+    check_gauge(m, "server.running", 0, servers.LLAMA_SERVER_SLOTS)
+    check_gauge(m, "server.waiting", 0, METRICS_CONCURRENCY)
+    assert 0 <= m["server.prefix_cache_hit_rate"]["value"] <= 1, m["server.prefix_cache_hit_rate"]
+    for name in ("server.prefill_time", "server.decode_time", "server.itl"):
+        assert m[name]["count"] == REQUESTS, (name, m[name])
+        assert 0 < m[name]["p50"] <= m[name]["p99"] <= m[name]["max"], (name, m[name])
+
+
+def test_the_servers_token_counters_equal_the_runs(scraped: dict[str, Any]) -> None:
+    """Prompt tokens (``llamacpp:prompt_tokens_total`` plus the cached ones) and predicted
+    tokens over the run's window equal the run's usage sums, exactly."""
+    check_counters_equal_the_run(scraped, server_view(scraped, "llama.cpp"), "llama.cpp")
+
+
+def test_timings_split_each_requests_ttft(scraped: dict[str, Any]) -> None:
+    """Issue 24, done when (per-request timings): llama.cpp's ``timings.prompt_ms`` is each
+    request's engine time; it reports no queue time (``server_queue`` None: the wait for
+    a slot is in the remainder); the parts add up to the client's TTFT."""
+    split = check_ttft_split(scraped, queue_reported=False)
+    prefill = server_view(scraped, "llama.cpp")["server.prefill_time"]
+    assert split["engine"]["mean"] == pytest.approx(prefill["mean"], abs=0.001), (split, prefill)
+
+
+def test_the_report_says_llama_server_has_no_cache_reset(scraped: dict[str, Any]) -> None:
+    """Issue 24, done when (``--llm-reset-cache``): where the server has no reset, the
+    report says so (both routes answered 404), and the run went ahead."""
+    reset = scraped.get("cache_reset")
+    assert isinstance(reset, dict), sorted(scraped)
+    assert reset["done"] is False, reset
+    assert "no cache reset" in str(reset["why"]), reset
+    assert "404" in str(reset["why"]), reset

@@ -34,7 +34,7 @@ def test_valid_expressions(expr, metric, stat, op, target, unit) -> None:
         ("ttft < 5ms", "needs a statistic"),
         ("error_rate < 1ms", "'ms'"),
         ("error_rate.p99 < 1%", "'p99'"),
-        ("ttft.p99 == 5ms", "'=='"),
+        ("ttft.p99 != 5ms", "'!='"),
         ("fast please", "malformed"),
     ],
 )
