@@ -127,7 +127,7 @@ def main() -> None:
     if args.server == "sim":
         from pytest_llmperf.sim import start_sim_process
 
-        model = "sim-llama-3.1-8b"
+        model = "sim-fixed"
         for i in range(args.rounds):
             for variant in variants if i % 2 == 0 else variants[::-1]:
                 with sim_loop(variant.sim_loop):

@@ -137,7 +137,7 @@ def main() -> None:
     if args.server == "sim":
         from pytest_llmperf.sim import start_sim_process
 
-        MODEL = "sim-llama-3.1-8b"
+        MODEL = "sim-fixed"
         server = start_sim_process("fixed", overrides={"ttft_ms": 0, "itl_ms": 0})
     else:
         server = start_server(0, 0, record=False)

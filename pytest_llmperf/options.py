@@ -84,6 +84,11 @@ OPTIONS: tuple[OptionDef, ...] = (
     ),
     OptionDef("--llm-html", "write an HTML report to this path"),
     OptionDef("--llm-json", "write the JSON report to this path"),
+    OptionDef(
+        "--llm-markdown",
+        "write a GitHub-flavoured Markdown summary of the session to this path (also "
+        "appended to $GITHUB_STEP_SUMMARY when that is set); 'off': no summary anywhere",
+    ),
     OptionDef("--llm-events", "keep each run's event log (SQLite) in this directory"),
     OptionDef("--llm-baseline-save", "store this session's histograms as a baseline file"),
     OptionDef("--llm-baseline-compare", "fail tests that regressed against this baseline file"),
@@ -220,6 +225,8 @@ class LlmPerfOptions:
     server_metrics: str = "auto"  # --llm-server-metrics: auto, off, a URL or seconds (checked)
     reset_cache: bool = True  # --llm-reset-cache=auto
     baseline_strict: bool = False
+    markdown: str | None = None  # --llm-markdown=PATH
+    step_summary: bool = True  # append to $GITHUB_STEP_SUMMARY when set (not --llm-markdown=off)
 
     @classmethod
     def resolve(cls, get: Callable[[OptionDef], Any]) -> LlmPerfOptions:
@@ -297,6 +304,8 @@ class LlmPerfOptions:
             reset_cache=_choice("--llm-reset-cache", raw["llm_reset_cache"], ("auto", "off"))
             == "auto",
             baseline_strict=_switch("--llm-baseline-strict", raw["llm_baseline_strict"]),
+            markdown=_markdown(raw["llm_markdown"]),
+            step_summary=str(raw["llm_markdown"] or "").strip().lower() != "off",
         )
 
 
@@ -340,6 +349,12 @@ def _server_metrics(value: Any) -> str:
     text = str(value or "auto").strip()
     parse_option(text)
     return text.lower() if text.lower() in ("auto", "off") else text
+
+
+def _markdown(value: Any) -> str | None:
+    """``--llm-markdown``: a path, or ``off`` (no file, no step summary): None for both."""
+    text = str(value or "").strip()
+    return None if not text or text.lower() == "off" else text
 
 
 def _choice(option: str, value: Any, choices: tuple[str, ...]) -> str:

@@ -10,12 +10,13 @@ something was drawn.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
-__all__ = ["PALETTE", "Band", "Series", "bar_chart", "line_chart", "nice_ticks"]
+__all__ = ["PALETTE", "Band", "Series", "bar_chart", "line_chart", "nice_ticks", "tick_labels"]
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf")
 _W, _H = 315, 220
@@ -49,19 +50,48 @@ _Scale = Callable[[float], float]  # a data value -> its pixel coordinate
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Round tick values (1, 2, 5 × 10^k steps) covering ``[low, high]``."""
+    """Round tick values covering ``[low, high]``: a step of 1, 2 or 5 × 10^k (the first
+    of them at least ``(high - low) / count``), every tick a whole multiple of it, so no
+    two are equal however narrow the range (20.5–23 ms: 20.5, 21, 21.5 … 23)."""
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return [low]
+    step = _tick_step(low, high, count)
+    first = math.ceil(low / step - 1e-9)
+    last = math.floor(high / step + 1e-9)
+    decimals = _step_decimals(step) + 2  # multiples of the step, without float residue
+    return [round(k * step, decimals) for k in range(first, last + 1)]
+
+
+def _tick_step(low: float, high: float, count: int) -> float:
     raw = (high - low) / max(1, count)
-    power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    first = math.ceil(low / step - 1e-9) * step
-    ticks = []
-    value = first
-    while value <= high + step * 1e-9:
-        ticks.append(round(value, 12))
-        value += step
-    return ticks
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-12))
+
+
+def _step_decimals(step: float) -> int:
+    """Decimals a 1-2-5 step needs: 0 for 1, 2, 5, 10 …; 1 for 0.5; 2 for 0.05, 0.02."""
+    return max(0, -math.floor(math.log10(step) + 1e-9))
+
+
+def tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Labels for ``ticks`` (as :func:`nice_ticks` makes them), with as many decimals as
+    their step needs (0.5 apart: ``20.5 21.0 21.5``) and thousands separated
+    (``1,000``): each label reads back its own value, so distinct ticks never read the
+    same. A lone tick reads as :func:`_fmt`."""
+    steps = [b - a for a, b in itertools.pairwise(ticks) if b > a]
+    if not steps:
+        return [_fmt(t) for t in ticks]
+    step = min(steps)
+    decimals = _step_decimals(step)
+    while True:
+        labels = [f"{t:,.{decimals}f}" for t in ticks]
+        exact = all(
+            abs(float(label.replace(",", "")) - t) <= step * 1e-6
+            for t, label in zip(ticks, labels, strict=True)
+        )
+        if exact or decimals >= 12:  # a step nice_ticks would not make (0.25): more decimals
+            return ["0" if float(label.replace(",", "")) == 0 else label for label in labels]
+        decimals += 1
 
 
 def _fmt(value: float) -> str:
@@ -99,17 +129,19 @@ def _axes(
     out = []
     x0, x1, y0, y1 = _M_LEFT, _W - _M_RIGHT, _H - _M_BOTTOM, _M_TOP
     out.append(f'<rect x="{x0}" y="{y1}" width="{x1 - x0}" height="{y0 - y1}" class="plot-bg"/>')
-    for t in y_ticks:
+    for t, label in zip(y_ticks, tick_labels(y_ticks), strict=True):
         y = sy(t)
         out.append(f'<line x1="{x0}" x2="{x1}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
         out.append(
-            f'<text x="{x0 - 4}" y="{y + 3:.1f}" text-anchor="end" class="tick">{_fmt(t)}</text>'
+            f'<text x="{x0 - 4}" y="{y + 3:.1f}" text-anchor="end" class="tick" '
+            f'data-axis="y">{label}</text>'
         )
-    for t in x_ticks:
+    for t, label in zip(x_ticks, tick_labels(x_ticks), strict=True):
         x = sx(t)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y1}" y2="{y0}" class="grid"/>')
         out.append(
-            f'<text x="{x:.1f}" y="{y0 + 14}" text-anchor="middle" class="tick">{_fmt(t)}</text>'
+            f'<text x="{x:.1f}" y="{y0 + 14}" text-anchor="middle" class="tick" '
+            f'data-axis="x">{label}</text>'
         )
     out.append(f'<line x1="{x0}" x2="{x1}" y1="{y0}" y2="{y0}" class="axis"/>')
     out.append(f'<line x1="{x0}" x2="{x0}" y1="{y0}" y2="{y1}" class="axis"/>')

@@ -6,8 +6,20 @@ first imported during the inner session. When that is part of httpx's stack
 exception classes that httpx's own mapping does not know, and a plain
 ``ConnectError`` escapes unclassified: a test order artefact, not a bug of
 the client. Importing them here keeps one copy for the session.
+
+And no inner session of the suite appends its Markdown summary to the CI job's own step
+summary (``$GITHUB_STEP_SUMMARY``): the variable is unset for every test.
 """
 
 import anyio._backends._asyncio  # noqa: F401
 import httpcore._backends.anyio  # noqa: F401
 import httpx  # noqa: F401
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _no_github_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's inner sessions never append to the CI job's own step summary
+    (``$GITHUB_STEP_SUMMARY``, which every session that measured something appends to);
+    a test that checks the appending sets it itself."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)

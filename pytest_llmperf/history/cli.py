@@ -7,8 +7,10 @@ Commands:
 - ``show SESSION``: a session's identity and its runs in detail
 - ``trend TEST METRIC [--stat p50] [--html]`` and ``detect [--test T] [--metric M]
   [--stat S] [--alpha A]``: from :mod:`pytest_llmperf.history.trends`
-- ``export --format json|csv [--out FILE]``: every stored run (JSON: sessions with
-  their runs, accumulator states included; CSV: one row per run, metrics flattened)
+- ``export --format json|csv|markdown [--out FILE]``: every stored run (JSON: sessions
+  with their runs, accumulator states included; CSV: one row per run, metrics flattened;
+  Markdown: per test and comparison key each statistic's latest value, last values as a
+  sparkline and change point, then the sessions: :mod:`pytest_llmperf.history.markdown`)
 
 Exit status: 0, or 2 for a bad target, an unknown test or session, a bad argument.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.history.errors import HistoryError
-from pytest_llmperf.history.export import export_csv, export_json
+from pytest_llmperf.history.export import export_csv, export_json, export_markdown
 from pytest_llmperf.history.records import StoredRun
 from pytest_llmperf.history.store import HistoryStore
 
@@ -56,8 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     detect.add_argument("--metric", default="ttft")
     detect.add_argument("--stat", default="p50")
     detect.add_argument("--alpha", type=float, default=0.05, help="significance (0.05)")
-    export = commands.add_parser("export", help="every stored run as JSON or CSV")
-    export.add_argument("--format", choices=("json", "csv"), default="json")
+    export = commands.add_parser(
+        "export", help="every stored run as JSON or CSV, or the trends as Markdown"
+    )
+    export.add_argument("--format", choices=("json", "csv", "markdown"), default="json")
     export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     return parser
 
@@ -84,7 +88,8 @@ def _run(store: HistoryStore, args: argparse.Namespace) -> str:
     if args.command == "show":
         return show_session(store, args.session)
     if args.command == "export":
-        text = export_json(store) if args.format == "json" else export_csv(store)
+        exports = {"json": export_json, "csv": export_csv, "markdown": export_markdown}
+        text = exports[args.format](store)
         if args.out:
             Path(args.out).write_text(text, encoding="utf-8")
             return f"llmperf-history: wrote {len(store.runs())} runs to {args.out}"

@@ -1,4 +1,5 @@
-"""``export``: every stored session and run, as JSON or CSV.
+"""``export``: every stored session and run, as JSON or CSV; the trends as Markdown
+(:func:`~pytest_llmperf.history.markdown.export_markdown`).
 
 JSON: ``{"schema_version": N, "sessions": [{...session, "fingerprint": {...} |
 null, "runs": [{...run, "state": {...}}]}]}`` (states included: lossless). CSV: one row per run, the
@@ -13,10 +14,11 @@ import io
 import json
 from typing import Any
 
+from pytest_llmperf.history.markdown import export_markdown
 from pytest_llmperf.history.records import StoredRun
 from pytest_llmperf.history.store import HistoryStore
 
-__all__ = ["CSV_ID_COLUMNS", "export_csv", "export_json", "flatten_metrics"]
+__all__ = ["CSV_ID_COLUMNS", "export_csv", "export_json", "export_markdown", "flatten_metrics"]
 
 CSV_ID_COLUMNS = ("session_id", "when", "tag", "test", "label", "key", "outcome")
 COUNT_COLUMNS = ("issued", "completed", "failed", "incomplete", "cancelled")

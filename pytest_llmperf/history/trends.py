@@ -415,9 +415,15 @@ def trend_sections(
     return out
 
 
-def report_trends(target: str, report: Mapping[str, Any]) -> TrendReport:
-    """The plugin's one call under ``--llm-history`` with ``--llm-html``: the trend sections
-    of ``report``'s tests from the store at ``target``, before this session is appended.
+def report_trends(
+    target: str,
+    report: Mapping[str, Any],
+    *,
+    series: Sequence[tuple[str, str]] = REPORT_SERIES,
+) -> TrendReport:
+    """The plugin's one call under ``--llm-history`` (for the HTML, JSON and Markdown
+    reports): the trend sections of ``report``'s tests (the ``series`` statistics) from the
+    store at ``target``, before this session is appended.
     Never raises: a missing store is a note (the first session), an unusable one an error
     shown in the report (the history append reports it too)."""
     where = describe_target(target)
@@ -426,7 +432,10 @@ def report_trends(target: str, report: Mapping[str, Any]) -> TrendReport:
     try:
         with HistoryStore.open(target, create=False) as store:
             sections = trend_sections(
-                store, list(report.get("tests") or []), dict(report.get("endpoint") or {})
+                store,
+                list(report.get("tests") or []),
+                dict(report.get("endpoint") or {}),
+                series=series,
             )
     except HistoryError as exc:
         return TrendReport(where, error=scrub(str(exc)))

@@ -96,6 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 [
                     ("--llm-json", options.json),
                     ("--llm-html", options.html),
+                    ("--llm-markdown", options.markdown),
                     ("--llm-baseline-save", options.baseline_save),
                 ],
                 [("--llm-events", options.events)],

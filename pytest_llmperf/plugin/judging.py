@@ -30,6 +30,7 @@ from pytest_llmperf.reports.junit import (
     error_properties,
     junit_properties,
     regression_properties,
+    run_properties,
     server_properties,
 )
 from pytest_llmperf.reports.outcome import judge_test
@@ -48,11 +49,13 @@ def payload_for_test(
 ) -> dict[str, Any]:
     """What one test's report carries to the session (also across xdist): its endpoint,
     runs (with their A/B reference, if any), SLO verdicts, lossless accumulator states,
-    analyses, baseline checks and JUnit properties."""
+    analyses, baseline checks and JUnit properties (each run's counts and key figures
+    among them)."""
     comparisons = list(getattr(generator, "comparisons", ()))
     runs = [r.to_dict() for r in results]
     props = (
         junit_properties(verdicts)
+        + run_properties(runs)
         + regression_properties(checks)
         + ([("llm_baseline.compared_with", compared_with)] if compared_with is not None else [])
         + ab_properties(comparisons)

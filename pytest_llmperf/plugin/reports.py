@@ -1,9 +1,10 @@
 """Reports: the terminal header, and at session end the session ruleset, JSON, HTML,
-baseline, history and the terminal summary.
+Markdown (and GitHub's step summary), baseline, history and the terminal summary.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -25,6 +26,12 @@ from pytest_llmperf.reports.json_report import build_report, write_json_report
 from pytest_llmperf.reports.junit import (
     junit_properties,
 )
+from pytest_llmperf.reports.markdown import (
+    STEP_SUMMARY_ENV,
+    append_step_summary,
+    build_markdown,
+    write_markdown,
+)
 from pytest_llmperf.reports.terminal import write_terminal_summary
 from pytest_llmperf.slo.session import evaluate_session
 from pytest_llmperf.slo.verdicts import Verdict
@@ -32,6 +39,8 @@ from pytest_llmperf.slo.verdicts import Verdict
 
 class ReportsPart(PluginBase):
     """The header, and at session end the session verdicts and every report."""
+
+    markdown_error = ""  # the Markdown summary could not be written (a red line, not a crash)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         opts = self.options
@@ -117,17 +126,57 @@ class ReportsPart(PluginBase):
         report, failure = call_update_json(
             self.config, lambda: build_report(self.data, endpoint=endpoint, session=session_info)
         )
+        step_summary = self._step_summary(report)
+        trends = None
+        if self.options.history and (
+            self.options.json or self.options.html or self.options.markdown or step_summary
+        ):
+            # one query of the history for every report: the HTML draws its series, the
+            # JSON carries their digest (``trends``), from which the Markdown is written
+            trends = _report_trends(self.options.history, report)
+            report["trends"] = _trend_digest(trends)
         if self.options.json:
             self.written.append(str(write_json_report(self.options.json, report)))
         if self.options.html:
-            trends = _report_trends(self.options.history, report) if self.options.history else None
-            html = write_html_report(self.options.html, report, self.data, trends)
+            html = write_html_report(self.options.html, report, self.data, _html_trends(trends))
             self.written.append(str(html))
+        if self.options.markdown or step_summary:
+            self._write_markdown(report, step_summary)
         failures = [failure, call_session_finished(session, report)]
         self.hook_failures = [f for f in failures if f is not None]
-        if self.hook_failures and session.exitstatus == pytest.ExitCode.OK:
+        if (self.hook_failures or self.markdown_error) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         self._append_history(session)
+
+    def _step_summary(self, report: dict[str, Any]) -> str | None:
+        """``$GITHUB_STEP_SUMMARY``'s file when the summary goes there: it is set, not
+        ``--llm-markdown=off``, and the session measured something or judged session-wide
+        targets (a session of plain tests in a job adds nothing to its summary)."""
+        path = os.environ.get(STEP_SUMMARY_ENV, "").strip()
+        if not path or not self.options.step_summary or self.config.option.collectonly:
+            return None
+        measured = report.get("tests") or (report.get("session") or {}).get("slos")
+        return path if measured else None
+
+    def _write_markdown(self, report: dict[str, Any], step_summary: str | None) -> None:
+        """``--llm-markdown=PATH``: the summary, written; and appended to the step summary.
+        A failure is a red line in the terminal summary and exit status 3, and loses no
+        other report."""
+        where = self.options.markdown or ""
+        try:
+            markdown = build_markdown(report)
+            if self.options.markdown:
+                self.written.append(str(write_markdown(self.options.markdown, markdown)))
+            if step_summary:
+                where = f"${STEP_SUMMARY_ENV} ({step_summary})"
+                target = append_step_summary(step_summary, markdown)
+                self.written.append(f"{target} (${STEP_SUMMARY_ENV}, appended)")
+        except Exception as exc:  # never cost the session its other reports and history
+            why = f"{exc.strerror}" if isinstance(exc, OSError) and exc.strerror else repr(exc)
+            self.markdown_error = (
+                f"llmperf: the Markdown summary was not written{' to ' + where if where else ''}: "
+                f"{why}"
+            )
 
     def _append_history(self, session: pytest.Session) -> None:
         """``--llm-history``: append the session, after every other output is written (a
@@ -194,6 +243,7 @@ class ReportsPart(PluginBase):
             self.session_verdicts,
             self.written,
             errors=[f.message() for f in self.hook_failures]
+            + ([self.markdown_error] if self.markdown_error else [])
             + ([self.history.error] if self.history and self.history.error else []),
         )
         if self.history and self.history.note:
@@ -201,10 +251,53 @@ class ReportsPart(PluginBase):
 
 
 def _report_trends(target: str, report: Any) -> Any:
-    """``--llm-history`` with ``--llm-html``: the report's trend sections (never raises)."""
-    from pytest_llmperf.history.trends import report_trends
+    """``--llm-history``: the report's trend sections, the statistics the HTML draws and
+    the Markdown summary shows (never raises)."""
+    from pytest_llmperf.history.markdown import MARKDOWN_SERIES
+    from pytest_llmperf.history.trends import REPORT_SERIES, report_trends
 
-    return report_trends(target, report)
+    series = (*MARKDOWN_SERIES, *(s for s in REPORT_SERIES if s not in MARKDOWN_SERIES))
+    return report_trends(target, report, series=series)
+
+
+def _trend_digest(trends: Any) -> dict[str, Any]:
+    """The JSON report's ``trends``: every series' last values and change points."""
+    from pytest_llmperf.history.markdown import trend_digest
+
+    digest: dict[str, Any] = trend_digest(trends)
+    return digest
+
+
+def _html_trends(trends: Any) -> Any:
+    """The HTML report's trends: the sections with the series it draws (its charts as
+    before the Markdown summary's statistics joined the query)."""
+    if trends is None:
+        return None
+    import dataclasses
+
+    from pytest_llmperf.history.trends import REPORT_SERIES
+
+    sections = {}
+    for nodeid, runs in trends.sections.items():
+        kept = []
+        for section in runs:
+            pairs = [
+                (s, svg)
+                for s, svg in zip(section.series, section.charts, strict=True)
+                if (s.metric, s.stat) in REPORT_SERIES
+            ]
+            if pairs:
+                kept.append(
+                    dataclasses.replace(
+                        section, series=[p[0] for p in pairs], charts=[p[1] for p in pairs]
+                    )
+                )
+        if kept:
+            sections[nodeid] = kept
+    if trends.sections and not sections:
+        note = "no stored run comparable with this session's runs yet"
+        return dataclasses.replace(trends, sections={}, note=note)
+    return dataclasses.replace(trends, sections=sections)
 
 
 def _workers_word(opts: LlmPerfOptions) -> str:

@@ -8,6 +8,10 @@ Where they go depends on pytest's ``junit_family``:
   the ``<testsuite>``, so the plugin adds them there, each name prefixed with
   the test id (``tests/test_x.py::test_chat::llm_slo[ttft.p99 < 500ms].verdict``).
 
+Each run also carries its counts and key figures (``llm_run[run0].issued``,
+``llm_run[ttft.p99][run0]``, …: :func:`run_properties`), formatted as the terminal
+and HTML reports show them.
+
 Either way a failing SLO also fails its testcase, whose ``<failure>`` message
 holds the verdict table, which is what CI dashboards (GitLab, Jenkins,
 Azure, GitHub annotations) show first.
@@ -35,6 +39,7 @@ __all__ = [
     "error_properties",
     "junit_properties",
     "regression_properties",
+    "run_properties",
     "server_properties",
 ]
 
@@ -63,6 +68,48 @@ def junit_properties(
         props.append((f"{name}.samples", str(v.samples)))
         if v.reason:
             props.append((f"{name}.reason", v.reason))
+    return props
+
+
+# a run's figures as properties: what the terminal, HTML and Markdown reports show of it
+_RUN_COUNTS = ("issued", "completed", "failed")
+_RUN_STATS = (
+    ("ttft", "p50"),
+    ("ttft", "p99"),
+    ("tpot", "p50"),
+    ("tpot", "p99"),
+    ("itl", "p50"),
+    ("itl", "p99"),
+)
+_RUN_RATES = (
+    ("request_throughput", "req/s"),
+    ("output_throughput", "tok/s"),
+    ("error_rate", "fraction"),
+    ("goodput", "fraction"),
+)
+
+
+def run_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """``(name, value)`` per run (report dicts, ``RunResult.to_dict()``): its counts and
+    key figures, formatted as every report formats them, e.g.
+    ``llm_run[run0].issued`` = ``80`` (``.completed``, ``.failed``, ``.cancelled`` when
+    any), ``llm_run[ttft.p99][run0]`` = ``22.4 ms`` (ttft, tpot, itl at p50 and p99),
+    ``llm_run[request_throughput][run0]`` = ``171.48 req/s``,
+    ``llm_run[output_throughput][run0]`` = ``1371.83 tok/s``,
+    ``llm_run[error_rate][run0]`` = ``8.75%``, ``llm_run[goodput][run0]``."""
+    props: list[tuple[str, str]] = []
+    for run in runs:
+        label = str(run.get("label") or "")
+        counts = run.get("counts") or {}
+        metrics = run.get("metrics") or {}
+        cancelled = ("cancelled",) if counts.get("cancelled") else ()
+        for key in (*_RUN_COUNTS, *cancelled):
+            props.append((f"llm_run[{label}].{key}", str(int(counts.get(key) or 0))))
+        for metric, stat in _RUN_STATS:
+            value = (metrics.get(metric) or {}).get(stat)
+            props.append((f"llm_run[{metric}.{stat}][{label}]", format_value(value, "ms")))
+        for name, unit in _RUN_RATES:
+            props.append((f"llm_run[{name}][{label}]", format_value(metrics.get(name), unit)))
     return props
 
 

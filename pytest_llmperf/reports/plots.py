@@ -22,7 +22,15 @@ from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 from pytest_llmperf.reports.table import stage_level
 from pytest_llmperf.reports.time_split import TimeSplit
-from pytest_llmperf.svg import PALETTE, Band, Series, bar_chart, line_chart, nice_ticks
+from pytest_llmperf.svg import (
+    PALETTE,
+    Band,
+    Series,
+    bar_chart,
+    line_chart,
+    nice_ticks,
+    tick_labels,
+)
 
 __all__ = [
     "PLOTTED_METRICS",
@@ -375,12 +383,13 @@ def ttft_split_plot(split: TimeSplit) -> str:
         return _SPLIT_LEFT + value / top_value * span
 
     bottom = _SPLIT_TOP + _SPLIT_ROW * len(rows)
-    for t in ticks:
+    for t, label in zip(ticks, tick_labels(ticks), strict=True):
         out.append(
             f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{_SPLIT_TOP}" y2="{bottom}" class="grid"/>'
         )
         out.append(
-            f'<text x="{x(t):.1f}" y="{bottom + 13}" text-anchor="middle" class="tick">{t:g}</text>'
+            f'<text x="{x(t):.1f}" y="{bottom + 13}" text-anchor="middle" class="tick" '
+            f'data-axis="x">{label}</text>'
         )
     out.append(
         f'<text x="{_SPLIT_LEFT + span / 2}" y="{bottom + 27}" text-anchor="middle" '

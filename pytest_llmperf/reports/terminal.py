@@ -309,8 +309,9 @@ def _prose(text: str, width: int | None) -> list[str]:
 
 
 def _wrap(parts: Sequence[str], width: int | None, indent: str = "    ") -> list[str]:
-    """Comma-separated ``parts`` on as few lines as fit ``width`` (a part is never split);
-    continuation lines are indented two more than the first."""
+    """Comma-separated ``parts`` on as few lines as fit ``width`` (a figure is never split);
+    continuation lines are indented two more than the first. A part wider than the line
+    on its own (a sentence: why the cache was not reset) is broken at its spaces."""
     lines: list[str] = []
     current = ""
     for part in parts:
@@ -323,7 +324,23 @@ def _wrap(parts: Sequence[str], width: int | None, indent: str = "    ") -> list
         current = candidate
     if current:
         lines.append((indent if not lines else indent + "  ") + current)
-    return lines
+    if width is None:
+        return lines
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        out += textwrap.wrap(
+            line.strip(),
+            width,
+            initial_indent=lead,
+            subsequent_indent=lead + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return out
 
 
 def _retries_lines(label: str, retried: int, width: int | None) -> list[str]:
@@ -349,7 +366,7 @@ def _brief_parts(
     return [
         f"{counts['completed']}/{counts['issued']} ok",
         f"ttft p50 {format_value(ttft['p50'], 'ms')} p99 {format_value(ttft['p99'], 'ms')}",
-        f"tpot p50 {format_value(tpot['p50'], 'ms')}",
+        f"tpot p50 {format_value(tpot['p50'], 'ms')} p99 {format_value(tpot['p99'], 'ms')}",
         f"{metrics['request_throughput']:.2f} req/s",
         f"{metrics['output_throughput']:.1f} tok/s",
         f"errors {metrics['error_rate'] * 100:.2f}%" + (f" ({why})" if why else ""),

@@ -251,7 +251,7 @@ def load_profile(name: str = "fixed", **overrides: Any) -> Profile:
         raise ProfileError(
             f"unknown simulator profile {name!r}; known profiles: {', '.join(profile_names())}"
         )
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {"model": f"sim-{name}"}  # a profile without its own model id
     for source in (data["defaults"], profiles[name] or {}, overrides):
         for key, raw in source.items():
             values[key] = _coerce(name, key, raw)

@@ -115,3 +115,26 @@ def test_the_section_starts_right_under_its_header(pytester: pytest.Pytester) ->
     lines = result.stdout.lines
     header = next(i for i, line in enumerate(lines) if re.fullmatch(r"=+ llmperf =+", line))
     assert lines[header + 1].startswith("test_one.py::test_a [passed]"), lines[header : header + 3]
+
+
+def test_a_sentence_in_a_runs_server_line_breaks_at_spaces_within_the_width() -> None:
+    """Why the cache was not reset is a sentence longer than a line: broken at its spaces
+    (it once ran to 196 columns), the figures before it still whole."""
+    why = (
+        "the server has no cache reset (POST /reset_prefix_cache: 404, POST /flush_cache:"
+        " 404); vLLM serves POST /reset_prefix_cache in development mode only"
+        " (VLLM_SERVER_DEV_MODE=1)"
+    )
+    data = ab_session("unchanged", [0.01])
+    run = data.tests["t.py::test_x"].runs[0]
+    run.pop("reference")
+    run["cache_reset"] = {"done": False, "how": "", "why": why}
+    run["server_metrics"] = {"source": "http://h:8000/metrics", "family": "vllm", "metrics": {}}
+    lines = summary_lines(data, [], width=80)
+    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("server [run0]"))
+    block = lines[at:]
+    assert all(len(line) <= 80 for line in block), block
+    text = " ".join(line.strip() for line in block)
+    assert f"cache not reset: {why}" in text
+    assert len(block) >= 3 and all(line.startswith("      ") for line in block[1:])
+    assert summary_lines(data, [], width=None)[at].endswith("(VLLM_SERVER_DEV_MODE=1)")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf.reports.json_report import build_report, write_json_report
-from pytest_llmperf.reports.junit import junit_properties, regression_properties
+from pytest_llmperf.reports.junit import junit_properties, regression_properties, run_properties
 from pytest_llmperf.reports.methodology import main, minimum_viable_report
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import regression_table
@@ -29,6 +29,36 @@ REGRESSED = RegressionCheck(
     samples=(1200, 1200),
     test="one-sided bootstrap, 2000 resamples of both HDR histograms, alpha 0.01",
 )
+
+
+def test_junit_properties_carry_each_runs_counts_and_figures() -> None:
+    ms = {"p50": 20.74, "p99": 231.5}
+    run = {
+        "label": "run1",
+        "counts": {"issued": 80, "completed": 71, "failed": 7, "cancelled": 2},
+        "metrics": {
+            "ttft": ms,
+            "tpot": {"p50": 3.0485, "p99": None},
+            "itl": ms,
+            "request_throughput": 171.479128,
+            "output_throughput": 1371.833022,
+            "error_rate": 0.0875,
+            "goodput": 0.9125,
+        },
+    }
+    props = dict(run_properties([run]))
+    assert props["llm_run[run1].issued"] == "80" and props["llm_run[run1].failed"] == "7"
+    assert props["llm_run[run1].completed"] == "71" and props["llm_run[run1].cancelled"] == "2"
+    assert props["llm_run[ttft.p50][run1]"] == "20.7 ms"
+    assert props["llm_run[ttft.p99][run1]"] == "231.5 ms"
+    assert props["llm_run[tpot.p50][run1]"] == "3.049 ms"
+    assert props["llm_run[tpot.p99][run1]"] == "-"  # nothing measured
+    assert props["llm_run[request_throughput][run1]"] == "171.48 req/s"
+    assert props["llm_run[output_throughput][run1]"] == "1371.83 tok/s"
+    assert props["llm_run[error_rate][run1]"] == "8.75%"
+    assert props["llm_run[goodput][run1]"] == "91.25%"
+    run["counts"] = {"issued": 1, "completed": 1, "failed": 0, "cancelled": 0}
+    assert "llm_run[run1].cancelled" not in dict(run_properties([run]))  # said when any
 
 
 def test_junit_properties_carry_verdict_observed_target_samples() -> None:

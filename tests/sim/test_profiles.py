@@ -47,3 +47,27 @@ def test_errors_name_profile_key_and_value(name: str, overrides: dict, words: li
         load_profile(name, **overrides)
     for word in words:
         assert word in str(info.value)
+
+
+def test_each_profile_serves_a_model_named_for_what_it_is() -> None:
+    """``sim:fixed`` once served ``sim-llama-3.1-8b``, a model it does not imitate, and the
+    session line read "sim:fixed sim-llama-3.1-8b"."""
+    models = {name: load_profile(name).model for name in profile_names()}
+    assert models["fixed"] == "sim-fixed"
+    assert models["llama-3.1-8b-h100"] == "sim-llama-3.1-8b"
+    assert models["tiny"] == "sim-tiny"
+    assert models["strict-reasoning"] == "sim-reasoning"
+    assert [name for name, model in models.items() if "llama" in model] == ["llama-3.1-8b-h100"]
+    assert load_profile("fixed", model="my-model").model == "my-model"  # still overridable
+
+
+def test_a_profile_without_a_model_serves_one_named_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_llmperf.sim import profiles
+
+    shipped = profiles._raw_profiles()
+    mine = {**shipped, "profiles": {**shipped["profiles"], "bare": {"kind": "fixed"}}}
+    monkeypatch.setattr(profiles, "_raw_profiles", lambda: mine)
+    assert load_profile("bare").model == "sim-bare"
+    assert load_profile("tiny").model == "sim-tiny"

@@ -12,7 +12,7 @@ from pytest_llmperf.tokens import count_tokens
 
 pytestmark = pytest.mark.asyncio
 
-MODEL = "sim-llama-3.1-8b"
+MODEL = "sim-fixed"
 PROMPT = "The quick brown fox, jumping over the lazy dog, said: hello!"
 
 

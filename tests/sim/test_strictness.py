@@ -12,7 +12,7 @@ from pytest_llmperf.sim.validation import CHAT_FIELDS, COMPLETIONS_FIELDS
 
 pytestmark = pytest.mark.asyncio
 
-MODEL = "sim-llama-3.1-8b"
+MODEL = "sim-fixed"
 FAST = {"ttft_ms": 1, "itl_ms": 0.2}
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hello there."}], "max_tokens": 3}
 COMPLETION = {"model": MODEL, "prompt": "Hello there.", "max_tokens": 3}

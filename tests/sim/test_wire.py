@@ -6,7 +6,7 @@ import json
 
 from pytest_llmperf.sim.wire import ChunkWriter, WireError, error_body, parse_request
 
-MODEL = "sim-llama-3.1-8b"
+MODEL = "sim-fixed"
 
 
 def test_usage_json_roundtrip_is_plain_json() -> None:
