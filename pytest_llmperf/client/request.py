@@ -405,8 +405,8 @@ def _on_event(data: str, now: int, record: RequestRecord) -> ChunkInfo | None:
         return None
     if info.usage:
         _apply_usage(record, info.usage)
-        if info.timing is not None:  # vLLM's per-request metrics ride on the usage chunk
-            apply_server_timing(record, info.timing)
+    if info.timing is not None:  # only ever on the usage chunk or the finish chunk
+        apply_server_timing(record, info.timing)
     if info.event:
         _token_event(record, now)
         if info.output:
@@ -417,8 +417,6 @@ def _on_event(data: str, now: int, record: RequestRecord) -> ChunkInfo | None:
             record.reasoning_events += 1
     if info.finish_reason:
         record.finish_reason = info.finish_reason
-        if info.timing is not None:  # llama.cpp's, on the finish chunk when usage was not asked
-            apply_server_timing(record, info.timing)
     return info
 
 

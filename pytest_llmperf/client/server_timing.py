@@ -51,6 +51,14 @@ from pytest_llmperf.client.records import RequestRecord
 
 __all__ = ["apply_server_timing"]
 
+# vLLM's per-request ``metrics`` keys -> the record's fields (milliseconds)
+_VLLM_FIELDS = (
+    ("queue_time_ms", "server_queue_ms"),
+    ("time_to_first_token_ms", "server_ttft_ms"),
+    ("generation_time_ms", "server_decode_ms"),
+    ("mean_itl_ms", "server_mean_itl_ms"),
+)
+
 
 def apply_server_timing(record: RequestRecord, timing: dict[str, Any]) -> None:
     """Fill ``record``'s ``server_*`` fields from a response's ``metrics`` (vLLM) or
@@ -58,18 +66,10 @@ def apply_server_timing(record: RequestRecord, timing: dict[str, Any]) -> None:
     if "prompt_ms" in timing or "predicted_ms" in timing:
         _llamacpp(record, timing)
         return
-    queue = _ms(timing.get("queue_time_ms"))
-    if queue is not None:
-        record.server_queue_ms = queue
-    ttft = _ms(timing.get("time_to_first_token_ms"))
-    if ttft is not None:
-        record.server_ttft_ms = ttft
-    decode = _ms(timing.get("generation_time_ms"))
-    if decode is not None:
-        record.server_decode_ms = decode
-    itl = _ms(timing.get("mean_itl_ms"))
-    if itl is not None:
-        record.server_mean_itl_ms = itl
+    for key, attr in _VLLM_FIELDS:
+        value = _ms(timing.get(key))
+        if value is not None:
+            setattr(record, attr, value)
     spec = timing.get("speculative_decoding")
     if spec.__class__ is dict:
         _spec(record, spec.get("num_accepted_draft_tokens"), spec.get("num_draft_tokens"))

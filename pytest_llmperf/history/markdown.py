@@ -62,6 +62,11 @@ MARKDOWN_SERIES: tuple[tuple[str, str], ...] = (
     ("error_rate", "value"),
     ("goodput", "value"),
 )
+# what one trend query fetches: the Markdown summary's statistics and the HTML's charts
+TREND_SERIES: tuple[tuple[str, str], ...] = (
+    *MARKDOWN_SERIES,
+    *(s for s in REPORT_SERIES if s not in MARKDOWN_SERIES),
+)
 TREND_HEADER = ("statistic", "latest", "last runs (oldest → latest)", "range", "change point")
 _TITLES = {
     "request_throughput": "throughput (req/s)",
@@ -247,11 +252,10 @@ def export_markdown(store: HistoryStore, *, last: int = TREND_LAST, limit: int =
         "a `│` in a sparkline marks one.\n\n"
     )
     doc.sections.append(Section("".join(head)))
-    wanted = (*MARKDOWN_SERIES, *(s for s in REPORT_SERIES if s not in MARKDOWN_SERIES))
     for test in tests:
         blocks = []
         by_key: dict[str, list[TrendSeries]] = {}
-        for metric, stat in wanted:
+        for metric, stat in TREND_SERIES:
             for series in _recent_series(store, test, metric, stat):
                 by_key.setdefault(series.key, []).append(series)
         for key, all_series in by_key.items():

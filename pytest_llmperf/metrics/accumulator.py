@@ -327,20 +327,14 @@ class MetricsAccumulator:
                 bucket[5] += 1
 
     def _add_server_timing(self, record: RequestRecord, ttft: int) -> None:
-        """A completed request's own timings from its server (see the module's docstring).
-
-        :func:`ttft_parts_ns` inline (this runs per request on the event loop)."""
+        """A completed request's own timings from its server (see the module's docstring)."""
         h = self.server_histograms or self._make_server_histograms()
         queue_ms = record.server_queue_ms
-        queue = 0
         if queue_ms is not None:
-            queue = round(queue_ms * 1e6)
-            h["server_queue"].record_ns(queue)
-        engine_ms = record.server_ttft_ms
-        if engine_ms is not None:
-            engine = round(engine_ms * 1e6)
-            client_queue = record.t_send - record.t_sched if record.t_send else 0
-            remainder = ttft - client_queue - queue - engine
+            h["server_queue"].record_ns(round(queue_ms * 1e6))
+        parts = ttft_parts_ns(record)
+        if parts is not None:
+            client_queue, queue, engine, remainder = parts
             h["client_queue"].record_ns(client_queue)
             h["engine"].record_ns(engine)
             h["remainder"].record_ns(remainder)

@@ -136,6 +136,7 @@ class JudgingPart(PluginBase):
             baseline=self.baseline.describe(item.nodeid) if self.baseline else "",
             ab=[c for ab in getattr(generator, "comparisons", ()) for c in ab.checks],
             reference=self._reference.label if self._reference is not None else "",
+            runs=item.stash[PAYLOAD_KEY]["runs"] if PAYLOAD_KEY in item.stash else None,
         )
         if outcome.kind == Verdict.FAIL:
             pytest.fail(outcome.message, pytrace=False)

@@ -253,11 +253,10 @@ class ReportsPart(PluginBase):
 def _report_trends(target: str, report: Any) -> Any:
     """``--llm-history``: the report's trend sections, the statistics the HTML draws and
     the Markdown summary shows (never raises)."""
-    from pytest_llmperf.history.markdown import MARKDOWN_SERIES
-    from pytest_llmperf.history.trends import REPORT_SERIES, report_trends
+    from pytest_llmperf.history.markdown import TREND_SERIES
+    from pytest_llmperf.history.trends import report_trends
 
-    series = (*MARKDOWN_SERIES, *(s for s in REPORT_SERIES if s not in MARKDOWN_SERIES))
-    return report_trends(target, report, series=series)
+    return report_trends(target, report, series=TREND_SERIES)
 
 
 def _trend_digest(trends: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pytest_llmperf.reports.markdown_tables import mark
 from pytest_llmperf.reports.table import format_value, stage_level, stage_mark
 from pytest_llmperf.reports.time_split import (
     cache_reset_word,
+    ms_figure,
     server_figures,
     server_head,
     time_split,
@@ -98,19 +99,12 @@ def server_line(nodeid: str, run: Mapping[str, Any]) -> str | None:
     line += f": {text(said)}"
     split = time_split(run)
     if split is not None:
-        parts = " + ".join(f"{p.label} {_ms(p.values.get('p99'))}" for p in split.parts)
-        line += text(f"; ttft p99 {_ms(split.ttft.get('p99'))} ≈ {parts} ms")
+        parts = " + ".join(f"{p.label} {ms_figure(p.values.get('p99'))}" for p in split.parts)
+        line += text(f"; ttft p99 {ms_figure(split.ttft.get('p99'))} ≈ {parts} ms")
     reset = cache_reset_word(run.get("cache_reset"))
     if reset and run.get("cache_reset", {}).get("done"):
         line += f"; {text(reset)}"
     return line
-
-
-def _ms(value: float | None) -> str:
-    """A millisecond figure without its unit (said once, at the end of the line)."""
-    if value is None:
-        return "-"
-    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 
 def stage_table(run: Mapping[str, Any], slos: Sequence[Mapping[str, Any]]) -> str:

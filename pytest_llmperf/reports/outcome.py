@@ -17,8 +17,9 @@ they can be read, and tested, without pytest:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.reports.table import (
@@ -54,9 +55,11 @@ def judge_test(
     baseline: str = "",
     ab: Sequence[PairedCheck] = (),
     reference: str = "",
+    runs: Sequence[Mapping[str, Any]] | None = None,
 ) -> Outcome:
     """The outcome of test ``nodeid``; ``baseline`` names the baseline compared against,
-    ``ab`` are the A/B checks against the reference endpoint ``reference``."""
+    ``ab`` are the A/B checks against the reference endpoint ``reference``; ``runs`` are
+    ``results`` as report dicts where the caller has them already (else made here)."""
     if slos and not any(r.gated for r in results):
         return Outcome(
             Verdict.FAIL, f"{nodeid} declares llm_slo but made no gated llm_loadgen.run()"
@@ -65,9 +68,11 @@ def judge_test(
     regressed = any(c.verdict is RegressionVerdict.REGRESSED for c in checks)
     worse = any(c.verdict is RegressionVerdict.REGRESSED for c in ab)
     errors = _errors_block(results)
-    runs = [r.to_dict() for r in results]  # "where the time went" of a failing latency SLO
     if failed or regressed or worse:
-        parts = [f"{_headline(verdicts)}\n{verdict_table(verdicts, runs)}"] if failed else []
+        parts = []
+        if failed:  # with "where the time went" of a failing latency SLO, from the run dicts
+            dicts = list(runs) if runs is not None else [r.to_dict() for r in results]
+            parts.append(f"{_headline(verdicts)}\n{verdict_table(verdicts, dicts)}")
         if regressed:
             parts.append(f"Regressed against baseline {baseline}:\n{regression_table(checks)}")
         if worse:

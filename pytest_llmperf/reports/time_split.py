@@ -38,6 +38,7 @@ __all__ = [
     "explains_time",
     "format_server_value",
     "metric_unit",
+    "ms_figure",
     "scope_of",
     "server_figures",
     "server_head",
@@ -171,7 +172,7 @@ def _server_stats(run: Mapping[str, Any], name: str) -> dict[str, float | None]:
     return _stats(metrics.get(name))
 
 
-def _ms(value: float | None) -> str:
+def ms_figure(value: float | None) -> str:
     """A compact millisecond figure (the unit is said once, at the end of the line)."""
     if value is None:
         return "-"
@@ -186,7 +187,10 @@ def split_lines(split: TimeSplit, stats: Sequence[str] = ("p50", "p99")) -> list
     p99  131.0 =         50.0 +    60.0 +           21.0
     """
     names = ["ttft", *(p.label for p in split.parts)]
-    rows = [[_ms(split.ttft.get(s)), *(_ms(p.values.get(s)) for p in split.parts)] for s in stats]
+    rows = [
+        [ms_figure(split.ttft.get(s)), *(ms_figure(p.values.get(s)) for p in split.parts)]
+        for s in stats
+    ]
     widths = [max(len(c) for c in (name, *(r[i] for r in rows))) for i, name in enumerate(names)]
     left = max((len(s) for s in stats), default=0)
 
@@ -263,9 +267,9 @@ def server_figures(server: Mapping[str, Any]) -> list[str]:
 
     if metrics.get("server.ttft"):
         p50, p99 = stat("server.ttft", "p50"), stat("server.ttft", "p99")
-        out.append(f"ttft p50 {_ms(p50)} p99 {_ms(p99)} ms")
+        out.append(f"ttft p50 {ms_figure(p50)} p99 {ms_figure(p99)} ms")
     if metrics.get("server.queue_time"):
-        out.append(f"queue p99 {_ms(stat('server.queue_time', 'p99'))} ms")
+        out.append(f"queue p99 {ms_figure(stat('server.queue_time', 'p99'))} ms")
     if metrics.get("server.kv_cache_usage"):
         kv = stat("server.kv_cache_usage", "max")
         out.append(f"KV max {format_server_value('server.kv_cache_usage', kv)}")
