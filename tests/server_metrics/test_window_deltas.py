@@ -11,6 +11,7 @@ from prom_pages import TIME_TO_FIRST_TOKEN_BUCKETS, VllmPage
 
 from pytest_llmperf.server_metrics.deltas import (
     PERCENTILES,
+    gauge_stats,
     histogram_delta,
     latency_stats,
     not_one_process,
@@ -232,3 +233,18 @@ def test_the_first_failure_is_why_a_boundary_is_missing() -> None:
     assert ok.missing is None and "server.requests" in ok.metrics
     failed = [n for n in ok.notes if "scrapes failed" in n]
     assert failed == ["1 of 4 scrapes failed (first: GET http://h:1/metrics: never answered)"]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0.0039081582804103565] * 3,  # vLLM's KV usage with one block held: seen in CI
+        [0.1] * 10,  # a sum of tenths is not ten tenths
+        [0.3, 0.1, 0.7, 0.7, 0.2],
+    ],
+)
+def test_a_gauges_mean_lies_between_its_min_and_max(values: list[float]) -> None:
+    stats, series = gauge_stats([(i * S, v) for i, v in enumerate(values)], 0)
+    assert stats["min"] <= stats["mean"] <= stats["max"], stats
+    assert stats["mean"] == pytest.approx(sum(values) / len(values), abs=1e-6)
+    assert [v for _, v in series] == values
