@@ -39,8 +39,10 @@ __all__ = [
     "ServerError",
     "free_port",
     "start_llama_server",
+    "start_llama_server_embeddings",
     "start_transformers",
     "start_vllm",
+    "start_vllm_embeddings",
     "warm_up",
 ]
 
@@ -50,6 +52,9 @@ TRANSFORMERS_START_LIMIT_S = 180.0
 LLAMA_SERVER_START_LIMIT_S = 60.0  # a 6 MB model: ready in about a second
 LLAMA_SERVER_SLOTS = 2  # -np: the issue's set-up; requests beyond it queue inside the server
 LLAMA_SERVER_CONTEXT = 2048  # -c, shared by the slots: 1024 tokens each, as vLLM's max-model-len
+# --pooling for llama-server --embeddings: the GGUF names no pooling type, and 'none' (one
+# vector per token) is refused by /v1/embeddings ("Pooling type 'none' is not OAI compatible")
+LLAMA_SERVER_POOLING = "mean"
 STOP_GRACE_S = 10.0
 
 
@@ -269,16 +274,29 @@ def warm_up(server: Server, apis: tuple[str, ...] = ("chat", "completions")) -> 
     Seen on vLLM CPU: the first streamed request after start comes back in
     one burst 200 ms late (first forward passes), which would land in the
     first test's percentiles. One request per API, then four at once.
+    ``apis``: any of chat, completions, responses, messages, embeddings (a
+    pooling server answers embeddings only, a generating vLLM no embeddings).
     """
     prompt = "The harbour town woke before the sun. " * 8
-    bodies = {
-        "chat": {"messages": [{"role": "user", "content": prompt}]},
-        "completions": {"prompt": prompt},
+    bodies: dict[str, dict[str, object]] = {
+        "chat": {"messages": [{"role": "user", "content": prompt}], "max_tokens": 32},
+        "completions": {"prompt": prompt, "max_tokens": 32},
+        "responses": {"input": prompt, "max_output_tokens": 32},
+        "messages": {"messages": [{"role": "user", "content": prompt}], "max_tokens": 32},
+        "embeddings": {"input": [prompt, prompt[:40]], "encoding_format": "float"},
     }
-    paths = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+    paths = {
+        "chat": "/v1/chat/completions",
+        "completions": "/v1/completions",
+        "responses": "/v1/responses",
+        "messages": "/v1/messages",
+        "embeddings": "/v1/embeddings",
+    }
 
     def one(api: str) -> None:
-        body = {"model": server.model, "max_tokens": 32, "temperature": 0.0, **bodies[api]}
+        body = {"model": server.model, **bodies[api]}
+        if api != "embeddings":
+            body["temperature"] = 0.0
         status, text = http_json("POST", server.url + paths[api], body, timeout=60.0)
         if status != 200:
             raise ServerError(f"{server.name} warm-up {api}: HTTP {status}: {text[:500]}")
@@ -289,10 +307,10 @@ def warm_up(server: Server, apis: tuple[str, ...] = ("chat", "completions")) -> 
         list(pool.map(one, [apis[i % len(apis)] for i in range(4)]))
 
 
-def _warm(server: Server) -> None:
+def _warm(server: Server, apis: tuple[str, ...] = ("chat", "completions")) -> None:
     """:func:`warm_up`, stopping the server if it fails (the caller gets only the error)."""
     try:
-        warm_up(server)
+        warm_up(server, apis)
     except ServerError as exc:
         server.stop()
         raise ServerError(f"{exc}\nlog {server.log_path}:\n{server.log_tail()}") from None
@@ -344,6 +362,49 @@ def start_vllm(install: Install, port: int | None = None, *, max_model_len: int 
     return server
 
 
+def start_vllm_embeddings(install: Install, port: int | None = None) -> Server:
+    """vLLM as an embeddings server: the tier's Llama with ``--runner pooling --convert embed``.
+
+    A vLLM instance runs one runner, so embeddings need their own server (a
+    generating one answers ``/v1/embeddings`` 404, a pooling one has no chat
+    or completions routes). ``--convert embed`` wraps the causal model in
+    vLLM's embedding adapter: last-token pooling, L2-normalised, 256
+    dimensions (the hidden size), no Matryoshka ``dimensions``. No model of
+    its own to build: the tier's Llama is the "tiny pooling model". Same
+    CPU settings as :func:`start_vllm`; ready, like it, when ``GET
+    /v1/models`` answers 200 (about 20 s on a quiet machine, 2.9 GB RSS).
+    """
+    port = port or free_port()
+    argv = [
+        str(install.vllm_python),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(install.model),
+        "--runner",
+        "pooling",
+        "--convert",
+        "embed",
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        "1024",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+    ]
+    env = offline_env(install, VLLM_CPU_KVCACHE_SPACE="1")
+    t0 = time.monotonic()
+    proc, log_path = launch("vllm-embeddings", argv, env, install)
+    server = Server("vLLM (embeddings)", port, str(install.model), proc, log_path, install)
+    url = f"{server.url}/v1/models"
+    wait_ready(server, lambda: http_json("GET", url, timeout=5.0)[0] == 200, VLLM_START_LIMIT_S, t0)
+    _warm(server, ("embeddings",))
+    return server
+
+
 def start_transformers(install: Install, port: int | None = None) -> Server:
     """``transformers serve`` pinned to the tiny model (its FORCE_MODEL argument), on the CPU.
 
@@ -383,7 +444,11 @@ def start_transformers(install: Install, port: int | None = None) -> Server:
 
 
 def start_llama_server(
-    install: Install, port: int | None = None, slots: int = LLAMA_SERVER_SLOTS
+    install: Install,
+    port: int | None = None,
+    slots: int = LLAMA_SERVER_SLOTS,
+    *,
+    embeddings: bool = False,
 ) -> Server:
     """llama.cpp's ``llama-server`` on the tiny model's GGUF: ``-np 2``, CPU, metrics on.
 
@@ -397,6 +462,11 @@ def start_llama_server(
     ``/v1/models`` names the model by the path given to ``--model``, and any
     model name in a request is answered by it. ``GET /health`` is 503 while
     the model loads, 200 once ready (about a second).
+
+    ``embeddings``: also ``--embeddings --pooling mean``, so that the same
+    server answers ``/v1/embeddings`` beside generation (it then caps
+    ``--batch-size`` at the 512-token micro-batch: each input must fit in
+    one). The chat-only tier runs without, as before.
     """
     port = port or free_port()
     argv = [
@@ -419,6 +489,8 @@ def start_llama_server(
         "--metrics",
         "--no-ui",
     ]
+    if embeddings:
+        argv += ["--embeddings", "--pooling", LLAMA_SERVER_POOLING]
     t0 = time.monotonic()
     proc, log_path = launch("llama-server", argv, offline_env(install), install)
     server = Server("llama-server", port, str(install.gguf), proc, log_path, install)
@@ -426,21 +498,29 @@ def start_llama_server(
     wait_ready(
         server, lambda: http_json("GET", url, timeout=5.0)[0] == 200, LLAMA_SERVER_START_LIMIT_S, t0
     )
-    _warm(server)
+    _warm(server, ("chat", "completions", "embeddings") if embeddings else ("chat", "completions"))
     return server
+
+
+def start_llama_server_embeddings(install: Install, port: int | None = None) -> Server:
+    """:func:`start_llama_server` with ``--embeddings --pooling mean``."""
+    return start_llama_server(install, port, embeddings=True)
 
 
 STARTERS: dict[str, Callable[..., Server]] = {
     "vllm": start_vllm,
     "transformers": start_transformers,
     "llama-server": start_llama_server,
+    "vllm-embeddings": start_vllm_embeddings,
+    "llama-server-embeddings": start_llama_server_embeddings,
 }
 
 
 def main() -> None:
     """``python conformance/servers.py DIR SERVER``: serve until Enter or Ctrl-C.
 
-    SERVER is ``vllm``, ``transformers`` or ``llama-server``. For looking at a
+    SERVER is ``vllm``, ``transformers``, ``llama-server``, ``vllm-embeddings``
+    (a pooling vLLM) or ``llama-server-embeddings`` (with ``--embeddings``). For looking at a
     server by hand (curl, the plugin) with the tier's exact settings.
     """
     import argparse

@@ -18,6 +18,7 @@ from pytest_llmperf.client.openai import ApiKind
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.server_metrics.source import parse_option
 from pytest_llmperf.session_tokenizer import check_tokenizer_option
+from pytest_llmperf.workloads.apis import parse_api
 
 __all__ = [
     "DEFAULT_SIM_PROFILE",
@@ -70,7 +71,12 @@ OPTIONS: tuple[OptionDef, ...] = (
         ".../v1); 'sim' or 'sim:PROFILE' for the embedded simulator (the default)",
     ),
     OptionDef("--llm-model", "model name sent in requests (default: first id of GET /v1/models)"),
-    OptionDef("--llm-api", "API to drive: chat or completions (default chat)", "chat"),
+    OptionDef(
+        "--llm-api",
+        "API to drive: chat, completions, responses (OpenAI Responses), messages "
+        "(Anthropic Messages) or embeddings (default chat)",
+        "chat",
+    ),
     OptionDef(
         "--llm-api-key-env",
         "environment variable holding the API key "
@@ -241,9 +247,7 @@ class LlmPerfOptions:
             profile = endpoint[4:] or DEFAULT_SIM_PROFILE
         else:
             url = _checked("--llm-endpoint", endpoint, normalize_base_url)
-        api = raw["llm_api"]
-        if api not in ("chat", "completions"):
-            raise LlmPerfUsageError(f"must be chat or completions, got {api!r}", where="--llm-api")
+        api: ApiKind = parse_api(raw["llm_api"], where="--llm-api").value
         inconclusive = raw["llm_inconclusive"]
         if inconclusive not in INCONCLUSIVE_POLICIES:
             raise LlmPerfUsageError(

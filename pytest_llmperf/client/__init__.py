@@ -1,4 +1,6 @@
-"""The endpoint client: OpenAI chat and completions over streaming SSE."""
+"""The endpoint client: OpenAI chat, completions and Responses, Anthropic Messages (streamed
+SSE, a timestamp per event) and embeddings (one JSON answer, checked whole);
+:mod:`~pytest_llmperf.client.apis` dispatches over them."""
 
 from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url, redact_url

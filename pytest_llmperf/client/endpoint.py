@@ -1,7 +1,8 @@
 """The endpoint under test: where, which model, which API, which key.
 
 The API key is held out of ``repr`` and every printable form; the only place
-it is used is the ``Authorization`` header built in :meth:`Endpoint.headers`.
+it is used is the headers built in :meth:`Endpoint.headers` (``Authorization:
+Bearer``, and ``x-api-key`` as well on the Anthropic Messages API).
 User:password in a URL is likewise stripped from :attr:`Endpoint.label`.
 """
 
@@ -15,7 +16,9 @@ from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 import httpx
 
-from pytest_llmperf.client.openai import API_PATHS, DEFAULT_FIELDS, ApiKind, RequestFields
+from pytest_llmperf.client.api_kinds import API_NAMES, API_PATHS, ApiKind
+from pytest_llmperf.client.messages_api import ANTHROPIC_VERSION
+from pytest_llmperf.client.openai import DEFAULT_FIELDS, RequestFields
 from pytest_llmperf.errors import LlmPerfUsageError
 
 __all__ = ["Endpoint", "Timeouts", "normalize_base_url", "redact_url"]
@@ -118,8 +121,9 @@ def redact_url(url: str) -> str:
 def normalize_base_url(url: str) -> str:
     """``http://h:8000``, ``http://h:8000/`` and ``http://h:8000/v1/`` all become ``.../v1``.
 
-    So does a full request URL such as ``http://h:8000/v1/chat/completions``, a
-    common paste that would otherwise make every request a 404.
+    So does a full request URL such as ``http://h:8000/v1/chat/completions`` (or
+    ``/v1/responses``, ``/v1/messages``, ``/v1/embeddings``), a common paste that
+    would otherwise make every request a 404.
     """
     raw = url.strip()
     parts = urlsplit(raw)
@@ -128,7 +132,7 @@ def normalize_base_url(url: str) -> str:
             f"endpoint URL must look like http://host:port[/v1], got {redact_url(raw)!r}"
         )
     path = parts.path.rstrip("/")
-    for api_path in ("/chat/completions", "/completions", "/models"):
+    for api_path in (*API_PATHS.values(), "/models"):
         if path.endswith("/v1" + api_path):  # a request URL pasted as the base URL
             path = path[: -len(api_path)]
             break
@@ -159,7 +163,7 @@ class Endpoint:
 
     def __post_init__(self) -> None:
         if self.api not in API_PATHS:
-            raise LlmPerfUsageError(f"api must be 'chat' or 'completions', got {self.api!r}")
+            raise LlmPerfUsageError(f"api must be one of {', '.join(API_NAMES)}, got {self.api!r}")
         # user:password@ in the URL moves out of the URL at once (into a Basic auth header),
         # so no URL this object hands out, prints or puts in a request line carries it.
         parts = urlsplit(self.base_url)
@@ -205,13 +209,26 @@ class Endpoint:
     def request_url(self) -> str:
         return self.base_url + API_PATHS[self.api]
 
-    def headers(self) -> dict[str, str]:
+    def headers(self, api: str | None = None) -> dict[str, str]:
+        """The headers of every request of ``api`` (default: this endpoint's API).
+
+        The key goes as ``Authorization: Bearer`` on every API (vLLM's ``--api-key``
+        checks that one, on ``/v1/messages`` too); the Anthropic Messages API also
+        gets it as ``x-api-key`` (Anthropic's own header; llama.cpp's server reads it
+        when ``Authorization`` is absent) and ``anthropic-version``, which
+        Anthropic-compatible servers may require.
+        """
+        out: dict[str, str] = {}
         if self.api_key:
-            return {"Authorization": f"Bearer {self.api_key}"}
-        if self.url_credentials:
+            out["Authorization"] = f"Bearer {self.api_key}"
+        elif self.url_credentials:
             token = base64.b64encode(":".join(self.url_credentials).encode()).decode()
-            return {"Authorization": f"Basic {token}"}
-        return {}
+            out["Authorization"] = f"Basic {token}"
+        if (api or self.api) == "messages":
+            if self.api_key:
+                out["x-api-key"] = self.api_key
+            out["anthropic-version"] = ANTHROPIC_VERSION
+        return out
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -233,7 +250,7 @@ class Endpoint:
             "api": self.api,
             "simulator": self.sim_profile,
             "api_key": "set" if self.api_key else "none",
-            "request_fields": self.fields.describe(),
+            "request_fields": self.fields.describe(self.api),
         }
 
     def client(self, *, max_connections: int | None = 1024) -> httpx.AsyncClient:

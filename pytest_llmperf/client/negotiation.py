@@ -22,9 +22,18 @@ own (vLLM's router adds ``continue_final_message``, ``echo``, ...) refuses even
 the plainest request, whatever the user added. That refusal stops the session
 too, before load, quoting the server and blaming nobody's field.
 
+Which optional fields there are depends on the API
+(:meth:`~pytest_llmperf.client.openai.RequestFields.sends`): chat has all three
+(``ignore_eos``, ``stream_options``, ``max_tokens`` -> ``max_completion_tokens``),
+completions the first two, the Responses and Messages APIs ``ignore_eos`` only
+(their length fields, ``max_output_tokens`` and ``max_tokens``, are the APIs' own),
+embeddings none — but the plainest request and the user's fields are probed
+on every API all the same.
+
 Each probe is one call of the metadata client
 (:mod:`~pytest_llmperf.client.metadata`): bounded by ``--llm-timeout``, retried
-when the answer is transient, and read only up to the stream's first event.
+when the answer is transient, and read only up to the stream's first event (of
+an embeddings endpoint, which streams nothing, its whole small answer).
 """
 
 from __future__ import annotations
@@ -36,9 +45,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from pytest_llmperf.client.apis import build_payload
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.metadata import MetadataClient, Read
-from pytest_llmperf.client.openai import RequestFields, build_payload
+from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample
 
@@ -170,11 +180,7 @@ def _plainest_refused(endpoint: Endpoint, fields: RequestFields, probe: FieldPro
 
 
 def _sent(fields: RequestFields, name: str, api: str) -> bool:
-    if name == "ignore_eos":
-        return fields.ignore_eos
-    if name == "stream_options":
-        return fields.include_usage
-    return api == "chat" and fields.max_tokens_field == "max_tokens"
+    return fields.sends(api, name)
 
 
 def _names(probe: FieldProbe, name: str) -> bool:
@@ -204,11 +210,11 @@ async def _probe(endpoint: Endpoint, meta: MetadataClient, fields: RequestFields
 
     Only the head and the stream's first event are read; the stream is then
     closed, so a server that ignores ``max_tokens`` and streams forever costs
-    one event, not a hang.
+    one event, not a hang. An embeddings probe (one short input) reads its
+    whole answer, which is one small JSON body, not a stream.
     """
     assert endpoint.model is not None
     body = build_payload(endpoint.api, endpoint.model, PROBE_SAMPLE, fields)
-    answer = await meta.call(
-        "POST", endpoint.request_url, what="field probe", json=body, read=Read.FIRST_EVENT
-    )
+    read = Read.BODY if endpoint.api == "embeddings" else Read.FIRST_EVENT
+    answer = await meta.call("POST", endpoint.request_url, what="field probe", json=body, read=read)
     return FieldProbe(answer.status, answer.message)

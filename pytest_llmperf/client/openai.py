@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
+from pytest_llmperf.client.api_kinds import API_PATHS, ApiKind
 from pytest_llmperf.workloads.base import Sample
 
 __all__ = [
@@ -25,13 +26,30 @@ __all__ = [
     "ChunkInfo",
     "RequestFields",
     "answer_text",
-    "build_payload",
+    "apply_extra",
+    "build_openai_payload",
+    "chat_messages",
     "error_message",
+    "load_event",
     "parse_chunk",
 ]
 
-ApiKind = Literal["chat", "completions"]
-API_PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions"}
+# What each API sends of the optional fields (the rest it never sends, so the
+# server can neither take nor refuse them): the report speaks of these only.
+_SENDS: dict[str, frozenset[str]] = {
+    "chat": frozenset({"ignore_eos", "stream_options", "max_tokens"}),
+    "completions": frozenset({"ignore_eos", "stream_options"}),
+    "responses": frozenset({"ignore_eos"}),
+    "messages": frozenset({"ignore_eos"}),
+    "embeddings": frozenset(),
+}
+# The field each API gives the output length in (embeddings generate none).
+_LENGTH_FIELD: dict[str, str | None] = {
+    "completions": "max_tokens",
+    "responses": "max_output_tokens",
+    "messages": "max_tokens",
+    "embeddings": None,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,47 +81,79 @@ class RequestFields:
             return self
         return replace(self, extra={**self.extra, **extra})
 
-    def notes(self) -> list[str]:
-        """What each refusal means for the measurement, in the report's words."""
+    def sends(self, api: str, name: str) -> bool:
+        """Whether a request of ``api`` carries the optional field ``name`` (``ignore_eos``,
+        ``stream_options``, ``max_tokens``) with these fields: the API must have it at all
+        (the Responses API has no ``stream_options``; embeddings none of them), and it must
+        not have been dropped."""
+        if name not in _SENDS.get(api, ()):
+            return False
+        if name == "ignore_eos":
+            return self.ignore_eos
+        if name == "stream_options":
+            return self.include_usage
+        return self.max_tokens_field == "max_tokens"
+
+    def notes(self, api: str = "chat") -> list[str]:
+        """What each refusal means for the measurement, in the report's words; only of the
+        fields ``api`` sends (nothing is said of a field the API never carries)."""
+        sends = _SENDS.get(api, frozenset())
+        length = self.length_field(api) or "max_tokens"
         out: list[str] = []
-        if not self.ignore_eos:
+        if not self.ignore_eos and "ignore_eos" in sends:
             out.append(
                 "server refused ignore_eos: output lengths are the server's "
-                "(the model may stop before max_tokens); see token_lengths"
+                f"(the model may stop before {length}); see token_lengths"
             )
-        if not self.include_usage:
+        if not self.include_usage and "stream_options" in sends:
             out.append(
                 "server refused stream_options.include_usage: output tokens are counted "
                 "as streamed token events (token_count_source 'events')"
             )
-        if self.max_tokens_field != "max_tokens":
+        if self.max_tokens_field != "max_tokens" and "max_tokens" in sends:
             out.append(f"server refused max_tokens: output length sent as {self.max_tokens_field}")
         return out
 
-    def describe(self) -> dict[str, Any]:
-        """The report's ``endpoint["request_fields"]``."""
+    def length_field(self, api: str = "chat") -> str | None:
+        """The body field that carries the output length for ``api`` (None: embeddings)."""
+        if api == "chat":
+            return self.max_tokens_field
+        return _LENGTH_FIELD.get(api)
+
+    def describe(self, api: str = "chat") -> dict[str, Any]:
+        """The report's ``endpoint["request_fields"]``: a field ``api`` never sends is
+        ``None`` (neither taken nor refused), ``max_tokens_field`` the API's own."""
+        sends = _SENDS.get(api, frozenset())
         return {
-            "ignore_eos": self.ignore_eos,
-            "include_usage": self.include_usage,
-            "max_tokens_field": self.max_tokens_field,
+            "ignore_eos": self.ignore_eos if "ignore_eos" in sends else None,
+            "include_usage": self.include_usage if "stream_options" in sends else None,
+            "max_tokens_field": self.length_field(api),
             "extra": sorted(self.extra),
-            "refused": dict(self.refused),
-            "notes": self.notes(),
+            "refused": {k: v for k, v in self.refused.items() if _refusable(k, sends)},
+            "notes": self.notes(api),
         }
+
+
+def _refusable(name: str, sends: frozenset[str]) -> bool:
+    """Whether a refusal recorded under ``name`` concerns a field the API sends (the user's
+    own fields, recorded under other names, always do)."""
+    return name in sends or name not in {"ignore_eos", "stream_options", "max_tokens"}
 
 
 DEFAULT_FIELDS = RequestFields()
 
 
-def build_payload(
+def build_openai_payload(
     api: str, model: str, sample: Sample, fields: RequestFields = DEFAULT_FIELDS
 ) -> dict[str, Any]:
-    """The streaming request body for ``sample``, with only the fields ``fields`` allows.
+    """The streaming chat or completions body for ``sample``, with only the fields
+    ``fields`` allows.
 
     A sample's own ``extra_body`` (e.g. ``ignore_eos: False`` from a workload
     that lets the model stop early) overrides the negotiated defaults, and
     the user's fields override both; a sample may not re-add ``ignore_eos``
-    to a server that refused it.
+    to a server that refused it. A chat sample's images go with its last user
+    turn (:func:`chat_messages`); completions carry none (a prompt is text).
     """
     body: dict[str, Any] = {
         "model": model,
@@ -116,13 +166,33 @@ def build_payload(
     if fields.ignore_eos:
         body["ignore_eos"] = True
     if api == "chat":
-        body["messages"] = sample.messages()
+        body["messages"] = chat_messages(sample) if sample.images else sample.messages()
     else:
         history = "".join(f"{turn['content']}\n" for turn in sample.history)
         body["prompt"] = history + sample.prompt
+    return apply_extra(body, sample, fields, ignore_eos=fields.ignore_eos)
+
+
+def chat_messages(sample: Sample) -> list[dict[str, Any]]:
+    """``sample``'s chat messages with its images after the text of the last user turn,
+    as OpenAI content parts (``image_url`` with the image's ``data:`` URL)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": sample.prompt}]
+    parts += [{"type": "image_url", "image_url": {"url": i.data_url}} for i in sample.images]
+    return [*map(dict, sample.history), {"role": "user", "content": parts}]
+
+
+def apply_extra(
+    body: dict[str, Any], sample: Sample, fields: RequestFields, *, ignore_eos: bool
+) -> dict[str, Any]:
+    """``body`` with the sample's ``extra_body`` and then the user's fields over it.
+
+    ``ignore_eos``: whether the body may carry ``ignore_eos`` (negotiated, and an
+    API that has it); a sample's ``ignore_eos`` goes only where it may, the user's
+    own fields always (they are what the user wants measured).
+    """
     if sample.extra_body:
         body.update(sample.extra_body)
-        if not fields.ignore_eos:
+        if not ignore_eos:
             body.pop("ignore_eos", None)
     if fields.extra:
         body.update(fields.extra)
@@ -233,6 +303,25 @@ def parse_chunk(data: str) -> ChunkInfo:
     if message.__class__ is dict:  # a non-streamed chat answer
         return _delta_info(message, message.get("content"), finish, usage, timing, whole=True)
     return ChunkInfo(False, False, False, False, finish, usage, timing)
+
+
+def load_event(data: str) -> dict[str, Any]:
+    """One SSE ``data`` payload (or a whole answer) as a JSON object; ``ValueError`` for
+    anything else (broken JSON, trailing data, a JSON value that is not an object).
+
+    The typed-event APIs' parsers (Responses, Messages) start here: the C scanner
+    first, as :func:`parse_chunk` does, ``json.loads`` for its result or its error.
+    """
+    try:
+        obj, end = _SCAN(data, 0)
+    except StopIteration:
+        obj, end = json.loads(data), len(data)
+    if end != len(data) and not data[end:].isspace():
+        json.loads(data)  # raises "Extra data" with json's own message
+    if obj.__class__ is not dict:
+        raise ValueError(f"stream event is not a JSON object: {data[:80]!r}")
+    event: dict[str, Any] = obj
+    return event
 
 
 def _server_timing(obj: dict[str, Any]) -> dict[str, Any] | None:

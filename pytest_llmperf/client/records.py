@@ -75,6 +75,12 @@ class RequestRecord:
     and ``server_mean_itl_ms`` (that over the output tokens less one), and
     speculative decoding's ``server_spec_accepted`` / ``server_spec_draft``
     draft tokens.
+
+    ``images``/``image_bytes``: how many images the request's prompt carried and
+    their encoded size (set when it is sent). An embeddings request streams no
+    tokens: ``t_first``/``t_out`` stay 0, ``t_last`` is when its answer was
+    whole (``e2e``), ``embedding_inputs`` the vectors it asked for and
+    ``embedding_dimensions`` their length, once the answer checked out.
     """
 
     index: int
@@ -113,6 +119,10 @@ class RequestRecord:
     server_mean_itl_ms: float | None = None
     server_spec_accepted: int | None = None
     server_spec_draft: int | None = None
+    images: int = 0
+    image_bytes: int = 0
+    embedding_inputs: int = 0
+    embedding_dimensions: int = 0
 
     @property
     def ok(self) -> bool:

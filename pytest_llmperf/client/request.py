@@ -38,18 +38,22 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
+from pytest_llmperf.client.apis import (
+    STREAM_END,
+    answer_text_for,
+    build_payload,
+    chunk_parser,
+    sends_images,
+)
 from pytest_llmperf.client.cancel import CancelAt
+from pytest_llmperf.client.embeddings_api import EmbeddingsFault, check_answer, inputs_of
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.http1 import Http1Connection
-from pytest_llmperf.client.openai import (
-    ChunkInfo,
-    answer_text,
-    build_payload,
-    error_message,
-    parse_chunk,
-)
+from pytest_llmperf.client.openai import ChunkInfo, error_message, parse_chunk
+from pytest_llmperf.client.openai import answer_text as openai_answer_text
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.server_timing import apply_server_timing
 from pytest_llmperf.client.sse import SSEParser
@@ -88,7 +92,11 @@ async def send_request(
     """
     if endpoint.model is None:
         raise RuntimeError("endpoint model is not resolved; call resolve_model() first")
-    body = json.dumps(build_payload(endpoint.api, endpoint.model, sample, endpoint.fields)).encode()
+    api = endpoint.api
+    body = json.dumps(build_payload(api, endpoint.model, sample, endpoint.fields)).encode()
+    if sample.images and sends_images(api, sample):
+        record.images = len(sample.images)
+        record.image_bytes = sum(image.nbytes for image in sample.images)
     timeouts = endpoint.timeouts
     record.t_send = time.monotonic_ns()  # replaced by the socket write's instant below
     try:
@@ -96,7 +104,10 @@ async def send_request(
     except ValueError as exc:  # a per-request header the workload should have refused
         record.fail(ErrorKind.CLIENT, f"request not sent: {exc}", now=record.t_send)
         return record
-    reading = _Reading(record, timeouts, record.t_send, cancel)
+    reading = _Reading(record, timeouts, record.t_send, cancel, api=api)
+    if api == "embeddings":
+        reading.embedding_inputs = len(inputs_of(sample))
+        record.output_requested = 0  # nothing is generated: no output length was asked for
     conn = None
     try:
         conn = await client.acquire(min(timeouts.connect, timeouts.first_token))
@@ -140,23 +151,35 @@ class _Reading:
     out on, losing that connection before any byte of the response resolves
     :attr:`done` with ``True`` instead — "send it again" — and puts a fresh
     future in its place for the second attempt, which the same timer watches.
+
+    ``api`` picks the event parser (chat and completions keep
+    :func:`~pytest_llmperf.client.openai.parse_chunk`) and what ends a stream: a
+    ``finish_reason`` on chat and completions, only the terminal event (``done``)
+    on the typed-event APIs, whose finish rides on an earlier event
+    (``message_delta``). An embeddings answer is read whole and checked
+    (``embedding_inputs``: how many vectors it must hold).
     """
 
     __slots__ = (
+        "_answer_text",
+        "_api",
         "_blank_finish_ns",
         "_body",
         "_cancel",
         "_cancel_ns",
         "_cancel_tokens",
+        "_finish_ends",
         "_finished",
         "_headers",
         "_mode",
+        "_parse",
         "_parser",
         "_per_event",
         "_start_ns",
         "_timeouts",
         "_timer",
         "done",
+        "embedding_inputs",
         "last_read_ns",
         "record",
         "resend_on",
@@ -168,8 +191,15 @@ class _Reading:
         timeouts: Timeouts,
         start_ns: int,
         cancel: CancelAt | None = None,
+        *,
+        api: str = "chat",
     ) -> None:
         self.record = record
+        self._api = api
+        self._parse: Callable[[str], ChunkInfo] = chunk_parser(api)
+        self._answer_text: Callable[[str], str] = answer_text_for(api)
+        self._finish_ends = api == "chat" or api == "completions"
+        self.embedding_inputs = 0
         self.done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.resend_on: Http1Connection | None = None
         self.last_read_ns = start_ns
@@ -236,6 +266,9 @@ class _Reading:
         elif now >= limit:
             if self.record.t_first:
                 self._fail(ErrorKind.TOTAL_TIMEOUT, f"no end of stream within {t.total:g} s", now)
+            elif self._api == "embeddings":  # no token ever comes: the answer is the first
+                detail = f"no answer within {t.first_token:g} s"
+                self._fail(ErrorKind.FIRST_TOKEN_TIMEOUT, detail, now)
             else:
                 detail = f"no first token within {t.first_token:g} s"
                 self._fail(ErrorKind.FIRST_TOKEN_TIMEOUT, detail, now)
@@ -251,7 +284,9 @@ class _Reading:
         self.record.status = status
         if status >= 300:  # redirects are not followed: a wrong URL
             self._mode, self._headers = _ERROR, headers
-        elif headers.get("content-type", "").startswith("application/json"):
+        elif self._api == "embeddings" or headers.get("content-type", "").startswith(
+            "application/json"
+        ):
             self._mode = _WHOLE
 
     def on_body(self, data: bytes, now_ns: int) -> None:
@@ -282,7 +317,10 @@ class _Reading:
             self._http_error(now_ns)
             return
         if self._mode == _WHOLE:
-            _apply_whole(bytes(self._body), now_ns, self.record)
+            if self._api == "embeddings":
+                _apply_embeddings(bytes(self._body), now_ns, self.record, self.embedding_inputs)
+            else:
+                _apply_whole(bytes(self._body), now_ns, self.record, self._parse, self._answer_text)
             self._resolve()
             return
         record = self.record
@@ -302,7 +340,7 @@ class _Reading:
                 # vLLM: the last token was a partial character, sent as "" with the finish
                 _token_event(record, self._blank_finish_ns)
             if not self._finished:
-                record.fail(ErrorKind.TRUNCATED, "stream ended without finish_reason or [DONE]")
+                record.fail(ErrorKind.TRUNCATED, f"stream ended without {STREAM_END[self._api]}")
             elif not record.has_output:
                 # Nothing counts as generated unless something was: empty deltas and a
                 # usage that claims tokens are no evidence of text (DESIGN.md).
@@ -326,12 +364,13 @@ class _Reading:
 
     def _events(self, payloads: list[str], now: int) -> None:
         record = self.record
+        parse = self._parse
         for data in payloads:
-            info = _on_event(data, now, record)
+            info = _on_event(data, now, record, parse)
             if info is None:
                 self._resolve()
                 return
-            if info.done or info.finish_reason:
+            if info.done or (info.finish_reason and self._finish_ends):
                 self._finished = True
                 if info.blank_finish:
                     self._blank_finish_ns = now
@@ -347,12 +386,13 @@ class _Reading:
         record = self.record
         reply = record.reply
         stop_at = self._cancel_tokens
+        parse, answer_text = self._parse, self._answer_text
         for data in payloads:
-            info = _on_event(data, now, record)
+            info = _on_event(data, now, record, parse)
             if info is None:
                 self._resolve()
                 return
-            if info.done or info.finish_reason:
+            if info.done or (info.finish_reason and self._finish_ends):
                 self._finished = True
                 if info.blank_finish:
                     self._blank_finish_ns = now
@@ -392,10 +432,12 @@ class _Reading:
             self.done.set_result(False)
 
 
-def _on_event(data: str, now: int, record: RequestRecord) -> ChunkInfo | None:
-    """Apply one event; ``None`` when it failed the request."""
+def _on_event(
+    data: str, now: int, record: RequestRecord, parse: Callable[[str], ChunkInfo] = parse_chunk
+) -> ChunkInfo | None:
+    """Apply one event (read by its API's ``parse``); ``None`` when it failed the request."""
     try:
-        info = parse_chunk(data)
+        info = parse(data)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:  # JSON of the wrong shape
         why = exc if isinstance(exc, ValueError) else repr(exc)
         record.fail(ErrorKind.PROTOCOL, f"malformed stream chunk: {why}", now=now)
@@ -429,11 +471,17 @@ def _token_event(record: RequestRecord, now: int) -> None:
     record.token_events += 1
 
 
-def _apply_whole(raw: bytes, now: int, record: RequestRecord) -> None:
+def _apply_whole(
+    raw: bytes,
+    now: int,
+    record: RequestRecord,
+    parse: Callable[[str], ChunkInfo] = parse_chunk,
+    answer_text: Callable[[str], str] = openai_answer_text,
+) -> None:
     """A server that ignored ``stream: true``: one timestamp for the whole answer."""
     text = raw.decode("utf-8", "replace")
     try:
-        info = parse_chunk(text)
+        info = parse(text)
     except (ValueError, TypeError, KeyError, AttributeError):  # not JSON, or the wrong shape
         record.fail(ErrorKind.PROTOCOL, f"response is not JSON: {raw[:80]!r}", now=now)
         return
@@ -454,6 +502,25 @@ def _apply_whole(raw: bytes, now: int, record: RequestRecord) -> None:
         record.t_out = now
     record.token_events = 1
     record.finish_reason = info.finish_reason
+
+
+def _apply_embeddings(raw: bytes, now: int, record: RequestRecord, inputs: int) -> None:
+    """An embeddings answer, read whole at ``now`` and checked (one vector per input, all
+    of one length): completed with its sizes and usage, or failed saying what was wrong.
+
+    No token streams, so ``t_first``/``t_out`` stay 0; ``t_last`` = ``t_end`` = ``now``.
+    """
+    answer = check_answer(raw, inputs)
+    if isinstance(answer, EmbeddingsFault):
+        kind = ErrorKind.STREAM_ERROR if answer.server_error else ErrorKind.PROTOCOL
+        record.fail(kind, answer.message, now=now)
+        return
+    record.t_last = record.t_end = now
+    record.embedding_inputs = answer.inputs
+    record.embedding_dimensions = answer.dimensions
+    if answer.prompt_tokens is not None:
+        record.usage_prompt_tokens = answer.prompt_tokens
+    record.has_output = True
 
 
 def _empty_detail(record: RequestRecord, *, whole: bool = False) -> str:

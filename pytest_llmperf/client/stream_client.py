@@ -49,11 +49,11 @@ from collections.abc import Mapping
 from types import TracebackType
 from urllib.parse import urlsplit
 
+from pytest_llmperf.client.api_kinds import API_PATHS
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.fdlimits import connection_budget, ensure_descriptors
 from pytest_llmperf.client.http1 import Http1Connection, check_request_headers, request_prefix
 from pytest_llmperf.client.keepalive import KEEPALIVE_S
-from pytest_llmperf.client.openai import API_PATHS
 from pytest_llmperf.client.records import ErrorKind
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.tls import tls_verify
@@ -66,6 +66,18 @@ SOON_AFTER_S = 0.25
 BROKEN_PROMISES = 3  # such closes before the pool stops keeping connections
 
 _LENGTH = b"Content-Length: "  # where request_prefix ends
+
+
+def _head_headers(endpoint: Endpoint, api: str) -> dict[str, str]:
+    """The headers of every ``api`` request: a stream is asked for, except of embeddings,
+    whose answer is one JSON body; the endpoint's auth headers for that API."""
+    return {
+        "User-Agent": "pytest-llmperf",
+        "Accept": "application/json" if api == "embeddings" else "text/event-stream",
+        "Accept-Encoding": "identity",
+        "Content-Type": "application/json",
+        **endpoint.headers(api),
+    }
 
 
 class TransportFailure(Exception):
@@ -104,17 +116,11 @@ class StreamClient:
             if not isinstance(verify, ssl.SSLContext):
                 verify = ssl.create_default_context()
             self._ssl = verify
-        headers = {
-            "User-Agent": "pytest-llmperf",
-            "Accept": "text/event-stream",
-            "Accept-Encoding": "identity",
-            "Content-Type": "application/json",
-            **endpoint.headers(),
-        }
+        heads = {api: _head_headers(endpoint, api) for api in API_PATHS}
         query = f"?{parts.query}" if parts.query else ""  # e.g. ?api-version=… of a gateway
         try:
             self._prefixes = {
-                api: request_prefix("POST", parts.path + path + query, self.authority, headers)
+                api: request_prefix("POST", parts.path + path + query, self.authority, heads[api])
                 for api, path in API_PATHS.items()
             }
         except ValueError as exc:  # a header or path that would break every request's framing
@@ -125,9 +131,12 @@ class StreamClient:
         # a sample may not repeat a header the client sends (nor the framing ones).
         assert all(prefix.endswith(_LENGTH) for prefix in self._prefixes.values())
         self._heads = {api: prefix[: -len(_LENGTH)] for api, prefix in self._prefixes.items()}
-        self._own_headers = frozenset(
-            name.lower() for name in ("Host", "Content-Length", "Transfer-Encoding", *headers)
-        )
+        self._own_headers = {
+            api: frozenset(
+                name.lower() for name in ("Host", "Content-Length", "Transfer-Encoding", *head)
+            )
+            for api, head in heads.items()
+        }
         self._idle: list[Http1Connection] = []
         self._open: set[Http1Connection] = set()  # until each socket is really closed
         self._slots = asyncio.Semaphore(max_connections)
@@ -161,7 +170,7 @@ class StreamClient:
     def request_bytes(
         self, api: str, body: bytes, headers: Mapping[str, str] | None = None
     ) -> bytes:
-        """A whole POST of ``body`` to the ``api``'s path (``chat`` or ``completions``).
+        """A whole POST of ``body`` to the ``api``'s path (any of ``API_PATHS``).
 
         ``headers`` are this request's own (``Sample.headers``, e.g. a session's
         affinity header), added to the client's. ``ValueError`` (naming the header,
@@ -172,7 +181,7 @@ class StreamClient:
         if not headers:
             return b"%s%d\r\n\r\n%s" % (self._prefixes[api], len(body), body)
         check_request_headers(headers)
-        own = self._own_headers
+        own = self._own_headers[api]
         for name in headers:
             if name.lower() in own:
                 raise ValueError(

@@ -41,7 +41,9 @@ def token_length_warnings(
     """
     out: list[str] = []
     dev = lengths.get("input_deviation")
-    if dev is not None and abs(dev) > TOKEN_LENGTH_TOLERANCE:
+    # Prompts with images: the server counts the image tokens, the workload its text
+    # alone; the difference is the images' (``image_tokens_mean``), not the tokenizer's.
+    if dev is not None and abs(dev) > TOKEN_LENGTH_TOLERANCE and "image_tokens_mean" not in lengths:
         out.append(
             f"prompts reached the server {dev * 100:+.0f}% off the requested length "
             f"({lengths['input_server_mean']:g} vs {lengths['input_requested_mean']:g} tokens "
@@ -125,6 +127,9 @@ class RunResult:
         """Requested vs server-reported prompt and output lengths, with a warning for each
         that differs by more than :data:`TOKEN_LENGTH_TOLERANCE` (see docs/measurement.md)."""
         out = self.accumulator.token_lengths(str(self.workload.get("tokenizer") or ""))
+        served, asked = out.get("input_server_mean"), out.get("input_requested_mean")
+        if self.accumulator.images and served is not None and asked is not None:
+            out["image_tokens_mean"] = round(served - asked, 3)  # per request, by difference
         out["warnings"] = token_length_warnings(out, self.endpoint.get("request_fields") or {})
         return out
 

@@ -20,6 +20,12 @@ the event count):
 - ``queue_wait``: under ``max_concurrency``, how long a planned request
   waited for a free slot (only capped runs record it)
 
+An embeddings request streams no tokens: its ``e2e = t_last - t_sched`` with
+``t_last`` the instant its whole answer was read, and nothing else; the run
+counts its vectors (``embedding_inputs``, their mean ``embedding_dimensions`` and
+``embedding_inputs_per_s`` over the window). Images in prompts are counted as
+sent, whatever became of the request (``images``, ``image_bytes``).
+
 A completed request that streamed no token event counts as completed with
 its tokens and has no latency samples (a non-streamed answer has one event;
 a stream that delivered no text, reasoning or tool-call arguments is failed,
@@ -178,6 +184,10 @@ _COUNTERS = (
     "output_usage_tokens",
     "input_usage_requested",  # what those requests asked for
     "output_usage_requested",
+    "images",  # images sent in prompts (every issued request's)
+    "image_bytes",  # their encoded size
+    "embedding_inputs",  # vectors of the completed embeddings requests
+    "embedding_values",  # their numbers (inputs x dimensions): the mean dimension
 )
 
 
@@ -214,6 +224,10 @@ class MetricsAccumulator:
         self.output_usage_tokens = 0
         self.input_usage_requested = 0
         self.output_usage_requested = 0
+        self.images = 0
+        self.image_bytes = 0
+        self.embedding_inputs = 0
+        self.embedding_values = 0
         self.errors: Counter[str] = Counter()
         self.error_samples = ErrorSamples()
         self.token_sources: Counter[TokenCountSource] = Counter()
@@ -242,6 +256,9 @@ class MetricsAccumulator:
                 self._breakdown(self.turns, min(record.turn, MAX_TURN_BREAKDOWN - 1)).add(record)
         self.issued += 1
         self.connection_retries += record.connection_retries
+        if record.images:
+            self.images += record.images
+            self.image_bytes += record.image_bytes
         end = record.t_end or record.t_last or record.t_send or record.t_sched
         self._extend_window(record.t_sched, end)
         queued = record.queue_wait_ns
@@ -282,8 +299,15 @@ class MetricsAccumulator:
             self.input_usage_requested += record.input_requested
         if record.usage_cached_tokens:
             self.cached_tokens += record.usage_cached_tokens
-        if not record.t_first:  # no token times to measure (a record from an older event log)
-            self._count_good({})
+        if not record.t_first:
+            if record.t_last:  # an answer without a token stream (embeddings): e2e alone
+                e2e = record.t_last - record.t_sched
+                self.histograms["e2e"].record_ns(e2e)
+                self.embedding_inputs += record.embedding_inputs
+                self.embedding_values += record.embedding_inputs * record.embedding_dimensions
+                self._count_good({"e2e": e2e})
+            else:  # no times to measure (a record from an older event log)
+                self._count_good({})
             return
         ttft = record.t_first - record.t_sched
         e2e = record.t_last - record.t_sched
@@ -450,6 +474,16 @@ class MetricsAccumulator:
         out["reasoning_tokens"] = self.reasoning_tokens
         out["token_events"] = self.token_events
         out["token_count_source"] = self.token_count_source.value
+        if self.images:
+            out["images"] = self.images
+            out["image_bytes"] = self.image_bytes
+        if self.embedding_inputs:
+            window = self.window_s
+            out["embedding_inputs"] = self.embedding_inputs
+            out["embedding_dimensions"] = round(self.embedding_values / self.embedding_inputs, 3)
+            out["embedding_inputs_per_s"] = (
+                round(self.embedding_inputs / window, 6) if window else 0.0
+            )
         return out
 
     def token_lengths(self, tokenizer: str = "") -> dict[str, Any]:

@@ -124,7 +124,7 @@ class PluginBase:
         if mark is None:
             return None
         try:
-            return self.endpoints.get(endpoint_spec(item, mark))
+            return self.endpoints.get(endpoint_spec(item, mark, self.endpoints.default_spec))
         except LlmPerfUsageError as exc:
             pytest.fail(f"pytest-llmperf: {item.nodeid} llm_endpoint marker: {exc}", False)
 

@@ -14,10 +14,11 @@ from pytest_llmperf.plugin.base import PluginBase
 from pytest_llmperf.plugin.markers import (
     LLM_MARKERS,
     SPEC_KEY,
-    endpoint_spec,
+    api_of_test,
     marked_inconclusive,
     spec_for,
 )
+from pytest_llmperf.specs.api_fit import check_api_fit
 
 
 class CollectionPart(PluginBase):
@@ -31,9 +32,9 @@ class CollectionPart(PluginBase):
                 continue
             try:
                 spec = item.stash[SPEC_KEY] = spec_for(item)
-                mark = item.get_closest_marker("llm_endpoint")
-                if mark is not None:
-                    endpoint_spec(item, mark)  # a bad spec or profile: a usage error here
+                # a bad spec, profile or API: a usage error here; then does the spec fit the API?
+                api = api_of_test(item, self.endpoints.default_spec, self.options.api)
+                check_api_fit(spec, api, where=item.nodeid)
                 marked_inconclusive(item)
             except LlmPerfUsageError as exc:
                 errors.append(f"{item.nodeid}: {exc}")

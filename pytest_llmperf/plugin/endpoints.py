@@ -27,7 +27,7 @@ Library use needs no pytest: the plugin only maps errors to pytest's.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_llmperf.client.endpoint import Endpoint, normalize_base_url
@@ -41,7 +41,8 @@ from pytest_llmperf.server_metrics.cache_reset import reset_prefix_cache
 from pytest_llmperf.server_metrics.fingerprint import session_fingerprint
 from pytest_llmperf.server_metrics.source import ServerMetricsSource, resolve_source
 from pytest_llmperf.session_tokenizer import session_tokenizer
-from pytest_llmperf.workloads.tokenizer import Tokenizer
+from pytest_llmperf.workloads.apis import Api
+from pytest_llmperf.workloads.tokenizer import Tokenizer, bind_api
 
 __all__ = ["EndpointPool", "EndpointSpec", "several_endpoints"]
 
@@ -51,14 +52,19 @@ class EndpointSpec:
     """What a test, directory or option asks for: a simulator profile or a base URL.
 
     ``model`` None: the session's ``--llm-model`` (else discovered at preflight).
+    ``api`` None: the session's ``--llm-api``; another one is the same server driven
+    through that API (its own preflight: each API negotiates its own fields).
     """
 
     url: str | None = None  # normalized base URL ending in /v1; None: the simulator
     sim_profile: str | None = None
     model: str | None = None
+    api: Api | None = None
 
     @classmethod
-    def parse(cls, text: object, *, model: str | None = None, where: str) -> EndpointSpec:
+    def parse(
+        cls, text: object, *, model: str | None = None, api: Api | None = None, where: str
+    ) -> EndpointSpec:
         """``sim``, ``sim:PROFILE`` or ``http(s)://host:port[/v1]``; anything else is a
         usage error naming ``where`` (the test and marker, or the fixture)."""
         if not isinstance(text, str) or not text.strip():
@@ -78,12 +84,12 @@ class EndpointSpec:
                     f"known: {', '.join(profile_names())}",
                     where=where,
                 )
-            return cls(sim_profile=profile, model=model)
+            return cls(sim_profile=profile, model=model, api=api)
         try:
             url = normalize_base_url(raw)
         except LlmPerfUsageError as exc:
             raise LlmPerfUsageError(str(exc), where=where) from None
-        return cls(url=url, model=model)
+        return cls(url=url, model=model, api=api)
 
     @classmethod
     def of_options(cls, options: LlmPerfOptions) -> EndpointSpec:
@@ -125,6 +131,7 @@ class EndpointPool:
         # by base URL (and model): a run may carry a copy of the endpoint (dataclasses.replace)
         self._identity: dict[str, dict[str, Any]] = {}
         self._tokenizers: dict[tuple[str, str | None], Tokenizer] = {}
+        self._bound: dict[tuple[str, str | None, str], Tokenizer] = {}
         self._metrics: dict[str, ServerMetricsSource | None] = {}  # --llm-server-metrics
         self._sims: list[Any] = []
 
@@ -145,10 +152,10 @@ class EndpointPool:
             if isinstance(spec, EndpointSpec)
             else EndpointSpec.parse(spec, model=model, where="llm_endpoints.get()")
         )
-        if self.pinned:
-            return self.default()
-        if wanted.model is None:  # a URL of the session's server keeps its --llm-model
-            wanted = EndpointSpec(wanted.url, wanted.sim_profile, self._model_for(wanted))
+        if self.pinned:  # the session's server, through the API the test asks for
+            wanted = replace(self.default_spec, api=wanted.api)
+        elif wanted.model is None:  # a URL of the session's server keeps its --llm-model
+            wanted = replace(wanted, model=self._model_for(wanted))
         return self._prepared(wanted)
 
     def used(self) -> list[Endpoint]:
@@ -171,8 +178,18 @@ class EndpointPool:
         return _reset_cache
 
     def tokenizer(self, endpoint: Endpoint) -> Tokenizer | None:
-        """The tokenizer that sizes prompts for ``endpoint`` (None before it is prepared)."""
-        return self._tokenizers.get((endpoint.base_url, endpoint.model))
+        """The tokenizer that sizes prompts for ``endpoint`` (None before it is prepared;
+        every API of one server and model shares what it measured, each with its own
+        framing: chat's template for Responses and Messages, special tokens per input
+        for embeddings)."""
+        key = (endpoint.base_url, endpoint.model)
+        found = self._tokenizers.get(key)
+        if found is None:
+            return None
+        bound = self._bound.get((*key, endpoint.api))
+        if bound is None:  # bound once per API: a framing is measured once, not per test
+            bound = self._bound[(*key, endpoint.api)] = bind_api(found, endpoint.api)
+        return bound
 
     def describe(self, endpoint: Endpoint) -> dict[str, Any]:
         """The endpoint's identity for reports: :meth:`Endpoint.describe` plus the server's."""
@@ -191,6 +208,8 @@ class EndpointPool:
         return self.options.model if spec.url == self.default_spec.url else None
 
     def _prepared(self, spec: EndpointSpec) -> Endpoint:
+        if spec.api is not None and spec.api == self.options.api:
+            spec = replace(spec, api=None)  # the session's own API: one preflight, not two
         if spec in self._ready:
             return self._ready[spec]
         if spec in self._failed:
@@ -199,7 +218,18 @@ class EndpointPool:
             first, self._on_first_use = self._on_first_use, None
             first()
         try:
-            endpoint = self._prepare(spec)
+            if spec.api is not None:  # the server prepared once; this API preflighted apart
+                server = self._prepared(replace(spec, api=None))
+                endpoint = preflight_sync(
+                    replace(
+                        server,
+                        api=spec.api.value,
+                        fields=RequestFields(extra=self.options.request_extra),
+                    ),
+                    self._user_fields,
+                )
+            else:
+                endpoint = self._prepare(spec)
         except LlmPerfUsageError as exc:
             self._failed[spec] = exc
             raise

@@ -7,6 +7,7 @@ Bad marker arguments are usage errors that name the test and the bad word
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.options import InconclusivePolicy
 from pytest_llmperf.plugin.endpoints import EndpointSpec
 from pytest_llmperf.specs.perf import PerfSpec
+from pytest_llmperf.workloads.apis import Api, parse_api
 
 MARKERS = {
     "llm_workload": "llm_workload(name, requests=N, seed=S, **params): the requests an "
@@ -26,8 +28,10 @@ MARKERS = {
     "pattern is poisson, constant, concurrency or max-throughput (pytest-llmperf)",
     "llm_slo": "llm_slo('ttft.p99 < 500ms', ..., ruleset=NAME): objectives judged on the "
     "test's runs after the test body (pytest-llmperf)",
-    "llm_endpoint": "llm_endpoint('sim:PROFILE' | URL, model=None): the endpoint this test's "
-    "llm_loadgen measures; --llm-endpoint on the command line overrides it (pytest-llmperf)",
+    "llm_endpoint": "llm_endpoint('sim:PROFILE' | URL, model=None, api=None): the endpoint this "
+    "test's llm_loadgen measures (--llm-endpoint on the command line overrides the server) and "
+    "the API it drives (chat, completions, responses, messages, embeddings; default --llm-api) "
+    "(pytest-llmperf)",
     "llm_inconclusive": "llm_inconclusive('fail' | 'warn' | 'skip'): what an inconclusive SLO "
     "does to this test; --llm-inconclusive on the command line overrides it (pytest-llmperf)",
 }
@@ -51,16 +55,31 @@ def pytest_pycollect_makeitem(collector: Any, name: str, obj: object) -> None:
         pytest.mark.asyncio(obj)
 
 
-def endpoint_spec(item: pytest.Item, mark: pytest.Mark) -> EndpointSpec:
-    """``llm_endpoint("sim:tiny" | URL, model=None)``; a bad one names the test."""
+def endpoint_spec(item: pytest.Item, mark: pytest.Mark, default: EndpointSpec) -> EndpointSpec:
+    """``llm_endpoint("sim:tiny" | URL, model=None, api=None)``, or ``llm_endpoint(api=...)``
+    alone (the session's endpoint, ``default``, driven through another API); a bad one
+    names the test."""
     where = f"{item.nodeid} llm_endpoint marker"
-    if len(mark.args) != 1 or set(mark.kwargs) - {"model"}:
+    args, kwargs = mark.args, mark.kwargs
+    if len(args) > 1 or set(kwargs) - {"model", "api"} or not (args or "api" in kwargs):
         raise LlmPerfUsageError(
-            f"takes one spec ('sim:PROFILE' or a URL) and model=..., got "
-            f"args={mark.args!r} kwargs={mark.kwargs!r}",
+            f"takes one spec ('sim:PROFILE' or a URL), model=... and api=..., or api=... "
+            f"alone, got args={args!r} kwargs={kwargs!r}",
             where=where,
         )
-    return EndpointSpec.parse(mark.args[0], model=mark.kwargs.get("model"), where=where)
+    api = parse_api(kwargs["api"], where=f"{where} api=") if "api" in kwargs else None
+    if not args:
+        if "model" in kwargs:
+            raise LlmPerfUsageError("model= needs a spec ('sim:PROFILE' or a URL)", where=where)
+        return replace(default, api=api)
+    return EndpointSpec.parse(args[0], model=kwargs.get("model"), api=api, where=where)
+
+
+def api_of_test(item: pytest.Item, default: EndpointSpec, session_api: str) -> Api:
+    """The API ``item`` drives: its ``llm_endpoint`` marker's ``api=``, else the session's."""
+    mark = item.get_closest_marker("llm_endpoint")
+    spec = endpoint_spec(item, mark, default) if mark is not None else None
+    return Api(spec.api if spec is not None and spec.api is not None else session_api)
 
 
 def marked_inconclusive(item: pytest.Item) -> InconclusivePolicy | None:

@@ -363,15 +363,34 @@ def _brief_parts(
     # Why requests failed, most frequent first (categories: docs/fault-matrix.md).
     why = ", ".join(f"{k} {n}" for k, n in sorted((errors or {}).items(), key=lambda kv: -kv[1]))
     retried = counts.get("connection_retries", 0)
+    if metrics.get("embedding_inputs") and not ttft.get("count"):  # no token stream: e2e
+        e2e = metrics["e2e"]
+        latency = [
+            f"e2e p50 {format_value(e2e['p50'], 'ms')} p99 {format_value(e2e['p99'], 'ms')}",
+            f"{metrics['embedding_inputs_per_s']:.1f} inputs/s "
+            f"({metrics['embedding_dimensions']:g} dimensions)",
+            f"{metrics['request_throughput']:.2f} req/s",
+            f"{metrics['input_throughput']:.1f} input tok/s",
+        ]
+    else:
+        latency = [
+            f"ttft p50 {format_value(ttft['p50'], 'ms')} p99 {format_value(ttft['p99'], 'ms')}",
+            f"tpot p50 {format_value(tpot['p50'], 'ms')} p99 {format_value(tpot['p99'], 'ms')}",
+            f"{metrics['request_throughput']:.2f} req/s",
+            f"{metrics['output_throughput']:.1f} tok/s",
+        ]
+    images = metrics.get("images")
     return [
         f"{counts['completed']}/{counts['issued']} ok",
-        f"ttft p50 {format_value(ttft['p50'], 'ms')} p99 {format_value(ttft['p99'], 'ms')}",
-        f"tpot p50 {format_value(tpot['p50'], 'ms')} p99 {format_value(tpot['p99'], 'ms')}",
-        f"{metrics['request_throughput']:.2f} req/s",
-        f"{metrics['output_throughput']:.1f} tok/s",
+        *latency,
+        *([f"{images} images ({_kib(metrics['image_bytes'])})"] if images else []),
         f"errors {metrics['error_rate'] * 100:.2f}%" + (f" ({why})" if why else ""),
         *([f"connection retries {retried}"] if retried else []),
     ]
+
+
+def _kib(nbytes: int) -> str:
+    return f"{nbytes / 1024:.0f} KiB" if nbytes < 10 * 1024 * 1024 else f"{nbytes / 2**20:.1f} MiB"
 
 
 def write_terminal_summary(

@@ -27,12 +27,24 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Protocol
 
 from .profiles import Profile
 from .text import WORDS, WORDS_JSON, token_index
 from .wire import ChunkWriter
 
-__all__ = ["DeltaPlan", "ShapedChunks", "plan_deltas", "split_text"]
+__all__ = ["ChunkSource", "DeltaPlan", "ShapedChunks", "plan_deltas", "split_text"]
+
+
+class ChunkSource(Protocol):
+    """Renders a response's bytes token by token, in order: :class:`ShapedChunks` (chat,
+    completions) and the typed event streams of events.py (Responses, Messages)."""
+
+    def clip(self, i: int, size: int) -> int:
+        """``size`` cut so that a chunk starting at token ``i`` stays in one part."""
+
+    def chunk(self, i: int, size: int = 1) -> bytes:
+        """The bytes for tokens ``i … i+size-1`` (``b""``: nothing to send for them)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +73,7 @@ def plan_deltas(profile: Profile, seed: int, index: int, n_out: int, api: str) -
     if not (p.reasoning_tokens or p.empty_delta_rate or p.separate_finish_chunk):
         return None
     # The completions API has no reasoning field: reasoning streams as text (vLLM).
-    n_reasoning = min(p.reasoning_tokens, n_out) if api == "chat" else 0
+    n_reasoning = min(p.reasoning_tokens, n_out) if api != "completions" else 0
     if p.empty_delta_rate:
         rand = random.Random(f"empty:{seed}:{index}").random
         rate = p.empty_delta_rate

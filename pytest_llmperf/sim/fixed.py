@@ -5,7 +5,8 @@ reported p99 can be compared with the truth. Each request's token times are
 planned at arrival — ``ttft`` then one token every ``itl`` — and nothing else
 in the server can delay them. Optional load dependence adds a fixed amount per
 request already in flight, which makes latency rise with concurrency in a way
-a test can predict.
+a test can predict; images in the prompt add ``ttft_per_image_token_ms`` per image
+token (images.py), so a larger image raises TTFT here too (text prompts do not).
 """
 
 from __future__ import annotations
@@ -78,7 +79,10 @@ class FixedBackend:
     def submit(self, sub: Submission) -> FixedStream:
         p = self.profile
         load = self.active
-        ttft_s = (p.ttft_ms + p.ttft_per_active_ms * load) / 1000.0 / self.speedup
+        ttft_ms = p.ttft_ms + p.ttft_per_active_ms * load
+        if sub.image_tokens:  # the vision encoder's share (docs/simulator.md, "Images")
+            ttft_ms += p.ttft_per_image_token_ms * sub.image_tokens
+        ttft_s = ttft_ms / 1000.0 / self.speedup
         itl_s = (p.itl_ms + p.itl_per_active_ms * load) / 1000.0 / self.speedup
         self.active += 1
         start = asyncio.get_running_loop().time()

@@ -83,6 +83,11 @@ class Profile:
     reject_style: str
     reject_max_tokens: bool
     per_request_metrics: bool
+    image_token_px: int
+    ttft_per_image_token_ms: float
+    embedding_dim: int
+    responses_incomplete_event: bool
+    stream_error_events: bool
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -221,6 +226,8 @@ def _validate(p: Profile) -> None:
         "max_model_len",
         "default_max_tokens",
         "multi_token_max",
+        "image_token_px",
+        "embedding_dim",
     ):
         if getattr(p, key) < 1:
             raise bad(key, "must be at least 1")

@@ -1,4 +1,4 @@
-"""The simulator's HTTP front end (aiohttp.web): OpenAI endpoints over a back end.
+"""The simulator's HTTP front end (aiohttp.web): every API over one back end.
 
 The handlers parse and admit a request (wire.py), decide its output length and
 its faults, submit it to the back end (fixed-latency model or the
@@ -10,7 +10,11 @@ engine, as vLLM aborts a request whose client went away.
 The jobs around that live in their own modules: request strictness
 (validation.py), vLLM's ``/tokenize`` (tokenization.py), the delta shapes of
 other servers (deltas.py), the socket writers of the engine's fan-out
-(sink.py), and serving the app on a port (serving.py).
+(sink.py), and serving the app on a port (serving.py). The Responses and
+Messages APIs (apis.py, events.py) share the chat path — admission, faults, the
+back end, both token paths — and differ only in their parsing and bytes;
+embeddings (embeddings.py) submit each input as a prefill-only request; images
+in prompts are charged as prompt tokens (images.py).
 """
 
 from __future__ import annotations
@@ -22,8 +26,11 @@ import random
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from .apis import api_error_body, parse_messages, parse_responses
 from .clock import TIMING_MODES, sleep_until
-from .deltas import DeltaPlan, ShapedChunks, plan_deltas, split_text
+from .deltas import ChunkSource, DeltaPlan, ShapedChunks, plan_deltas, split_text
+from .embeddings import parse_embeddings
+from .events import MessagesEvents, ResponsesEvents
 from .faults import FaultPlan, plan_faults
 from .fixed import FixedBackend
 from .gc_control import GcControl
@@ -40,13 +47,14 @@ from .wire import (
     ChunkWriter,
     ParsedRequest,
     WireError,
-    error_body,
     models_body,
     parse_request,
     per_request_metrics,
 )
 
 __all__ = ["SIM_VERSION", "SimApp"]
+
+MAX_REQUEST_BYTES = 256 * 1024 * 1024  # what one request body may hold
 
 SIM_VERSION = "pytest-llmperf-sim 0.1"
 MALFORMED_FRAME = b'data: {"id": "malformed", "choices": [{"index": 0, "delta": {"content": \n\n'
@@ -106,7 +114,11 @@ class SimApp:
         self.next_index = 0
         self.emit_lags: list[float] | None = [] if record_emit_lag else None
         self.emit_planned: list[float] = []  # planned loop time of each lag sample
-        self.app = web.Application(middlewares=[self._poll_around])
+        # aiohttp refuses bodies over 1 MiB by default; two 512x512 PNGs in base64 are
+        # 1.4 MiB, and vLLM (uvicorn) sets no limit: take what a vision prompt sends.
+        self.app = web.Application(
+            middlewares=[self._poll_around], client_max_size=MAX_REQUEST_BYTES
+        )
         self.app.add_routes(
             [
                 web.get("/v1/models", self.models),
@@ -115,6 +127,9 @@ class SimApp:
                 web.get("/metrics", self.metrics),
                 web.post("/v1/chat/completions", self.chat),
                 web.post("/v1/completions", self.completions),
+                web.post("/v1/responses", self.responses),
+                web.post("/v1/messages", self.messages),
+                web.post("/v1/embeddings", self.embeddings),
                 web.post("/tokenize", self.tokenization.tokenize),
                 web.post("/detokenize", self.tokenization.detokenize),
             ]
@@ -170,19 +185,41 @@ class SimApp:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self._handle(request, "completions")
 
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._handle(request, "responses")
+
+    async def messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._handle(request, "messages")
+
     # -- completions ------------------------------------------------------
     def _error(
-        self, status: int, message: str, param: str | None = None, retry_after: int | None = None
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        retry_after: int | None = None,
+        api: str = "chat",
     ) -> web.Response:
+        """An error answer in ``api``'s shape (Anthropic's for ``messages``)."""
         self.counters.errors += 1
         headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-        return web.json_response(error_body(status, message, param), status=status, headers=headers)
+        body = api_error_body(api, status, message, param)
+        return web.json_response(body, status=status, headers=headers)
+
+    def _parse(self, api: str, body: object) -> ParsedRequest:
+        p = self.profile
+        if api == "responses":
+            return parse_responses(body, p.model, p.image_token_px)
+        if api == "messages":
+            return parse_messages(body, p.model, p.image_token_px)
+        return parse_request(api, body, p.model, p.image_token_px)
 
     def _admit(self, parsed: ParsedRequest, index: int) -> tuple[int, str]:
         """Output length and finish reason, or WireError(400) if it cannot fit."""
         p = self.profile
         n_prompt = parsed.num_prompt_tokens
-        prompt_param = "messages" if parsed.api == "chat" else "prompt"
+        prompt_param = _PROMPT_PARAMS[parsed.api]
+        max_param = "max_output_tokens" if parsed.api == "responses" else "max_tokens"
         if parsed.max_tokens is None:
             n_out, finish = min(p.default_max_tokens, max(1, p.max_model_len - n_prompt)), "stop"
         else:
@@ -195,7 +232,7 @@ class SimApp:
                 f"However, you requested "
                 f"{total} tokens ({n_prompt} in the {prompt_param}, {n_out} in the completion). "
                 "Please reduce the length of the messages or completion.",
-                prompt_param if parsed.max_tokens is None else "max_tokens",
+                prompt_param if parsed.max_tokens is None else max_param,
             )
         if p.kind == "engine" and -(-total // p.block_size) > p.num_blocks:
             raise WireError(
@@ -214,7 +251,7 @@ class SimApp:
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
-            return self._error(400, "request body is not valid JSON")
+            return self._error(400, "request body is not valid JSON", api=api)
         if self.policy is not None:
             rejection = self.policy.check(api, body)
             if rejection is not None:
@@ -229,24 +266,22 @@ class SimApp:
         if self.gc is not None:
             self.gc.request_served(index)
         try:
-            parsed = parse_request(api, body, self.profile.model)
+            parsed = self._parse(api, body)
             n_out, finish = self._admit(parsed, index)
         except WireError as exc:
-            return self._error(exc.status, exc.message, exc.param)
+            return self._error(exc.status, exc.message, exc.param, api=api)
         poll()
         faults = plan_faults(self.profile, self.seed, index, n_out, self.speedup)
         if faults.error_status is not None:
             status = faults.error_status
-            messages = {
-                429: "Too many requests (simulated).",
-                500: "Internal server error (simulated).",
-                503: "Service unavailable (simulated).",
-            }
+            if parsed.stream and api in _EVENT_APIS and self.profile.stream_error_events:
+                return await self._stream_error(request, parsed, status)
             return self._error(
                 status,
-                messages[status],
+                _FAULT_MESSAGES[status],
                 None,
                 faults.retry_after_s if status in (429, 503) else None,
+                api=api,
             )
         hashes: tuple[int, ...] = ()
         if self.profile.kind == "engine" and self.profile.enable_prefix_caching:
@@ -262,10 +297,11 @@ class SimApp:
                     output_tokens=n_out,
                     block_hashes=hashes,
                     priority=parsed.priority,
+                    image_tokens=parsed.image_tokens,
                 )
             )
         except RuntimeError as exc:  # the engine died (a simulator bug, already on stderr)
-            return self._error(500, str(exc))
+            return self._error(500, str(exc), api=api)
         self.counters.prompt_tokens += parsed.num_prompt_tokens
         deltas = plan_deltas(self.profile, self.seed, index, n_out, parsed.api)
         try:
@@ -278,7 +314,7 @@ class SimApp:
                     request, parsed, stream, n_out, finish, faults, index, deltas
                 )
             except RuntimeError as exc:  # the engine died while we waited
-                return self._error(500, str(exc))
+                return self._error(500, str(exc), api=api)
         finally:
             stream.close()
 
@@ -318,12 +354,19 @@ class SimApp:
         writer = await resp.prepare(request)
         self.poll()
         w = ChunkWriter(parsed.api, self.profile.model, self.profile.reasoning_field)
-        if parsed.api == "chat":
+        salt = index * 13
+        events = self._events(parsed, deltas, salt, n_out, finish)
+        if isinstance(events, ResponsesEvents):
+            await resp.write(events.opening())
+        elif isinstance(events, MessagesEvents):
+            await resp.write(events.opening(parsed.num_prompt_tokens))
+        elif parsed.api == "chat":
             await resp.write(w.role_chunk())
         lags = self.emit_lags if not faults.delays_tokens else None
         counters = self.counters
-        salt = index * 13
-        shaped = None if deltas is None else ShapedChunks(w, deltas, salt, finish)
+        shaped: ChunkSource | None = events
+        if events is None and deltas is not None:
+            shaped = ShapedChunks(w, deltas, salt, finish)
         # A back end that writes tokens itself (the engine) gets a writer with each chunk
         # ready-made, and writes it straight to the socket from its fan-out: no coroutine
         # resumed per token, which matters when a step emits 64 at once. Faults that
@@ -347,6 +390,21 @@ class SimApp:
         ):
             return resp  # cut mid-stream: no [DONE], no chunked terminator
         counters.finished(finish, n_out, stream.served_times(), loop.time() - arrival)
+        if isinstance(events, ResponsesEvents):
+            await resp.write(
+                events.closing(
+                    parsed.num_prompt_tokens,
+                    stream.cached_tokens,
+                    _reasoning_tokens(deltas),
+                    self._request_metrics(stream, n_out),
+                )
+            )
+            await resp.write_eof()  # no [DONE] on this API
+            return resp
+        if isinstance(events, MessagesEvents):
+            await resp.write(events.closing(parsed.num_prompt_tokens, stream.cached_tokens))
+            await resp.write_eof()
+            return resp
         if parsed.include_usage:
             await resp.write(
                 w.usage_chunk(
@@ -373,7 +431,7 @@ class SimApp:
         salt: int,
         arrival: float,
         lags: list[float] | None,
-        shaped: ShapedChunks | None,
+        shaped: ChunkSource | None,
     ) -> bool:
         """The general path: await each token, apply the faults, write through aiohttp.
         False if the stream was cut (nothing more may be written)."""
@@ -415,7 +473,8 @@ class SimApp:
             if lags is not None:
                 lags.append(now - planned)
                 self.emit_planned.append(planned)
-            await resp.write(chunk)
+            if chunk:  # empty: a dropped empty delta (events.py) sends nothing
+                await resp.write(chunk)
             if last:
                 counters.itl.observe(now - last)
             else:
@@ -433,7 +492,7 @@ class SimApp:
         salt: int,
         arrival: float,
         lags: list[float] | None,
-        shaped: ShapedChunks | None,
+        shaped: ChunkSource | None,
     ) -> None:
         """Let the back end's fan-out write every token (see sink.py)."""
         assert request.transport is not None
@@ -499,6 +558,23 @@ class SimApp:
                 self.counters.itl.observe(gap)
         self.counters.finished(finish, n_out, stream.served_times(), last - arrival)
         reasoning, text = split_text(deltas, index * 13, n_out)
+        metrics = self._request_metrics(stream, n_out)
+        events = self._events(parsed, deltas, index * 13, n_out, finish)
+        if isinstance(events, ResponsesEvents):
+            return web.json_response(
+                events.full_body(
+                    reasoning,
+                    text,
+                    parsed.num_prompt_tokens,
+                    stream.cached_tokens,
+                    _reasoning_tokens(deltas),
+                    metrics,
+                )
+            )
+        if isinstance(events, MessagesEvents):
+            return web.json_response(
+                events.full_body(reasoning, text, parsed.num_prompt_tokens, stream.cached_tokens)
+            )
         w = ChunkWriter(parsed.api, self.profile.model, self.profile.reasoning_field)
         body = w.full_body(
             text,
@@ -508,9 +584,121 @@ class SimApp:
             stream.cached_tokens,
             reasoning,
             _reasoning_tokens(deltas),
-            self._request_metrics(stream, n_out),
+            metrics,
         )
         return web.json_response(body)
+
+    def _events(
+        self, parsed: ParsedRequest, deltas: DeltaPlan | None, salt: int, n_out: int, finish: str
+    ) -> ResponsesEvents | MessagesEvents | None:
+        """The event renderer of a Responses or Messages answer (None for the others)."""
+        model = self.profile.model
+        if parsed.api == "responses":
+            return ResponsesEvents(
+                model,
+                deltas,
+                salt,
+                n_out,
+                finish,
+                max_output_tokens=parsed.max_tokens,
+                incomplete_event=self.profile.responses_incomplete_event,
+            )
+        if parsed.api == "messages":
+            return MessagesEvents(model, deltas, salt, n_out, finish)
+        return None
+
+    async def _stream_error(
+        self, request: web.Request, parsed: ParsedRequest, status: int
+    ) -> web.StreamResponse:
+        """An injected error as a streamed Responses / Messages API sends one (profile
+        key ``stream_error_events``): 200, the opening events, then ``response.failed``
+        or an ``error`` event with the message."""
+        self.counters.errors += 1
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await resp.prepare(request)
+        message = _FAULT_MESSAGES[status]
+        if parsed.api == "responses":
+            ev = ResponsesEvents(self.profile.model, None, 0, 0, "stop", max_output_tokens=None)
+            await resp.write(ev.opening() + ev.failed(message))
+        else:
+            ev_m = MessagesEvents(self.profile.model, None, 0, 0, "stop")
+            await resp.write(
+                ev_m.opening(parsed.num_prompt_tokens) + MessagesEvents.error(status, message)
+            )
+        await resp.write_eof()
+        return resp
+
+    # -- embeddings -------------------------------------------------------
+    async def embeddings(self, request: web.Request) -> web.StreamResponse:
+        """``POST /v1/embeddings``: each input a prefill-only request of the back end
+        (embeddings.py); the answer when the last of them is done."""
+        api = "embeddings"
+        p = self.profile
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return self._error(400, "request body is not valid JSON", api=api)
+        if self.policy is not None:
+            rejection = self.policy.check(api, body)
+            if rejection is not None:
+                self.counters.errors += 1
+                return web.json_response(rejection.body, status=rejection.status)
+        self.poll()
+        index = self.next_index
+        self.next_index += 1
+        if self.gc is not None:
+            self.gc.request_served(index)
+        try:
+            parsed = parse_embeddings(body, p.model, p.embedding_dim, p.max_model_len)
+        except WireError as exc:
+            return self._error(exc.status, exc.message, exc.param, api=api)
+        if p.kind == "engine":
+            longest = max(parsed.token_counts)
+            if -(-(max(1, longest) + 1) // p.block_size) > p.num_blocks:
+                return self._error(
+                    400,
+                    f"An input needs {longest} tokens of KV cache but the whole cache holds "
+                    f"{p.kv_capacity_tokens} tokens.",
+                    "input",
+                    api=api,
+                )
+        faults = plan_faults(p, self.seed, index, 1, self.speedup)
+        if faults.error_status is not None:
+            status = faults.error_status
+            return self._error(
+                status,
+                _FAULT_MESSAGES[status],
+                None,
+                faults.retry_after_s if status in (429, 503) else None,
+                api=api,
+            )
+        loop = asyncio.get_running_loop()
+        arrival = loop.time()
+        streams: list[TokenStream] = []
+        try:
+            for n in parsed.token_counts:
+                streams.append(
+                    self.backend.submit(
+                        Submission(
+                            prompt_tokens=max(1, n), output_tokens=1, priority=parsed.priority
+                        )
+                    )
+                )
+            self.counters.prompt_tokens += parsed.prompt_tokens
+            for stream in streams:
+                await stream.next_token()
+        except RuntimeError as exc:  # the engine died (a simulator bug, already on stderr)
+            return self._error(500, str(exc), api=api)
+        finally:
+            for stream in streams:
+                stream.close()
+        if faults.stall_first_s:
+            await self._stall(None, faults.stall_first_s, faults)
+        answer = parsed.body()
+        self.counters.finished("stop", 0, None, loop.time() - arrival)
+        return web.json_response(answer)
 
     def _request_metrics(self, stream: TokenStream, n_out: int) -> dict[str, float] | None:
         """vLLM's per-request ``metrics`` of a finished request (profile key
@@ -520,6 +708,20 @@ class SimApp:
             return None
         times = stream.served_times()
         return None if times is None else per_request_metrics(times, n_out)
+
+
+_PROMPT_PARAMS = {
+    "chat": "messages",
+    "completions": "prompt",
+    "responses": "input",
+    "messages": "messages",
+}
+_EVENT_APIS = ("responses", "messages")
+_FAULT_MESSAGES = {
+    429: "Too many requests (simulated).",
+    500: "Internal server error (simulated).",
+    503: "Service unavailable (simulated).",
+}
 
 
 def _reasoning_tokens(deltas: DeltaPlan | None) -> int | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 
-from .deltas import ShapedChunks
+from .deltas import ChunkSource
 from .prometheus import ServerCounters
 from .text import WORDS_JSON
 
@@ -112,15 +112,18 @@ class SocketSink:
 
 
 class ShapedSocketSink(SocketSink):
-    """A :class:`SocketSink` whose chunks come from a request's :class:`ShapedChunks`
-    (reasoning deltas, empty deltas, a separate finish chunk)."""
+    """A :class:`SocketSink` whose chunks come from a request's chunk source: its
+    :class:`~pytest_llmperf.sim.deltas.ShapedChunks` (reasoning deltas, empty deltas, a
+    separate finish chunk) or its Responses / Messages events (events.py). A token
+    that sends nothing (a dropped empty delta) gets an empty frame, which the fan-out's
+    ``write`` skips: an empty chunk would be the chunked-encoding terminator."""
 
     __slots__ = ("shaped",)
 
     def __init__(
         self,
         tr: asyncio.WriteTransport,
-        shaped: ShapedChunks,
+        shaped: ChunkSource,
         n: int,
         salt: int,
         arrival: float,
@@ -134,7 +137,7 @@ class ShapedSocketSink(SocketSink):
 
     def _frame(self, k: int) -> bytes:
         data = self.shaped.chunk(k)
-        return b"%x\r\n%b\r\n" % (len(data), data)
+        return b"%x\r\n%b\r\n" % (len(data), data) if data else b""
 
 
 _WORDS_JSON = WORDS_JSON

@@ -34,6 +34,7 @@ class Submission:
     output_tokens: int  # exactly this many tokens are produced
     block_hashes: tuple[int, ...] = ()  # chained hashes of the prompt's full KV blocks
     priority: int = 0
+    image_tokens: int = 0  # of prompt_tokens, those standing for images (images.py)
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,13 @@ from typing import Any
 from .profiles import Profile
 
 __all__ = [
+    "API_FIELDS",
     "CHAT_FIELDS",
     "COMPLETIONS_FIELDS",
+    "EMBEDDINGS_FIELDS",
     "MAX_TOKENS_MESSAGE",
+    "MESSAGES_FIELDS",
+    "RESPONSES_FIELDS",
     "STREAM_OPTIONS_FIELDS",
     "Rejection",
     "RequestPolicy",
@@ -95,6 +99,71 @@ COMPLETIONS_FIELDS = frozenset(
     }
 )
 STREAM_OPTIONS_FIELDS = frozenset({"include_usage", "include_obfuscation"})
+# OpenAI's Responses API reference
+RESPONSES_FIELDS = frozenset(
+    {
+        "model",
+        "input",
+        "background",
+        "conversation",
+        "include",
+        "instructions",
+        "max_output_tokens",
+        "max_tool_calls",
+        "metadata",
+        "parallel_tool_calls",
+        "previous_response_id",
+        "prompt",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "reasoning",
+        "safety_identifier",
+        "service_tier",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "text",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "truncation",
+        "user",
+    }
+)
+# Anthropic's Messages API reference
+MESSAGES_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "container",
+        "context_management",
+        "mcp_servers",
+        "metadata",
+        "output_config",
+        "service_tier",
+        "stop_sequences",
+        "stream",
+        "system",
+        "temperature",
+        "thinking",
+        "tool_choice",
+        "tools",
+        "top_k",
+        "top_p",
+    }
+)
+# OpenAI's embeddings reference
+EMBEDDINGS_FIELDS = frozenset({"model", "input", "dimensions", "encoding_format", "user"})
+API_FIELDS = {
+    "chat": CHAT_FIELDS,
+    "completions": COMPLETIONS_FIELDS,
+    "responses": RESPONSES_FIELDS,
+    "messages": MESSAGES_FIELDS,
+    "embeddings": EMBEDDINGS_FIELDS,
+}
 
 MAX_TOKENS_MESSAGE = (
     "Unsupported parameter: 'max_tokens' is not supported with this model. "
@@ -149,17 +218,20 @@ class RequestPolicy:
         self.reject_max_tokens = profile.reject_max_tokens
 
     def check(self, api: str, body: Any) -> Rejection | None:
-        """The rejection of ``body`` sent to ``api`` (chat | completions), or None."""
+        """The rejection of ``body`` sent to ``api`` (chat, completions, responses,
+        messages, embeddings), or None. ``strict_fields`` answers in the words of the
+        API's own server: OpenAI's chat, completions and embeddings "Unrecognized
+        request argument supplied: F"; OpenAI's Responses API "Unknown parameter:
+        'F'." (code ``unknown_parameter``); Anthropic's Messages API "F: Extra inputs
+        are not permitted" in its error shape."""
         if not isinstance(body, dict):
             return None  # parse_request answers that one
         fields = _present(body)
         if self.strict:
-            known = CHAT_FIELDS if api == "chat" else COMPLETIONS_FIELDS
+            known = API_FIELDS.get(api, COMPLETIONS_FIELDS)
             unknown = [name for name, _ in fields if not _known(name, known)]
             if unknown:
-                noun = "argument" if len(unknown) == 1 else "arguments"
-                message = f"Unrecognized request {noun} supplied: {', '.join(unknown)}"
-                return Rejection(400, _openai_error(message, unknown[0], None))
+                return _unknown_fields(api, unknown)
         if self.rejected:
             named = [(name, value) for name, value in fields if name in self.rejected]
             if named:
@@ -187,6 +259,20 @@ class RequestPolicy:
             }
         names = ", ".join(repr(name) for name in sorted(name for name, _ in named))
         return {"detail": f"Unexpected fields in the request: {{{names}}}"}
+
+
+def _unknown_fields(api: str, unknown: list[str]) -> Rejection:
+    if api == "messages":
+        message = "; ".join(f"{name}: Extra inputs are not permitted" for name in unknown)
+        return Rejection(
+            400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        )
+    if api == "responses":
+        message = f"Unknown parameter: '{unknown[0]}'."
+        return Rejection(400, _openai_error(message, unknown[0], "unknown_parameter"))
+    noun = "argument" if len(unknown) == 1 else "arguments"
+    message = f"Unrecognized request {noun} supplied: {', '.join(unknown)}"
+    return Rejection(400, _openai_error(message, unknown[0], None))
 
 
 def request_policy(profile: Profile) -> RequestPolicy | None:

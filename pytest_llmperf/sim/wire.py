@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..tokens import split_tokens
+from .images import DEFAULT_IMAGE_TOKEN_PX, ImageError, PromptTokens, decode_data_url
 from .streams import ServedTimes
 
 __all__ = [
@@ -32,9 +33,11 @@ __all__ = [
     "ChunkWriter",
     "ParsedRequest",
     "WireError",
+    "chat_prompt",
     "chat_prompt_texts",
     "chat_prompt_tokens",
     "error_body",
+    "int_field",
     "models_body",
     "parse_request",
     "per_request_metrics",
@@ -95,9 +98,10 @@ def models_body(model: str, max_model_len: int) -> dict[str, Any]:
 
 @dataclass
 class ParsedRequest:
-    """What the simulator needs from a chat or completions request body."""
+    """What the simulator needs from a request body (chat, completions, and the
+    Responses and Messages APIs, parsed in apis.py)."""
 
-    api: str  # "chat" | "completions"
+    api: str  # "chat" | "completions" | "responses" | "messages"
     model: str
     prompt_tokens: list[str]
     max_tokens: int | None
@@ -106,6 +110,8 @@ class ParsedRequest:
     include_usage: bool
     priority: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    images: int = 0  # images in the prompt
+    image_tokens: int = 0  # the prompt tokens they are charged (images.py), in prompt_tokens
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -145,7 +151,45 @@ def chat_prompt_tokens(messages: list[Any]) -> list[str]:
     return [tok for text in chat_prompt_texts(messages) for tok in split_tokens(text)]
 
 
-def _int_field(body: dict[str, Any], key: str, minimum: int) -> int | None:
+def chat_prompt(messages: list[Any], image_px: int = DEFAULT_IMAGE_TOKEN_PX) -> PromptTokens:
+    """A chat prompt's tokens with its images: each message content's text tokens and,
+    for an ``image_url`` part (``{"url": "data:..."}``), the image's tokens where it
+    stands (images.py). Text-only prompts count exactly as :func:`chat_prompt_tokens`."""
+    prompt = PromptTokens(image_px)
+    for msg in messages:
+        if not isinstance(msg, dict):
+            raise WireError(400, "each message must be an object", "messages")
+        content = msg.get("content")
+        if content is None:
+            continue
+        if isinstance(content, str):
+            prompt.add_text(content)
+        elif isinstance(content, list):
+            for part in content:
+                if not isinstance(part, dict):
+                    continue
+                kind = part.get("type")
+                if kind == "text":
+                    prompt.add_text(str(part.get("text", "")))
+                elif kind == "image_url":
+                    ref = part.get("image_url")
+                    url = ref.get("url") if isinstance(ref, dict) else ref
+                    if not isinstance(url, str):
+                        raise WireError(
+                            400, "an image_url part needs image_url.url (a data: URL)", "messages"
+                        )
+                    try:
+                        prompt.add_image(decode_data_url(url))
+                    except ImageError as exc:
+                        raise WireError(400, f"bad image in messages: {exc}", "messages") from None
+        else:
+            raise WireError(
+                400, "message content must be a string or a list of content parts", "messages"
+            )
+    return prompt
+
+
+def int_field(body: dict[str, Any], key: str, minimum: int) -> int | None:
     value = body.get(key)
     if value is None:
         return None
@@ -156,11 +200,15 @@ def _int_field(body: dict[str, Any], key: str, minimum: int) -> int | None:
     return value
 
 
-def parse_request(api: str, body: Any, served_model: str) -> ParsedRequest:
-    """Validate a request body; raise WireError (400/404) as vLLM would.
+def parse_request(
+    api: str, body: Any, served_model: str, image_px: int = DEFAULT_IMAGE_TOKEN_PX
+) -> ParsedRequest:
+    """Validate a chat or completions request body; raise WireError (400/404) as vLLM
+    would.
 
     Chat prompts are the message contents joined by newlines, so their token
-    count is the sum of each content's ``count_tokens``.
+    count is the sum of each content's ``count_tokens``, plus each image's tokens
+    (``image_px``: images.py).
     """
     if not isinstance(body, dict):
         raise WireError(400, "request body must be a JSON object")
@@ -171,25 +219,28 @@ def parse_request(api: str, body: Any, served_model: str) -> ParsedRequest:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise WireError(400, "messages must be a non-empty list", "messages")
-        tokens = chat_prompt_tokens(messages)
-        max_tokens = _int_field(body, "max_completion_tokens", 1)
+        prompt = chat_prompt(messages, image_px)
+        tokens = prompt.tokens
+        images, image_tokens = prompt.images, prompt.image_tokens
+        max_tokens = int_field(body, "max_completion_tokens", 1)
         if max_tokens is None:
-            max_tokens = _int_field(body, "max_tokens", 1)
+            max_tokens = int_field(body, "max_tokens", 1)
     else:
-        prompt = body.get("prompt")
-        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-            prompt = prompt[0]
-        if isinstance(prompt, str):
-            tokens = split_tokens(prompt)
-        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-            tokens = [str(t) for t in prompt]
+        images = image_tokens = 0
+        text = body.get("prompt")
+        if isinstance(text, list) and len(text) == 1 and isinstance(text[0], str):
+            text = text[0]
+        if isinstance(text, str):
+            tokens = split_tokens(text)
+        elif isinstance(text, list) and text and all(isinstance(t, int) for t in text):
+            tokens = [str(t) for t in text]
         else:
             raise WireError(
                 400,
                 "prompt must be a string or a list of token ids (one prompt per request)",
                 "prompt",
             )
-        max_tokens = _int_field(body, "max_tokens", 1)
+        max_tokens = int_field(body, "max_tokens", 1)
     n = body.get("n", 1)
     if n != 1:
         raise WireError(400, "the simulator supports only n=1", "n")
@@ -209,6 +260,8 @@ def parse_request(api: str, body: Any, served_model: str) -> ParsedRequest:
         stream=stream,
         include_usage=stream and bool(options.get("include_usage", False)),
         priority=priority,
+        images=images,
+        image_tokens=image_tokens,
     )
 
 

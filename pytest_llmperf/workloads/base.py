@@ -16,12 +16,35 @@ from pytest_llmperf.errors import LlmPerfUsageError
 
 __all__ = [
     "WORKLOADS",
+    "ImageInput",
     "Sample",
     "Workload",
     "build_workload",
     "register_workload",
     "workload_names",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class ImageInput:
+    """One image of a prompt, encoded once, as it goes on the wire.
+
+    ``data`` is the file's bytes in base64 (no ``data:`` prefix): the Messages
+    API sends it so, with ``media_type``; chat and Responses send
+    :attr:`data_url`. ``nbytes`` is the encoded file's size before base64 (what
+    the report's image bytes count); ``width``/``height`` in pixels (what the
+    simulator charges image tokens by).
+    """
+
+    data: str
+    media_type: str  # "image/png" | "image/jpeg"
+    width: int
+    height: int
+    nbytes: int
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{self.data}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +60,11 @@ class Sample:
     ``category`` labels the request class for per-class analyses.
     ``headers`` are extra HTTP headers for this request only (a session's
     affinity header, say).
+    ``images`` go with the last user turn, after its text (chat, Responses,
+    Messages: ``llm_workload(images=N, ...)`` or a trace row's files).
+    ``inputs`` are the texts of one embeddings request (``inputs_per_request=``);
+    empty for every other API, whose text is ``prompt``. For an embeddings sample
+    ``input_tokens`` is the total over its inputs.
     """
 
     index: int
@@ -47,6 +75,8 @@ class Sample:
     category: str = ""
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
+    images: tuple[ImageInput, ...] = ()
+    inputs: tuple[str, ...] = ()
 
     def messages(self) -> list[dict[str, str]]:
         return [*map(dict, self.history), {"role": "user", "content": self.prompt}]

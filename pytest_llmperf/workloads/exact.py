@@ -25,10 +25,11 @@ from typing import Any
 from pytest_llmperf.workloads.corpus import Corpus, default_corpus
 from pytest_llmperf.workloads.segments import SegmentTable
 
-__all__ = ["CHAT", "COMPLETIONS", "VERIFY_MAX_TOKENS", "ExactTokenizer"]
+__all__ = ["CHAT", "COMPLETIONS", "EMBEDDINGS", "VERIFY_MAX_TOKENS", "ExactTokenizer"]
 
 CHAT = "chat"
 COMPLETIONS = "completions"
+EMBEDDINGS = "embeddings"  # each input framed like a completions prompt: special tokens
 # Windows up to this many tokens are re-encoded to check they are exact (local
 # tokenizers only: ~1 µs per token on the sample-building path); longer ones
 # rely on the segment arithmetic, which the tests check against real tokenizers.
@@ -86,6 +87,8 @@ class ExactTokenizer:
             )
         elif self.api == COMPLETIONS:
             text += f"; special tokens: +{self._special_count()} per prompt"
+        elif self.api == EMBEDDINGS:
+            text += f"; special tokens: +{self._special_count()} per input"
         return text
 
     def count(self, text: str) -> int:
@@ -116,6 +119,8 @@ class ExactTokenizer:
         earlier turns as lines before the prompt, as the client sends them,
         and the tokenizer's special tokens), less their content's own tokens.
         """
+        if self.api == EMBEDDINGS:
+            return self._special_count()
         if self.api not in (CHAT, COMPLETIONS):
             return 0
         key = tuple(roles) or ("user",)

@@ -9,6 +9,10 @@ each request's class by weight and its lengths uniformly from the class's
 ranges: the draft's scheduling-fairness classes (short: input 64-256,
 output 32-128; long: input 1024-4096, output 256-1024) unless ``classes=``
 redefines them.
+
+Like ``synthetic`` it takes ``images=``, ``image_size=``, ``image_format=``
+and ``inputs_per_request=`` (each further input draws its own length from the
+sample's class, or the log-normal; the category is the first input's).
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample, register_workload
 from pytest_llmperf.workloads.budget import content_tokens, describe_overhead
 from pytest_llmperf.workloads.corpus import Corpus, default_corpus
+from pytest_llmperf.workloads.images import DEFAULT_IMAGE_FORMAT, DEFAULT_IMAGE_SIZE, ImageSpec
 from pytest_llmperf.workloads.lengths import LogNormalLength, log_normal_length
 from pytest_llmperf.workloads.params import TokenRange, output_controls, token_range
+from pytest_llmperf.workloads.synthetic import describe_inputs, distinct_windows, prompt_media
 from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
 
 __all__ = [
@@ -77,9 +83,12 @@ class SkewedWorkload:
     name: str = "synthetic-skewed"
     size: int | None = None
     overhead: int = 0  # tokens the server adds around the prompt (chat template, BOS)
+    images: ImageSpec = field(default_factory=ImageSpec)
+    inputs_per_request: int | None = None  # embeddings: texts per request
 
     def sample(self, index: int) -> Sample:
         rng = random.Random(f"{self.seed}:{index}")
+        cls: LengthClass | None = None
         if self.mix:
             names = [name for name, _ in self.mix]
             category = rng.choices(names, weights=[w for _, w in self.mix])[0]
@@ -92,13 +101,24 @@ class SkewedWorkload:
             category = length_class(n_in)
         start = rng.randrange(len(self.corpus))
         prompt = self.tokenizer.window(self.corpus, start, content_tokens(n_in, self.overhead))
+        inputs: tuple[str, ...] = ()
+        total = n_in
+        if self.inputs_per_request is not None:
+            more = [
+                rng.randint(*cls.input_tokens) if cls is not None else self.input_dist.draw(rng)
+                for _ in range(self.inputs_per_request - 1)
+            ]
+            inputs = distinct_windows(self.tokenizer, self.corpus, rng, prompt, more, self.overhead)
+            total += sum(more)
         return Sample(
             index=index,
             prompt=prompt,
-            input_tokens=n_in,
+            input_tokens=total,
             max_tokens=n_out,
             category=category,
             extra_body=self.controls,
+            images=self.images.images(self.seed, index),
+            inputs=inputs,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -117,6 +137,8 @@ class SkewedWorkload:
         out["output_control"] = "max_tokens" + ("" if self.controls else " + ignore_eos")
         out["tokenizer"] = self.tokenizer.label
         out.update(describe_overhead(self.overhead, self._smallest_input()))
+        out.update(self.images.describe())
+        out.update(describe_inputs(self.inputs_per_request))
         return out
 
     def _smallest_input(self) -> int:
@@ -175,8 +197,13 @@ def synthetic_skewed(
     classes: Any = None,
     ignore_eos: Any = True,
     tokenizer: Any = None,
+    images: Any = 0,
+    image_size: Any = DEFAULT_IMAGE_SIZE,
+    image_format: Any = DEFAULT_IMAGE_FORMAT,
+    inputs_per_request: Any = None,
 ) -> SkewedWorkload:
     """``input_tokens``/``output_tokens`` override log-normal keys, e.g. ``{"cap": 1500}``."""
+    pictures, inputs = prompt_media(images, image_size, image_format, inputs_per_request)
     known = _classes(classes)
     tok = resolve_tokenizer(tokenizer)
     return SkewedWorkload(
@@ -189,4 +216,6 @@ def synthetic_skewed(
         corpus=default_corpus(),
         controls=output_controls(ignore_eos),
         overhead=framing_tokens(tok, ("user",)),
+        images=pictures,
+        inputs_per_request=inputs,
     )

@@ -109,10 +109,19 @@ def framing_tokens(tokenizer: Tokenizer, roles: Sequence[str] = ("user",)) -> in
     return int(framing(tuple(roles))) if callable(framing) else 0
 
 
+# The framing each API's prompt gets on the server: the Responses and Messages APIs
+# render the chat template as chat does; an embeddings input gets the special tokens
+# (BOS, CLS/SEP) as a completions prompt does, once per input.
+_FRAMING_OF_API = {"responses": "chat", "messages": "chat"}
+
+
 def bind_api(tokenizer: Tokenizer, api: str | None) -> Tokenizer:
     """``tokenizer`` accounting for ``api``'s framing (chat template or BOS), where it can."""
     for_api = getattr(tokenizer, "for_api", None)
-    return for_api(api) if callable(for_api) else tokenizer
+    if not callable(for_api):
+        return tokenizer
+    bound: Tokenizer = for_api(_FRAMING_OF_API.get(api, api) if api is not None else None)
+    return bound
 
 
 def resolve_tokenizer(name: Any) -> Tokenizer:

@@ -35,21 +35,28 @@ def load_test(
     *,
     slos: tuple[str, ...] = (),
     labels: tuple[str, ...] = (),
+    inputs_per_request: int | None = None,
 ) -> str:
     """The one-test file a case runs: a fixed synthetic workload at a fixed concurrency.
 
     ``slos``: the test's ``llm_slo`` targets; ``labels``: one run per label
     (each a gated run: its own server-metrics window, its own cache reset),
-    else one run.
+    else one run. ``inputs_per_request``: an embeddings workload (that many
+    texts of ``input_tokens`` each per request, no output length).
     """
     slo = f"@pytest.mark.llm_slo({', '.join(repr(s) for s in slos)})\n" if slos else ""
     body = "".join(f"    await llm_loadgen.run(label={label!r})\n" for label in labels)
+    lengths = (
+        f"output_tokens={output_tokens}"
+        if inputs_per_request is None
+        else f"inputs_per_request={inputs_per_request}"
+    )
     return f"""
 import pytest
 
 
 @pytest.mark.llm_workload(
-    "synthetic", requests={requests}, input_tokens={input_tokens}, output_tokens={output_tokens}
+    "synthetic", requests={requests}, input_tokens={input_tokens}, {lengths}
 )
 @pytest.mark.llm_load("concurrency", concurrency={concurrency})
 {slo}async def test_load(llm_loadgen):
@@ -360,3 +367,143 @@ def check_ttft_split(run: dict[str, Any], queue_reported: bool) -> dict[str, Any
     total = sum((split[p] or {}).get("mean", 0.0) for p in parts)
     assert abs(total - split["ttft"]["mean"]) <= 0.001, (total, split)
     return split
+
+
+# -- every API (issue 26) --------------------------------------------------------------------
+
+
+def api_rounds_test(
+    apis: tuple[str, ...],
+    rounds: int,
+    requests: int = REQUESTS,
+    concurrency: int = CONCURRENCY,
+    input_tokens: int = INPUT_TOKENS,
+    output_tokens: int = OUTPUT_TOKENS,
+) -> str:
+    """One test file of ``rounds`` rounds of one test per API (``llm_endpoint(api=...)``),
+    run in file order: ``test_chat_0, test_responses_0, test_chat_1, ...``.
+
+    The same seeded workload in every test, so every API gets the same prompts; the
+    rounds interleave the APIs in time, so a phase of the machine (vLLM's bursts on a
+    busy host, docs/servers.md "Latency figures") falls on all of them alike.
+    """
+    tests = []
+    for r in range(rounds):
+        for api in apis:
+            tests.append(f"""
+@pytest.mark.llm_endpoint(api={api!r})
+@pytest.mark.llm_workload(
+    "synthetic", requests={requests}, input_tokens={input_tokens}, output_tokens={output_tokens}
+)
+@pytest.mark.llm_load("concurrency", concurrency={concurrency})
+async def test_{api}_{r}(llm_loadgen):
+    await llm_loadgen.run()
+""")
+    return "\nimport pytest\n\n" + "\n".join(tests)
+
+
+def runs_by_test(s: Session) -> dict[str, dict[str, Any]]:
+    """Each test's one run, by the test's name (``test_chat_0``, ...)."""
+    assert s.report is not None, f"no JSON report written\n{s.explain()}"
+    found: dict[str, dict[str, Any]] = {}
+    for test in s.report.get("tests") or []:
+        runs = test.get("runs") or []
+        name = str(test["nodeid"]).rsplit("::", 1)[-1]
+        assert len(runs) == 1, f"{name}: expected one run, got {len(runs)}\n{s.explain()}"
+        found[name] = runs[0]
+    return found
+
+
+def check_run_complete(run: dict[str, Any], requests: int, where: str) -> dict[str, Any]:
+    """``requests`` issued and completed, none failed (the failures' samples in the message)."""
+    counts = run["counts"]
+    assert counts["failed"] == 0, (
+        f"{where}: {counts['failed']} failed: {json.dumps(run.get('error_samples'), indent=1)}"
+    )
+    assert counts["issued"] == counts["completed"] == requests, (where, counts)
+    return run
+
+
+def run_records(run: dict[str, Any]) -> list[Any]:
+    """The run's requests from its ``--llm-events`` log (the session must have set it)."""
+    from pytest_llmperf.metrics.event_log import read_records
+
+    events = run.get("events")
+    assert events, f"run {run.get('label')!r} has no event log (--llm-events): {sorted(run)}"
+    return [r for r in read_records(events) if r.tracked]
+
+
+def check_events_against_usage(
+    run: dict[str, Any], output_tokens: int, where: str, *, fewer: bool
+) -> dict[str, Any]:
+    """Each request: usage says ``output_tokens``; 1..usage token events; one ITL gap per
+    event after the first. The run: its ``itl`` count is the sum of those gaps, and
+    ``token_lengths`` reports the events against the usage (``fewer``: strictly fewer
+    events than tokens in the mean, as a stream that drops or holds back partial
+    characters gives on this model). Returns ``token_lengths``."""
+    records = run_records(run)
+    assert len(records) == run["counts"]["completed"], (where, len(records), run["counts"])
+    gaps = 0
+    for r in records:
+        assert r.usage_completion_tokens == output_tokens, (where, r)
+        assert 1 <= r.token_events <= output_tokens, (where, r.token_events, r)
+        assert len(r.gaps_ns) == r.token_events - 1, (where, r.token_events, len(r.gaps_ns))
+        gaps += len(r.gaps_ns)
+    assert run["metrics"]["itl"]["count"] == gaps, (where, run["metrics"]["itl"], gaps)
+    lengths = token_lengths(run)
+    assert lengths["output_server_mean"] == output_tokens, (where, lengths)
+    assert lengths["output_requested_mean"] == output_tokens, (where, lengths)
+    events = lengths["output_events_mean"]
+    assert 1 <= events <= output_tokens, (where, lengths)
+    if fewer:
+        assert events < output_tokens, (where, lengths)
+    return lengths
+
+
+EMBED_REQUESTS = 200  # the done-when: 200 requests x 8 inputs
+EMBED_INPUTS = 8
+EMBED_INPUT_TOKENS = 64  # each input; llama-server needs each in one 512-token micro-batch
+EMBED_TEST = load_test(
+    EMBED_REQUESTS, CONCURRENCY, EMBED_INPUT_TOKENS, inputs_per_request=EMBED_INPUTS
+)
+# The same test with a token-stream SLO: refused at collection, before any request.
+EMBED_TTFT_TEST = load_test(
+    8, 2, EMBED_INPUT_TOKENS, inputs_per_request=EMBED_INPUTS, slos=("ttft.p90 < 1s",)
+)
+
+
+def check_embeddings_run(s: Session, dimensions: int) -> dict[str, Any]:
+    """Issue 26, done when: 200 requests x 8 inputs, every one complete, the prompt
+    tokens the plugin sized equal the server's ``usage.prompt_tokens`` exactly, one vector
+    of ``dimensions`` per input; ``e2e`` for each request and no token-stream metric.
+    Returns the run."""
+    assert s.returncode == 0, s.explain()
+    run = check_run_complete(s.run, EMBED_REQUESTS, "embeddings")
+    lengths = token_lengths(run)
+    total = EMBED_INPUTS * EMBED_INPUT_TOKENS
+    assert lengths["input_requested_mean"] == total, lengths
+    assert lengths["input_server_mean"] == total, (
+        f"the server counted {lengths['input_server_mean']} prompt tokens per request for "
+        f"{lengths['input_requested_mean']} sized by the plugin: {lengths}"
+    )
+    m = run["metrics"]
+    assert m["embedding_inputs"] == EMBED_REQUESTS * EMBED_INPUTS, m
+    assert m["embedding_dimensions"] == dimensions, m
+    assert m["embedding_inputs_per_s"] > 0, m
+    assert m["e2e"]["count"] == EMBED_REQUESTS, m["e2e"]
+    assert 0 < m["e2e"]["p50"] <= m["e2e"]["p99"] <= m["e2e"]["max"], m["e2e"]
+    assert not m["ttft"].get("count"), m["ttft"]
+    assert not m["itl"].get("count"), m["itl"]
+    return run
+
+
+def check_ttft_slo_refused(s: Session) -> None:
+    """Issue 26, done when: ``ttft`` on an embeddings test is a usage error (exit 4) naming
+    the test, before any request is sent."""
+    check_no_traceback(s)
+    assert s.returncode == 4, s.explain()  # pytest.ExitCode.USAGE_ERROR
+    assert "test_conformance_load.py::test_load" in s.output, s.explain()
+    assert "ttft" in s.output and "streams no tokens" in s.output, s.explain()
+    if s.report is not None:
+        issued = sum(r["counts"]["issued"] for t in s.report["tests"] for r in t["runs"])
+        assert issued == 0, s.explain()

@@ -98,3 +98,15 @@ def transformers_serve(install: Any) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def llama_server(install: Any) -> Iterator[Any]:
     yield from _serve(servers.start_llama_server, install)
+
+
+@pytest.fixture(scope="module")
+def vllm_embeddings(install: Any) -> Iterator[Any]:
+    """A pooling vLLM (``--runner pooling --convert embed``): a vLLM runs one runner."""
+    yield from _serve(servers.start_vllm_embeddings, install)
+
+
+@pytest.fixture(scope="module")
+def llama_server_embeddings(install: Any) -> Iterator[Any]:
+    """llama-server with ``--embeddings --pooling mean``: generation and embeddings in one."""
+    yield from _serve(servers.start_llama_server_embeddings, install)

@@ -64,7 +64,11 @@ def test_all_bad_tests_are_reported_at_once(pytester: pytest.Pytester) -> None:
         (["--llm-timeout=soon"], "--llm-timeout: expected a float, got 'soon'"),
         (["--llm-scale=-1"], "--llm-scale: must be > 0"),
         (["--llm-workers=two"], "--llm-workers: expected a whole number"),
-        (["--llm-api=embeddings"], "--llm-api: must be chat or completions, got 'embeddings'"),
+        (
+            ["--llm-api=rerank"],
+            "--llm-api: must be one of chat, completions, responses, messages, embeddings, "
+            "got 'rerank'",
+        ),
         (["--llm-endpoint=localhost:8000"], "--llm-endpoint: endpoint URL must look like"),
         (["--llm-inconclusive=maybe"], "--llm-inconclusive: must be one of"),
         (["--llm-ruleset=nope.yaml"], "ruleset 'nope.yaml' is neither a built-in"),

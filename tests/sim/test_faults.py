@@ -148,13 +148,18 @@ async def test_stall_mid_stream() -> None:
     ):
         loop = asyncio.get_running_loop()
         stamps = []
+        start = loop.time()
         async with c.stream("POST", "/v1/completions", json=BODY) as resp:
             async for line in resp.aiter_lines():
                 if line.startswith("data: {"):
                     stamps.append(loop.time())
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    assert max(gaps) >= 0.118
-    assert sorted(gaps)[len(gaps) // 2] < 0.01
+    # The server sleeps 120 ms between two tokens: the stream cannot end sooner. Where the
+    # client reads each token is up to a busy machine (a late read of the token before the
+    # stall shortens the gap seen), so the gap itself is asked to stand out, not to be whole.
+    assert stamps[-1] - start >= 0.12
+    assert max(gaps) >= 0.05
+    assert sorted(gaps)[len(gaps) // 2] < max(gaps) / 4
 
 
 def test_fault_plans_are_deterministic_per_request() -> None:

@@ -9,6 +9,8 @@ theirs):
   them). ``hash_ids`` is optional; ``session_id`` is carried when present.
 - ``jsonl``: the same JSON Lines, where a row may give ``"messages":
   [{"role", "content"}, ...]`` (sent as is) instead of ``input_length``.
+  A ``mooncake`` or ``jsonl`` row may name image files, ``"images": ["cat.png",
+  ...]`` (paths relative to the trace file), sent with its last user turn.
 - ``burstgpt``: BurstGPT's CSV, ``Timestamp,Model,Request tokens,Response
   tokens,Total tokens,Log Type`` (seconds). Rows with 0 response tokens are
   the failed requests of the release: skipped and counted.
@@ -56,6 +58,7 @@ class RawRow(NamedTuple):
     messages: tuple[Mapping[str, str], ...] | None = None
     session_id: str | None = None
     category: str = ""
+    images: tuple[str, ...] = ()
 
 
 @dataclass
@@ -134,6 +137,16 @@ def _session_id(where: _Where, record: Mapping[str, Any]) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
         raise where.bad("session_id", "a non-empty string or an integer", value)
     return str(value)
+
+
+def _images(where: _Where, record: Mapping[str, Any]) -> tuple[str, ...]:
+    """``images``: file paths (relative to the trace file), read by the workload."""
+    value = record.get("images")
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+        raise where.bad("images", "a list of image file paths", value)
+    return tuple(value)
 
 
 def _messages(where: _Where, value: Any) -> tuple[Mapping[str, str], ...]:
@@ -242,6 +255,7 @@ def parse_mooncake(name: str, lines: Iterable[str]) -> Parsed:
                 output_length=_json_count(where, record, "output_length", 1),
                 hash_ids=_hash_ids(where, record),
                 session_id=_session_id(where, record),
+                images=_images(where, record),
             )
         )
     return out
@@ -271,6 +285,7 @@ def parse_jsonl(name: str, lines: Iterable[str]) -> Parsed:
                 hash_ids=_hash_ids(where, record),
                 messages=messages,
                 session_id=_session_id(where, record),
+                images=_images(where, record),
             )
         )
     return out

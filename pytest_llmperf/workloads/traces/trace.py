@@ -55,6 +55,8 @@ class TraceRow:
     length. ``hash_ids`` name the row's prompt blocks (equal ids, equal text).
     ``line`` is the row's 1-based line in the file. ``category`` is the
     request class the file gives (BurstGPT's ``Model`` column), else ``""``.
+    ``images`` are the image files the row names, as written (relative to the
+    trace file unless absolute).
     """
 
     timestamp_s: float
@@ -65,6 +67,7 @@ class TraceRow:
     session_id: str | None = None
     line: int = 0
     category: str = ""
+    images: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,7 @@ def _build(shown: str, absolute: str, fmt: str, start: float | None, limit: int 
             raw[i].session_id,
             raw[i].line,
             raw[i].category,
+            raw[i].images,
         )
         for i in order
     )

@@ -16,6 +16,14 @@ trace's own request class where it has one (BurstGPT's ``Model``), else
 load generator sends a turn no earlier than its previous turn's end plus
 ``think_time`` (docs/sessions.md), with ``session_header`` naming the
 session where asked.
+
+A row may name image files (``"images": ["cat.png", ...]``, relative to the
+trace file): they go with its last user turn, as read (PNG or JPEG, base64).
+Each is checked when the workload is built (a missing or non-image file is a
+usage error naming the trace, the row's line and the path) and read when its
+row is sent (kept in a byte-bounded LRU, :func:`~..images.image_file`). The
+row's input length counts its text only: what an image costs in tokens is the
+server's (the report shows image count and bytes).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from pytest_llmperf.workloads.budget import content_tokens, describe_overhead
 from pytest_llmperf.workloads.conversations import session_header as parse_session_header
 from pytest_llmperf.workloads.conversations import think_time as parse_think_time
 from pytest_llmperf.workloads.corpus import default_corpus
+from pytest_llmperf.workloads.images import check_image_file, image_file
 from pytest_llmperf.workloads.params import output_controls, positive_int
 from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
 from pytest_llmperf.workloads.traces.prompts import BlockPrompts
@@ -59,6 +68,7 @@ class TraceWorkload:
     name: str = "trace"
     think_time: Any = None  # read by workloads.sessions for session_id rows
     session_header: str | None = None
+    image_paths: tuple[tuple[str, ...], ...] = ()  # per row, absolute; () when no row has any
 
     @property
     def size(self) -> int:
@@ -72,6 +82,7 @@ class TraceWorkload:
     def sample(self, index: int) -> Sample:
         position = index % self.size
         row = self.trace.rows[position]
+        images = tuple(map(image_file, self.image_paths[position])) if self.image_paths else ()
         if row.messages is not None:
             *history, last = row.messages
             return Sample(
@@ -82,6 +93,7 @@ class TraceWorkload:
                 history=tuple(history),
                 category=row.category,
                 extra_body=self.controls,
+                images=images,
             )
         assert row.input_length is not None
         n_text = content_tokens(row.input_length, self.overhead)
@@ -93,6 +105,7 @@ class TraceWorkload:
             max_tokens=row.output_length,
             category=row.category,
             extra_body=self.controls,
+            images=images,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -118,6 +131,10 @@ class TraceWorkload:
             out["start_s"] = self.start
         if self.limit is not None:
             out["limit"] = self.limit
+        if self.image_paths:
+            out["images"] = sum(map(len, self.image_paths))
+            out["distinct_images"] = len({p for paths in self.image_paths for p in paths})
+            out["image_tokens"] = "not in input_tokens (the server counts them)"
         lengths = [r.input_length for r in rows if r.messages is None and r.input_length]
         if lengths:
             out.update(describe_overhead(self.overhead, min(lengths)))
@@ -144,6 +161,24 @@ def _message_rows_input(rows: tuple[TraceRow, ...], tokenizer: Tokenizer) -> tup
         if roles not in shapes:
             shapes[roles] = framing_tokens(tokenizer, roles)
         out.append(sum(count(m["content"]) for m in row.messages) + shapes[roles])
+    return tuple(out)
+
+
+def _image_paths(trace: Trace) -> tuple[tuple[str, ...], ...]:
+    """Each row's image files as absolute paths, every one checked (``()``: no images)."""
+    if not any(row.images for row in trace.rows):
+        return ()
+    folder = Path(trace.path).resolve().parent
+    checked: set[str] = set()
+    out: list[tuple[str, ...]] = []
+    for row in trace.rows:
+        paths = tuple(str(folder / name) for name in row.images)
+        for name, path in zip(row.images, paths, strict=True):
+            if path not in checked:
+                where = f"trace {trace.path} line {row.line}, image {name!r}"
+                check_image_file(path, where=where)
+                checked.add(path)
+        out.append(paths)
     return tuple(out)
 
 
@@ -185,4 +220,5 @@ def trace(
         limit=limit,
         think_time=think_time if think is not None else None,
         session_header=header,
+        image_paths=_image_paths(loaded),
     )

@@ -1,0 +1,241 @@
+"""OpenAI's Responses API (``POST /v1/responses``): request bodies out, typed events in.
+
+The stream is a sequence of typed events (``data: {"type": "response.…", …}``,
+each after an ``event:`` line that repeats the type). Token events are the
+deltas of generated text: ``response.output_text.delta`` (answer),
+``response.reasoning_text.delta`` and ``response.reasoning_summary_text.delta``
+(reasoning), ``response.function_call_arguments.delta`` (a tool call's
+arguments: answer) — an empty-string delta included, as on chat. The lifecycle
+events (``response.created``, ``…in_progress``, ``…output_item.added/done``,
+``…content_part.added/done``, ``…output_text.done``) are not.
+
+The stream ends at its terminal event: ``response.completed`` or
+``response.incomplete`` (a normal end; the finish is ``incomplete_details.reason``,
+``max_output_tokens`` at the cap), with the usage on the response object.
+What real servers send, read in their sources:
+
+- vLLM (``entrypoints/openai/responses/api_router.py``, ``serving.py``): no
+  ``[DONE]``; every event as ``event: TYPE`` + ``data: JSON``; at the cap it
+  ends with ``response.completed`` whose ``response.status`` is ``incomplete``
+  and ``incomplete_details.reason`` ``max_output_tokens`` (never a
+  ``response.incomplete`` event); per-request timings as ``response.metrics``.
+- llama.cpp's server (``tools/server/server-task.cpp``, ``server-context.cpp``):
+  no ``[DONE]``; ``response.completed`` with status ``completed`` always, usage
+  ``input_tokens``/``output_tokens``/``input_tokens_details.cached_tokens``, its
+  ``timings`` beside ``response`` on the event; a failure mid-stream as
+  ``data: {"error": {"code", "message", "type"}}``.
+
+Failures: ``response.failed`` (``response.error``), an ``error`` event
+(``{"type": "error", "code", "message"}``) or an ``{"error": …}`` frame; each is the
+request's failure in the server's words. A ``[DONE]`` after the terminal event
+is tolerated, and ends nothing by itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_llmperf.client.openai import (
+    DEFAULT_FIELDS,
+    ChunkInfo,
+    RequestFields,
+    apply_extra,
+    error_message,
+    load_event,
+)
+from pytest_llmperf.workloads.base import Sample
+
+__all__ = ["TERMINAL_EVENTS", "answer_text", "build_payload", "parse_event"]
+
+TERMINAL_EVENTS = ("response.completed", "response.incomplete")
+_ANSWER_DELTAS = frozenset({"response.output_text.delta"})
+_REASONING_DELTAS = frozenset(
+    {"response.reasoning_text.delta", "response.reasoning_summary_text.delta"}
+)
+_TOOL_DELTAS = frozenset(
+    {"response.function_call_arguments.delta", "response.custom_tool_call_input.delta"}
+)
+_NOTHING = ChunkInfo()
+
+
+def build_payload(
+    model: str, sample: Sample, fields: RequestFields = DEFAULT_FIELDS
+) -> dict[str, Any]:
+    """The streaming Responses body of ``sample``.
+
+    ``input`` is the conversation as messages: the history's turns with their
+    roles and plain-string content, then the user turn — its text as
+    ``input_text`` and each image as ``input_image`` (a ``data:`` URL) when the
+    sample has images, a plain string otherwise. ``max_output_tokens`` is the
+    API's own length field; ``ignore_eos`` (vLLM takes it) only as negotiated.
+    """
+    turns: list[dict[str, Any]] = [
+        {"role": turn["role"], "content": turn["content"]} for turn in sample.history
+    ]
+    content: Any = sample.prompt
+    if sample.images:
+        content = [
+            {"type": "input_text", "text": sample.prompt},
+            *({"type": "input_image", "image_url": image.data_url} for image in sample.images),
+        ]
+    turns.append({"role": "user", "content": content})
+    body: dict[str, Any] = {
+        "model": model,
+        "input": turns,
+        "max_output_tokens": sample.max_tokens,
+        "stream": True,
+        "temperature": 0.0,
+    }
+    if fields.ignore_eos:
+        body["ignore_eos"] = True
+    return apply_extra(body, sample, fields, ignore_eos=fields.ignore_eos)
+
+
+def parse_event(data: str) -> ChunkInfo:
+    """Interpret one ``data`` payload of a Responses stream (or a whole, non-streamed
+    response object); malformed JSON raises ``ValueError``."""
+    if data == "[DONE]" or data.strip() == "[DONE]":
+        return _NOTHING  # tolerated after the terminal event; a stream needs that event
+    obj = load_event(data)
+    kind = obj.get("type")
+    if kind in _ANSWER_DELTAS:
+        delta = obj.get("delta")
+        text = delta.__class__ is str and bool(delta)
+        return ChunkInfo(True, text, False, text)
+    if kind in _REASONING_DELTAS:
+        delta = obj.get("delta")
+        text = delta.__class__ is str and bool(delta)
+        return ChunkInfo(True, False, text, text)
+    if kind in _TOOL_DELTAS:
+        delta = obj.get("delta")
+        return ChunkInfo(True, True, False, bool(delta))
+    if kind in TERMINAL_EVENTS:
+        response = obj.get("response")
+        if response.__class__ is not dict:
+            raise ValueError(f"{kind} event without a response object")
+        info = _ending(response, obj)
+        info.done = info.error is None
+        return info
+    if kind == "response.failed":
+        response = obj.get("response")
+        why = response.get("error") if response.__class__ is dict else None
+        return ChunkInfo(error=_failure(why, "response.failed"))
+    if kind == "error" or (kind is None and obj.get("error")):
+        return ChunkInfo(error=_error_event(obj))
+    if kind is None and obj.get("object") == "response":
+        return _whole(obj)  # a server that ignored stream: true
+    return _NOTHING  # a lifecycle event
+
+
+def _ending(response: dict[str, Any], event: dict[str, Any]) -> ChunkInfo:
+    """The finish, usage and timings of a response object that ended (or an error)."""
+    status = response.get("status")
+    usage = _usage(response.get("usage"))
+    timing = event.get("timings")  # llama.cpp puts them beside the response
+    if timing.__class__ is not dict:
+        timing = response.get("metrics")  # vLLM's per-request metrics
+        if timing.__class__ is not dict:
+            timing = response.get("timings")
+            if timing.__class__ is not dict:
+                timing = None
+    if status == "failed":
+        return ChunkInfo(error=_failure(response.get("error"), "response failed"))
+    if status == "cancelled":
+        return ChunkInfo(error="response ended with status 'cancelled'")
+    finish = "stop"
+    if status == "incomplete":
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if details.__class__ is dict else None
+        finish = reason if reason.__class__ is str and reason else "incomplete"
+    return ChunkInfo(finish_reason=finish, usage=usage, timing=timing)
+
+
+def _whole(response: dict[str, Any]) -> ChunkInfo:
+    """A whole response object: what its output items carry, and how it ended."""
+    info = _ending(response, response)
+    if info.error is not None:
+        return info
+    answer = reasoning = output = False
+    for item in _items(response):
+        kind = item.get("type")
+        if kind == "function_call":
+            answer = True
+            output = output or bool(item.get("arguments"))
+        elif kind == "reasoning":
+            texts = [*_texts(item.get("content")), *_texts(item.get("summary"))]
+            reasoning = reasoning or any(texts)
+            output = output or any(texts)
+        elif kind == "message":
+            text = any(_texts(item.get("content")))
+            answer = answer or text
+            output = output or text
+    info.event, info.answer, info.reasoning, info.output = output, answer, reasoning, output
+    return info
+
+
+def _items(response: dict[str, Any]) -> list[dict[str, Any]]:
+    items = response.get("output")
+    if items.__class__ is not list:
+        return []
+    return [item for item in items if item.__class__ is dict]
+
+
+def _texts(parts: Any) -> list[str]:
+    if parts.__class__ is not list:
+        return []
+    return [p["text"] for p in parts if p.__class__ is dict and p.get("text").__class__ is str]
+
+
+def _usage(usage: Any) -> dict[str, Any] | None:
+    """The Responses usage in the chat API's names (what the record reads)."""
+    if usage.__class__ is not dict:
+        return None
+    out: dict[str, Any] = {}
+    if (prompt := usage.get("input_tokens")).__class__ is int:
+        out["prompt_tokens"] = prompt
+    if (completion := usage.get("output_tokens")).__class__ is int:
+        out["completion_tokens"] = completion
+    details = usage.get("input_tokens_details")
+    if details.__class__ is dict and details.get("cached_tokens").__class__ is int:
+        out["prompt_tokens_details"] = {"cached_tokens": details["cached_tokens"]}
+    details = usage.get("output_tokens_details")
+    if details.__class__ is dict and details.get("reasoning_tokens").__class__ is int:
+        out["completion_tokens_details"] = {"reasoning_tokens": details["reasoning_tokens"]}
+    return out or None
+
+
+def _failure(error: Any, fallback: str) -> str:
+    """A ``response.error`` object (``{"code", "message"}``) in words."""
+    if error.__class__ is dict:
+        message = error.get("message")
+        code = error.get("code") or error.get("type")
+        if message:
+            return f"{message} ({code})"[:300] if code else str(message)[:300]
+        if code:
+            return f"{fallback} ({code})"
+    return fallback
+
+
+def _error_event(obj: dict[str, Any]) -> str:
+    """An ``error`` event (``{"type": "error", "code", "message"}``) or an ``{"error": …}``
+    frame, in the server's words."""
+    if obj.get("error"):
+        return error_message(obj)
+    return _failure(obj, "error event without a message")
+
+
+def answer_text(data: str) -> str:
+    """The answer text of one event (an ``output_text`` delta), or of a whole response
+    object (its messages' text); never reasoning text or tool-call arguments."""
+    obj = load_event(data)
+    kind = obj.get("type")
+    if kind in _ANSWER_DELTAS:
+        delta = obj.get("delta")
+        return delta if delta.__class__ is str else ""
+    if kind is None and obj.get("object") == "response":
+        return "".join(
+            "".join(_texts(item.get("content")))
+            for item in _items(obj)
+            if item.get("type") == "message"
+        )
+    return ""
