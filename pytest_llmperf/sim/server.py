@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -247,7 +248,9 @@ class SimApp:
                 n_out, finish = rng.randint(1, n_out - 1), "stop"
         return n_out, finish
 
-    async def _handle(self, request: web.Request, api: str) -> web.StreamResponse:
+    async def _accepted_body(self, request: web.Request, api: str) -> Any:
+        """The request's JSON body, or the answer that refuses it (not JSON, or a field the
+        strict profile's policy refuses) as a :class:`web.Response`."""
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -257,6 +260,12 @@ class SimApp:
             if rejection is not None:
                 self.counters.errors += 1
                 return web.json_response(rejection.body, status=rejection.status)
+        return body
+
+    async def _handle(self, request: web.Request, api: str) -> web.StreamResponse:
+        body = await self._accepted_body(request, api)
+        if isinstance(body, web.StreamResponse):
+            return body
         # Between its pieces of work a handler lets the engine emit whatever fell due:
         # a burst of arrivals must not hold back the tokens of running requests.
         poll = self.poll
@@ -636,15 +645,9 @@ class SimApp:
         (embeddings.py); the answer when the last of them is done."""
         api = "embeddings"
         p = self.profile
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return self._error(400, "request body is not valid JSON", api=api)
-        if self.policy is not None:
-            rejection = self.policy.check(api, body)
-            if rejection is not None:
-                self.counters.errors += 1
-                return web.json_response(rejection.body, status=rejection.status)
+        body = await self._accepted_body(request, api)
+        if isinstance(body, web.StreamResponse):
+            return body
         self.poll()
         index = self.next_index
         self.next_index += 1
