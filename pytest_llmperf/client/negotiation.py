@@ -62,10 +62,12 @@ _ALIASES = {"stream_options": ("stream_options", "include_usage")}
 
 @dataclass(frozen=True)
 class UserFields:
-    """A set of the user's request fields and where they were given (for the error message)."""
+    """A set of the user's request fields and where they were given (for the error message);
+    ``api``: the API of the test that gives them (probed only there), None for every API."""
 
     where: str
     fields: Mapping[str, Any]
+    api: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,8 @@ async def negotiate_fields(
     session_extra = endpoint.fields.extra
     probed: set[str] = set()
     for given in user:
+        if given.api is not None and given.api != endpoint.api:
+            continue  # another API's test: its fields are probed where it sends them
         extra = {**session_extra, **given.fields}
         key = json.dumps(extra, sort_keys=True)
         if not extra or key in probed:

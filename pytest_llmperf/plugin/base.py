@@ -62,6 +62,7 @@ class PluginBase:
         self.session_verdicts: list[SloVerdict] = []
         self._endpoint: Endpoint | None = None
         self._reference: Endpoint | None = None  # --llm-reference-endpoint, started on first use
+        self._reference_by_api: dict[str, Endpoint] = {}  # ... driven through a test's API
         self.tokenizer: Tokenizer | None = None  # --llm-tokenizer, resolved after the preflight
         self.written: list[str] = []
         self.hook_failures: list[HookFailure] = []  # session hooks that raised (hook_calls.py)
@@ -128,10 +129,14 @@ class PluginBase:
         except LlmPerfUsageError as exc:
             pytest.fail(f"pytest-llmperf: {item.nodeid} llm_endpoint marker: {exc}", False)
 
-    def reference_endpoint(self) -> Endpoint | None:
+    def reference_endpoint(self, api: str | None = None) -> Endpoint | None:
         """``--llm-reference-endpoint``'s server (None without one): a URL preflighted like
         the endpoint under test (same API, timeouts, request fields and key variable), or
-        a simulator in its own process, independent of the endpoint's simulator."""
+        a simulator in its own process, independent of the endpoint's simulator.
+
+        ``api``: the API of the test it is compared in (``llm_endpoint(api=...)``): the
+        same server, preflighted once more for that API, so both sides of an A/B send
+        the same requests."""
         opts = self.options
         if opts.reference_url is None and opts.reference_sim_profile is None:
             return None
@@ -140,7 +145,14 @@ class PluginBase:
                 self._reference = self._start_reference()
             except LlmPerfUsageError as exc:
                 pytest.exit(f"pytest-llmperf: --llm-reference-endpoint: {exc}", 4)
-        return self._reference
+        if api is None or api == self._reference.api:
+            return self._reference
+        if api not in self._reference_by_api:
+            try:
+                self._reference_by_api[api] = self.endpoints.through_api(self._reference, api)
+            except LlmPerfUsageError as exc:
+                pytest.exit(f"pytest-llmperf: --llm-reference-endpoint ({api}): {exc}", 4)
+        return self._reference_by_api[api]
 
     def _start_reference(self) -> Endpoint:
         opts = self.options

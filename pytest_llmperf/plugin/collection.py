@@ -34,14 +34,14 @@ class CollectionPart(PluginBase):
                 spec = item.stash[SPEC_KEY] = spec_for(item)
                 # a bad spec, profile or API: a usage error here; then does the spec fit the API?
                 api = api_of_test(item, self.endpoints.default_spec, self.options.api)
-                check_api_fit(spec, api, where=item.nodeid)
+                check_api_fit(spec, api, where=f"api {api.value}")
                 marked_inconclusive(item)
             except LlmPerfUsageError as exc:
                 errors.append(f"{item.nodeid}: {exc}")
                 continue
             if spec.run.extra_body:
                 where = f"{item.nodeid} llm_workload(extra_body=...)"
-                self._user_fields.append(UserFields(where, spec.run.extra_body))
+                self._user_fields.append(UserFields(where, spec.run.extra_body, api.value))
         if errors:
             raise pytest.UsageError("pytest-llmperf: bad markers\n" + "\n".join(errors))
         self._preflight(items)

@@ -41,7 +41,7 @@ from pytest_llmperf.server_metrics.cache_reset import reset_prefix_cache
 from pytest_llmperf.server_metrics.fingerprint import session_fingerprint
 from pytest_llmperf.server_metrics.source import ServerMetricsSource, resolve_source
 from pytest_llmperf.session_tokenizer import session_tokenizer
-from pytest_llmperf.workloads.apis import Api
+from pytest_llmperf.workloads.apis import Api, parse_api
 from pytest_llmperf.workloads.tokenizer import Tokenizer, bind_api
 
 __all__ = ["EndpointPool", "EndpointSpec", "several_endpoints"]
@@ -219,15 +219,7 @@ class EndpointPool:
             first()
         try:
             if spec.api is not None:  # the server prepared once; this API preflighted apart
-                server = self._prepared(replace(spec, api=None))
-                endpoint = preflight_sync(
-                    replace(
-                        server,
-                        api=spec.api.value,
-                        fields=RequestFields(extra=self.options.request_extra),
-                    ),
-                    self._user_fields,
-                )
+                endpoint = self.through_api(self._prepared(replace(spec, api=None)), spec.api)
             else:
                 endpoint = self._prepare(spec)
         except LlmPerfUsageError as exc:
@@ -250,6 +242,15 @@ class EndpointPool:
             self.options.tokenizer, endpoint
         )
         return endpoint
+
+    def through_api(self, server: Endpoint, api: str) -> Endpoint:
+        """``server`` (prepared) driven through ``api``: preflighted for that API, whose
+        optional request fields are its own to negotiate (the user's are probed again)."""
+        fields = RequestFields(extra=self.options.request_extra)
+        return preflight_sync(
+            replace(server, api=parse_api(api, where="--llm-api").value, fields=fields),
+            self._user_fields,
+        )
 
     def start_apart(self, spec: EndpointSpec) -> Endpoint:
         """Start and preflight ``spec`` as an endpoint of its own, never shared by spec: a

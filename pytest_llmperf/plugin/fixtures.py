@@ -72,7 +72,8 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
         ray=plugin.ray,  # --llm-workers=ray:N|ray:auto
         tokenizer=plugin.endpoints.tokenizer(endpoint),
         on_result=lambda result: call_run_finished(item, result),  # pytest_llmperf_run_finished
-        reference=plugin.reference_endpoint(),  # --llm-reference-endpoint: gated runs are A/B
+        # --llm-reference-endpoint: gated runs are A/B, both sides through the test's API
+        reference=plugin.reference_endpoint(endpoint.api),
         thresholds=plugin.ab_thresholds,  # --llm-ab-threshold
         ab_blocks=plugin.options.ab_blocks,
         progress=progress_sink(request.config, plugin.options, item.nodeid),  # --llm-progress

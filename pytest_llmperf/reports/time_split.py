@@ -265,10 +265,11 @@ def server_figures(server: Mapping[str, Any]) -> list[str]:
         value = entry.get(s) if isinstance(entry, Mapping) else None
         return None if value is None else float(value)
 
-    if metrics.get("server.ttft"):
+    # A histogram that observed nothing in the run (an embeddings run's TTFT) says nothing.
+    if stat("server.ttft", "count"):
         p50, p99 = stat("server.ttft", "p50"), stat("server.ttft", "p99")
         out.append(f"ttft p50 {ms_figure(p50)} p99 {ms_figure(p99)} ms")
-    if metrics.get("server.queue_time"):
+    if stat("server.queue_time", "count"):
         out.append(f"queue p99 {ms_figure(stat('server.queue_time', 'p99'))} ms")
     if metrics.get("server.kv_cache_usage"):
         kv = stat("server.kv_cache_usage", "max")

@@ -143,3 +143,31 @@ def test_one_session_drives_every_api_on_one_simulator(
     assert embed["e2e"]["count"] == 12
     lengths = by_test["test_embeddings"]["runs"][0]["token_lengths"]
     assert lengths["output_requested_mean"] == 0 and lengths["input_server_mean"] > 0
+
+
+AB = """
+import pytest
+from pytest_llmperf.plugin.core import PLUGIN_KEY
+
+@pytest.mark.llm_endpoint(api="messages")
+@pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=4, requests=24)
+@pytest.mark.llm_load("concurrency", concurrency=4)
+@pytest.mark.llm_slo("error_rate < 5%")
+async def test_ab(llm_loadgen, pytestconfig):
+    await llm_loadgen.run()
+    plugin = pytestconfig.stash[PLUGIN_KEY]
+    assert plugin.reference_endpoint().api == "chat"
+    assert plugin.reference_endpoint("messages").api == "messages"
+    assert plugin.reference_endpoint("messages") is plugin.reference_endpoint("messages")
+"""
+
+
+def test_an_ab_reference_is_driven_through_the_tests_api(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_ab=AB)
+    report = tmp_path / "r.json"
+    result = pytester.runpytest("--llm-reference-endpoint=sim:fixed", f"--llm-json={report}")
+    result.assert_outcomes(passed=1)
+    run = json.loads(report.read_text())["tests"][0]["runs"][0]
+    assert run["reference"]["verdict"] in ("pass", "passed", "unchanged"), run["reference"]
