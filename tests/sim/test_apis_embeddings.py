@@ -127,7 +127,7 @@ async def test_fixed_latency_is_ttft() -> None:
     async with SimServer("fixed", ttft_ms=40) as sim, httpx.AsyncClient(base_url=sim.url) as c:
         await _timed(c, ["warm up the connection"])
         elapsed = await _timed(c, TEXTS)
-    assert 0.040 <= elapsed < 0.040 + 0.030
+    assert elapsed >= 0.040  # the server's wait; what a busy machine adds is no verdict
 
 
 async def test_engine_latency_follows_the_prefill_model() -> None:
@@ -142,15 +142,20 @@ async def test_engine_latency_follows_the_prefill_model() -> None:
         await _timed(c, ["warm up the connection"])
         short_s = await _timed(c, ["hello"] * 8)
         long_s = await _timed(c, [long + f" {k}" for k in range(8)])
-    assert short_s < 0.030
+    # lower bounds only: the model's steps are the server's to wait; noise only adds
+    assert short_s >= 0.002  # one step
     assert long_s >= 8 * (0.002 + 1024 * 10e-6) * 0.95
-    assert long_s > 4 * short_s
 
 
 async def test_embeddings_queue_behind_other_work() -> None:
-    """Embeddings share the engine: behind four 900-token chat prefills already in the
+    """Embeddings share the engine: behind four 3,500-token chat prefills already in the
     engine (their response headers are out: they were submitted), a 4 x 900-token
-    embeddings request waits for step budget, so it takes longer than alone."""
+    embeddings request waits for step budget.
+
+    Lower bounds only (noise only adds): alone, its 3,600 tokens take at least 8 steps of
+    β0 + β1·512 (2 ms + 5.12 ms) = 57 ms; behind the chats' 14,000 tokens (28 steps, 199
+    ms, of which at most a step or two can pass while their headers come back) it must
+    take at least 100 ms more."""
     inputs = [" ".join(f"e{k}x{i}" for i in range(900)) for k in range(4)]
     async with (
         SimServer("tiny", num_blocks=2048, max_model_len=4096, max_num_batched_tokens=512) as sim,
@@ -160,9 +165,10 @@ async def test_embeddings_queue_behind_other_work() -> None:
         alone = await _timed(c, inputs)
         async with contextlib.AsyncExitStack() as stack:
             for k in range(4):
-                prompt = " ".join(f"c{k}x{i}" for i in range(900))
+                prompt = " ".join(f"c{k}x{i}" for i in range(3500))
                 payload = {"prompt": prompt, "max_tokens": 20, "stream": True, "ignore_eos": True}
                 await stack.enter_async_context(c.stream("POST", "/v1/completions", json=payload))
             loaded = await _timed(c, [text + " again" for text in inputs])
-    # chats' 3,600 prefill tokens (some done while the last headers came) come first
-    assert loaded > alone * 1.4
+    step_s = 0.002 + 512 * 10e-6
+    assert alone >= 8 * step_s * 0.95
+    assert loaded >= (8 * step_s + 0.100) * 0.95, (alone, loaded)

@@ -168,6 +168,15 @@ def _image_paths(trace: Trace) -> tuple[tuple[str, ...], ...]:
     """Each row's image files as absolute paths, every one checked (``()``: no images)."""
     if not any(row.images for row in trace.rows):
         return ()
+    for row in trace.rows:
+        if row.images and row.session_id is not None:
+            # A session's later turns quote its earlier ones as text (docs/sessions.md);
+            # an image would have to ride along in every later turn: not done (yet).
+            raise LlmPerfUsageError(
+                f"trace {trace.path} line {row.line}: images in a multi-turn session "
+                f"(session_id {row.session_id!r}) are not supported; drop session_id or "
+                "the row's images"
+            )
     folder = Path(trace.path).resolve().parent
     checked: set[str] = set()
     out: list[tuple[str, ...]] = []
