@@ -363,3 +363,21 @@ def test_read_image_file_reads_png_and_jpeg(tmp_path: Path) -> None:
     assert image == ImageInput(base64.b64encode(body).decode(), "image/jpeg", 12, 34, len(body))
     with pytest.raises(LlmPerfUsageError, match=r"here: cannot read image '.*nothing\.png'"):
         read_image_file(tmp_path / "nothing.png", where="here")
+
+
+def test_images_in_a_multi_turn_trace_session_are_refused_naming_the_line(
+    tmp_path: Path,
+) -> None:
+    write_picture(tmp_path / "traces" / "cat.png", (8, 8), "PNG")
+    row = {"timestamp": 0, "input_length": 5, "output_length": 2}
+    path = trace_file(
+        tmp_path,
+        [
+            {**row, "session_id": "s1"},
+            {**row, "timestamp": 1, "session_id": "s1", "images": ["cat.png"]},
+        ],
+    )
+    with pytest.raises(LlmPerfUsageError) as caught:
+        build_workload("trace", path=path, format="jsonl")
+    message = str(caught.value)
+    assert f"trace {path} line 2" in message and "session_id 's1'" in message
