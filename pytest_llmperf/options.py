@@ -8,6 +8,7 @@ value is a usage error naming the option and the value.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,6 +19,7 @@ from pytest_llmperf.client.openai import ApiKind
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.server_metrics.source import parse_option
 from pytest_llmperf.session_tokenizer import check_tokenizer_option
+from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, confidence_problem
 from pytest_llmperf.workloads.apis import parse_api
 
 __all__ = [
@@ -186,6 +188,13 @@ OPTIONS: tuple[OptionDef, ...] = (
         switch=True,
     ),
     OptionDef(
+        "--llm-confidence",
+        "confidence of percentile SLO verdicts, strictly between 0.5 and 1 (default 0.99): "
+        "a pN SLO passes or fails only when its distribution-free confidence bound is on "
+        "one side of the target (per SLO: llm_slo(..., confidence=))",
+        "0.99",
+    ),
+    OptionDef(
         "--llm-inconclusive",
         "what an inconclusive SLO does to its test: fail (default), "
         "warn (pass with a warning) or skip",
@@ -233,6 +242,7 @@ class LlmPerfOptions:
     baseline_strict: bool = False
     markdown: str | None = None  # --llm-markdown=PATH
     step_summary: bool = True  # append to $GITHUB_STEP_SUMMARY when set (not --llm-markdown=off)
+    confidence: float = DEFAULT_CONFIDENCE  # --llm-confidence: of percentile verdicts
 
     @classmethod
     def resolve(cls, get: Callable[[OptionDef], Any]) -> LlmPerfOptions:
@@ -310,7 +320,24 @@ class LlmPerfOptions:
             baseline_strict=_switch("--llm-baseline-strict", raw["llm_baseline_strict"]),
             markdown=_markdown(raw["llm_markdown"]),
             step_summary=str(raw["llm_markdown"] or "").strip().lower() != "off",
+            confidence=_confidence(raw["llm_confidence"]),
         )
+
+
+def _confidence(value: Any) -> float:
+    """``--llm-confidence``: a number strictly between 0.5 and 1."""
+    text = str(value if value is not None else DEFAULT_CONFIDENCE).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    problem = confidence_problem(number)
+    if problem or not math.isfinite(number):
+        raise LlmPerfUsageError(
+            f"must be a number strictly between 0.5 and 1 (e.g. 0.99), got {text!r}",
+            where="--llm-confidence",
+        )
+    return number
 
 
 def _workers(value: Any) -> tuple[WorkerBackend, int, bool]:

@@ -173,6 +173,48 @@ class LatencyHistogram:
         mid_us = (low + high) / 2.0
         return min(max(mid_us * 1000.0, self.min_ns), self.max_ns) / 1e6
 
+    def _edges_ns(self, index: int) -> tuple[int, int]:
+        """The values (ns) a sample counted in HDR bucket ``index`` may have had: the
+        bucket's microseconds widened by the half microsecond recording rounds off, within
+        the exact min and max (a value beyond the 1 h top is known only from max)."""
+        low: int = self._hdr.get_value_from_index(index)
+        high: int = self._hdr.get_highest_equivalent_value(low)
+        lo_ns = max(low * 1000 - 500, self.min_ns)
+        hi_ns = self.max_ns if high >= HIGHEST_US else min(high * 1000 + 499, self.max_ns)
+        return lo_ns, hi_ns
+
+    def rank_range_ms(self, rank: int) -> tuple[float, float]:
+        """The range (ms) the ``rank``-th smallest sample (1-based) lies in: its HDR bucket's
+        edges; exact for the first (min) and the last (max)."""
+        if not 1 <= rank <= self.count:
+            raise ValueError(f"rank must be in 1..{self.count}, got {rank}")
+        if rank == self.count:
+            return self.max_ns / 1e6, self.max_ns / 1e6
+        if rank == 1:
+            return self.min_ns / 1e6, self.min_ns / 1e6
+        self._flush()
+        counts = np.ctypeslib.as_array(self._hdr.counts)[: self._hdr.counts_len]
+        lo_ns, hi_ns = self._edges_ns(int(np.searchsorted(np.cumsum(counts), rank)))
+        return lo_ns / 1e6, hi_ns / 1e6
+
+    def split_at_ms(self, target_ms: float) -> tuple[int, int]:
+        """``(below, above)``: the samples surely under ``target_ms`` (their bucket's top
+        is under it) and surely at or over it (their bucket's bottom is); the samples of
+        the bucket that holds the target are in neither."""
+        if self.count == 0:
+            return 0, 0
+        self._flush()
+        counts = np.ctypeslib.as_array(self._hdr.counts)[: self._hdr.counts_len]
+        below = above = 0
+        target_ns = target_ms * 1e6
+        for i in np.flatnonzero(counts):
+            lo_ns, hi_ns = self._edges_ns(int(i))
+            if hi_ns < target_ns:
+                below += int(counts[i])
+            elif lo_ns >= target_ns:
+                above += int(counts[i])
+        return below, above
+
     @property
     def mean(self) -> float:
         return self.sum_ns / self.count / 1e6 if self.count else math.nan

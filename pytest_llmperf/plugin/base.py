@@ -59,6 +59,7 @@ class PluginBase:
         self.comparability: dict[str, Any] | None = None
         self._rulesets: dict[str, Ruleset] = {}
         self.data = SessionData()
+        self.measuring_tests = 0  # collected tests that can measure: the alpha's split
         self.session_verdicts: list[SloVerdict] = []
         self._endpoint: Endpoint | None = None
         self._reference: Endpoint | None = None  # --llm-reference-endpoint, started on first use

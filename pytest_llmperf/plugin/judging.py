@@ -34,7 +34,8 @@ from pytest_llmperf.reports.junit import (
     server_properties,
 )
 from pytest_llmperf.reports.outcome import judge_test
-from pytest_llmperf.slo.regression import RegressionCheck
+from pytest_llmperf.slo.multiplicity import judge_family, test_level
+from pytest_llmperf.slo.regression import DEFAULT_ALPHA, RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict, evaluate_runs
 from pytest_llmperf.specs.rulesets import Ruleset, load_ruleset
 
@@ -81,6 +82,32 @@ def payload_for_test(
 class JudgingPart(PluginBase):
     """After each test body: its SLO verdicts, baseline and A/B checks; the test's payload."""
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """How many collected tests can measure: the session's alpha is split among them
+        (slo/multiplicity.py). Known here, before any test runs (xdist: on each worker,
+        which collects the whole session)."""
+        self.measuring_tests = sum(
+            1 for item in session.items if "llm_loadgen" in getattr(item, "fixturenames", ())
+        )
+
+    def _judge_comparisons(
+        self, checks: list[RegressionCheck], generator: LoadGenerator | None
+    ) -> list[RegressionCheck]:
+        """The test's baseline and A/B checks judged together: Holm at the test's share of
+        the session's alpha (slo/multiplicity.py); the A/B checks replaced in place."""
+        comparisons = list(getattr(generator, "comparisons", ()))
+        ab = [c for comparison in comparisons for c in comparison.checks]
+        if not checks and not ab:
+            return checks
+        level = test_level(DEFAULT_ALPHA, self.measuring_tests)
+        judged = judge_family([*checks, *ab], level)
+        start = len(checks)
+        for comparison in comparisons:
+            n = len(comparison.checks)
+            comparison.checks = list(judged[start : start + n])
+            start += n
+        return list(judged[: len(checks)])
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         try:
@@ -101,7 +128,12 @@ class JudgingPart(PluginBase):
         generator = item.stash.get(GEN_KEY, None)
         results: list[RunResult] = generator.results if generator else []
         slos = spec.slos if spec else ()
-        verdicts = evaluate_runs(slos, results, rulesets=self._test_rulesets(item))
+        verdicts = evaluate_runs(
+            slos,
+            results,
+            rulesets=self._test_rulesets(item),
+            confidence=self.options.confidence,
+        )
         checks: list[RegressionCheck] = []
         if results or slos:
             endpoint = self.endpoints.describe(generator.endpoint if generator else self.endpoint())
@@ -110,6 +142,7 @@ class JudgingPart(PluginBase):
                 checks = self.baseline.compare(
                     item.nodeid, results, endpoint=endpoint, thresholds=self.thresholds
                 )
+            checks = self._judge_comparisons(checks, generator)
             compared_with = (
                 self.baseline.describe(item.nodeid)
                 if checks and self.baseline is not None

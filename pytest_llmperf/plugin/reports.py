@@ -33,6 +33,12 @@ from pytest_llmperf.reports.markdown import (
     write_markdown,
 )
 from pytest_llmperf.reports.terminal import write_terminal_summary
+from pytest_llmperf.slo.multiplicity import (
+    multiple_comparisons_line,
+    session_comparisons,
+    session_summary,
+)
+from pytest_llmperf.slo.regression import DEFAULT_ALPHA
 from pytest_llmperf.slo.session import evaluate_session
 from pytest_llmperf.slo.verdicts import Verdict
 
@@ -41,6 +47,7 @@ class ReportsPart(PluginBase):
     """The header, and at session end the session verdicts and every report."""
 
     markdown_error = ""  # the Markdown summary could not be written (a red line, not a crash)
+    multiple_comparisons: dict[str, Any] | None = None  # the session's comparisons, corrected
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         opts = self.options
@@ -87,7 +94,9 @@ class ReportsPart(PluginBase):
             return  # an xdist worker: its reports travel to the controller, which aggregates
         groups = self.data.groups()
         if self.ruleset:
-            self.session_verdicts = evaluate_session(groups, self.ruleset)
+            self.session_verdicts = evaluate_session(
+                groups, self.ruleset, confidence=self.options.confidence
+            )
             failing = {Verdict.FAIL} | (
                 {Verdict.INCONCLUSIVE}
                 if self.options.inconclusive == InconclusivePolicy.FAIL
@@ -111,6 +120,7 @@ class ReportsPart(PluginBase):
                 "saved_to": self.options.baseline_save,
                 **(self.comparability or {}),
             },
+            "multiple_comparisons": self._multiple_comparisons(),
             "fingerprint": endpoint.get("fingerprint"),
             "options": self._run_options(),
             "exitstatus": int(session.exitstatus),
@@ -147,6 +157,18 @@ class ReportsPart(PluginBase):
         if (self.hook_failures or self.markdown_error) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         self._append_history(session)
+
+    def _multiple_comparisons(self) -> dict[str, Any] | None:
+        """The session's baseline and A/B comparisons under Holm and BH (None: none made)."""
+        checks, tests = session_comparisons(
+            (t.nodeid, t.baseline, t.runs) for t in self.data.tests.values()
+        )
+        if not checks:
+            return None
+        self.multiple_comparisons = session_summary(
+            checks, alpha=DEFAULT_ALPHA, tests=tests or self.measuring_tests
+        )
+        return self.multiple_comparisons
 
     def _step_summary(self, report: dict[str, Any]) -> str | None:
         """``$GITHUB_STEP_SUMMARY``'s file when the summary goes there: it is set, not
@@ -248,6 +270,8 @@ class ReportsPart(PluginBase):
         )
         if self.history and self.history.note:
             terminalreporter.write_line(self.history.note)
+        if self.multiple_comparisons:
+            terminalreporter.write_line(multiple_comparisons_line(self.multiple_comparisons))
 
 
 def _report_trends(target: str, report: Any) -> Any:

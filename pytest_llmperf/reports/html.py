@@ -22,6 +22,7 @@ from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import (
     MARKS,
     format_change,
+    format_interval,
     format_value,
     stage_level,
     stage_mark,
@@ -71,6 +72,7 @@ def build_html_report(
         lstrip_blocks=True,
     )
     env.filters["value"] = lambda v, unit="ms": format_value(v, unit)
+    env.filters["interval"] = format_interval
     env.filters["change"] = format_change
     env.filters["mark"] = lambda verdict: MARKS.get(verdict, "")
     env.filters["cell"] = _cell

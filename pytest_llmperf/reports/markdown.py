@@ -47,7 +47,7 @@ from pytest_llmperf.reports.markdown_runs import (
     turn_table,
 )
 from pytest_llmperf.reports.markdown_tables import TestView, checks_block, mark, test_view
-from pytest_llmperf.reports.table import format_value
+from pytest_llmperf.reports.table import format_interval, format_value
 
 __all__ = [
     "STEP_SUMMARY_ENV",
@@ -163,6 +163,7 @@ def _session_slos(report: Mapping[str, Any]) -> Section | None:
             code(v.get("expr", "")),
             text(v.get("run") or "-"),
             format_value(v.get("observed"), str(v.get("unit") or "ms")),
+            text(format_interval(v) or "-"),
             format_value(v.get("target"), str(v.get("unit") or "ms")),
             str(v.get("samples", "-")),
             mark(v.get("verdict")),
@@ -170,8 +171,17 @@ def _session_slos(report: Mapping[str, Any]) -> Section | None:
         ]
         for v in slos
     ]
-    header = ("target", "group", "observed", "target value", "samples", "verdict", "why")
-    return Section("### Session-wide targets\n\n" + table(header, rows, right=(2, 3, 4)) + "\n")
+    header = (
+        "target",
+        "group",
+        "observed",
+        "interval",
+        "target value",
+        "samples",
+        "verdict",
+        "why",
+    )
+    return Section("### Session-wide targets\n\n" + table(header, rows, right=(2, 3, 4, 5)) + "\n")
 
 
 def _gated(test: Mapping[str, Any]) -> list[Mapping[str, Any]]:

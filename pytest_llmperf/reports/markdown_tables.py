@@ -20,6 +20,7 @@ from pytest_llmperf.gfm import code, table, text
 from pytest_llmperf.reports.table import (
     error_sample_lines,
     format_change,
+    format_interval,
     format_value,
     verdict_where,
 )
@@ -178,7 +179,7 @@ def _slo_table(
     }
     sides = {side for side, c in comparisons if c.get("metric") != "*"}
     compared = sides.pop() if len(sides) == 1 else "compared with"
-    header = ["SLO", "run", "observed", "target", compared, "change", "verdict"]
+    header = ["SLO", "run", "observed", "interval", "target", compared, "change", "verdict"]
     if staged:
         header.insert(2, "stage")
     rows = []
@@ -193,6 +194,7 @@ def _slo_table(
             code(v.get("expr", "")),
             text(v.get("run") or "-"),
             format_value(v.get("observed"), unit),
+            text(format_interval(v) or "-"),
             text(f"{op} {format_value(v.get('target'), unit)}".strip()),
             format_value(other, unit) if check else "-",
             format_change(check.get("change")) if check else "-",
@@ -202,7 +204,7 @@ def _slo_table(
             cells.insert(2, text(verdict_where(v).removeprefix("stage ") or "-"))
         rows.append(cells)
     first = 3 if staged else 2
-    return table(header, rows, right=range(first, first + 4))
+    return table(header, rows, right=range(first, first + 5))
 
 
 def _comparison_table(

@@ -56,6 +56,20 @@ def format_value(value: float | None, unit: str) -> str:
     return f"{value:.2f} {unit}"
 
 
+def format_interval(v: Mapping[str, Any] | Any) -> str:
+    """A percentile verdict's confidence interval: ``[20.5 ms, 23.0 ms] at 99%`` (an
+    unbounded side ``∞``); ``""`` for a statistic judged as observed. ``v`` is a verdict
+    or its dict."""
+    get = v.get if isinstance(v, Mapping) else lambda k: getattr(v, k, None)
+    interval, confidence = get("interval"), get("confidence")
+    if not interval:
+        return ""
+    unit = str(get("unit") or "ms")
+    lo, hi = interval
+    upper = "∞" if hi is None else format_value(hi, unit)
+    return f"[{format_value(lo, unit)}, {upper}] at {float(confidence or 0) * 100:g}%"
+
+
 def format_change(change: float | None) -> str:
     """``+12.3%``; ``-`` when there is no comparison."""
     return "-" if change is None else f"{change * 100:+.1f}%"
@@ -177,7 +191,9 @@ def verdict_table(verdicts: Sequence[SloVerdict], runs: Sequence[Mapping[str, An
     """
     staged = any(v.stage is not None for v in verdicts)
     head = ("SLO", "run", "stage") if staged else ("SLO", "run")
-    rows: list[tuple[str, ...]] = [(*head, "observed", "target", "verdict")]
+    bounded = any(v.interval for v in verdicts)
+    interval_head = ("interval",) if bounded else ()
+    rows: list[tuple[str, ...]] = [(*head, "observed", *interval_head, "target", "verdict")]
     notes: list[str] = []
     for v in verdicts:
         op = v.expr.split()[1] if len(v.expr.split()) > 2 else ""
@@ -188,6 +204,7 @@ def verdict_table(verdicts: Sequence[SloVerdict], runs: Sequence[Mapping[str, An
                 v.run,
                 *stage,
                 format_value(v.observed, v.unit),
+                *((format_interval(v) or "-",) if bounded else ()),
                 f"{op} {format_value(v.target, v.unit)}".strip(),
                 f"{MARKS.get(v.verdict, '')} {v.verdict.upper()}",
             )

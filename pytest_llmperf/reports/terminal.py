@@ -39,6 +39,7 @@ from pytest_llmperf.reports.table import (
     MARKS,
     error_sample_lines,
     format_change,
+    format_interval,
     format_value,
     stage_level,
     stage_mark,
@@ -130,6 +131,8 @@ def summary_lines(
                 lines.extend(_fit("  " + _ab_line(run["label"], run["reference"]), width))
         for c in _notable(test.baseline):
             lines.extend(_fit("  " + _baseline_line(c), width))
+        if unchanged := _unchanged_line(test.baseline):
+            lines.extend(_fit("  " + unchanged, width))
     lines[:0] = [line for note in notes for line in _prose(note, width)]
     groups = data.groups()
     if groups:
@@ -224,7 +227,8 @@ def _slo_line(v: Mapping[str, Any]) -> str:
     why = f"  ({v['reason']})" if v.get("reason") else ""
     return (
         f"{mark} {v['expr']}{run}: observed {format_value(v['observed'], v['unit'])}"
-        f", target {format_value(v['target'], v['unit'])}, n={v.get('samples', 0)}{why}"
+        + (f", interval {interval}" if (interval := format_interval(v)) else "")
+        + f", target {format_value(v['target'], v['unit'])}, n={v.get('samples', 0)}{why}"
     )
 
 
@@ -243,11 +247,31 @@ def _baseline_line(c: Mapping[str, Any]) -> str:
         return f"{mark} baseline [{c['run']}]: {c['verdict']}: {c['reason']}"
     why = f"  ({c['reason']})" if c.get("reason") else ""
     p = f", p={c['p_value']:.3g}" if c.get("p_value") is not None else ""
+    if c.get("mde") is not None:  # the smallest change caught with 80% power (multiplicity.py)
+        p += f", detects >= {format_change(c['mde'])} at p<{c['level']:.2g}"
     unit = metric_unit(str(c.get("metric") or ""))  # a server metric's own unit, else ms
     return (
         f"{mark} baseline {c['name']} [{c['run']}]: {c['verdict']}: "
         f"{format_value(c['baseline'], unit)} -> {format_value(c['current'], unit)} "
         f"({format_change(c['change'])}{p}){why}"
+    )
+
+
+def _unchanged_line(checks: Sequence[Mapping[str, Any]]) -> str:
+    """The unchanged comparisons in one line, with the smallest change each could have
+    caught (80% power, slo/multiplicity.py): ``= baseline: 12 unchanged (ttft.p50 ...
+    e2e.mean); detects >= +6.1% to +14.0% at p<0.0002``."""
+    same = [c for c in checks if c.get("verdict") == RegressionVerdict.UNCHANGED]
+    mdes = [float(c["mde"]) for c in same if c.get("mde") is not None]
+    if not same or not mdes:
+        return ""
+    levels = {f"{float(c['level']):.2g}" for c in same if c.get("level") is not None}
+    span = format_change(min(mdes))
+    if max(mdes) > min(mdes):
+        span += f" to {format_change(max(mdes))}"
+    return (
+        f"{MARKS.get('unchanged', '=')} baseline: {len(same)} unchanged; "
+        f"detects >= {span} at p<{', '.join(sorted(levels))} (80% power)"
     )
 
 

@@ -91,6 +91,11 @@ class PairedCheck(StatCheckBase):
     p_blocks: float | None = None  # one-sided paired t-test on the block log ratios
     test: str = ""
     reason: str = ""
+    # as on RegressionCheck (slo/multiplicity.py): spread, level, power, verdict alone
+    spread: float | None = None
+    level: float | None = None
+    mde: float | None = None
+    alone: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,6 +116,10 @@ class PairedCheck(StatCheckBase):
             "blocks": len(self.block_log_ratios),
             "test": self.test,
             "reason": self.reason,
+            "spread": self.spread,
+            "level": self.level,
+            "mde": self.mde,
+            "alone": self.alone,
         }
 
 

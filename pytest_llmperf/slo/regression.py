@@ -43,6 +43,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,7 @@ __all__ = [
     "StatComparison",
     "Thresholds",
     "bootstrap_p_value",
+    "bootstrap_test",
     "compare_accumulators",
     "compare_stat",
     "inconclusive_check",
@@ -77,6 +79,7 @@ __all__ = [
 DEFAULT_THRESHOLD = 0.10
 DEFAULT_ALPHA = 0.01
 DEFAULT_RESAMPLES = 2000
+MIN_TAIL = 10  # resamples in a tail below which its p-value is the normal approximation
 COMPARED_METRICS = ("ttft", "tpot", "itl", "e2e")
 COMPARED_STATS = ("p50", "p99")
 BY_REQUEST = ("itl",)  # resampled by request: their samples within one request are correlated
@@ -233,6 +236,13 @@ class RegressionCheck(StatCheckBase):
     # names what differs, baseline -> current.
     comparable: bool | None = None
     differs: tuple[str, ...] = ()
+    # Many comparisons (slo/multiplicity.py): the SD of the bootstrap's relative change, the
+    # level this check was judged at (its share of the session's alpha), the smallest true
+    # change it would catch with 80% power there, and its verdict judged alone at alpha
+    spread: float | None = None
+    level: float | None = None
+    mde: float | None = None
+    alone: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -318,6 +328,7 @@ class StatComparison:
     p_slower: float = 1.0
     p_faster: float = 1.0
     reason: str = ""
+    spread: float | None = None  # SD of the bootstrap's relative change (power)
 
     @property
     def rounded_change(self) -> float | None:
@@ -354,14 +365,22 @@ class StatComparison:
                 "p_value": None,
                 "verdict": RegressionVerdict.INCONCLUSIVE,
                 "reason": self.reason,
+                "spread": None,
             }
         verdict, p = self.judge(limit, alpha, slower_too=slower_too, faster_too=faster_too)
         return {
             "change": self.rounded_change,
-            "p_value": round(p, 6),
+            "p_value": _rounded_p(p),
             "verdict": verdict,
             "reason": note,
+            "spread": None if self.spread is None else round(self.spread, 6),
         }
+
+
+def _rounded_p(p: float) -> float:
+    """Six decimals, or three significant figures below 0.001 (a session's many
+    comparisons are judged at levels far below it)."""
+    return round(p, 6) if p >= 1e-3 else float(f"{p:.3g}")
 
 
 def compare_stat(
@@ -386,10 +405,11 @@ def compare_stat(
         )
     b, c = before.stat(stat), after.stat(stat)
     change = (c / b - 1.0) if b > 0 else (0.0 if c == 0 else math.inf)
-    p_slower, p_faster = bootstrap_p_value(
+    p_slower, p_faster, sd = bootstrap_test(
         before, after, stat, resamples=resamples, seed=seed, sizes=sizes
     )
-    return StatComparison(round(b, 4), round(c, 4), change, p_slower, p_faster)
+    spread = sd / b if b > 0 else None
+    return StatComparison(round(b, 4), round(c, 4), change, p_slower, p_faster, spread=spread)
 
 
 def inconclusive_check(run: str, reason: str, *, compared_with: str = "") -> RegressionCheck:
@@ -436,15 +456,50 @@ def bootstrap_p_value(
     buckets) and counts how often the resampled change is <= 0 (resp. >= 0).
     ``sizes`` are the effective sample sizes ``(baseline, current)`` when the
     samples are not independent (ITL: the request counts); None is the
-    histogram's count.
+    histogram's count. Beyond the resamples' resolution (fewer than
+    :data:`MIN_TAIL` resamples in a tail) the tail is the normal approximation of
+    the resampled changes, ``Phi(-mean / sd)``: the many comparisons of a session
+    are judged at levels far below ``1 / (resamples + 1)``
+    (:mod:`pytest_llmperf.slo.multiplicity`).
     """
+    p_slower, p_faster, _ = bootstrap_test(
+        baseline, current, stat, resamples=resamples, seed=seed, sizes=sizes
+    )
+    return p_slower, p_faster
+
+
+def bootstrap_test(
+    baseline: LatencyHistogram,
+    current: LatencyHistogram,
+    stat: str,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    sizes: tuple[int | None, int | None] = (None, None),
+) -> tuple[float, float, float]:
+    """:func:`bootstrap_p_value`'s two p-values and the standard deviation of the
+    resampled difference ``current − baseline`` (ms), from one set of resamples."""
     rng = np.random.default_rng(seed)
     b = _bootstrap_stats(baseline, stat, resamples, rng, sizes[0])
     c = _bootstrap_stats(current, stat, resamples, rng, sizes[1])
     diff = c - b
-    not_slower = (1 + int(np.count_nonzero(diff <= 0))) / (resamples + 1)
-    not_faster = (1 + int(np.count_nonzero(diff >= 0))) / (resamples + 1)
-    return not_slower, not_faster
+    sd = float(np.std(diff, ddof=1)) if resamples > 1 else 0.0
+    mean = float(np.mean(diff))
+    below, above = int(np.count_nonzero(diff <= 0)), int(np.count_nonzero(diff >= 0))
+    not_slower = (1 + below) / (resamples + 1)
+    not_faster = (1 + above) / (resamples + 1)
+    if below < MIN_TAIL:
+        not_slower = _normal_tail(mean, sd)
+    if above < MIN_TAIL:
+        not_faster = _normal_tail(-mean, sd)
+    return not_slower, not_faster, sd
+
+
+def _normal_tail(mean: float, sd: float) -> float:
+    """P(X <= 0) for X normal with ``mean`` and ``sd``: ``Phi(-mean / sd)``."""
+    if sd <= 0:
+        return 0.0 if mean > 0 else 1.0
+    return NormalDist().cdf(-mean / sd)
 
 
 def _bootstrap_stats(

@@ -22,6 +22,7 @@ from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.verdicts import SloVerdict, evaluate
 from pytest_llmperf.specs.rulesets import Ruleset
+from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE
 
 __all__ = ["SessionGroup", "endpoint_key", "evaluate_session", "group_runs"]
 
@@ -110,8 +111,11 @@ def group_runs(
     return groups
 
 
-def evaluate_session(groups: Mapping[str, SessionGroup], ruleset: Ruleset) -> list[SloVerdict]:
-    """Every ruleset target on every group, with the ruleset's sample and duration minimums."""
+def evaluate_session(
+    groups: Mapping[str, SessionGroup], ruleset: Ruleset, *, confidence: float = DEFAULT_CONFIDENCE
+) -> list[SloVerdict]:
+    """Every ruleset target on every group, with the ruleset's sample and duration minimums
+    (a percentile target judged by its bounds at ``confidence``)."""
     verdicts: list[SloVerdict] = []
     for group in groups.values():
         result = group.as_result()
@@ -121,6 +125,7 @@ def evaluate_session(groups: Mapping[str, SessionGroup], ruleset: Ruleset) -> li
                 result,
                 min_count=ruleset.min_samples,
                 min_duration_s=ruleset.min_duration_s,
+                confidence=confidence,
             )
             for slo in ruleset.slos
         )

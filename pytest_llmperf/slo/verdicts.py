@@ -2,9 +2,18 @@
 
 ``inconclusive`` is a verdict of its own, never a pass:
 
-- a percentile needs at least ``10 × 100/(100 − p)`` samples (p50: 20,
-  p90: 100, p99: 1,000, p99.9: 10,000): below that the nearest-rank
-  estimate leans on the few slowest samples;
+- a percentile SLO (``ttft.p99 < 500ms``, ``<``, ``<=``, ``>``, ``>=``; client or
+  ``server.*`` latency) is decided by the percentile's distribution-free
+  confidence bounds (:mod:`.quantile_bounds`, ``--llm-confidence``, default
+  0.99, per SLO ``llm_slo(..., confidence=)``): it passes when the bound on the
+  far side of the target clears it, fails when the near one does, and is
+  inconclusive while the target lies within the interval, with about how many
+  samples would decide it. The bounds are order statistics read from the HDR
+  histogram (the server's buckets), each taken at the conservative edge of
+  its bucket. ``pN == target`` keeps the point rule: the nearest-rank value
+  compared with the target, given at least ``10 × 100/(100 − p)`` samples;
+- ``mean`` and rates (``error_rate``, throughputs, goodput) are compared as
+  observed (at least one sample); ``max`` is exact and compared as observed;
 - a run where the load generator, not the server, was the bottleneck
   (``self_check.generator_bound``) cannot judge latency or throughput.
 
@@ -20,6 +29,8 @@ server said over the run (or stage): :func:`evaluate_server`.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -29,9 +40,10 @@ from typing import Any
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.sample_size import min_samples
 from pytest_llmperf.server_metrics.summary import ServerMetrics
+from pytest_llmperf.slo.quantile_bounds import decided, rank_bounds, samples_to_decide
 from pytest_llmperf.specs.rulesets import Ruleset
 from pytest_llmperf.specs.server_names import MetricKind, metric_kind
-from pytest_llmperf.specs.slo import Slo
+from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, Slo
 from pytest_llmperf.specs.stages import Stage
 
 __all__ = [
@@ -73,6 +85,10 @@ class SloVerdict:
     reason: str = ""
     stage: int | None = None
     stage_load: str = ""
+    # a percentile verdict's confidence interval [lower, upper] of the percentile (upper
+    # None: unbounded) at ``confidence``; None for the statistics judged as observed
+    interval: tuple[float, float | None] | None = None
+    confidence: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.verdict))
@@ -89,17 +105,76 @@ class SloVerdict:
         return {**asdict(self), "verdict": self.verdict.value}
 
 
+def _bounded(slo: Slo) -> bool:
+    """Is ``slo`` judged by a percentile's confidence bounds (not a point comparison)?"""
+    return slo.percentile is not None and slo.op != "=="
+
+
+def _interval_verdict(
+    slo: Slo,
+    n: int,
+    rank_range: Callable[[int], tuple[float, float]],
+    split: Callable[[float], tuple[int, int]],
+    confidence: float,
+) -> tuple[Verdict, tuple[float, float | None], str]:
+    """The verdict of a percentile SLO from its confidence interval over ``n`` samples.
+
+    ``rank_range(r)`` is the range the r-th smallest sample lies in (its bucket's edges):
+    the lower bound is the bottom of X(r_lo)'s, the upper bound the top of X(r_hi)'s.
+    ``split(t)`` is ``(below, above)``: samples surely under / surely at or over ``t``.
+    """
+    percentile = slo.percentile
+    assert percentile is not None
+    r_lo, r_hi = rank_bounds(n, percentile, confidence)
+    lower = rank_range(r_lo)[0] if r_lo is not None else 0.0
+    upper = rank_range(r_hi)[1] if r_hi is not None else math.inf
+    interval = (round(lower, 4), None if math.isinf(upper) else round(upper, 4))
+    outcome = decided(slo.op, lower, upper, slo.target)
+    if outcome is not None:
+        return Verdict.PASS if outcome else Verdict.FAIL, interval, ""
+    below, above = split(slo.target)
+    needed = samples_to_decide(n, below, above, percentile, confidence)
+    where = f"{format_bound(lower)}, {format_bound(upper)}"
+    head = f"{confidence:.4g} interval of {slo.stat} [{where}] holds the target"
+    if needed is None:
+        return (
+            Verdict.INCONCLUSIVE,
+            interval,
+            f"{head}; more samples would not decide it (the target is at the observed {slo.stat})",
+        )
+    return (
+        Verdict.INCONCLUSIVE,
+        interval,
+        f"{head}; about {needed} samples would decide it (if the distribution stays as "
+        f"observed), run has {n}",
+    )
+
+
+def format_bound(value: float) -> str:
+    """A bound in ms for a reason: ``21.9 ms``, ``∞``."""
+    if math.isinf(value):
+        return "∞"
+    return f"{value:.1f} ms" if value >= 10 else f"{value:.3f} ms"
+
+
 def evaluate(
-    slo: Slo, result: RunResult, *, min_count: int = 0, min_duration_s: float = 0.0
+    slo: Slo,
+    result: RunResult,
+    *,
+    min_count: int = 0,
+    min_duration_s: float = 0.0,
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> SloVerdict:
     """Judge ``slo`` on ``result``.
 
-    ``min_count`` raises the percentile's sample minimum (a ruleset's
-    ``min_samples``); ``min_duration_s`` is the least measured window a
-    verdict needs (a ruleset's ``min_duration``). Neither can lower a bar.
+    ``min_count`` is a least sample count (a ruleset's ``min_samples``);
+    ``min_duration_s`` is the least measured window a verdict needs (a ruleset's
+    ``min_duration``). ``confidence`` is that of a percentile's bounds unless the
+    SLO names its own.
     """
+    confidence = slo.confidence or confidence
     if slo.is_server:
-        return evaluate_server(slo, result, min_count=min_count)
+        return evaluate_server(slo, result, min_count=min_count, confidence=confidence)
     acc = result.accumulator
     run = result.label
     if slo.is_latency:
@@ -120,7 +195,8 @@ def evaluate(
             f"no {'successful ' if slo.is_latency else ''}requests to measure",
         )
     observed = round(float(observed), 4)
-    needed = max(min_samples(slo.percentile), min_count)
+    bounded = slo.is_latency and _bounded(slo)
+    needed = max(1 if bounded else min_samples(slo.percentile), min_count)
     if samples < needed:
         return judged(
             Verdict.INCONCLUSIVE,
@@ -136,17 +212,28 @@ def evaluate(
     if result.self_check.get("generator_bound") and slo.metric != "error_rate":
         why = "; ".join(result.self_check.get("reasons", [])) or "load generator was the bottleneck"
         return judged(Verdict.INCONCLUSIVE, observed, f"load generator bound: {why}")
+    if bounded:
+        hist = acc.histograms[slo.metric]
+        verdict, interval, reason = _interval_verdict(
+            slo, samples, hist.rank_range_ms, hist.split_at_ms, confidence
+        )
+        return replace(judged(verdict, observed, reason), interval=interval, confidence=confidence)
     return judged(Verdict.PASS if slo.holds(observed) else Verdict.FAIL, observed)
 
 
-def evaluate_server(slo: Slo, result: RunResult, *, min_count: int = 0) -> SloVerdict:
+def evaluate_server(
+    slo: Slo, result: RunResult, *, min_count: int = 0, confidence: float = DEFAULT_CONFIDENCE
+) -> SloVerdict:
     """Judge an SLO on the server's own metrics (``server.queue_time.p99 < 50ms``).
 
     A metric the server did not give (scraping off or failed, a family without
     it, other processes' pages) is inconclusive with the reason. A latency
-    percentile comes from the run's bucket deltas at the bucket's upper bound
-    and needs the same sample count as a client percentile; gauges and counters
-    need the run's start and end scrapes (or, for a gauge, one sample).
+    percentile is observed at the upper bound of the bucket its nearest rank falls
+    in, and judged like a client percentile by its confidence bounds over the run's
+    bucket deltas (a bound at its bucket's far edge: the lower bound at the bucket
+    below's top, the upper at the bucket's own top, infinite in the open top
+    bucket); gauges and counters need the run's start and end scrapes (or, for a
+    gauge, one sample).
     """
     run = result.label
     server = result.server_metrics
@@ -168,6 +255,9 @@ def evaluate_server(slo: Slo, result: RunResult, *, min_count: int = 0) -> SloVe
     else:
         observed = server.stat(slo.metric, slo.stat)
     samples = server.samples(slo.metric) if kind is MetricKind.LATENCY else server.scrapes
+    rows = server.buckets.get(slo.metric) or []
+    if kind is MetricKind.LATENCY and _bounded(slo) and rows:
+        return _server_interval(slo, result, rows, observed, min_count, confidence)
     if observed is not None and math.isinf(observed):
         return _beyond_last_bucket(slo, server, samples, judged)
     if observed is None or math.isnan(observed):
@@ -186,6 +276,63 @@ def evaluate_server(slo: Slo, result: RunResult, *, min_count: int = 0) -> SloVe
         why = "; ".join(result.self_check.get("reasons", [])) or "load generator was the bottleneck"
         return judged(Verdict.INCONCLUSIVE, observed, samples, f"load generator bound: {why}")
     return judged(Verdict.PASS if slo.holds(observed) else Verdict.FAIL, observed, samples)
+
+
+def _server_interval(
+    slo: Slo,
+    result: RunResult,
+    rows: Sequence[Sequence[float]],
+    observed: float | None,
+    min_count: int,
+    confidence: float,
+) -> SloVerdict:
+    """A server latency percentile judged by its confidence bounds over the bucket deltas
+    ``[[upper_ms, count], …]`` (a sample of a bucket lies above the previous bound, at or
+    below its own)."""
+    uppers = [float(u) for u, _ in rows]
+    counts = [int(c) for _, c in rows]
+    n = sum(counts)
+    cum = list(itertools.accumulate(counts))
+    if observed is not None and math.isnan(observed):
+        observed = None
+    shown = None if observed is None or math.isinf(observed) else round(float(observed), 4)
+
+    def judged(verdict: Verdict, reason: str = "") -> SloVerdict:
+        return SloVerdict(slo.expr, shown, slo.target, slo.unit, verdict, result.label, n, reason)
+
+    if n < max(1, min_count):
+        if n == 0:
+            return judged(Verdict.INCONCLUSIVE, f"no {slo.metric} observed in the run")
+        return judged(
+            Verdict.INCONCLUSIVE,
+            f"{slo.stat} needs >= {min_count} samples, the server counted {n}",
+        )
+    if result.self_check.get("generator_bound"):
+        why = "; ".join(result.self_check.get("reasons", [])) or "load generator was the bottleneck"
+        return judged(Verdict.INCONCLUSIVE, f"load generator bound: {why}")
+
+    def rank_range(rank: int) -> tuple[float, float]:
+        i = bisect.bisect_left(cum, rank)
+        return (uppers[i - 1] if i else 0.0), uppers[i]
+
+    def split(target: float) -> tuple[int, int]:
+        below = sum(c for u, c in zip(uppers, counts, strict=True) if u < target)
+        lows = [0.0, *uppers[:-1]]
+        above = sum(c for lo, c in zip(lows, counts, strict=True) if lo >= target)
+        return below, above
+
+    verdict, interval, reason = _interval_verdict(slo, n, rank_range, split, confidence)
+    if shown is None and observed is not None:
+        last = max((u for u in uppers if not math.isinf(u)), default=0.0)
+        reason = "; ".join(
+            r
+            for r in (
+                f"{slo.stat} is beyond the server's last finite bucket (> {last:g} ms)",
+                reason,
+            )
+            if r
+        )
+    return replace(judged(verdict, reason), interval=interval, confidence=confidence)
 
 
 def _beyond_last_bucket(
@@ -221,6 +368,7 @@ def evaluate_stages(
     result: RunResult,
     *,
     bars: Mapping[Slo, tuple[int, float]] | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[SloVerdict]:
     """Each stage of a staged run judged as a run of its own, stage by stage.
 
@@ -236,13 +384,19 @@ def evaluate_stages(
         own = [slo for slo in stage.slos if slo not in slos]
         for slo in (*slos, *own):
             count, duration = bars.get(slo, (0, 0.0))
-            verdict = evaluate(slo, part, min_count=count, min_duration_s=duration)
+            verdict = evaluate(
+                slo, part, min_count=count, min_duration_s=duration, confidence=confidence
+            )
             out.append(replace(verdict, run=result.label, stage=k, stage_load=stage_load(stage)))
     return out
 
 
 def evaluate_runs(
-    slos: Sequence[Slo], results: Iterable[RunResult], *, rulesets: Sequence[Ruleset] = ()
+    slos: Sequence[Slo],
+    results: Iterable[RunResult],
+    *,
+    rulesets: Sequence[Ruleset] = (),
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[SloVerdict]:
     """Every SLO on every gated run of a test; a staged run's on each of its stages.
 
@@ -259,9 +413,11 @@ def evaluate_runs(
         if not getattr(r, "gated", True):
             continue
         if getattr(r, "stage_plan", ()):
-            out.extend(evaluate_stages(slos, r, bars=bars))
+            out.extend(evaluate_stages(slos, r, bars=bars, confidence=confidence))
             continue
         for slo in slos:
             count, duration = bars.get(slo, (0, 0.0))
-            out.append(evaluate(slo, r, min_count=count, min_duration_s=duration))
+            out.append(
+                evaluate(slo, r, min_count=count, min_duration_s=duration, confidence=confidence)
+            )
     return out

@@ -10,13 +10,13 @@ plugin judges its SLOs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.specs.rulesets import load_ruleset
 from pytest_llmperf.specs.run import RunSpec
-from pytest_llmperf.specs.slo import Slo, parse_slo
+from pytest_llmperf.specs.slo import Slo, confidence_problem, parse_slo
 
 __all__ = ["PerfSpec"]
 
@@ -45,12 +45,18 @@ class PerfSpec:
         slos: list[Slo] = []
         rulesets: list[str] = []
         for args, kwargs in slo_markers:
-            unknown = sorted(set(kwargs) - {"ruleset"})
+            unknown = sorted(set(kwargs) - {"ruleset", "confidence"})
             if unknown:
                 raise LlmPerfUsageError(
-                    f"llm_slo does not take {', '.join(unknown)}= (takes ruleset=)"
+                    f"llm_slo does not take {', '.join(unknown)}= (takes ruleset=, confidence=)"
                 )
-            slos.extend(parse_slo(expr) for expr in args)
+            confidence = kwargs.get("confidence")
+            if confidence is not None:
+                problem = confidence_problem(confidence)
+                if problem:
+                    raise LlmPerfUsageError(f"llm_slo(confidence=): {problem}")
+                confidence = float(confidence)
+            slos.extend(replace(parse_slo(expr), confidence=confidence) for expr in args)
             if "ruleset" in kwargs:
                 ruleset = load_ruleset(kwargs["ruleset"])
                 rulesets.append(ruleset.name)

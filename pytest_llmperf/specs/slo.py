@@ -32,11 +32,13 @@ from pytest_llmperf.specs.server_names import (
 )
 
 __all__ = [
+    "DEFAULT_CONFIDENCE",
     "GOODPUT_METRICS",
     "LATENCY_SLO_METRICS",
     "RATE_SLO_METRICS",
     "STATS",
     "Slo",
+    "confidence_problem",
     "parse_slo",
     "percentile_of",
     "request_limits",
@@ -63,6 +65,7 @@ RATE_SLO_METRICS: dict[str, tuple[str, dict[str, float]]] = {
     "output_throughput": ("tok/s", {"tok/s": 1.0, "": 1.0}),
     "input_throughput": ("tok/s", {"tok/s": 1.0, "": 1.0}),
 }
+DEFAULT_CONFIDENCE = 0.99  # of percentile verdicts (--llm-confidence)
 GOODPUT_METRICS = ("ttft", "ttfo", "tpot", "e2e")  # latencies with a per-request form
 _TIME_UNITS = {"us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -92,6 +95,8 @@ class Slo:
     op: str
     target: float
     unit: str
+    # a percentile verdict's confidence (llm_slo(..., confidence=)); None: --llm-confidence
+    confidence: float | None = None
 
     @property
     def is_latency(self) -> bool:
@@ -113,6 +118,15 @@ class Slo:
     def percentile(self) -> float | None:
         """The percentile this SLO reads (``p99`` -> 99.0), or None for mean/max/rates."""
         return percentile_of(self.stat) if self.stat else None
+
+
+def confidence_problem(value: object) -> str | None:
+    """Why ``value`` is not a confidence level (a number with 0.5 < c < 1), or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"must be a number strictly between 0.5 and 1 (e.g. 0.99), got {value!r}"
+    if not 0.5 < float(value) < 1:  # NaN fails this too
+        return f"must be strictly between 0.5 and 1 (e.g. 0.99), got {value!r}"
+    return None
 
 
 def percentile_of(stat: str) -> float | None:

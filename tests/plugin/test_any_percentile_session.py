@@ -172,22 +172,31 @@ def test_a_violated_p75_target_fails_with_p75_in_the_table(
         result.ret == pytest.ExitCode.TESTS_FAILED
         and "SLO violated: ttft.p75 < 5ms, observed" in out
     ), out
-    # the failure table's p75 row: observed, target, verdict
-    row = re.search(r"^ttft\.p75 < 5ms +run0 +([\d.]+) ms +< 5\.0+ ms +✗ FAIL$", out, re.M)
+    # the failure table's p75 row: observed, its 99% interval, target, verdict
+    row = re.search(
+        r"^ttft\.p75 < 5ms +run0 +([\d.]+) ms +\[([\d.]+) ms, [\d.]+ ms\] at 99%"
+        r" +< 5\.0+ ms +✗ FAIL$",
+        out,
+        re.M,
+    )
     assert row is not None, out
     assert float(row[1]) >= 20  # the fixed profile's TTFT: p75 was judged, not a stand-in
+    assert float(row[2]) >= 5  # the lower bound is over the target: a fail at 99%
     assert re.search(r"^ttft\.p50 < 2s +run0 .*✓ PASS$", out, re.M), out
 
 
-def test_a_run_too_small_for_p75_is_inconclusive(pytester: pytest.Pytester, fast: str) -> None:
-    """p75 needs 10 × 100/25 = 40 samples; 30 judge p50 (20) but not p75."""
-    slos = '"ttft.p75 < 2s", "ttft.p50 < 2s"'
+def test_a_run_too_small_for_p99_is_inconclusive(pytester: pytest.Pytester, fast: str) -> None:
+    """30 samples all under 2 s decide p75 (0.75**30 < 1%) but not p99 (0.99**30 > 1%)."""
+    slos = '"ttft.p99 < 2s", "ttft.p75 < 2s"'
     pytester.makepyfile(ONE_TEST.format(fast=fast.format(n=30), slos=slos))
     result = pytester.runpytest("-p", "no:cacheprovider", "--llm-json=r.json")
     report = json.loads((pytester.path / "r.json").read_text())
     verdicts = {v["expr"]: v for v in report["tests"][0]["slos"]}
-    assert verdicts["ttft.p50 < 2s"]["verdict"] == "pass"
-    small = verdicts["ttft.p75 < 2s"]
+    assert verdicts["ttft.p75 < 2s"]["verdict"] == "pass"
+    small = verdicts["ttft.p99 < 2s"]
     assert small["verdict"] == "inconclusive" and small["observed"] is not None
-    assert small["reason"] == "p75 needs >= 40 samples, run has 30"
+    assert small["interval"][1] is None and small["confidence"] == 0.99
+    assert small["reason"].endswith(
+        "about 459 samples would decide it (if the distribution stays as observed), run has 30"
+    )
     result.assert_outcomes(failed=1)  # --llm-inconclusive=fail, the default

@@ -179,6 +179,23 @@ def assert_shows(text: str, value: float | None, unit: str, where: str, header: 
     )
 
 
+def assert_interval(
+    lower: str | None, upper: str | None, confidence: str | None, v: Mapping[str, Any], where: str
+) -> None:
+    """A percentile verdict's shown interval is the JSON's ``interval`` at its ``confidence``
+    (an unbounded upper side shown as ``∞``); a statistic judged as observed shows none."""
+    if not v.get("interval"):
+        assert lower is None and upper is None, f"{where}: an interval for {v['expr']}"
+        return
+    assert lower is not None and upper is not None and confidence is not None, where
+    assert float(confidence) == v["confidence"] * 100, where
+    assert_shows(lower, v["interval"][0], slo_unit(v), where + " (lower bound)")
+    if v["interval"][1] is None:
+        assert upper == "∞", where
+    else:
+        assert_shows(upper, v["interval"][1], slo_unit(v), where + " (upper bound)")
+
+
 def slo_unit(verdict: Mapping[str, Any]) -> str:
     return str(verdict["unit"])
 
@@ -187,6 +204,7 @@ def slo_unit(verdict: Mapping[str, Any]) -> str:
 
 _SLO_LINE = re.compile(
     r"(?P<mark>[✓✗?]) (?P<expr>.+?) \[(?P<run>run\d+)\]: observed (?P<observed>.+?), "
+    r"(?:interval \[(?P<lower>.+?), (?P<upper>.+?)\] at (?P<confidence>[\d.]+)%, )?"
     r"target .+?, n=(?P<n>\d+)"
 )
 _FIGURES = (
@@ -250,6 +268,7 @@ def test_the_terminal_summary_agrees_with_the_json(session: Session) -> None:
             assert line["mark"] == MARK[v["verdict"]] and line["run"] == v["run"], where
             assert int(line["n"]) == v["samples"], where
             assert_shows(line["observed"], v["observed"], slo_unit(v), where)
+            assert_interval(line["lower"], line["upper"], line["confidence"], v, where)
         if not test["slos"]:  # a test without SLOs shows its run's figures
             (run,) = test["runs"]
             brief = _RUN_BRIEF.search(block)

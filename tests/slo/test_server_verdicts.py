@@ -52,7 +52,8 @@ QUEUE = {"p50": 10.0, "p90": 20.0, "p99": 50.0, "mean": 9.0, "max": 50.0, "count
         ("server.kv_cache_usage.max < 95%", Verdict.PASS, 0.5),
         ("server.kv_cache_usage.max < 40%", Verdict.FAIL, 0.5),
         ("server.queue_time.p50 <= 10ms", Verdict.PASS, 10.0),
-        ("server.queue_time.p90 < 20ms", Verdict.FAIL, 20.0),
+        ("server.queue_time.p90 < 10ms", Verdict.FAIL, 20.0),  # all of p90's interval over
+        ("server.queue_time.p90 < 20ms", Verdict.INCONCLUSIVE, 20.0),  # its bucket: (10, 20]
     ],
 )
 def test_server_slos_pass_and_fail_on_the_servers_numbers(expr, verdict, observed) -> None:
@@ -72,14 +73,21 @@ def test_any_percentile_is_read_from_the_bucket_deltas_at_the_upper_bound() -> N
     server = vllm_view(**{"server.queue_time": QUEUE})
     # rank ceil(0.7 * 150) = 105 falls in the (10, 20] bucket
     judged = evaluate(parse_slo("server.queue_time.p70 < 15ms"), run_with(server))
-    assert (judged.verdict, judged.observed) == (Verdict.FAIL, 20.0)
+    assert (judged.verdict, judged.observed) == (Verdict.INCONCLUSIVE, 20.0)
+    # a target inside the bucket: the buckets cannot place p70 on either side of it
+    assert judged.interval == (0.0, 20.0) and "more samples would not decide it" in judged.reason
+    decided = evaluate(parse_slo("server.queue_time.p70 < 25ms"), run_with(server))
+    assert (decided.verdict, decided.interval) == (Verdict.PASS, (0.0, 20.0))
 
 
-def test_a_percentile_needs_the_same_samples_as_a_client_one() -> None:
+def test_a_percentile_is_judged_by_its_bounds_like_a_client_one() -> None:
     server = vllm_view(**{"server.queue_time": QUEUE})
     judged = evaluate(parse_slo("server.queue_time.p99 < 100ms"), run_with(server))
+    # 150 samples bound p99 from below only (1 - 0.99**150 < 99%): upper bound unbounded
     assert judged.verdict is Verdict.INCONCLUSIVE
-    assert judged.reason == "p99 needs >= 1000 samples, the server counted 150"
+    assert judged.interval == (10.0, None) and judged.samples == 150
+    assert judged.reason.startswith("0.99 interval of p99 [10.0 ms, ∞] holds the target; about ")
+    assert "samples would decide it" in judged.reason
 
 
 def test_missing_server_metrics_are_inconclusive_with_the_reason() -> None:
@@ -127,4 +135,5 @@ def test_a_percentile_in_the_open_top_bucket_decides_only_below_its_bound(expr, 
     server.buckets["server.queue_time"] = [[10.0, 500], [50.0, 480], [math.inf, 20]]
     judged = evaluate(parse_slo(expr), run_with(server))
     assert (judged.verdict, judged.observed) == (verdict, None)
-    assert judged.reason == "p99 is beyond the server's last finite bucket (> 50 ms)"
+    assert judged.reason.startswith("p99 is beyond the server's last finite bucket (> 50 ms)")
+    assert judged.interval == (50.0, None)

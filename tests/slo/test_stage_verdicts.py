@@ -128,7 +128,8 @@ def test_a_short_stage_is_inconclusive_for_p99_honestly() -> None:
     result = staged_run(stages, [50.0, 50.0])
     verdicts = evaluate_runs([parse_slo("ttft.p99 < 300ms")], [result])
     assert [v.verdict for v in verdicts] == [Verdict.PASS, Verdict.INCONCLUSIVE]
-    assert verdicts[1].reason == "p99 needs >= 1000 samples, run has 50"
+    assert verdicts[1].reason.startswith("0.99 interval of p99 [50.0 ms, ∞] holds the target")
+    assert "about 459 samples would decide it" in verdicts[1].reason
     assert verdicts[1].stage == 1 and verdicts[1].observed == pytest.approx(50.0, rel=0.01)
 
 
@@ -177,7 +178,7 @@ def test_to_dict_adds_the_stage_and_keeps_every_key() -> None:
     (_, staged) = evaluate_stages([parse_slo("ttft.p50 < 1s")], staged_run(stages, [5.0, 5.0]))
     d = staged.to_dict()
     old_keys = {"expr", "observed", "target", "unit", "verdict", "run", "samples", "reason"}
-    assert set(d) == old_keys | {"stage", "stage_load"}
+    assert set(d) == old_keys | {"stage", "stage_load", "interval", "confidence"}
     assert d["stage"] == 1 and d["stage_load"] == "20 req/s" and d["verdict"] == "pass"
     plain = SloVerdict("ttft.p50 < 1s", 5.0, 1000.0, "ms", "pass", run="run0")
     assert plain.to_dict()["stage"] is None and plain.to_dict()["stage_load"] == ""
