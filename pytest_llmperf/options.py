@@ -195,6 +195,12 @@ OPTIONS: tuple[OptionDef, ...] = (
         "0.99",
     ),
     OptionDef(
+        "--llm-until-decided",
+        "every gated run stops once all its SLOs are decided (always-valid percentile "
+        "bounds; per test: llm_load(..., until='decided')), within its declared size",
+        switch=True,
+    ),
+    OptionDef(
         "--llm-inconclusive",
         "what an inconclusive SLO does to its test: fail (default), "
         "warn (pass with a warning) or skip",
@@ -243,6 +249,7 @@ class LlmPerfOptions:
     markdown: str | None = None  # --llm-markdown=PATH
     step_summary: bool = True  # append to $GITHUB_STEP_SUMMARY when set (not --llm-markdown=off)
     confidence: float = DEFAULT_CONFIDENCE  # --llm-confidence: of percentile verdicts
+    until_decided: bool = False  # --llm-until-decided: stop each gated run once decided
 
     @classmethod
     def resolve(cls, get: Callable[[OptionDef], Any]) -> LlmPerfOptions:
@@ -321,6 +328,7 @@ class LlmPerfOptions:
             markdown=_markdown(raw["llm_markdown"]),
             step_summary=str(raw["llm_markdown"] or "").strip().lower() != "off",
             confidence=_confidence(raw["llm_confidence"]),
+            until_decided=_switch("--llm-until-decided", raw["llm_until_decided"]),
         )
 
 

@@ -26,6 +26,7 @@ import asyncio
 import copy
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -36,11 +37,11 @@ from pytest_llmperf.loadgen.issue.delivery import RecordObserver
 from pytest_llmperf.loadgen.plan.planner import effective_spec, sized_spec
 from pytest_llmperf.loadgen.progress import ProgressSink, watch_progress
 from pytest_llmperf.loadgen.result import RunResult, StopReason
-from pytest_llmperf.loadgen.run import LoadRun
+from pytest_llmperf.loadgen.run import Decider, LoadRun
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.metrics.event_log import read_records
 from pytest_llmperf.server_metrics.source import ServerMetricsSource
-from pytest_llmperf.specs.load import LoadPattern, SampleOrderMode
+from pytest_llmperf.specs.load import UNTIL_DECIDED, LoadPattern, SampleOrderMode
 from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.specs.slo import request_limits
 from pytest_llmperf.workloads.tokenizer import Tokenizer
@@ -70,6 +71,8 @@ class LoadGenerator:
         ray: RayCluster | None = None,
         server_metrics: ServerMetricsSource | None = None,
         reset_cache: Callable[[Endpoint], dict[str, Any]] | None = None,
+        decider: Decider | None = None,
+        until_decided: bool = False,
     ) -> None:
         self.endpoint = endpoint
         self.spec = spec
@@ -84,6 +87,9 @@ class LoadGenerator:
         self.on_result = on_result
         self.server_metrics = server_metrics  # --llm-server-metrics: scraped around each run
         self.reset_cache = reset_cache  # --llm-reset-cache=auto: before each gated run
+        # until="decided": the look at a live run's SLOs (slo.sequential.decider)
+        self.decider = decider
+        self.until_decided = until_decided  # --llm-until-decided: every gated run
         self.results: list[RunResult] = []
         self.analyses: list[dict[str, Any]] = []
         self._current: LoadRun | None = None
@@ -170,7 +176,14 @@ class LoadGenerator:
         if gate and self.reset_cache is not None:
             # blocking, bounded calls: off the loop so nothing else on it is held up
             cache_reset = await asyncio.to_thread(self.reset_cache, self.endpoint)
-        result = await self.execute_spec(spec, label=label, observers=observers, workers=workers)
+        decide = None
+        until = self.until_decided or spec.load.until == UNTIL_DECIDED
+        if gate and until and not spec.load.stages and self.decider is not None:
+            spec = replace(spec, load=replace(spec.load, until=UNTIL_DECIDED))
+            decide = self.decider
+        result = await self.execute_spec(
+            spec, label=label, observers=observers, workers=workers, decide=decide
+        )
         result.cache_reset = cache_reset
         self.keep(result, gate=gate)
         if result.stop_reason is StopReason.SIGINT:
@@ -185,6 +198,7 @@ class LoadGenerator:
         label: str,
         observers: Iterable[RecordObserver] = (),
         workers: int | None = None,
+        decide: Decider | None = None,
     ) -> RunResult:
         """:meth:`run_spec` without keeping the result (nor stopping the session on Ctrl-C).
 
@@ -219,6 +233,7 @@ class LoadGenerator:
             workers=workers,
             ray=ray,
             server_metrics=self.server_metrics,
+            decide=decide,
         )
         self._current = run
         try:

@@ -27,6 +27,7 @@ class StopReason(StrEnum):
     SIGINT = "SIGINT"  # Ctrl-C: drained, kept, then the session stops
     CANCELLED = "cancelled"  # the run's task was cancelled
     WORKER_LOST = "worker_lost"  # a Ray load-generator actor died or its node left
+    DECIDED = "decided"  # until="decided": every gated SLO was decided (slo/sequential.py)
 
 
 def token_length_warnings(
@@ -99,6 +100,8 @@ class RunResult:
     stage_server_metrics: list[ServerMetrics] = field(default_factory=list)
     # what --llm-reset-cache did before the run: {"done": bool, "how": str, "why": str}
     cache_reset: dict[str, Any] | None = None
+    # until="decided": when and why the run stopped ("every SLO decided after 212 samples")
+    stop_detail: str = ""
 
     @property
     def metrics(self) -> Mapping[str, LatencyHistogram | float]:
@@ -231,6 +234,7 @@ class RunResult:
             "duration_s": round(self.duration_s, 6),
             "interrupted": self.interrupted,
             "stop_reason": self.stop_reason.value if self.stop_reason else "",
+            **({"stop_detail": self.stop_detail} if self.stop_detail else {}),
             "events": self.events_path,
             "gated": self.gated,
             "server_metrics": self.server_metrics.to_dict() if self.server_metrics else None,

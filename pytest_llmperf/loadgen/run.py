@@ -61,7 +61,13 @@ from pytest_llmperf.server_metrics.sampler import ServerMetricsRecording, Server
 from pytest_llmperf.server_metrics.source import ServerMetricsSource
 from pytest_llmperf.server_metrics.summary import with_response_timings
 
-__all__ = ["LoadRun", "run_load"]
+__all__ = ["DECIDE_EVERY_S", "Decider", "LoadRun", "run_load"]
+
+# until="decided": (every SLO decided?, why) from a live run's accumulator
+# (pytest_llmperf.slo.sequential.decider; the plugin builds it from the test's SLOs)
+Decider = Callable[[MetricsAccumulator], tuple[bool, str]]
+
+DECIDE_EVERY_S = 0.25  # until="decided": how often the run's SLOs are looked at
 
 # Reasons that leave a run interrupted: it did not issue everything it planned.
 _INTERRUPTING = (
@@ -97,6 +103,7 @@ class LoadRun:
         handle_sigint: bool = True,
         ray: RayCluster | None = None,
         server_metrics: ServerMetricsSource | None = None,
+        decide: Decider | None = None,
     ) -> None:
         self.spec = spec  # as given (callers read it); below here only the plan is used
         self.plan = RunPlan.of(spec, share)
@@ -119,6 +126,9 @@ class LoadRun:
         self.dispatcher = Dispatcher(self, self.local, self.workers, ray)
         self.server_metrics = server_metrics  # scraped around and during the run, off its path
         self._sigints = 0
+        # until="decided": looked at every DECIDE_EVERY_S; a decided run stops issuing, drains
+        self.decide = decide
+        self.stop_detail = ""
 
     # -- the share of the run this process issues (the dispatcher's in-process choice) ---
 
@@ -225,9 +235,12 @@ class LoadRun:
         wall0 = time.monotonic_ns()
         interrupted = False
         recording: ServerMetricsRecording | None = None
+        watcher = asyncio.ensure_future(self._watch_decided()) if self.decide else None
         try:
             interrupted = await self.dispatcher.issue(events_file, started_at)
         finally:
+            if watcher is not None:
+                watcher.cancel()
             restore_sigint()
             if sampler is not None:
                 # the end scrape in a thread: a run cancelled here still stops the sampler
@@ -249,6 +262,7 @@ class LoadRun:
             label=self.label,
         )
         result.stop_reason = self.stop_reason
+        result.stop_detail = self.stop_detail
         result.stage_plan = load.stages
         result.stage_sends = list(self.stats.stage_sends)
         result.events_path = str(events_file) if events_file is not None else None
@@ -265,6 +279,21 @@ class LoadRun:
         if interrupted:
             raise asyncio.CancelledError
         return result
+
+    async def _watch_decided(self) -> None:
+        """Stop issuing once ``decide`` says every SLO is decided (never before its minimum
+        of measured samples, which come after the warm-up): the run then drains."""
+        assert self.decide is not None
+        t0 = time.monotonic()
+        while not self.stop_reason:
+            await asyncio.sleep(DECIDE_EVERY_S)
+            done, why = self.decide(self.accumulator)
+            if done and not self.stop_reason:
+                issued = self.issued_requests
+                self.stop_detail = (
+                    f"{why}, {time.monotonic() - t0:.1f} s in, {issued} requests issued"
+                )
+                self.stop(StopReason.DECIDED)
 
     def _add_server_metrics(
         self, result: RunResult, recording: ServerMetricsRecording | None, t0_ns: int

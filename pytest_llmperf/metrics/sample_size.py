@@ -2,10 +2,19 @@
 
 A nearest-rank p-th percentile over fewer than ``10 × 100/(100 − p)`` samples
 rests on fewer than ten samples above it (p99 over 200 requests is the
-second-slowest request), so it is not a stable estimate. SLO verdicts call such
-a percentile inconclusive, and the load generator's self-check judges its
-schedule lag at the highest percentile the run can support. The rule holds for
+second-slowest request), so it is not a stable *estimate*. The rule holds for
 any percentile: p75 needs 40 samples, p99.9 10,000, p99.99 100,000.
+
+It is no longer how a percentile SLO (``<``, ``<=``, ``>``, ``>=``) is decided:
+those verdicts come from the percentile's confidence bounds
+(:mod:`pytest_llmperf.slo.quantile_bounds`, docs/measurement.md "Percentiles"),
+which decide as soon as the data do. :func:`min_samples` still gates where a
+point estimate itself is compared: ``pN == target`` SLOs (and a server
+percentile without bucket counts), baseline, history and A/B comparisons of a
+percentile (:mod:`pytest_llmperf.slo.regression`, ``server_regression``),
+the methodology report's flag; and the load generator's
+self-check judges its schedule lag at the highest percentile the run can
+support (:func:`supported_percentile`).
 
 Both the minimum and the nearest rank are computed on the percentile's
 decimal value, exactly: in binary floating point ``99.9 / 100 × 1000`` is a

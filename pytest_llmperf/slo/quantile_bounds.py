@@ -29,6 +29,7 @@ the mass), so no statistics package is needed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -114,9 +115,19 @@ def decided(op: str, lower: float, upper: float, target: float) -> bool | None:
     raise ValueError(f"no confidence verdict for operator {op!r}")
 
 
-def _decides(n: int, below: float, above: float, percentile: float, confidence: float) -> bool:
+RankBounds = Callable[[int, float, float], tuple[int | None, int | None]]
+
+
+def _decides(
+    n: int,
+    below: float,
+    above: float,
+    percentile: float,
+    confidence: float,
+    bounds: RankBounds = rank_bounds,
+) -> bool:
     """Would ``n`` samples with the shares ``below`` / ``above`` the target decide?"""
-    r_lo, r_hi = rank_bounds(n, percentile, confidence)
+    r_lo, r_hi = bounds(n, percentile, confidence)
     m_below = math.floor(below * n)  # samples surely below the target
     m_not_above = n - math.floor(above * n)  # samples not surely above it
     upper_below = r_hi is not None and m_below >= r_hi
@@ -125,7 +136,13 @@ def _decides(n: int, below: float, above: float, percentile: float, confidence: 
 
 
 def samples_to_decide(
-    n: int, below: int, above: int, percentile: float, confidence: float
+    n: int,
+    below: int,
+    above: int,
+    percentile: float,
+    confidence: float,
+    *,
+    bounds: RankBounds = rank_bounds,
 ) -> int | None:
     """About how many samples would decide where the target lies, assuming the observed
     distribution: ``below`` of ``n`` samples were under the target, ``above`` over it.
@@ -133,7 +150,8 @@ def samples_to_decide(
     The smallest sample size at which the same shares put the target outside the
     confidence interval (searched by doubling, then bisection;
     "about": sizes near it may differ by the binomial's discreteness); None when no size up to
-    a billion does (the target sits at the observed percentile)."""
+    a billion does (the target sits at the observed percentile). ``bounds`` gives the ranks
+    (:func:`rank_bounds`, or the always-valid ones of :mod:`.sequential`)."""
     if n <= 0:
         return None
     fb, fa = below / n, above / n
@@ -141,13 +159,13 @@ def samples_to_decide(
     if fb <= p and fa <= 1 - p:
         return None  # the target is at the observed percentile: more samples won't move it
     lo, hi = n, n
-    while not _decides(hi, fb, fa, percentile, confidence):
+    while not _decides(hi, fb, fa, percentile, confidence, bounds):
         lo, hi = hi, hi * 2
         if hi > _CAP:
             return None
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _decides(mid, fb, fa, percentile, confidence):
+        if _decides(mid, fb, fa, percentile, confidence, bounds):
             hi = mid
         else:
             lo = mid

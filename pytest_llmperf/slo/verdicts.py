@@ -40,7 +40,14 @@ from typing import Any
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.sample_size import min_samples
 from pytest_llmperf.server_metrics.summary import ServerMetrics
-from pytest_llmperf.slo.quantile_bounds import decided, rank_bounds, samples_to_decide
+from pytest_llmperf.slo.quantile_bounds import (
+    RankBounds,
+    decided,
+    rank_bounds,
+    samples_to_decide,
+)
+from pytest_llmperf.slo.sequential import sequential_rank_bounds
+from pytest_llmperf.specs.load import UNTIL_DECIDED
 from pytest_llmperf.specs.rulesets import Ruleset
 from pytest_llmperf.specs.server_names import MetricKind, metric_kind
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, Slo
@@ -116,6 +123,7 @@ def _interval_verdict(
     rank_range: Callable[[int], tuple[float, float]],
     split: Callable[[float], tuple[int, int]],
     confidence: float,
+    bounds: RankBounds = rank_bounds,
 ) -> tuple[Verdict, tuple[float, float | None], str]:
     """The verdict of a percentile SLO from its confidence interval over ``n`` samples.
 
@@ -125,7 +133,7 @@ def _interval_verdict(
     """
     percentile = slo.percentile
     assert percentile is not None
-    r_lo, r_hi = rank_bounds(n, percentile, confidence)
+    r_lo, r_hi = bounds(n, percentile, confidence)
     lower = rank_range(r_lo)[0] if r_lo is not None else 0.0
     upper = rank_range(r_hi)[1] if r_hi is not None else math.inf
     interval = (round(lower, 4), None if math.isinf(upper) else round(upper, 4))
@@ -133,7 +141,7 @@ def _interval_verdict(
     if outcome is not None:
         return Verdict.PASS if outcome else Verdict.FAIL, interval, ""
     below, above = split(slo.target)
-    needed = samples_to_decide(n, below, above, percentile, confidence)
+    needed = samples_to_decide(n, below, above, percentile, confidence, bounds=bounds)
     where = f"{format_bound(lower)}, {format_bound(upper)}"
     head = f"{confidence:.4g} interval of {slo.stat} [{where}] holds the target"
     if needed is None:
@@ -214,8 +222,16 @@ def evaluate(
         return judged(Verdict.INCONCLUSIVE, observed, f"load generator bound: {why}")
     if bounded:
         hist = acc.histograms[slo.metric]
+        # until="decided": the run was looked at as it went, so its bounds are the
+        # always-valid ones (slo/sequential.py), at its end as at every look
+        always_valid = result.load.get("until") == UNTIL_DECIDED
         verdict, interval, reason = _interval_verdict(
-            slo, samples, hist.rank_range_ms, hist.split_at_ms, confidence
+            slo,
+            samples,
+            hist.rank_range_ms,
+            hist.split_at_ms,
+            confidence,
+            sequential_rank_bounds if always_valid else rank_bounds,
         )
         return replace(judged(verdict, observed, reason), interval=interval, confidence=confidence)
     return judged(Verdict.PASS if slo.holds(observed) else Verdict.FAIL, observed)

@@ -38,6 +38,7 @@ __all__ = [
     "OPEN_LOOP",
     "SAMPLE_ORDERS",
     "TRACE_TAKES",
+    "UNTIL_DECIDED",
     "CancelSpec",
     "LoadPattern",
     "LoadSpec",
@@ -73,6 +74,7 @@ LOAD_PATTERNS: tuple[LoadPattern, ...] = tuple(LoadPattern)
 SAMPLE_ORDERS: tuple[SampleOrderMode, ...] = tuple(SampleOrderMode)
 OPEN_LOOP: tuple[LoadPattern, ...] = (LoadPattern.POISSON, LoadPattern.CONSTANT, LoadPattern.TRACE)
 DEFAULT_MAX_THROUGHPUT_CONCURRENCY = 256
+UNTIL_DECIDED = "decided"  # llm_load(..., until="decided")
 TRACE_TAKES = ("path", "format", "time_scale", "start", "limit")
 _COMMON = ("seed", "sample_order", "cancel")
 _TAKES: dict[LoadPattern, tuple[str, ...]] = {
@@ -210,6 +212,9 @@ class LoadSpec:
     cancel: CancelSpec | None = None
     trace: TraceSpec | None = None
     ramped: bool = False  # the stages came from ramp= (reported as its windows)
+    # "decided": end the run once every gated SLO is decided (always-valid bounds,
+    # :mod:`~pytest_llmperf.slo.sequential`), within its declared requests/duration
+    until: str | None = None
     # the marker's own keyword arguments, so run() overrides can change one of them
     params: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -244,8 +249,19 @@ class LoadSpec:
     @classmethod
     def parse(cls, pattern: Any, params: Mapping[str, Any]) -> LoadSpec:
         """Check a marker's ``llm_load(pattern, **params)``; errors name the bad word."""
-        spec = cls._parse(pattern, params)
-        return replace(spec, params={k: v for k, v in params.items() if v is not None})
+        spec = cls._parse(pattern, {k: v for k, v in params.items() if k != "until"})
+        until = params.get("until")
+        if until is not None and until != UNTIL_DECIDED:
+            raise LlmPerfUsageError(
+                f"llm_load({spec.pattern.value!r}): until= takes {UNTIL_DECIDED!r} (end the run "
+                f"once its SLOs are decided), got {until!r}"
+            )
+        if until is not None and spec.stages:
+            raise LlmPerfUsageError(
+                f"llm_load({spec.pattern.value!r}): until= does not apply to a staged run "
+                "(its stages set its length, and each is judged on its own)"
+            )
+        return replace(spec, until=until, params={k: v for k, v in params.items() if v is not None})
 
     @classmethod
     def _parse(cls, pattern: Any, params: Mapping[str, Any]) -> LoadSpec:
@@ -259,7 +275,7 @@ class LoadSpec:
         takes = _TAKES[kind]
         # the other loop's level gets its own, clearer message below
         levels = set() if kind is LoadPattern.TRACE else {"rate", "concurrency"}
-        unknown = sorted(set(params) - set(takes) - levels)
+        unknown = sorted(set(params) - set(takes) - levels - {"until"})
         if unknown:
             raise LlmPerfUsageError(
                 f"{where} does not take {', '.join(unknown)} "
@@ -348,6 +364,8 @@ class LoadSpec:
             out["cancel"] = self.cancel.describe()
         if self.trace is not None:
             out["trace"] = self.trace.describe()
+        if self.until is not None:
+            out["until"] = self.until
         return out
 
 

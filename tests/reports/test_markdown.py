@@ -25,7 +25,7 @@ from pytest_llmperf.options import LlmPerfOptions
 from pytest_llmperf.reports.json_report import build_report
 from pytest_llmperf.reports.markdown import build_markdown
 from pytest_llmperf.reports.session_data import SessionData
-from pytest_llmperf.reports.table import format_change, format_value
+from pytest_llmperf.reports.table import format_change, format_interval, format_value
 from pytest_llmperf.sim import SimProcess, start_sim_process
 
 markdown_it = pytest.importorskip("markdown_it")
@@ -175,6 +175,7 @@ def test_a_session_writes_markdown_whose_tables_read_back_as_the_json_report(
             "SLO",
             "run",
             "observed",
+            "interval",
             "target",
             "compared with",
             "change",
@@ -186,6 +187,7 @@ def test_a_session_writes_markdown_whose_tables_read_back_as_the_json_report(
             op = slo["expr"].split()[1]
             assert row["SLO"] == slo["expr"] and row["run"] == slo["run"]
             assert row["observed"] == format_value(slo["observed"], slo["unit"])
+            assert row["interval"] == (format_interval(slo) or "-")
             assert row["target"] == f"{op} {format_value(slo['target'], slo['unit'])}"
             assert row["verdict"].split()[-1] == slo["verdict"]
             if slo["reason"]:  # why it is inconclusive, in a note under the table

@@ -7,10 +7,10 @@ terminal from the session's stdout, JUnit with ElementTree, the HTML with
 ``html.parser``, the Markdown rendered to HTML by markdown-it-py, then read alike) and
 what it shows is compared with the JSON report's values: the counts (issued,
 completed, failed) exactly, the statistics (ttft/tpot/itl p50/p99, throughput, error
-rate, goodput, each SLO's observed value) to the rounding the report writes them
-with (``20.7 ms`` is within 0.05 ms of the JSON's value), the outcomes and verdicts
-word for word. A report that drifts from the others is how a wrong count ships
-unnoticed.
+rate, goodput, each SLO's observed value and confidence interval) to the rounding
+the report writes them with (``20.7 ms`` is within 0.05 ms of the JSON's value),
+the outcomes and verdicts word for word. A report that drifts from the others is how
+a wrong count ships unnoticed.
 
 The session runs once for the module (a subprocess pytest, as pytester's
 ``runpytest_subprocess`` runs it); each report is its own test.
@@ -138,6 +138,11 @@ def test_the_session_measured_what_the_comparisons_need(session: Session) -> Non
     }
     verdicts = {v["verdict"] for v in session.slos().values()}
     assert verdicts == {"pass", "fail", "inconclusive"}
+    # percentile intervals bounded and unbounded above, and rates judged as observed
+    intervals = [v.get("interval") for v in session.slos().values()]
+    assert any(i and i[1] is not None for i in intervals)
+    assert any(i and i[1] is None for i in intervals)
+    assert None in intervals
     for test in tests.values():
         (run,) = test["runs"]
         assert run["counts"]["completed"] > 0
@@ -194,6 +199,20 @@ def assert_interval(
         assert upper == "∞", where
     else:
         assert_shows(upper, v["interval"][1], slo_unit(v), where + " (upper bound)")
+
+
+_INTERVAL_CELL = re.compile(r"\[(?P<lower>.+?), (?P<upper>.+?)\] at (?P<confidence>[\d.]+)%")
+
+
+def assert_interval_cell(cell: str, v: Mapping[str, Any], where: str) -> None:
+    """A table's interval cell (``[20.5 ms, 23.0 ms] at 99%``, ``-`` for none) against the
+    JSON's ``interval`` and ``confidence``."""
+    m = _INTERVAL_CELL.fullmatch(cell.strip())
+    if m is None:
+        assert cell.strip() in ("-", ""), f"{where}: interval cell {cell!r}"
+        assert_interval(None, None, None, v, where)
+    else:
+        assert_interval(m["lower"], m["upper"], m["confidence"], v, where)
 
 
 def slo_unit(verdict: Mapping[str, Any]) -> str:
@@ -434,6 +453,7 @@ def test_the_html_report_agrees_with_the_json(session: Session) -> None:
             assert r["run"] == v["run"] and int(r["samples"]) == v["samples"], where
             assert r["verdict"] == f"{MARK[v['verdict']]} {v['verdict']}", where
             assert_shows(r["observed"], v["observed"], slo_unit(v), where)
+            assert_interval_cell(r["interval"], v, where)
         for run in test["runs"]:
             where = f"html {name} {run['label']}"
             in_run = [
@@ -489,7 +509,7 @@ def _row_test(row: Sequence[str], names: Sequence[str]) -> str | None:
 def test_the_markdown_summary_agrees_with_the_json(session: Session) -> None:
     """GitHub-flavoured Markdown, rendered as GitHub would (tables on), read back: the
     verdict line first; every SLO of a failing test in an SLO table, and every SLO row
-    shown agreeing (observed value, verdict); every gated run in a table of its figures
+    shown agreeing (observed value, interval, verdict); every gated run in a table of its figures
     (completed/issued, ttft/tpot p50/p99, a throughput, the error rate), each agreeing."""
     from markdown_it import MarkdownIt
 
@@ -517,12 +537,14 @@ def test_the_markdown_summary_agrees_with_the_json(session: Session) -> None:
         expr_at = next(i for i, h in enumerate(head) if h.startswith("slo"))
         observed_at = next(i for i, h in enumerate(head) if "observed" in h)
         verdict_at = next((i for i, h in enumerate(head) if "verdict" in h), None)
+        interval_at = next(i for i, h in enumerate(head) if h.strip() == "interval")
         for row in table.rows[1:]:
             named = [e for e in slos if e in row[expr_at]]  # the cell may add the run
             assert named, f"markdown: an SLO row {row[expr_at]!r} that the JSON does not have"
             expr = max(named, key=len)
             v = slos[expr]
             assert_shows(row[observed_at], v["observed"], slo_unit(v), f"markdown {expr}")
+            assert_interval_cell(row[interval_at], v, f"markdown {expr}")
             if verdict_at is not None:
                 assert v["verdict"] in row[verdict_at].lower(), (expr, row[verdict_at])
             seen_slos.add(expr)

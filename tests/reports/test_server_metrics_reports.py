@@ -24,7 +24,7 @@ from pytest_llmperf.reports.json_report import build_report
 from pytest_llmperf.reports.junit import junit_properties, regression_properties, server_properties
 from pytest_llmperf.reports.plots import server_series_plots, ttft_split_plot
 from pytest_llmperf.reports.session_data import SessionData
-from pytest_llmperf.reports.table import format_value, regression_table, verdict_table
+from pytest_llmperf.reports.table import MARKS, format_value, regression_table, verdict_table
 from pytest_llmperf.reports.terminal import summary_lines
 from pytest_llmperf.reports.time_split import format_server_value, time_split
 from pytest_llmperf.slo.regression import RegressionCheck
@@ -228,7 +228,10 @@ def test_nothing_to_split_without_queue_or_prefill() -> None:
 def test_terminal_explains_a_failing_latency_slo_and_names_the_servers_figures() -> None:
     data, _ = session(reset={"done": True, "how": "POST /reset_prefix_cache", "why": ""})
     lines = summary_lines(data, [], width=80)
-    long = [x for x in lines if len(x) > 80 and not x.startswith("  ✗")]  # SLO lines stay whole
+    # a test's SLO lines (✓, ✗, ?) stay whole, verdict, interval and n together; the rest fit
+    slo_lines = [x for x in lines if x.startswith(tuple(f"  {m} " for m in MARKS.values()))]
+    assert all(re.search(r", n=\d+$", x) for x in slo_lines), slo_lines
+    long = [x for x in lines if len(x) > 80 and x not in slo_lines]
     assert not long, long
     at = next(i for i, x in enumerate(lines) if x.startswith("  ✗ ttft.p99 < 50ms [run0]"))
     head, names, p50, p99 = lines[at + 1 : at + 5]

@@ -197,8 +197,10 @@ targets:
     assert "2 run(s)" in key and "100/100 ok" in key  # both tests merged into one group
     result.stdout.fnmatch_lines(
         [
-            "*✓ ttft.p50 < 5s: observed * ms, target 5000.0 ms, n=100",
-            "*✗ ttft.p90 < 1us: observed * ms, target 0.001 ms, n=100",
+            "*✓ ttft.p50 < 5s: observed * ms, interval [[]* ms, * ms] at 99%, "
+            "target 5000.0 ms, n=100",
+            "*✗ ttft.p90 < 1us: observed * ms, interval [[]* ms, * ms] at 99%, "
+            "target 0.001 ms, n=100",
             "*✓ error_rate < 1%: observed 0.00%, target 1.00%, n=100",
         ]
     )

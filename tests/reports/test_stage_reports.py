@@ -139,6 +139,7 @@ def test_the_failure_message_names_the_stage() -> None:
         "run",
         "stage",
         "observed",
+        "interval",
         "target",
         "verdict",
     ]
@@ -147,10 +148,17 @@ def test_the_failure_message_names_the_stage() -> None:
         "run0",
         "0: 10 req/s",
         "50.0 ms",
+        "[50.0 ms, 50.0 ms] at 99%",
         "< 300.0 ms",
         "✓ PASS",
     ]
-    assert re.split(r"\s{2,}", lines[4])[2:] == ["1: 40 req/s", "400.0 ms", "< 300.0 ms", "✗ FAIL"]
+    assert re.split(r"\s{2,}", lines[4])[2:] == [
+        "1: 40 req/s",
+        "400.0 ms",
+        "[400.0 ms, 400.0 ms] at 99%",
+        "< 300.0 ms",
+        "✗ FAIL",
+    ]
 
 
 def test_a_reason_names_the_stage_and_an_unstaged_table_has_no_stage_column() -> None:
@@ -198,9 +206,10 @@ def test_the_terminal_summary_has_a_line_per_stage() -> None:
     lines = summary_lines(data, [])
     assert lines[:3] == [
         f"{NODEID} [failed]",
-        "  ✓ ttft.p50 < 300ms [run0] [stage 0: 10 req/s]: observed 50.0 ms, target 300.0 ms, n=50",
-        "  ✗ ttft.p50 < 300ms [run0] [stage 1: 40 req/s]: observed 400.0 ms, target 300.0 ms, "
-        "n=200",
+        "  ✓ ttft.p50 < 300ms [run0] [stage 0: 10 req/s]: observed 50.0 ms, "
+        "interval [50.0 ms, 50.0 ms] at 99%, target 300.0 ms, n=50",
+        "  ✗ ttft.p50 < 300ms [run0] [stage 1: 40 req/s]: observed 400.0 ms, "
+        "interval [400.0 ms, 400.0 ms] at 99%, target 300.0 ms, n=200",
     ]
     assert lines[3].startswith(
         "    run0 stage 0: 10 req/s planned (10.00 drawn), 10.00 req/s achieved; "

@@ -1,0 +1,67 @@
+"""Issue 27, stopping when decided (simulator): a run far from its target with
+``until="decided"`` ends after a small share of its declared 2,000 requests, says why,
+and drains what it issued; a run gating an SLO with no always-valid verdict (a mean)
+runs to its declared size; ``--llm-until-decided`` does it for every test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+SUITE = """
+import pytest
+
+@pytest.mark.llm_slo("{slo}")
+@pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=2, requests={requests})
+@pytest.mark.llm_load("poisson", rate=400{until})
+async def test_run(llm_loadgen):
+    await llm_loadgen.run()
+"""
+
+
+def run(
+    pytester: pytest.Pytester, tmp_path: Path, *args: str, passed: int = 1, **fmt: object
+) -> dict:
+    pytester.makepyfile(test_run=SUITE.format(**fmt))
+    report = tmp_path / "r.json"
+    result = pytester.runpytest("--llm-endpoint=sim:fixed", f"--llm-json={report}", *args)
+    result.assert_outcomes(passed=passed, failed=1 - passed)
+    test: dict = json.loads(report.read_text())["tests"][0]
+    return test
+
+
+def test_a_run_far_from_its_target_stops_once_decided(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    test = run(pytester, tmp_path, slo="ttft.p90 < 200ms", requests=2000, until=', until="decided"')
+    got = test["runs"][0]
+    assert got["stop_reason"] == "decided"
+    assert "every SLO decided after" in got["stop_detail"]
+    assert got["load"]["until"] == "decided"
+    counts = got["counts"]
+    assert 20 <= counts["issued"] <= 400, counts  # a small share of 2,000
+    assert counts["completed"] == counts["issued"]  # drained
+    (slo,) = test["slos"]
+    assert slo["verdict"] == "pass" and slo["samples"] == counts["completed"]
+
+
+def test_an_slo_without_an_always_valid_verdict_runs_to_the_end(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    test = run(pytester, tmp_path, "--llm-until-decided", slo="ttft.mean < 200ms",
+               requests=300, until="")  # fmt: skip
+    got = test["runs"][0]
+    assert got["stop_reason"] == "completed" and got["counts"]["issued"] == 300
+    assert got["load"]["until"] == "decided"
+
+
+def test_the_session_option_stops_every_gated_run(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    test = run(pytester, tmp_path, "--llm-until-decided", passed=0, slo="ttft.p50 < 5ms",
+               requests=2000, until="")  # fmt: skip
+    got = test["runs"][0]
+    assert got["stop_reason"] == "decided" and got["counts"]["issued"] < 400
+    assert test["slos"][0]["verdict"] == "fail"
