@@ -119,6 +119,9 @@ def summary_lines(
                 parts = _brief_parts(m, run["counts"], run.get("errors"))
                 lines.extend(_wrap([f"{run['label']}: {parts[0]}", *parts[1:]], width))
             lines.extend(_stage_lines(run, test.slos))
+            if run.get("stop_reason") == "decided":  # until="decided": when, and on what
+                detail = run.get("stop_detail") or "every SLO decided"
+                lines.extend(_fit(f"    {run['label']}: stopped early: {detail}", width))
             for line in error_sample_lines(run.get("error_samples") or (), run=run["label"]):
                 lines.append(f"    ✗ {line}")
             for warning in (run.get("token_lengths") or {}).get("warnings", ()):
