@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 import pytest
+from test_percentile_coverage import DISTRIBUTIONS, Sampler
 
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.quantile_bounds import rank_bounds
@@ -29,7 +30,6 @@ from pytest_llmperf.slo.sequential import (
     stop_blockers,
 )
 from pytest_llmperf.specs.slo import parse_slo
-from tests.slo.test_percentile_coverage import DISTRIBUTIONS, Sampler
 
 RUNS = 10_000
 LOOKS = 2_000  # a look after every request
