@@ -7,8 +7,9 @@
 # holds a finished install; default: a fresh temporary folder. llama-server
 # is built once per machine and cached outside DIR (install_llama_server.sh:
 # ~/.cache/pytest-llmperf/llama-server/), so a fresh DIR copies it. The model
-# is (re)built into DIR/model every time (deterministic, under a second) and
-# written as GGUF into DIR/model-gguf for llama-server. The
+# is (re)built into DIR/model every time (deterministic, under a second),
+# written as GGUF into DIR/model-gguf for llama-server, and given two tiny
+# random LoRA adapters in DIR/lora (build_lora_adapters.py) for vLLM. The
 # suite runs with the `pytest` on PATH, i.e. the environment that has
 # pytest-llmperf installed (CI's venv), and LLMPERF_CONFORMANCE=DIR, without
 # which tests/conformance skips itself.
@@ -74,7 +75,8 @@ fi
 t0=$(date +%s)
 "$dir/vllm/bin/python" conformance/build_tiny_model.py "$dir/model"
 "$dir/llama-server/venv/bin/python" conformance/build_gguf.py "$dir/model" "$dir/model-gguf/tiny-llama.gguf"
-echo "conformance: model built (and written as GGUF) in $(( $(date +%s) - t0 )) s"
+"$dir/vllm/bin/python" conformance/build_lora_adapters.py "$dir/model" "$dir/lora"
+echo "conformance: model built (written as GGUF, two LoRA adapters) in $(( $(date +%s) - t0 )) s"
 
 
 export LLMPERF_CONFORMANCE="$dir"

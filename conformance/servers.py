@@ -43,6 +43,7 @@ __all__ = [
     "start_transformers",
     "start_vllm",
     "start_vllm_embeddings",
+    "start_vllm_paths",
     "warm_up",
 ]
 
@@ -56,6 +57,14 @@ LLAMA_SERVER_CONTEXT = 2048  # -c, shared by the slots: 1024 tokens each, as vLL
 # vector per token) is refused by /v1/embeddings ("Pooling type 'none' is not OAI compatible")
 LLAMA_SERVER_POOLING = "mean"
 STOP_GRACE_S = 10.0
+# build_lora_adapters.py's adapters (served under these names) and their rank
+LORA_ADAPTERS = ("tiny-lora-1", "tiny-lora-2")
+LORA_RANK = 8
+# vLLM builds no tool parser without --enable-auto-tool-choice, and refuses a named or
+# "required" tool_choice without one; "pythonic" needs no special token in the tokenizer
+# (llama3_json refuses this one: it has no <|python_tag|>) and, having no structural tag,
+# decodes a named call as its function's parameters schema through the grammar engine
+VLLM_TOOL_PARSER = "pythonic"
 
 
 class ServerError(RuntimeError):
@@ -88,6 +97,11 @@ class Install:
     def gguf(self) -> Path:
         """The tiny model as one GGUF file (``build_gguf.py``), for llama-server."""
         return self.root / "model-gguf" / "tiny-llama.gguf"
+
+    @property
+    def lora(self) -> Path:
+        """The two tiny LoRA adapters (``build_lora_adapters.py``), one folder each."""
+        return self.root / "lora"
 
     @property
     def logs(self) -> Path:
@@ -130,6 +144,7 @@ class Install:
             "model tokenizer": self.model / "tokenizer.json",
             "llama-server binary": self.llama_server_bin,
             "model as GGUF": self.gguf,
+            "LoRA adapters": self.lora / LORA_ADAPTERS[-1] / "adapter_model.safetensors",
         }
         return [f"{name}: {path} not found" for name, path in wanted.items() if not path.exists()]
 
@@ -320,7 +335,9 @@ def _warm(server: Server, apis: tuple[str, ...] = ("chat", "completions")) -> No
 REQUEST_LATENCY_BUCKETS_S = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 60]
 
 
-def start_vllm(install: Install, port: int | None = None, *, max_model_len: int = 1024) -> Server:
+def start_vllm(
+    install: Install, port: int | None = None, *, max_model_len: int = 1024, paths: bool = False
+) -> Server:
     """vLLM's OpenAI server on the tiny model (CPU, float32, eager, 1024-token context).
 
     ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB) keeps it near 2 GB; ready when
@@ -330,6 +347,8 @@ def start_vllm(install: Install, port: int | None = None, *, max_model_len: int 
     ``--enable-per-request-metrics`` adds each request's server timings to its
     response (the TTFT split); ``max_model_len`` makes a second configuration
     for the comparability check.
+
+    ``paths``: also serve the request paths of issue 28 (:func:`start_vllm_paths`).
     """
     port = port or free_port()
     argv = [
@@ -352,14 +371,50 @@ def start_vllm(install: Install, port: int | None = None, *, max_model_len: int 
         "--port",
         str(port),
     ]
+    if paths:
+        argv += vllm_paths_args(install)
     env = offline_env(install, VLLM_CPU_KVCACHE_SPACE="1", VLLM_SERVER_DEV_MODE="1")
     t0 = time.monotonic()
-    proc, log_path = launch("vllm", argv, env, install)
-    server = Server("vLLM", port, str(install.model), proc, log_path, install)
+    proc, log_path = launch("vllm-paths" if paths else "vllm", argv, env, install)
+    name = "vLLM (LoRA, tools)" if paths else "vLLM"
+    server = Server(name, port, str(install.model), proc, log_path, install)
     url = f"{server.url}/v1/models"
     wait_ready(server, lambda: http_json("GET", url, timeout=5.0)[0] == 200, VLLM_START_LIMIT_S, t0)
     _warm(server)
     return server
+
+
+def vllm_paths_args(install: Install) -> list[str]:
+    """vLLM's flags for LoRA adapters and named tool calls (see :func:`start_vllm_paths`)."""
+    modules = [f"{name}={install.lora / name}" for name in LORA_ADAPTERS]
+    return [
+        "--enable-lora",
+        "--max-loras",
+        str(len(LORA_ADAPTERS)),
+        "--max-lora-rank",
+        str(LORA_RANK),
+        "--lora-modules",
+        *modules,
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        VLLM_TOOL_PARSER,
+    ]
+
+
+def start_vllm_paths(install: Install, port: int | None = None) -> Server:
+    """:func:`start_vllm` with LoRA and tool calls: ``--enable-lora --max-loras 2
+    --max-lora-rank 8 --lora-modules tiny-lora-1=… tiny-lora-2=…`` and
+    ``--enable-auto-tool-choice --tool-call-parser pythonic``.
+
+    A server of its own because the tool parser changes plain chat streams: with a
+    parser, vLLM drops the empty ``content`` deltas of a request without tools (its
+    ``tool_choice`` defaults to ``"none"``), so a 32-token reply streams 16 content
+    chunks instead of 32 (seen), which the other vLLM modules' one-event-per-token
+    checks would see. Both adapters fit the ``--max-loras 2`` slots: none is swapped
+    out while a run mixes them. Ready, like :func:`start_vllm`, when ``GET
+    /v1/models`` answers 200; it lists the base model and both adapters.
+    """
+    return start_vllm(install, port, paths=True)
 
 
 def start_vllm_embeddings(install: Install, port: int | None = None) -> Server:
@@ -512,6 +567,7 @@ STARTERS: dict[str, Callable[..., Server]] = {
     "transformers": start_transformers,
     "llama-server": start_llama_server,
     "vllm-embeddings": start_vllm_embeddings,
+    "vllm-paths": start_vllm_paths,
     "llama-server-embeddings": start_llama_server_embeddings,
 }
 
@@ -520,7 +576,8 @@ def main() -> None:
     """``python conformance/servers.py DIR SERVER``: serve until Enter or Ctrl-C.
 
     SERVER is ``vllm``, ``transformers``, ``llama-server``, ``vllm-embeddings``
-    (a pooling vLLM) or ``llama-server-embeddings`` (with ``--embeddings``). For looking at a
+    (a pooling vLLM), ``vllm-paths`` (LoRA adapters and tool calls) or
+    ``llama-server-embeddings`` (with ``--embeddings``). For looking at a
     server by hand (curl, the plugin) with the tier's exact settings.
     """
     import argparse

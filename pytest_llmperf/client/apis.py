@@ -36,6 +36,7 @@ __all__ = [
     "answer_text_for",
     "build_payload",
     "chunk_parser",
+    "request_model",
     "sends_images",
 ]
 
@@ -83,6 +84,13 @@ def build_payload(
     if api == "chat" or api == "completions":
         return openai.build_openai_payload(api, model, sample, fields)
     return _BUILDERS[_known(api)](model, sample, fields)
+
+
+def request_model(sample: Sample, endpoint_model: str) -> str:
+    """The ``model`` a request of ``sample`` names: the adapter (or base model) the
+    sample drew (``llm_workload(adapters=...)``: ``""`` is the base model, by the
+    endpoint's name for it), else the endpoint's model."""
+    return sample.model or endpoint_model
 
 
 def chunk_parser(api: str) -> Callable[[str], ChunkInfo]:

@@ -31,19 +31,30 @@ the completion. What real servers send, read in their sources:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.client.openai import (
     DEFAULT_FIELDS,
     ChunkInfo,
     RequestFields,
     apply_extra,
+    apply_output_fields,
     error_message,
     load_event,
 )
 from pytest_llmperf.workloads.base import Sample
 
-__all__ = ["ANTHROPIC_VERSION", "TERMINAL_EVENTS", "answer_text", "build_payload", "parse_event"]
+if TYPE_CHECKING:
+    from pytest_llmperf.workloads.output_contract import OutputContract
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "TERMINAL_EVENTS",
+    "answer_text",
+    "build_payload",
+    "output_fields",
+    "parse_event",
+]
 
 ANTHROPIC_VERSION = "2023-06-01"  # the anthropic-version header every request carries
 TERMINAL_EVENTS = ("message_stop",)
@@ -61,7 +72,8 @@ def build_payload(
     ``messages``). The user turn is a plain string, or, with images, a
     ``text`` block followed by one ``image`` block per image (base64 source
     with its media type). ``max_tokens`` is required by the API; ``ignore_eos``
-    is sent as negotiated.
+    is sent as negotiated. A sample's output contract adds its fields
+    (:func:`output_fields`).
     """
     system = [turn["content"] for turn in sample.history if turn["role"] == "system"]
     messages: list[dict[str, Any]] = [
@@ -88,7 +100,40 @@ def build_payload(
     body.update(messages=messages, max_tokens=sample.max_tokens, stream=True, temperature=0.0)
     if fields.ignore_eos:
         body["ignore_eos"] = True
+    if sample.contract is not None:
+        apply_output_fields(body, sample.contract, output_fields(sample.contract))
     return apply_extra(body, sample, fields, ignore_eos=fields.ignore_eos)
+
+
+# The Messages API's names of chat's tool_choice modes.
+_TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
+
+
+def output_fields(contract: OutputContract) -> dict[str, Any]:
+    """What a Messages body adds for ``contract``: tools as ``{"name", "description",
+    "input_schema"}``, ``tool_choice`` as ``{"type": "auto" | "any" | "none"}`` or
+    ``{"type": "tool", "name"}`` (chat's ``"required"`` is ``any``); greedy decoding
+    as ``temperature`` 0 and ``top_p`` 1. The API has no JSON Schema output field
+    (collection refuses ``structured=`` here)."""
+    out: dict[str, Any] = {}
+    if contract.tools:
+        tools = []
+        for tool in contract.tools:
+            function = tool["function"]
+            entry: dict[str, Any] = {"name": function["name"]}
+            if function.get("description"):
+                entry["description"] = function["description"]
+            entry["input_schema"] = function["parameters"]
+            tools.append(entry)
+        out["tools"] = tools
+        named = contract.named_tool
+        if named is not None:
+            out["tool_choice"] = {"type": "tool", "name": named}
+        elif isinstance(contract.tool_choice, str):
+            out["tool_choice"] = {"type": _TOOL_CHOICE.get(contract.tool_choice, "auto")}
+    if contract.greedy:
+        out.update(temperature=0.0, top_p=1.0)
+    return out
 
 
 def parse_event(data: str) -> ChunkInfo:

@@ -14,10 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.client.api_kinds import API_PATHS, ApiKind
 from pytest_llmperf.workloads.base import Sample
+
+if TYPE_CHECKING:
+    from pytest_llmperf.workloads.output_contract import OutputContract
 
 __all__ = [
     "API_PATHS",
@@ -27,10 +30,12 @@ __all__ = [
     "RequestFields",
     "answer_text",
     "apply_extra",
+    "apply_output_fields",
     "build_openai_payload",
     "chat_messages",
     "error_message",
     "load_event",
+    "output_fields",
     "parse_chunk",
 ]
 
@@ -154,6 +159,7 @@ def build_openai_payload(
     the user's fields override both; a sample may not re-add ``ignore_eos``
     to a server that refused it. A chat sample's images go with its last user
     turn (:func:`chat_messages`); completions carry none (a prompt is text).
+    A sample's output contract adds its fields (:func:`output_fields`).
     """
     body: dict[str, Any] = {
         "model": model,
@@ -170,7 +176,51 @@ def build_openai_payload(
     else:
         history = "".join(f"{turn['content']}\n" for turn in sample.history)
         body["prompt"] = history + sample.prompt
+    if sample.contract is not None:
+        apply_output_fields(body, sample.contract, output_fields(api, sample.contract))
     return apply_extra(body, sample, fields, ignore_eos=fields.ignore_eos)
+
+
+def output_fields(api: str, contract: OutputContract) -> dict[str, Any]:
+    """What a chat or completions body adds for ``contract``: chat's ``response_format``
+    (``json_schema``, strict), ``tools`` as given and the normalised ``tool_choice``;
+    greedy decoding on both (``temperature`` 0, ``top_p`` 1, the workload's ``seed``).
+    Completions take greedy decoding only (collection refuses the rest there)."""
+    out: dict[str, Any] = {}
+    if api == "chat":
+        if contract.schema is not None:
+            out["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": contract.schema_name,
+                    "schema": contract.schema,
+                    "strict": True,
+                },
+            }
+        if contract.tools:
+            out["tools"] = list(contract.tools)
+            if contract.tool_choice is not None:
+                out["tool_choice"] = contract.tool_choice
+    if contract.greedy:
+        out.update(temperature=0.0, top_p=1.0, seed=contract.greedy_seed)
+    return out
+
+
+def apply_output_fields(
+    body: dict[str, Any], contract: OutputContract, output: Mapping[str, Any]
+) -> None:
+    """Put a contract's ``output`` fields into ``body``, before the sample's and the
+    user's own (which still win).
+
+    An output that is checked (a schema, tools) goes without ``ignore_eos``: the
+    grammar ends the JSON or the call, and a server made to decode past that end
+    drives its grammar engine into a state it rejects (vLLM: "grammar rejected",
+    vllm-project/vllm#49173); the output length is then the server's, as
+    ``token_lengths`` shows. Greedy-only requests keep it (fixed lengths compare).
+    """
+    body.update(output)
+    if contract.checks_output:
+        body.pop("ignore_eos", None)
 
 
 def chat_messages(sample: Sample) -> list[dict[str, Any]]:

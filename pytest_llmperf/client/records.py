@@ -81,6 +81,19 @@ class RequestRecord:
     tokens: ``t_first``/``t_out`` stay 0, ``t_last`` is when its answer was
     whole (``e2e``), ``embedding_inputs`` the vectors it asked for and
     ``embedding_dimensions`` their length, once the answer checked out.
+
+    The request paths of ``llm_workload(structured=, tools=, adapters=, greedy=)``:
+    ``model`` is the served model the request named (an adapter, or the base
+    model by its own name), set only when the sample chose one (what
+    ``runs[].by_model`` groups by; "" otherwise). ``output_checked`` marks a
+    completed request whose output was validated (a schema, or tools), and
+    ``invalid`` why it failed the check (an
+    :class:`~pytest_llmperf.client.output_check.InvalidKind` value; "" = valid),
+    with the validator's message in ``invalid_detail``: an invalid output is
+    still a completed request, never a failed one. With greedy decoding,
+    ``output_digest`` is the output's fingerprint (16 hex digits of its sha256)
+    and ``output_marks`` one 2-byte checksum per token event, base64: where two
+    outputs of the same prompt part (:mod:`~pytest_llmperf.client.output_check`).
     """
 
     index: int
@@ -123,6 +136,12 @@ class RequestRecord:
     image_bytes: int = 0
     embedding_inputs: int = 0
     embedding_dimensions: int = 0
+    model: str = ""
+    output_checked: bool = False
+    invalid: str = ""
+    invalid_detail: str = ""
+    output_digest: str = ""
+    output_marks: str = ""
 
     @property
     def ok(self) -> bool:

@@ -26,11 +26,15 @@ a cancel. The retry changes none of the request's clocks: ``t_sched`` and
 ``t_send`` (the first write) stay, the same timer keeps its limits and cancel
 point, and the retry's own write is ``record.t_resend``.
 
-Two things are done only for the requests that ask for them, decided once per
-request: a cancel point in tokens, and collecting the answer's text
+Three things are done only for the requests that ask for them, decided once per
+request: a cancel point in tokens, collecting the answer's text
 (``record.reply`` is a list when the request starts: a session turn whose
-reply a later turn quotes). The common request pays one attribute check per
-read for both.
+reply a later turn quotes), and collecting the output a sample's
+:class:`~pytest_llmperf.workloads.output_contract.OutputContract` keeps (a
+schema or tools to check it against, greedy decoding to fingerprint it:
+:mod:`~pytest_llmperf.client.outputs`), which is checked once, after the
+stream ended well (:mod:`~pytest_llmperf.client.output_check`). The common
+request pays one attribute check per read for all three.
 """
 
 from __future__ import annotations
@@ -39,13 +43,14 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.client.apis import (
     STREAM_END,
     answer_text_for,
     build_payload,
     chunk_parser,
+    request_model,
     sends_images,
 )
 from pytest_llmperf.client.cancel import CancelAt
@@ -54,12 +59,17 @@ from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.http1 import Http1Connection
 from pytest_llmperf.client.openai import ChunkInfo, error_message, parse_chunk
 from pytest_llmperf.client.openai import answer_text as openai_answer_text
+from pytest_llmperf.client.output_check import settle_output
+from pytest_llmperf.client.outputs import CollectedOutput, collects_output
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.server_timing import apply_server_timing
 from pytest_llmperf.client.sse import SSEParser
 from pytest_llmperf.client.stream_client import StreamClient, TransportFailure
 from pytest_llmperf.redaction import scrub
 from pytest_llmperf.workloads.base import Sample
+
+if TYPE_CHECKING:
+    from pytest_llmperf.workloads.output_contract import OutputContract
 
 __all__ = ["CancelAt", "send_request"]
 
@@ -88,12 +98,18 @@ async def send_request(
     request as a ``client_error`` before anything is sent. A request the
     server's close overtook on a reused connection, before any byte of its
     response, goes out once more on a new one (``record.connection_retries``;
-    see the module's docstring).
+    see the module's docstring). ``sample.model`` (when not None) names the served
+    model (``record.model``); ``sample.contract`` adds its request fields and, on a
+    completed request, its output's check and fingerprint (``record.invalid``,
+    ``record.output_digest``).
     """
     if endpoint.model is None:
         raise RuntimeError("endpoint model is not resolved; call resolve_model() first")
     api = endpoint.api
-    body = json.dumps(build_payload(api, endpoint.model, sample, endpoint.fields)).encode()
+    model = request_model(sample, endpoint.model)
+    body = json.dumps(build_payload(api, model, sample, endpoint.fields)).encode()
+    if sample.model is not None:
+        record.model = model
     if sample.images and sends_images(api, sample):
         record.images = len(sample.images)
         record.image_bytes = sum(image.nbytes for image in sample.images)
@@ -104,7 +120,7 @@ async def send_request(
     except ValueError as exc:  # a per-request header the workload should have refused
         record.fail(ErrorKind.CLIENT, f"request not sent: {exc}", now=record.t_send)
         return record
-    reading = _Reading(record, timeouts, record.t_send, cancel, api=api)
+    reading = _Reading(record, timeouts, record.t_send, cancel, api=api, contract=sample.contract)
     if api == "embeddings":
         reading.embedding_inputs = len(inputs_of(sample))
         record.output_requested = 0  # nothing is generated: no output length was asked for
@@ -157,7 +173,9 @@ class _Reading:
     ``finish_reason`` on chat and completions, only the terminal event (``done``)
     on the typed-event APIs, whose finish rides on an earlier event
     (``message_delta``). An embeddings answer is read whole and checked
-    (``embedding_inputs``: how many vectors it must hold).
+    (``embedding_inputs``: how many vectors it must hold). ``contract``: the
+    sample's output contract; when it keeps the output, every event (and a
+    whole answer) is collected and the output settled once the request completed.
     """
 
     __slots__ = (
@@ -168,10 +186,12 @@ class _Reading:
         "_cancel",
         "_cancel_ns",
         "_cancel_tokens",
+        "_contract",
         "_finish_ends",
         "_finished",
         "_headers",
         "_mode",
+        "_output",
         "_parse",
         "_parser",
         "_per_event",
@@ -193,6 +213,7 @@ class _Reading:
         cancel: CancelAt | None = None,
         *,
         api: str = "chat",
+        contract: OutputContract | None = None,
     ) -> None:
         self.record = record
         self._api = api
@@ -215,9 +236,15 @@ class _Reading:
         self._cancel = cancel
         self._cancel_ns = _NEVER  # set by watch(), once t_send is known
         self._cancel_tokens = 0 if cancel is None else cancel.after_tokens or 0
-        # Events go through _events_watched (per event: the cancel count, the reply text)
-        # only for the requests that need it; the rest keep the plain loop.
-        self._per_event = bool(self._cancel_tokens) or record.reply is not None
+        if contract is not None and (not contract.keeps_output or not collects_output(api)):
+            contract = None
+        self._contract = contract
+        self._output = None if contract is None else CollectedOutput(api, marks=contract.greedy)
+        # Events go through _events_watched (per event: the cancel count, the reply text,
+        # the output) only for the requests that need it; the rest keep the plain loop.
+        self._per_event = (
+            bool(self._cancel_tokens) or record.reply is not None or contract is not None
+        )
 
     # -- limits ------------------------------------------------------------------
 
@@ -320,7 +347,9 @@ class _Reading:
             if self._api == "embeddings":
                 _apply_embeddings(bytes(self._body), now_ns, self.record, self.embedding_inputs)
             else:
-                _apply_whole(bytes(self._body), now_ns, self.record, self._parse, self._answer_text)
+                raw, output = bytes(self._body), self._output
+                _apply_whole(raw, now_ns, self.record, self._parse, self._answer_text, output)
+                self._settle()
             self._resolve()
             return
         record = self.record
@@ -339,12 +368,16 @@ class _Reading:
             if self._blank_finish_ns and record.usage_completion_tokens == record.token_events + 1:
                 # vLLM: the last token was a partial character, sent as "" with the finish
                 _token_event(record, self._blank_finish_ns)
+                if self._output is not None:
+                    self._output.mark("")
             if not self._finished:
                 record.fail(ErrorKind.TRUNCATED, f"stream ended without {STREAM_END[self._api]}")
             elif not record.has_output:
                 # Nothing counts as generated unless something was: empty deltas and a
                 # usage that claims tokens are no evidence of text (DESIGN.md).
                 record.fail(ErrorKind.EMPTY, _empty_detail(record))
+            else:
+                self._settle()
         self._resolve()
 
     def on_failure(self, kind: ErrorKind, detail: str, now_ns: int) -> None:
@@ -385,6 +418,7 @@ class _Reading:
         """
         record = self.record
         reply = record.reply
+        output = self._output
         stop_at = self._cancel_tokens
         parse, answer_text = self._parse, self._answer_text
         for data in payloads:
@@ -398,9 +432,16 @@ class _Reading:
                     self._blank_finish_ns = now
             if info.answer and reply is not None and (text := answer_text(data)):
                 reply.append(text)
+            if output is not None:
+                output.feed(data, info.event)
             if info.event and record.token_events == stop_at and not self._finished:
                 self._cancelled(now)
                 return
+
+    def _settle(self) -> None:
+        """A completed request's output: checked and fingerprinted as its contract says."""
+        if self._output is not None and self._contract is not None and self.record.error is None:
+            settle_output(self.record, self._contract, self._output)
 
     def _cancelled(self, now: int) -> None:
         """The cancel point is reached: stop reading (send_request closes the connection)."""
@@ -477,8 +518,10 @@ def _apply_whole(
     record: RequestRecord,
     parse: Callable[[str], ChunkInfo] = parse_chunk,
     answer_text: Callable[[str], str] = openai_answer_text,
+    output: CollectedOutput | None = None,
 ) -> None:
-    """A server that ignored ``stream: true``: one timestamp for the whole answer."""
+    """A server that ignored ``stream: true``: one timestamp for the whole answer
+    (collected into ``output`` when the request keeps it)."""
     text = raw.decode("utf-8", "replace")
     try:
         info = parse(text)
@@ -497,6 +540,8 @@ def _apply_whole(
     record.has_output = True
     if info.answer and record.reply is not None and (answer := answer_text(text)):
         record.reply.append(answer)
+    if output is not None:
+        output.whole(text)
     record.t_first = record.t_last = record.t_end = now
     if info.answer:
         record.t_out = now

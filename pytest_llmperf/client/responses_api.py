@@ -33,19 +33,23 @@ is tolerated, and ends nothing by itself.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.client.openai import (
     DEFAULT_FIELDS,
     ChunkInfo,
     RequestFields,
     apply_extra,
+    apply_output_fields,
     error_message,
     load_event,
 )
 from pytest_llmperf.workloads.base import Sample
 
-__all__ = ["TERMINAL_EVENTS", "answer_text", "build_payload", "parse_event"]
+if TYPE_CHECKING:
+    from pytest_llmperf.workloads.output_contract import OutputContract
+
+__all__ = ["TERMINAL_EVENTS", "answer_text", "build_payload", "output_fields", "parse_event"]
 
 TERMINAL_EVENTS = ("response.completed", "response.incomplete")
 _ANSWER_DELTAS = frozenset({"response.output_text.delta"})
@@ -68,6 +72,7 @@ def build_payload(
     ``input_text`` and each image as ``input_image`` (a ``data:`` URL) when the
     sample has images, a plain string otherwise. ``max_output_tokens`` is the
     API's own length field; ``ignore_eos`` (vLLM takes it) only as negotiated.
+    A sample's output contract adds its fields (:func:`output_fields`).
     """
     turns: list[dict[str, Any]] = [
         {"role": turn["role"], "content": turn["content"]} for turn in sample.history
@@ -88,7 +93,37 @@ def build_payload(
     }
     if fields.ignore_eos:
         body["ignore_eos"] = True
+    if sample.contract is not None:
+        apply_output_fields(body, sample.contract, output_fields(sample.contract))
     return apply_extra(body, sample, fields, ignore_eos=fields.ignore_eos)
+
+
+def output_fields(contract: OutputContract) -> dict[str, Any]:
+    """What a Responses body adds for ``contract``, in the API's own shapes: the schema
+    as ``text.format`` (``json_schema``, strict), function tools flat (``name``,
+    ``description``, ``parameters`` beside ``type``), a named ``tool_choice`` as
+    ``{"type": "function", "name"}``; greedy decoding as ``temperature`` 0 and
+    ``top_p`` 1 (the API has no ``seed``)."""
+    out: dict[str, Any] = {}
+    if contract.schema is not None:
+        out["text"] = {
+            "format": {
+                "type": "json_schema",
+                "name": contract.schema_name,
+                "schema": contract.schema,
+                "strict": True,
+            }
+        }
+    if contract.tools:
+        out["tools"] = [{"type": "function", **tool["function"]} for tool in contract.tools]
+        named = contract.named_tool
+        if named is not None:
+            out["tool_choice"] = {"type": "function", "name": named}
+        elif contract.tool_choice is not None:
+            out["tool_choice"] = contract.tool_choice
+    if contract.greedy:
+        out.update(temperature=0.0, top_p=1.0)
+    return out
 
 
 def parse_event(data: str) -> ChunkInfo:

@@ -28,6 +28,10 @@ that remain, looked for among the last ``4N`` comparable runs); none left is
 the inconclusive note, naming what differs. The session-level answer compares
 with the newest stored session's fingerprint and never raises: which runs
 count is decided per test.
+
+``output_match`` (greedy outputs): :meth:`HistoryGate.other_outputs` gives the
+newest comparable run of the test (among the last :data:`OUTPUT_RUNS`) whose test
+passed and which kept outputs: the last good run.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from pytest_llmperf.server_metrics.fingerprint import (
     fingerprint_diff,
 )
 from pytest_llmperf.slo.comparison import BaselineSource, Reference
+from pytest_llmperf.slo.output_match import MatchedAgainst, OtherOutputs, outputs_of_state
 
 __all__ = [
     "DEFAULT_HISTORY_RUNS",
@@ -57,6 +62,7 @@ __all__ = [
 ]
 
 DEFAULT_HISTORY_RUNS = 5
+OUTPUT_RUNS = 20  # output_match: the last good run is looked for among this many
 STRICT_WINDOW = 4  # --llm-baseline-strict: same-fingerprint runs among the last 4N
 _OPTION = "--llm-baseline-compare"
 _SPEC = re.compile(r"^history(?::(?P<n>.*))?$")
@@ -271,6 +277,29 @@ class HistoryGate(BaselineSource):
                 if marks is not None and marks["comparable"] is False:
                     self._differs[nodeid] = comparability_text(marks)
                 yield Reference(what, merged, comparability=marks)
+
+    def other_outputs(
+        self, nodeid: str, result: RunResult, endpoint: Mapping[str, Any]
+    ) -> OtherOutputs:
+        """The greedy outputs of the last good comparable run of ``nodeid`` (its test
+        passed and it kept outputs); empty, with the reason, when there is none."""
+        key = comparison_key(
+            endpoint.get("model"), endpoint.get("api"), result.load, result.workload
+        )
+        with self._open() as store:
+            runs = store.comparable(nodeid, key, OUTPUT_RUNS, before_session=self.before_session)
+        for run in reversed(runs):
+            if run.outcome != "passed":
+                continue
+            outputs = outputs_of_state(run.state())
+            if outputs:
+                what = f"history ({run.tag or f'session {run.session_id}'}, {run.when})"
+                return OtherOutputs(outputs, MatchedAgainst.HISTORY, what)
+        reason = (
+            f"no earlier passed run of {nodeid} [{result.label}] in {self.where} kept greedy "
+            "outputs (same model, API, load and workload)"
+        )
+        return OtherOutputs(outputs_of_state(None), MatchedAgainst.HISTORY, reason=reason)
 
 
 def _differs(run: StoredRun, current: Mapping[str, Any]) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from pytest_llmperf.metrics.accumulator import LATENCY_METRICS, RATE_METRICS, MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.metrics.outputs import OutputMatch
 from pytest_llmperf.server_metrics import per_request
 from pytest_llmperf.server_metrics.summary import ServerMetrics
 from pytest_llmperf.specs.stages import Stage
@@ -71,7 +72,11 @@ class RunResult:
     """One run: its configuration, its measurements and the generator's self-check.
 
     ``metrics["ttft"]`` etc. are :class:`LatencyHistogram` (``.p(99)`` in ms,
-    ``.mean``, ``.max``, ``.count``); ``metrics["error_rate"]`` etc. are floats.
+    ``.mean``, ``.max``, ``.count``); ``metrics["error_rate"]`` etc. are floats, and
+    so are ``valid_rate``, ``output_match`` and ``output_consistency`` where the run
+    measured them (checked outputs; greedy outputs compared with another side, or
+    alone). ``by_model``, ``invalid_samples``, ``outputs`` and the two matches are
+    also in the report's run (:meth:`to_dict`) only where the run has them.
     ``self_check["generator_bound"]`` is true when the load generator, not
     the server, limited the run; verdicts on such a run are inconclusive.
     ``stop_reason`` says why issuing ended (a :class:`StopReason`: ``completed``,
@@ -102,6 +107,12 @@ class RunResult:
     cache_reset: dict[str, Any] | None = None
     # until="decided": when and why the run stopped ("every SLO decided after 212 samples")
     stop_detail: str = ""
+    # greedy outputs against the baseline's / history's / reference's (set by the plugin
+    # before the verdicts), and against the same samples sent alone (by the generator)
+    output_match: OutputMatch | None = None
+    output_consistency: OutputMatch | None = None
+    # why one of those two was not measured: {"output_match" | "output_consistency": why}
+    output_notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def metrics(self) -> Mapping[str, LatencyHistogram | float]:
@@ -111,6 +122,15 @@ class RunResult:
         out["tpot_token_weighted"] = self.accumulator.histograms["tpot_token_weighted"]
         for name in RATE_METRICS:
             out[name] = self.accumulator.rate(name)
+        # the output shares, where the run measured them
+        if self.accumulator.checked:
+            out["valid_rate"] = self.accumulator.rate("valid_rate")
+        for name, match in (
+            ("output_match", self.output_match),
+            ("output_consistency", self.output_consistency),
+        ):
+            if match is not None:
+                out[name] = match.share
         return out
 
     def histogram(self, name: str) -> LatencyHistogram:
@@ -144,6 +164,52 @@ class RunResult:
     @property
     def errors(self) -> dict[str, int]:
         return dict(self.accumulator.errors)
+
+    @property
+    def invalid_samples(self) -> list[dict[str, Any]]:
+        """A few distinct reasons why outputs failed their check (``[{"kind", "message",
+        "count"}]``, most frequent first): ``runs[].invalid_samples``."""
+        return self.accumulator.invalid_samples.to_list()
+
+    @property
+    def outputs(self) -> dict[str, dict[str, Any]]:
+        """Greedy runs: each sample's output fingerprint, ``{"<index>": {"digest",
+        "tokens", "marks"}}`` (``runs[].outputs``); empty otherwise."""
+        return self.accumulator.outputs.to_dict()
+
+    @property
+    def models(self) -> list[str]:
+        """The served models the run's requests named (``adapters=``), sorted."""
+        return sorted(self.accumulator.models)
+
+    def model_result(self, name: str) -> RunResult:
+        """The requests that named model ``name`` as a run of their own (for its SLO
+        verdicts, ``llm_slo(..., per_model=True)``)."""
+        acc = self.accumulator.models.get(name) or MetricsAccumulator()
+        return RunResult(
+            workload=self.workload,
+            load=self.load,
+            endpoint=self.endpoint,
+            accumulator=acc,
+            self_check=self.self_check,
+            started_at=self.started_at,
+            label=f"{self.label} model {name}" if self.label else f"model {name}",
+            gated=self.gated,
+        )
+
+    @property
+    def by_model(self) -> dict[str, dict[str, Any]]:
+        """Per served model (``runs[].by_model``): ``{name: {"counts", "metrics",
+        "token_lengths"}}``, by name; empty in a run without ``adapters=``."""
+        tokenizer = str(self.workload.get("tokenizer") or "")
+        return {
+            name: {
+                "counts": acc.counts(),
+                "metrics": acc.summary(),
+                "token_lengths": acc.token_lengths(tokenizer),
+            }
+            for name, acc in sorted(self.accumulator.models.items())
+        }
 
     def stage_result(self, index: int) -> RunResult:
         """Stage ``index`` of a staged run as a run of its own (for its SLO verdicts)."""
@@ -242,4 +308,25 @@ class RunResult:
             **({"stages": self.stages} if self.stage_plan else {}),
             **({"turns": self.turns} if self.accumulator.turns else {}),
             **({"ttft_split": split} if split is not None else {}),
+            **self._output_entries(),
         }
+
+    def _output_entries(self) -> dict[str, Any]:
+        """The run's output keys, each only where the run has it: ``by_model``,
+        ``invalid_samples`` (with checked outputs), ``outputs`` (greedy),
+        ``output_match``, ``output_consistency`` and ``output_notes``."""
+        acc = self.accumulator
+        out: dict[str, Any] = {}
+        if acc.models:
+            out["by_model"] = self.by_model
+        if acc.checked:
+            out["invalid_samples"] = self.invalid_samples
+        if acc.outputs:
+            out["outputs"] = self.outputs
+        if self.output_match is not None:
+            out["output_match"] = self.output_match.to_dict()
+        if self.output_consistency is not None:
+            out["output_consistency"] = self.output_consistency.to_dict()
+        if self.output_notes:
+            out["output_notes"] = dict(self.output_notes)
+        return out

@@ -23,11 +23,15 @@ from typing import Any
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.issue.delivery import RecordObserver
+from pytest_llmperf.loadgen.outputs_alone import ALONE_SAMPLES, outputs_alone
+from pytest_llmperf.loadgen.plan.planner import sized_spec
 from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.methodology.reference import AB_BLOCKS, AbComparison, run_ab
 from pytest_llmperf.methodology.search import max_concurrency, max_rate
 from pytest_llmperf.methodology.sweep import latency_sweep
 from pytest_llmperf.methodology.warm_up import warm_up
+from pytest_llmperf.metrics.outputs import MatchedAgainst
+from pytest_llmperf.slo.output_match import compare_outputs
 from pytest_llmperf.slo.paired import DEFAULT_AB_THRESHOLD
 from pytest_llmperf.slo.regression import Thresholds
 from pytest_llmperf.specs.perf import PerfSpec
@@ -50,6 +54,12 @@ class LlmLoadgen(LoadGenerator):
     is an A/B comparison against it (:mod:`~pytest_llmperf.methodology.reference`,
     docs/ab.md): the candidate's merged blocks are the run, the comparison goes
     to :attr:`comparisons` and, as a table, to the test's analyses.
+
+    With ``consistency`` (the plugin sets it when the test has an ``output_consistency``
+    SLO, or no baseline and no reference to compare greedy outputs with), each gated
+    run that kept greedy outputs is followed by the alone pass
+    (:mod:`~pytest_llmperf.loadgen.outputs_alone`): its first samples sent again one at
+    a time, compared with the run's outputs into ``result.output_consistency``.
     """
 
     sweep = latency_sweep  # latency-vs-load curve over offered rates, knee and saturation
@@ -65,9 +75,11 @@ class LlmLoadgen(LoadGenerator):
         reference: Endpoint | None = None,
         thresholds: Thresholds | None = None,
         ab_blocks: int = AB_BLOCKS,
+        consistency: bool = False,
         **settings: Any,
     ) -> None:
         super().__init__(endpoint, spec, **settings)
+        self.consistency = consistency  # the alone pass after each gated greedy run
         self.thresholds = thresholds or Thresholds(DEFAULT_AB_THRESHOLD)
         self.ab_blocks = ab_blocks
         self.comparisons: list[AbComparison] = []  # one per gated run, with a reference
@@ -89,9 +101,12 @@ class LlmLoadgen(LoadGenerator):
         comparison (:func:`~pytest_llmperf.methodology.reference.run_ab`) whose candidate
         side is kept as the run, and the comparison in :attr:`comparisons`."""
         if not gate or self.reference is None or observers or workers is not None:
-            return await super().run_spec(
+            result = await super().run_spec(
                 spec, label=label, gate=gate, observers=observers, workers=workers
             )
+            if gate:
+                await self.check_consistency(spec, result)
+            return result
         comparison = await run_ab(
             self,
             self.reference,
@@ -104,7 +119,31 @@ class LlmLoadgen(LoadGenerator):
         self.comparisons.append(comparison)
         self.attach(comparison.to_analysis())  # the HTML report's table for this comparison
         result = comparison.candidate
+        if result.stop_reason is not StopReason.SIGINT:
+            await self.check_consistency(spec, result)
         self.keep(result, gate=True)
         if result.stop_reason is StopReason.SIGINT:
             raise KeyboardInterrupt
         return result
+
+    async def check_consistency(self, spec: RunSpec, result: RunResult) -> None:
+        """The alone pass after a gated run that kept greedy outputs (with
+        ``consistency``): ``result.output_consistency``, or why not in
+        ``result.output_notes``. An interrupted run gets none."""
+        if not self.consistency or not result.accumulator.outputs:
+            return
+        if result.interrupted:
+            result.output_notes["output_consistency"] = "the run was interrupted: no alone pass"
+            return
+        indices = result.accumulator.outputs.indices()[:ALONE_SAMPLES]
+        sized = sized_spec(spec, self.tokenizer, self.endpoint.api)
+        alone, note = await outputs_alone(self.endpoint, sized, indices)
+        match = compare_outputs(
+            result.accumulator.outputs,
+            alone,
+            MatchedAgainst.ALONE,
+            f"alone: {len(indices)} samples sent again at concurrency 1",
+        )
+        result.output_consistency = match
+        if note or match is None:
+            result.output_notes["output_consistency"] = note or "no sample sent alone gave output"

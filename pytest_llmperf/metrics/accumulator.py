@@ -77,14 +77,28 @@ time), ``server_ttft`` (queue + engine, for requests with both), ``server_decode
 latency): :mod:`pytest_llmperf.server_metrics.per_request`.
 
 Breakdowns: a record planned in a load stage (``record.stage >= 0``) is also
-added to that stage's own accumulator (:attr:`stages`), and a multi-turn
+added to that stage's own accumulator (:attr:`stages`), a multi-turn
 session's turn to its turn's (:attr:`turns`, turns past
-:data:`MAX_TURN_BREAKDOWN` pooled in the last), so a run reports per-stage
-and per-turn results from the same definitions.
+:data:`MAX_TURN_BREAKDOWN` pooled in the last), and a request that named its
+served model (``llm_workload(adapters=...)``: ``record.model``, the base model by
+its own name) to that model's (:attr:`models`), so a run reports per-stage,
+per-turn and per-model results from the same definitions.
+
+Outputs (``llm_workload(structured=..., tools=..., greedy=True)``): a completed
+request whose output was checked (``record.output_checked``) counts in
+``checked``, one that failed its check (``record.invalid``, the reason's kind) in
+``invalid`` too, with a few distinct reasons in :attr:`invalid_samples`. An
+invalid output is still a completed request: it stays in every latency
+histogram and throughput. ``valid_rate = (checked - invalid) / checked`` (no
+value without a checked output). With greedy decoding each completed request's
+output fingerprint is kept by sample index in :attr:`outputs` (the whole run's
+only, not its breakdowns'). A record without these fields costs three attribute
+checks (``model``, ``output_checked``, ``output_digest``) and nothing else.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from enum import StrEnum
@@ -93,10 +107,13 @@ from typing import Any
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.metrics.error_samples import ErrorSamples
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.metrics.output_samples import InvalidSamples
+from pytest_llmperf.metrics.outputs import SampleOutputs
 
 __all__ = [
     "LATENCY_METRICS",
     "MAX_TURN_BREAKDOWN",
+    "OUTPUT_RATE_METRICS",
     "RATE_METRICS",
     "SERVER_TIMING_HISTOGRAMS",
     "TIMELINE_FIELDS",
@@ -134,6 +151,9 @@ RATE_METRICS: tuple[str, ...] = (
     "output_throughput",
     "input_throughput",
 )
+# Rate metrics of the outputs: no value in a run that did not measure them
+# (valid_rate: no checked output; the other two: RunResult.output_match/consistency).
+OUTPUT_RATE_METRICS: tuple[str, ...] = ("valid_rate", "output_match", "output_consistency")
 # itl_request_mean: each request's mean token gap, one sample per request with gaps. Its
 # count is the number of requests behind the pooled ``itl`` histogram, which is what
 # the regression bootstrap resamples ITL by (gaps within a request are correlated).
@@ -188,6 +208,8 @@ _COUNTERS = (
     "image_bytes",  # their encoded size
     "embedding_inputs",  # vectors of the completed embeddings requests
     "embedding_values",  # their numbers (inputs x dimensions): the mean dimension
+    "checked",  # completed requests whose output was checked (schema or tools)
+    "invalid",  # ... and failed the check
 )
 
 
@@ -228,6 +250,10 @@ class MetricsAccumulator:
         self.image_bytes = 0
         self.embedding_inputs = 0
         self.embedding_values = 0
+        self.checked = 0
+        self.invalid = 0
+        self.invalid_samples = InvalidSamples()
+        self.outputs = SampleOutputs()  # greedy: sample index -> output fingerprint
         self.errors: Counter[str] = Counter()
         self.error_samples = ErrorSamples()
         self.token_sources: Counter[TokenCountSource] = Counter()
@@ -237,6 +263,7 @@ class MetricsAccumulator:
         self.timeline: dict[int, list[int]] = {}
         self.stages: dict[int, MetricsAccumulator] = {}
         self.turns: dict[int, MetricsAccumulator] = {}
+        self.models: dict[str, MetricsAccumulator] = {}  # record.model -> its requests
         self._breaks_down = True
         # SERVER_TIMING_HISTOGRAMS, made at the first request with the server's own timings
         self.server_histograms: dict[str, LatencyHistogram] = {}
@@ -254,6 +281,8 @@ class MetricsAccumulator:
                 self._breakdown(self.stages, record.stage).add(record)
             if record.turn >= 0:
                 self._breakdown(self.turns, min(record.turn, MAX_TURN_BREAKDOWN - 1)).add(record)
+            if record.model:
+                self._breakdown(self.models, record.model).add(record)
         self.issued += 1
         self.connection_retries += record.connection_retries
         if record.images:
@@ -280,6 +309,13 @@ class MetricsAccumulator:
             return
         self.completed += 1
         n_out = record.output_tokens
+        if record.output_checked:
+            self.checked += 1
+            if record.invalid:
+                self.invalid += 1
+                self.invalid_samples.add(str(record.invalid), record.invalid_detail)
+        if record.output_digest and self._breaks_down:
+            self.outputs.add(record.index, record.output_digest, n_out, record.output_marks)
         self.output_tokens += n_out
         self.token_events += record.token_events
         self.reasoning_tokens += record.reasoning_tokens
@@ -382,7 +418,7 @@ class MetricsAccumulator:
         self.server_histograms = {name: LatencyHistogram() for name in SERVER_TIMING_HISTOGRAMS}
         return self.server_histograms
 
-    def _breakdown(self, parts: dict[int, MetricsAccumulator], key: int) -> MetricsAccumulator:
+    def _breakdown(self, parts: dict[Any, MetricsAccumulator], key: Any) -> MetricsAccumulator:
         part = parts.get(key)
         if part is None:
             part = parts[key] = MetricsAccumulator()
@@ -408,6 +444,9 @@ class MetricsAccumulator:
             setattr(self, attr, getattr(self, attr) + getattr(other, attr))
         self.errors.update(other.errors)
         self.error_samples.merge(other.error_samples)
+        self.invalid_samples.merge(other.invalid_samples)
+        if other.outputs:
+            self.outputs.merge(other.outputs)
         self.token_sources.update(other.token_sources)
         if other.window_start_ns is not None and other.window_end_ns is not None:
             self._extend_window(other.window_start_ns, other.window_end_ns)
@@ -424,7 +463,13 @@ class MetricsAccumulator:
                 hists[name].merge(hist)
             for attr in _SERVER_COUNTERS:
                 setattr(self, attr, getattr(self, attr) + getattr(other, attr))
-        for mine, theirs in ((self.stages, other.stages), (self.turns, other.turns)):
+        breakdowns: tuple[tuple[dict[Any, MetricsAccumulator], dict[Any, MetricsAccumulator]], ...]
+        breakdowns = (
+            (self.stages, other.stages),
+            (self.turns, other.turns),
+            (self.models, other.models),
+        )
+        for mine, theirs in breakdowns:
             for key, part in theirs.items():
                 self._breakdown(mine, key).merge(part)
 
@@ -450,6 +495,8 @@ class MetricsAccumulator:
             return self.output_tokens / window if window else 0.0
         if name == "input_throughput":
             return self.input_tokens / window if window else 0.0
+        if name == "valid_rate":  # no checked output: nan, which no SLO passes (inconclusive)
+            return (self.checked - self.invalid) / self.checked if self.checked else math.nan
         raise KeyError(name)
 
     @property
@@ -467,6 +514,8 @@ class MetricsAccumulator:
         out["tpot_token_weighted"] = self.histograms["tpot_token_weighted"].summary()
         for name in RATE_METRICS:
             out[name] = round(self.rate(name), 6)
+        if self.checked:
+            out["valid_rate"] = round(self.rate("valid_rate"), 6)
         out["window_s"] = round(self.window_s, 6)
         out["output_tokens"] = self.output_tokens
         out["input_tokens"] = self.input_tokens
@@ -517,6 +566,8 @@ class MetricsAccumulator:
             "incomplete": self.incomplete,
             "cancelled": self.cancelled,
             "connection_retries": self.connection_retries,
+            "invalid": self.invalid,
+            **({"checked": self.checked} if self.checked else {}),
         }
 
     def to_state(self) -> dict[str, Any]:
@@ -533,6 +584,12 @@ class MetricsAccumulator:
             "stages": {str(k): v.to_state() for k, v in self.stages.items()},
             "turns": {str(k): v.to_state() for k, v in self.turns.items()},
         }
+        if self.models:
+            state["models"] = {k: v.to_state() for k, v in self.models.items()}
+        if self.invalid_samples:
+            state["invalid_samples"] = self.invalid_samples.to_state()
+        if self.outputs:
+            state["outputs"] = self.outputs.to_state()
         if self.server_histograms:
             state["server_timing"] = {
                 "histograms": {k: v.to_state() for k, v in self.server_histograms.items()},
@@ -561,6 +618,9 @@ class MetricsAccumulator:
         }
         acc.stages = {int(k): cls.from_state(v) for k, v in state.get("stages", {}).items()}
         acc.turns = {int(k): cls.from_state(v) for k, v in state.get("turns", {}).items()}
+        acc.models = {str(k): cls.from_state(v) for k, v in state.get("models", {}).items()}
+        acc.invalid_samples = InvalidSamples.from_state(state.get("invalid_samples", []))
+        acc.outputs = SampleOutputs.from_state(state.get("outputs"))
         server = state.get("server_timing")
         if server:
             hists = acc._make_server_histograms()

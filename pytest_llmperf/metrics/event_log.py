@@ -93,6 +93,14 @@ def _finish(record: RequestRecord, kind: str, t_ns: int, info: Mapping[str, Any]
     server = info.get("server")
     if server:
         _server_timing(record, server)
+    record.model = str(info.get("model", ""))
+    output = info.get("output")
+    if output:  # recorder.output_info
+        record.output_checked = bool(output.get("checked"))
+        record.invalid = str(output.get("invalid", ""))
+        record.invalid_detail = str(output.get("detail", ""))
+        record.output_digest = str(output.get("digest", ""))
+        record.output_marks = str(output.get("marks", ""))
     if kind == "error":
         record.error = _error_kind(info.get("error"))
         record.error_detail = info.get("detail", "")

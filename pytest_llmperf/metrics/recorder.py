@@ -24,7 +24,10 @@ write. A request whose response carried the server's own timings
 (:mod:`pytest_llmperf.client.server_timing`) has them under ``server`` in the
 same JSON, in milliseconds: ``queue_ms``, ``ttft_ms``, ``decode_ms``,
 ``itl_ms``, ``spec_accepted``, ``spec_draft`` (each only where the server gave
-it), e.g. ``json_extract(info, '$.server.ttft_ms')``.
+it), e.g. ``json_extract(info, '$.server.ttft_ms')``. A request that named a
+served model (``adapters=``) has it as ``model``; a checked or greedy output has
+``output``: ``checked``, ``invalid``, ``detail``, ``digest``, ``marks`` (each only
+where set), so a replay gives the same per-model results, validity and outputs.
 
 ``phase`` is 0 for warm-up requests and 1 for the tracked performance phase.
 The ``meta`` table holds the run's description (JSON). Rows are appended in
@@ -48,7 +51,14 @@ from typing import Any
 
 from pytest_llmperf.client.records import RequestRecord
 
-__all__ = ["EVENT_KINDS", "SCHEMA", "EventRecorder", "event_rows", "server_timing_info"]
+__all__ = [
+    "EVENT_KINDS",
+    "SCHEMA",
+    "EventRecorder",
+    "event_rows",
+    "output_info",
+    "server_timing_info",
+]
 
 EVENT_KINDS = ("issued", "first_chunk", "chunk", "complete", "error")
 SCHEMA = """
@@ -228,6 +238,10 @@ def event_rows(record: RequestRecord, position: int) -> list[tuple[Any, ...]]:
     server = server_timing_info(record)
     if server:
         info["server"] = server
+    if record.model:  # llm_workload(adapters=): the served model it named
+        info["model"] = record.model
+    if record.output_checked or record.output_digest:
+        info.update(output_info(record))
     end = record.t_end or record.t_last or record.t_send or record.t_sched
     if record.error is None:
         rows.append((req, sample, phase, "complete", end, None, json.dumps(info)))
@@ -237,6 +251,19 @@ def event_rows(record: RequestRecord, position: int) -> list[tuple[Any, ...]]:
             info["detail"] = record.error_detail
         rows.append((req, sample, phase, "error", end, None, json.dumps(info)))
     return rows
+
+
+def output_info(record: RequestRecord) -> dict[str, Any]:
+    """A checked or greedy output as the event row stores it (``info.output``):
+    ``checked``, ``invalid``, ``detail``, ``digest``, ``marks``, each only when set."""
+    found = {
+        "checked": record.output_checked,
+        "invalid": record.invalid,
+        "detail": record.invalid_detail,
+        "digest": record.output_digest,
+        "marks": record.output_marks,
+    }
+    return {"output": {k: v for k, v in found.items() if v}}
 
 
 def server_timing_info(record: RequestRecord) -> dict[str, float | int]:

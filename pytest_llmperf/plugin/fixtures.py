@@ -63,6 +63,11 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
             pytrace=False,
         )
     item.stash[INCONCLUSIVE_KEY] = policy
+    reference = plugin.reference_endpoint(endpoint.api)
+    # greedy outputs: the alone pass when asked for, or when nothing else compares them
+    consistency = any(slo.metric == "output_consistency" for slo in spec.slos) or (
+        plugin.baseline is None and reference is None
+    )
     generator = LlmLoadgen(
         endpoint,
         spec,
@@ -74,7 +79,8 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
         tokenizer=plugin.endpoints.tokenizer(endpoint),
         on_result=lambda result: call_run_finished(item, result),  # pytest_llmperf_run_finished
         # --llm-reference-endpoint: gated runs are A/B, both sides through the test's API
-        reference=plugin.reference_endpoint(endpoint.api),
+        reference=reference,
+        consistency=consistency,  # output_consistency: the alone pass after greedy runs
         thresholds=plugin.ab_thresholds,  # --llm-ab-threshold
         ab_blocks=plugin.options.ab_blocks,
         progress=progress_sink(request.config, plugin.options, item.nodeid),  # --llm-progress

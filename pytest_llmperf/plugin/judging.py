@@ -1,5 +1,9 @@
 """Judging each test: SLO verdicts, baseline and A/B checks fail the test itself, and the
 test's payload (runs, verdicts, states, JUnit properties) rides on its report.
+
+Before the verdicts, each gated greedy run's outputs are compared with the other
+side's (``output_match``: the baseline's or history's run, else the A/B reference's;
+:mod:`pytest_llmperf.slo.output_match`), so an ``output_match`` SLO judges them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pytest_llmperf.errors import (
 )
 from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.metrics.outputs import MatchedAgainst, SampleOutputs
 from pytest_llmperf.options import InconclusivePolicy
 from pytest_llmperf.plugin.base import PluginBase
 from pytest_llmperf.plugin.markers import (
@@ -35,6 +40,7 @@ from pytest_llmperf.reports.junit import (
 )
 from pytest_llmperf.reports.outcome import judge_test
 from pytest_llmperf.slo.multiplicity import judge_family, test_level
+from pytest_llmperf.slo.output_match import OtherOutputs, judge_output_match
 from pytest_llmperf.slo.regression import DEFAULT_ALPHA, RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict, evaluate_runs
 from pytest_llmperf.specs.rulesets import Ruleset, load_ruleset
@@ -128,6 +134,7 @@ class JudgingPart(PluginBase):
         generator = item.stash.get(GEN_KEY, None)
         results: list[RunResult] = generator.results if generator else []
         slos = spec.slos if spec else ()
+        self._match_outputs(item.nodeid, results, generator)
         verdicts = evaluate_runs(
             slos,
             results,
@@ -183,6 +190,50 @@ class JudgingPart(PluginBase):
                 pytest.skip(outcome.message)
             else:
                 warnings.warn(LlmPerfInconclusiveWarning(outcome.message), stacklevel=1)
+
+    def _match_outputs(
+        self, nodeid: str, results: list[RunResult], generator: LoadGenerator | None
+    ) -> None:
+        """``output_match`` of each gated run that kept greedy outputs (and was not
+        matched yet: a payload re-judged after an error keeps its first)."""
+        todo = [
+            r
+            for r in results
+            if r.gated
+            and r.accumulator.outputs
+            and r.output_match is None
+            and "output_match" not in r.output_notes
+        ]
+        if not todo:
+            return
+        endpoint: dict[str, Any] | None = None
+        references = {
+            c.run: c.reference for c in getattr(generator, "comparisons", ()) if c.reference
+        }
+        for result in todo:
+            sides: list[OtherOutputs] = []
+            if self.baseline is not None:
+                if endpoint is None:
+                    where = generator.endpoint if generator else self.endpoint()
+                    endpoint = self.endpoints.describe(where)
+                found = self.baseline.other_outputs(nodeid, result, endpoint)
+                if found is not None:
+                    sides.append(found)
+            reference = references.get(result.label)
+            if reference is not None:
+                url = str(reference.endpoint.get("url") or "the reference endpoint")
+                sides.append(
+                    OtherOutputs(
+                        reference.accumulator.outputs or SampleOutputs(),
+                        MatchedAgainst.REFERENCE,
+                        f"reference {url}",
+                        "" if reference.accumulator.outputs else "the reference kept no outputs",
+                    )
+                )
+            match, why = judge_output_match(result.accumulator.outputs, sides)
+            result.output_match = match
+            if match is None:
+                result.output_notes["output_match"] = why
 
     def _inconclusive_policy(self, item: pytest.Item) -> InconclusivePolicy:
         """``--llm-inconclusive`` on the command line, else the test's marker, else the

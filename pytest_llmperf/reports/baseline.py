@@ -7,6 +7,11 @@ model, server version when the server tells; the options that shape a run),
 so a comparison against a different model or load is refused as
 inconclusive instead of failing or passing on apples against oranges.
 
+A greedy run's state carries its per-sample output fingerprints (``state.outputs``,
+:mod:`pytest_llmperf.metrics.outputs`): :meth:`Baseline.other_outputs` gives them
+to ``output_match`` for the run of the same test and label, whatever its load (the
+same workload sends the same prompt for the same sample index under any load).
+
 Format (JSON, ``baseline_version`` 1)::
 
     {"baseline_version": 1, "created_at": ISO-8601, "endpoint": {...},
@@ -49,6 +54,7 @@ from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.server_metrics.fingerprint import comparability, comparability_text
 from pytest_llmperf.slo.comparison import BaselineSource, Reference
+from pytest_llmperf.slo.output_match import MatchedAgainst, OtherOutputs, outputs_of_state
 from pytest_llmperf.slo.regression import inconclusive_check
 
 __all__ = [
@@ -193,6 +199,26 @@ class Baseline(BaselineSource):
                     server_metrics=stored.get("server_metrics"),
                 )
 
+    def other_outputs(
+        self, nodeid: str, result: RunResult, endpoint: Mapping[str, Any]
+    ) -> OtherOutputs:
+        """The baseline run of the same test and label's greedy outputs (empty, with the
+        reason, when there is none, the model or API differ, the workload differs or
+        the run kept no outputs)."""
+        stored = self.run(nodeid, result.label)
+        what = f"baseline {self.path} ({self.created_at})"
+        reason = ""
+        if stored is None:
+            reason = f"no baseline for {nodeid} [{result.label}] in {self.path}"
+        else:
+            reason = self._identity_mismatch(endpoint) or _workload_mismatch(stored, result)
+        outputs = outputs_of_state(stored.get("state")) if stored and not reason else None
+        if outputs is not None and not outputs:
+            reason = f"the baseline run {nodeid} [{result.label}] kept no greedy outputs"
+        if outputs is None or reason:
+            return OtherOutputs(outputs_of_state(None), MatchedAgainst.BASELINE, what, reason)
+        return OtherOutputs(outputs, MatchedAgainst.BASELINE, what)
+
     def _identity_mismatch(self, endpoint: Mapping[str, Any]) -> str:
         stored = self.endpoint
         for key in ("model", "api"):
@@ -226,6 +252,10 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
 def _config_mismatch(stored: Mapping[str, Any], result: RunResult) -> str:
     if dict(stored.get("load", {})) != dict(result.load):
         return f"load differs from the baseline's ({stored.get('load')} vs {result.load})"
+    return _workload_mismatch(stored, result)
+
+
+def _workload_mismatch(stored: Mapping[str, Any], result: RunResult) -> str:
     a = {k: v for k, v in dict(stored.get("workload", {})).items() if k not in _SIZE_KEYS}
     b = {k: v for k, v in json.loads(json.dumps(result.workload)).items() if k not in _SIZE_KEYS}
     if a != b:

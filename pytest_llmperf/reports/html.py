@@ -18,6 +18,7 @@ from markupsafe import Markup
 
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports import plots
+from pytest_llmperf.reports.html_outputs import is_path_key, outputs_view, path_config_rows
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import (
     MARKS,
@@ -26,6 +27,8 @@ from pytest_llmperf.reports.table import (
     format_value,
     stage_level,
     stage_mark,
+    stage_where,
+    verdict_model,
     verdict_where,
 )
 from pytest_llmperf.reports.time_split import (
@@ -77,7 +80,8 @@ def build_html_report(
     env.filters["mark"] = lambda verdict: MARKS.get(verdict, "")
     env.filters["cell"] = _cell
     env.filters["where"] = verdict_where
-    env.filters["stage_cell"] = lambda v: verdict_where(v).removeprefix("stage ")
+    env.filters["stage_cell"] = lambda v: stage_where(v).removeprefix("stage ")
+    env.filters["model_cell"] = verdict_model
     template = env.get_template("report.html.jinja2")
     states = {t.nodeid: t.states for t in data.tests.values()} if data else {}
     sections = trends.sections if trends else {}
@@ -131,6 +135,7 @@ def _test_view(
         "analysis_views": analyses,
         "load_curve": Markup(load_curve) if load_curve else None,
         "staged_slos": any(v.get("stage") is not None for v in slos),
+        "modelled_slos": any(verdict_model(v) for v in slos),
         "baseline_rows": [c for c in test.get("baseline", []) if c.get("metric") != "*"],
         "baseline_notes": [c for c in test.get("baseline", []) if c.get("metric") == "*"],
         "trend_views": [_trend_view(s) for s in trend_sections],
@@ -187,7 +192,8 @@ def _run_view(
     workload = dict(run.get("workload", {}))
     config = [
         ("workload", workload.get("name")),
-        *[(f"workload.{k}", v) for k, v in workload.items() if k != "name"],
+        *[(f"workload.{k}", v) for k, v in workload.items() if k != "name" and not is_path_key(k)],
+        *path_config_rows(workload),
         *[(f"load.{k}", v) for k, v in dict(run.get("load", {})).items()],
         ("token counts from", run.get("metrics", {}).get("token_count_source")),
         ("started at", run.get("started_at")),
@@ -228,6 +234,7 @@ def _run_view(
         "server_view": _server_view(server) if server is not None else None,
         "split_view": _split_view(run),
         "stage_server": any(row["server"] is not None for row in stage_rows),
+        "outputs_view": outputs_view(run, slos),
     }
 
 

@@ -3,9 +3,18 @@
 Latencies are in milliseconds, throughputs per second, rates as fractions,
 verdicts ``pass | fail | inconclusive``. Keys may be added, never renamed.
 
+A run's entry is :meth:`RunResult.to_dict() <pytest_llmperf.loadgen.result.RunResult.to_dict>`:
+with the request paths of ``llm_workload(structured=, tools=, adapters=, greedy=)`` it
+carries ``counts.invalid`` (``counts.checked``), ``metrics.valid_rate``,
+``invalid_samples``, ``by_model`` (per served model: counts, metrics), ``outputs``
+(greedy: per sample its digest, tokens and marks), ``output_match`` and
+``output_consistency`` (share, compared, mismatched, the first mismatches with the
+token where each parts, against what) and ``output_notes`` (why one was not made);
+a verdict judged on one model names it (``model``).
+
 A percentile that a test's SLOs or baseline thresholds name beyond the
 standard ``p50 … p99.9`` (``ttft.p75 < 2s``) is added to each of its runs'
-(and stages') metrics beside them, keyed as written (``"p75"``, ``"p99.99"``),
+(and stages' and served models') metrics beside them, keyed as written (``"p75"``, ``"p99.99"``),
 computed from the runs' HDR states like the standard ones; a session
 ruleset's, to the session's merged metrics.
 """
@@ -111,7 +120,8 @@ def requested_stats(
 
 
 def _with_requested_stats(test: TestEntry) -> list[dict[str, Any]]:
-    """The test's runs, each run's and stage's metrics with its requested statistics added."""
+    """The test's runs, each run's, stage's and served model's metrics with its requested
+    statistics added."""
     wanted = requested_stats(test.slos, test.baseline)
     if not wanted:
         return test.runs
@@ -135,6 +145,18 @@ def _with_requested_stats(test: TestEntry) -> list[dict[str, Any]]:
                 }
                 for k, stage in enumerate(run["stages"])
             ]
+        if isinstance(run.get("by_model"), dict):
+            run["by_model"] = {
+                name: {
+                    **entry,
+                    "metrics": _add_stats(
+                        entry.get("metrics", {}),
+                        acc.models.get(name) or MetricsAccumulator(),
+                        wanted,
+                    ),
+                }
+                for name, entry in run["by_model"].items()
+            }
         runs.append(run)
     return runs
 

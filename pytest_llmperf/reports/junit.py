@@ -10,7 +10,9 @@ Where they go depends on pytest's ``junit_family``:
 
 Each run also carries its counts and key figures (``llm_run[run0].issued``,
 ``llm_run[ttft.p99][run0]``, …: :func:`run_properties`), formatted as the terminal
-and HTML reports show them.
+and HTML reports show them; with checked outputs, served models or compared outputs,
+those too (``llm_run[valid_rate][run0]``, ``llm_run[run0][model sim-lora-1].issued``,
+``llm_output_match[run0].share``).
 
 Either way a failing SLO also fails its testcase, whose ``<failure>`` message
 holds the verdict table, which is what CI dashboards (GitLab, Jenkins,
@@ -23,7 +25,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_llmperf.methodology.reference import AbComparison
-from pytest_llmperf.reports.table import error_sample_lines, format_value
+from pytest_llmperf.reports.model_view import model_entries
+from pytest_llmperf.reports.output_words import (
+    compared_outputs,
+    invalid_sample_lines,
+    mismatched,
+    parting_words,
+    validity,
+)
+from pytest_llmperf.reports.table import error_sample_lines, format_value, verdict_model
 from pytest_llmperf.reports.time_split import (
     cache_reset_word,
     format_server_value,
@@ -53,13 +63,16 @@ def junit_properties(
     """``(name, value)`` pairs: per SLO its verdict, observed value, target and sample count.
 
     A verdict on one stage of a staged run is named ``llm_slo[<expr>][<run>][stage <k>]``
-    and adds ``.stage_load`` (``40 req/s``).
+    and adds ``.stage_load`` (``40 req/s``); one on a served model's requests
+    (``per_model=True``), ``llm_slo[<expr>][<run>][model <name>]``.
     """
     props: list[tuple[str, str]] = []
     for v in verdicts:
         name = f"{prefix}[{v.expr}]" + (f"[{v.run}]" if v.run else "")
         if v.stage is not None:
             name += f"[stage {v.stage}]"
+        if model := verdict_model(v.to_dict()):
+            name += f"[model {model}]"
         props.append((f"{name}.verdict", v.verdict.value))
         if v.stage_load:
             props.append((f"{name}.stage_load", v.stage_load))
@@ -89,6 +102,30 @@ _RUN_RATES = (
 )
 
 
+def _figures(name: str, where: str, entry: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A run's (or one of its models') counts and key figures: ``name`` ``llm_run``,
+    ``where`` ``[run0]`` (``[run0][model sim-lora-1]``)."""
+    props: list[tuple[str, str]] = []
+    counts = entry.get("counts") or {}
+    metrics = entry.get("metrics") or {}
+    cancelled = ("cancelled",) if counts.get("cancelled") else ()
+    for key in (*_RUN_COUNTS, *cancelled):
+        props.append((f"{name}{where}.{key}", str(int(counts.get(key) or 0))))
+    checked = validity(entry)
+    if checked is not None or counts.get("invalid"):
+        props.append((f"{name}{where}.invalid", str(int(counts.get("invalid") or 0))))
+    if checked is not None:
+        props.append((f"{name}{where}.checked", str(checked[1])))
+    for metric, stat in _RUN_STATS:
+        value = (metrics.get(metric) or {}).get(stat)
+        props.append((f"{name}[{metric}.{stat}]{where}", format_value(value, "ms")))
+    for rate, unit in _RUN_RATES:
+        props.append((f"{name}[{rate}]{where}", format_value(metrics.get(rate), unit)))
+    if checked is not None:
+        props.append((f"{name}[valid_rate]{where}", format_value(checked[2], "fraction")))
+    return props
+
+
 def run_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """``(name, value)`` per run (report dicts, ``RunResult.to_dict()``): its counts and
     key figures, formatted as every report formats them, e.g.
@@ -96,20 +133,37 @@ def run_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     any), ``llm_run[ttft.p99][run0]`` = ``22.4 ms`` (ttft, tpot, itl at p50 and p99),
     ``llm_run[request_throughput][run0]`` = ``171.48 req/s``,
     ``llm_run[output_throughput][run0]`` = ``1371.83 tok/s``,
-    ``llm_run[error_rate][run0]`` = ``8.75%``, ``llm_run[goodput][run0]``."""
+    ``llm_run[error_rate][run0]`` = ``8.75%``, ``llm_run[goodput][run0]``.
+
+    A run whose outputs were checked adds ``llm_run[run0].invalid``, ``.checked`` and
+    ``llm_run[valid_rate][run0]`` = ``95.00%``, and each distinct reason
+    ``llm_invalid[run0][0]`` = ``schema x2: $.title: 'x' is too long``; a run with
+    served models, the same figures per model, ``llm_run[run0][model sim-lora-1].issued``,
+    ``llm_run[ttft.p99][run0][model sim-lora-1]``; a run whose outputs were compared,
+    ``llm_output_match[run0].share`` = ``90.00%``, ``.compared``, ``.mismatched``,
+    ``.against``, ``.compared_with``, ``.parted`` = ``#3 at token 12, #17 at token 0``
+    (``llm_output_consistency`` alike), or ``.not_measured`` and why."""
     props: list[tuple[str, str]] = []
     for run in runs:
         label = str(run.get("label") or "")
-        counts = run.get("counts") or {}
-        metrics = run.get("metrics") or {}
-        cancelled = ("cancelled",) if counts.get("cancelled") else ()
-        for key in (*_RUN_COUNTS, *cancelled):
-            props.append((f"llm_run[{label}].{key}", str(int(counts.get(key) or 0))))
-        for metric, stat in _RUN_STATS:
-            value = (metrics.get(metric) or {}).get(stat)
-            props.append((f"llm_run[{metric}.{stat}][{label}]", format_value(value, "ms")))
-        for name, unit in _RUN_RATES:
-            props.append((f"llm_run[{name}][{label}]", format_value(metrics.get(name), unit)))
+        props += _figures("llm_run", f"[{label}]", run)
+        for model, entry in model_entries(run):
+            props += _figures("llm_run", f"[{label}][model {model}]", entry)
+        lines = invalid_sample_lines(run.get("invalid_samples") or ())
+        props += [(f"llm_invalid[{label}][{i}]", line) for i, line in enumerate(lines)]
+        for metric, match in compared_outputs(run):
+            name = f"llm_{metric}[{label}]"
+            compared = int(match.get("compared") or 0)
+            props.append((f"{name}.share", format_value(match.get("share"), "fraction")))
+            props.append((f"{name}.compared", str(compared)))
+            props.append((f"{name}.mismatched", str(mismatched(match))))
+            props.append((f"{name}.against", str(match.get("against") or "")))
+            if match.get("compared_with"):
+                props.append((f"{name}.compared_with", str(match["compared_with"])))
+            if parted := parting_words(match):
+                props.append((f"{name}.parted", parted))
+        for metric, why in (run.get("output_notes") or {}).items():
+            props.append((f"llm_{metric}[{label}].not_measured", str(why)))
     return props
 
 

@@ -10,14 +10,17 @@ comment step. In order:
 2. a table per failing test, then per inconclusive one: each SLO (observed, target, the
    baseline's or history's value of the same statistic and the change), each baseline,
    history and A/B comparison, the verdicts; the notes; where a failing latency's time
-   went; the failed requests in the server's words;
+   went; the failed requests in the server's words; the outputs checked (invalid ones in
+   the validator's words) and compared (the mismatching samples, where each parts);
 3. the session-wide targets (``--llm-ruleset``);
 4. a compact table of every gated run (TTFT, TPOT, ITL p50/p99, throughput, errors,
-   goodput) and a line per run of the server's own view;
+   goodput), a line per run of the server's own view, and of what its workload asked
+   beyond plain text (structured output, tools, adapters, greedy);
 5. with ``--llm-history``: per run each statistic's last values as a sparkline and the
    change point the history finds;
 6. the endpoint and server identity, the load generator's self-check;
-7. collapsed (``<details>``): the passing tests' tables, per-stage and per-turn tables.
+7. collapsed (``<details>``): the passing tests' tables, per-stage, per-turn and
+   per-model tables.
 
 Within :data:`~pytest_llmperf.gfm.CHAR_LIMIT` characters (a GitHub comment holds 65,536):
 the least important parts go first (passing tests' details, per-stage and per-turn tables,
@@ -37,8 +40,10 @@ from typing import Any
 
 from pytest_llmperf.gfm import CHAR_LIMIT, Block, Document, Section, code, details, table, text
 from pytest_llmperf.history.markdown import TREND_HEADER, trend_rows
+from pytest_llmperf.reports.markdown_outputs import paths_line
 from pytest_llmperf.reports.markdown_runs import (
     identity_lines,
+    model_table,
     run_row,
     runs_table_head,
     self_check_lines,
@@ -67,6 +72,7 @@ _FAILING_TRENDS, _FAILING_RUNS, _INCONCLUSIVE, _FAILING = 5, 6, 7, 8
 _LEFT_OUT = {
     "passing": "passing tests' tables",
     "stages": "per-stage/per-turn tables",
+    "models": "per-model tables",
     "trend": "trend tables",
     "run": "rows of the gated-runs table",
     "server": "server lines",
@@ -189,7 +195,7 @@ def _gated(test: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _runs_sections(views: Sequence[TestView]) -> list[Section]:
-    rows, servers = [], []
+    rows, servers, paths = [], [], []
     for view in views:
         important = view.kind in ("fail", "inconclusive")
         rank = _FAILING_RUNS if important else _PASSING_RUNS
@@ -199,9 +205,14 @@ def _runs_sections(views: Sequence[TestView]) -> list[Section]:
             line = server_line(view.nodeid, run)
             if line is not None:
                 servers.append(Block(f"- {line}\n", rank=rank, what="server"))
+            asked = paths_line(view.nodeid, run)
+            if asked is not None:
+                paths.append(Block(f"- {asked}\n", rank=rank, what="run"))
     if not rows:
         return []
     out = [Section("### Gated runs\n\n" + runs_table_head(), rows, "\n")]
+    if paths:
+        out.append(Section("**Asked of the server** beyond plain text:\n\n", paths, "\n"))
     if servers:
         out.append(
             Section("**The server's own view** (its /metrics over each run):\n\n", servers, "\n")
@@ -290,6 +301,9 @@ def _details_sections(views: Sequence[TestView]) -> list[Section]:
             if run.get("turns"):
                 body = turn_table(run)
                 staged.append(Block(details(f"Turns: {where}", body) + "\n", _STAGES, "stages"))
+            body = model_table(run, list(view.test.get("slos") or []))
+            if body:
+                staged.append(Block(details(f"Models: {where}", body) + "\n", _STAGES, "models"))
     if staged:
         out.append(Section("", staged))
     return out

@@ -1,6 +1,7 @@
 """The Markdown summary's run and session pieces, read from the JSON report: a gated
 run's row (:func:`run_row`) and the server's view of it (:func:`server_line`), a staged
-run's stages and a multi-turn run's turns (:func:`stage_table`, :func:`turn_table`), the
+run's stages, a multi-turn run's turns and a run's served models (:func:`stage_table`,
+:func:`turn_table`, :func:`model_table`), the
 endpoint and server identity (:func:`identity_lines`) and the load generator's
 self-check (:func:`self_check_lines`).
 """
@@ -12,6 +13,8 @@ from typing import Any
 
 from pytest_llmperf.gfm import code, table, text
 from pytest_llmperf.reports.markdown_tables import mark
+from pytest_llmperf.reports.model_view import issued_share, model_entries, model_mark
+from pytest_llmperf.reports.output_words import validity
 from pytest_llmperf.reports.table import format_value, stage_level, stage_mark
 from pytest_llmperf.reports.time_split import (
     cache_reset_word,
@@ -24,6 +27,7 @@ from pytest_llmperf.reports.time_split import (
 __all__ = [
     "RUN_HEADER",
     "identity_lines",
+    "model_table",
     "run_row",
     "runs_table_head",
     "self_check_lines",
@@ -146,6 +150,48 @@ def stage_table(run: Mapping[str, Any], slos: Sequence[Mapping[str, Any]]) -> st
         "verdict",
     )
     return table(header, rows, right=range(2, 9))
+
+
+def model_table(run: Mapping[str, Any], slos: Sequence[Mapping[str, Any]]) -> str:
+    """A run's served models: share of the requests, requests, latencies, errors, valid
+    share, and the model's verdict (the worst of its SLOs'); ``""`` without models."""
+    label = run.get("label")
+    rows = []
+    for name, entry in model_entries(run):
+        m = entry.get("metrics") or {}
+        counts = entry.get("counts") or {}
+        share = issued_share(entry, run)
+        valid = validity(entry)
+        worst = model_mark(slos, label, name)
+        rows.append(
+            [
+                code(name),
+                "-" if share is None else f"{share * 100:.1f}%",
+                f"{counts.get('completed', 0)}/{counts.get('issued', 0)}",
+                format_value((m.get("ttft") or {}).get("p50"), "ms"),
+                format_value((m.get("ttft") or {}).get("p99"), "ms"),
+                format_value((m.get("tpot") or {}).get("p50"), "ms"),
+                format_value((m.get("tpot") or {}).get("p99"), "ms"),
+                format_value(m.get("error_rate"), "fraction"),
+                "-" if valid is None else format_value(valid[2], "fraction"),
+                mark(worst) if worst else "-",
+            ]
+        )
+    if not rows:
+        return ""
+    header = (
+        "model",
+        "share",
+        "ok/issued",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "errors",
+        "valid",
+        "verdict",
+    )
+    return table(header, rows, right=range(1, 9))
 
 
 def turn_table(run: Mapping[str, Any]) -> str:

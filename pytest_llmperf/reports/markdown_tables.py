@@ -1,8 +1,10 @@
 """The Markdown summary's per-test pieces, read from the JSON report's ``tests[]``
 entries: what a test came to (:func:`test_view`), and its checks (:func:`checks_block`):
 the SLO table, each comparison side's table, the notes, where a failing latency's time
-went, the failed requests. :mod:`pytest_llmperf.reports.markdown` puts them together
-with the runs' and the session's (:mod:`pytest_llmperf.reports.markdown_runs`).
+went, the failed requests, the outputs checked and compared
+(:mod:`~pytest_llmperf.reports.markdown_outputs`). :mod:`pytest_llmperf.reports.markdown`
+puts them together with the runs' and the session's
+(:mod:`pytest_llmperf.reports.markdown_runs`).
 
 Figures are formatted as every other report formats them
 (:func:`~pytest_llmperf.reports.table.format_value`), so a cell reads back as the JSON
@@ -17,11 +19,14 @@ from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.gfm import code, table, text
+from pytest_llmperf.reports.markdown_outputs import outputs_block
 from pytest_llmperf.reports.table import (
     error_sample_lines,
     format_change,
     format_interval,
     format_value,
+    stage_where,
+    verdict_model,
     verdict_where,
 )
 from pytest_llmperf.reports.time_split import (
@@ -140,7 +145,7 @@ def checks_block(view: TestView) -> str:
         out.append("No SLO or comparison was judged.\n")
     notes = [
         f"{code(v['expr'], cell=False)} [{text(v.get('run'))}]"
-        + (f" [{text(verdict_where(v))}]" if v.get("stage") is not None else "")
+        + (f" [{text(where)}]" if (where := verdict_where(v)) else "")
         + f": {text(v['reason'])}"
         for v in slos
         if v.get("reason")
@@ -164,15 +169,17 @@ def checks_block(view: TestView) -> str:
         out.append("".join(f"- {code(line, cell=False)}\n" for line in errors[:10]))
         if len(errors) > 10:
             out.append(f"- … {len(errors) - 10} more (JSON report: `error_samples`)\n")
+    out.append(outputs_block(list(test.get("runs") or [])))
     return "".join(out)
 
 
 def _slo_table(
     slos: Sequence[Mapping[str, Any]], comparisons: Sequence[tuple[str, Mapping[str, Any]]]
 ) -> str:
-    """SLO, run, (stage,) observed, target, the compared value of the same statistic and
+    """SLO, run, (stage,) (model,) observed, target, the compared value of the same statistic and
     run (a baseline's, the history's or the reference's) and the change, verdict."""
     staged = any(v.get("stage") is not None for v in slos)
+    modelled = any(verdict_model(v) for v in slos)
     by_stat = {
         (str(c.get("metric")), str(c.get("stat")), str(c.get("run") or "")): (side, c)
         for side, c in comparisons
@@ -180,6 +187,8 @@ def _slo_table(
     sides = {side for side, c in comparisons if c.get("metric") != "*"}
     compared = sides.pop() if len(sides) == 1 else "compared with"
     header = ["SLO", "run", "observed", "interval", "target", compared, "change", "verdict"]
+    if modelled:
+        header.insert(2, "model")
     if staged:
         header.insert(2, "stage")
     rows = []
@@ -188,7 +197,8 @@ def _slo_table(
         parts = str(v.get("expr", "")).split()
         op = parts[1] if len(parts) > 2 else ""
         key = _slo_key(v)
-        side, check = by_stat.get(key, ("", {})) if key and v.get("stage") is None else ("", {})
+        whole = v.get("stage") is None and not verdict_model(v)  # compared: whole runs only
+        side, check = by_stat.get(key, ("", {})) if key and whole else ("", {})
         other = check.get("reference" if side == "reference" else "baseline") if check else None
         cells = [
             code(v.get("expr", "")),
@@ -200,10 +210,12 @@ def _slo_table(
             format_change(check.get("change")) if check else "-",
             mark(v.get("verdict")),
         ]
+        if modelled:
+            cells.insert(2, code(verdict_model(v)) if verdict_model(v) else "-")
         if staged:
-            cells.insert(2, text(verdict_where(v).removeprefix("stage ") or "-"))
+            cells.insert(2, text(stage_where(v).removeprefix("stage ") or "-"))
         rows.append(cells)
-    first = 3 if staged else 2
+    first = 2 + staged + modelled
     return table(header, rows, right=range(first, first + 5))
 
 
@@ -279,11 +291,11 @@ def _time_split_tables(slos: Sequence[Mapping[str, Any]], runs: Sequence[Mapping
         key = (str(v.get("run") or ""), v.get("stage"))
         if v.get("verdict") != "fail" or key in seen or key[0] not in by_label:
             continue
-        if not explains_time(str(v.get("expr") or "")):
-            continue
+        if not explains_time(str(v.get("expr") or "")) or verdict_model(v):
+            continue  # a model's share of a run has no time split of its own
         seen.add(key)
         scope = scope_of(by_label[key[0]], key[1])
-        where = text(key[0]) + (f" ({text(verdict_where(v))})" if key[1] is not None else "")
+        where = text(key[0]) + (f" ({text(stage_where(v))})" if key[1] is not None else "")
         split = time_split(scope)
         server = scope.get("server_metrics")
         figures = server_figures(server) if isinstance(server, Mapping) else []

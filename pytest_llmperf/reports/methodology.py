@@ -6,7 +6,9 @@ figures, in a fixed plain-text layout, so results from different tools can
 be read side by side. What the plugin cannot know (hardware, SUT boundary,
 guardrails) is written as "not reported" rather than guessed, and what
 deviates from the methodology (too few samples for a percentile, a
-generator-bound run, token counts from chunks) is listed under Notes.
+generator-bound run, token counts from chunks) is listed under Notes, as are
+the outputs checked (``valid_rate``) and compared (``output_match``,
+``output_consistency``) where the workload asked for them.
 
 Printable from a JSON report: ``python -m pytest_llmperf.reports.methodology
 report.json``.
@@ -20,6 +22,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.reports.output_words import (
+    compare_head,
+    compared_outputs,
+    parting_words,
+    path_parts,
+    validity,
+)
 from pytest_llmperf.slo.verdicts import min_samples
 
 __all__ = ["main", "minimum_viable_report"]
@@ -78,13 +87,14 @@ def minimum_viable_report(run: Mapping[str, Any], endpoint: Mapping[str, Any]) -
 
 
 def _workload(w: Mapping[str, Any]) -> str:
+    """``synthetic (seed=7, input_tokens=16); structured output (schema output); greedy``:
+    its parameters, then what it asked of the server beyond plain text in words."""
     name = w.get("name", "?")
-    params = [
-        f"{k}={_compact(v)}"
-        for k, v in w.items()
-        if k not in ("name", "requests", "duration_s", "warmup", "tokenizer") and v is not None
-    ]
-    return f"{name} ({', '.join(params)})" if params else str(name)
+    paths = ("structured", "tools", "tool_choice", "adapters", "greedy")
+    skip = ("name", "requests", "duration_s", "warmup", "tokenizer", *paths)
+    params = [f"{k}={_compact(v)}" for k, v in w.items() if k not in skip and v is not None]
+    said = f"{name} ({', '.join(params)})" if params else str(name)
+    return "; ".join([said, *path_parts(w)])
 
 
 def _load(load: Mapping[str, Any]) -> str:
@@ -170,6 +180,16 @@ def _notes(run: Mapping[str, Any], m: Mapping[str, Any], workload: Mapping[str, 
         notes.append("Errors: " + ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())))
     if run.get("interrupted"):
         notes.append("Run was stopped early")
+    checked = validity(run)
+    if checked is not None:
+        invalid, n, rate = checked
+        notes.append(
+            f"Outputs checked: {n - invalid}/{n} valid (valid_rate {rate * 100:.2f}%; "
+            "an invalid output still counts as a completed request)"
+        )
+    for name, match in compared_outputs(run):
+        parted = parting_words(match, limit=5)
+        notes.append(compare_head(name, match) + (f"; parted at: {parted}" if parted else ""))
     return notes
 
 

@@ -13,6 +13,9 @@ they can be read, and tested, without pytest:
   inconclusive: the server failed, and ``--llm-inconclusive=warn`` must not
   turn that into a pass;
 - otherwise any inconclusive verdict makes the test inconclusive.
+
+The message of a failing or inconclusive test ends with the failed requests in the
+server's words and the invalid outputs in the validator's.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.reports.output_words import invalid_sample_lines
 from pytest_llmperf.reports.table import (
     ab_table,
     error_sample_lines,
     format_value,
     regression_table,
     verdict_table,
+    verdict_where,
 )
 from pytest_llmperf.slo.paired import PairedCheck
 from pytest_llmperf.slo.regression import RegressionCheck, RegressionVerdict
@@ -67,7 +72,7 @@ def judge_test(
     failed = any(v.verdict is Verdict.FAIL for v in verdicts)
     regressed = any(c.verdict is RegressionVerdict.REGRESSED for c in checks)
     worse = any(c.verdict is RegressionVerdict.REGRESSED for c in ab)
-    errors = _errors_block(results)
+    errors = _errors_block(results) + _invalid_block(results)
     if failed or regressed or worse:
         parts = []
         if failed:  # with "where the time went" of a failing latency SLO, from the run dicts
@@ -98,7 +103,7 @@ def _headline(verdicts: Sequence[SloVerdict]) -> str:
     (so it names the violated SLO and what was observed, not the test again)."""
     bad = [v for v in verdicts if v.verdict is Verdict.FAIL]
     first = bad[0]
-    where = f" [{first.where}]" if first.where else ""
+    where = f" [{place}]" if (place := verdict_where(first.to_dict())) else ""
     more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
     observed = format_value(first.observed, first.unit)
     return f"SLO violated: {first.expr}{where}, observed {observed}{more}"
@@ -112,3 +117,15 @@ def _errors_block(results: Sequence[RunResult]) -> str:
         for line in error_sample_lines(r.error_samples, run=r.label if len(results) > 1 else "")
     ]
     return "\n\nFailed requests, in the server's words:\n" + "\n".join(lines) if lines else ""
+
+
+def _invalid_block(results: Sequence[RunResult]) -> str:
+    """The invalid outputs' reasons in the validator's words, so a failing ``valid_rate``
+    (or any failure in a run with invalid outputs) explains itself."""
+    lines = [
+        line
+        for r in results
+        if r.accumulator.invalid
+        for line in invalid_sample_lines(r.invalid_samples, run=r.label if len(results) > 1 else "")
+    ]
+    return "\n\nInvalid outputs, in the validator's words:\n" + "\n".join(lines) if lines else ""

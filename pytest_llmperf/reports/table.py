@@ -26,7 +26,9 @@ __all__ = [
     "regression_table",
     "stage_level",
     "stage_mark",
+    "stage_where",
     "time_split_block",
+    "verdict_model",
     "verdict_table",
     "verdict_where",
     "where_the_time_went",
@@ -151,12 +153,27 @@ def _blocks_slower(c: PairedCheck) -> str:
     return pairs if c.p_blocks is None else f"{pairs} (p {c.p_blocks:.2g})"
 
 
-def verdict_where(v: Mapping[str, Any]) -> str:
+def stage_where(v: Mapping[str, Any]) -> str:
     """``stage 1: 40 req/s`` for a verdict dict judged on one stage, ``""`` otherwise."""
     if v.get("stage") is None:
         return ""
     load = v.get("stage_load") or ""
     return f"stage {v['stage']}" + (f": {load}" if load else "")
+
+
+def verdict_model(v: Mapping[str, Any]) -> str:
+    """The served model (an adapter, or the base model by name) a verdict dict was judged
+    on alone (``llm_slo(..., per_model=True)``); ``""`` for a whole run's."""
+    return str(v.get("model") or "")
+
+
+def verdict_where(v: Mapping[str, Any]) -> str:
+    """Where in its run a verdict dict was judged: ``stage 1: 40 req/s``, ``model
+    sim-lora-1`` (both, comma-separated, for one model within one stage); ``""`` for a
+    whole run's."""
+    model = verdict_model(v)
+    parts = [stage_where(v), f"model {model}" if model else ""]
+    return ", ".join(p for p in parts if p)
 
 
 def stage_level(stage: Mapping[str, Any]) -> str:
@@ -183,26 +200,31 @@ def verdict_table(verdicts: Sequence[SloVerdict], runs: Sequence[Mapping[str, An
     """A fixed-width table: SLO, run, observed, target, verdict, reason.
 
     Verdicts judged on one stage of a staged run add a ``stage`` column
-    (``1: 40 req/s``) after the run; a table without them has none.
+    (``1: 40 req/s``) after the run; a table without them has none. Verdicts judged on
+    one served model (``llm_slo(..., per_model=True)``) add a ``model`` column alike.
 
     ``runs`` (the runs' report dicts, ``RunResult.to_dict()``): a failing latency SLO
     (ttft, ttfo, e2e, ``server.*``) adds, once per run (or stage), where its time went
     (:func:`where_the_time_went`).
     """
+    dicts = [v.to_dict() for v in verdicts]
     staged = any(v.stage is not None for v in verdicts)
-    head = ("SLO", "run", "stage") if staged else ("SLO", "run")
+    modelled = any(verdict_model(d) for d in dicts)
+    head = ("SLO", "run", *(("stage",) if staged else ()), *(("model",) if modelled else ()))
     bounded = any(v.interval for v in verdicts)
     interval_head = ("interval",) if bounded else ()
     rows: list[tuple[str, ...]] = [(*head, "observed", *interval_head, "target", "verdict")]
     notes: list[str] = []
-    for v in verdicts:
+    for v, d in zip(verdicts, dicts, strict=True):
         op = v.expr.split()[1] if len(v.expr.split()) > 2 else ""
-        stage = ("" if v.stage is None else v.where.removeprefix("stage "),) if staged else ()
+        stage = (stage_where(d).removeprefix("stage "),) if staged else ()
+        model = (verdict_model(d),) if modelled else ()
         rows.append(
             (
                 v.expr,
                 v.run,
                 *stage,
+                *model,
                 format_value(v.observed, v.unit),
                 *((format_interval(v) or "-",) if bounded else ()),
                 f"{op} {format_value(v.target, v.unit)}".strip(),
@@ -210,12 +232,12 @@ def verdict_table(verdicts: Sequence[SloVerdict], runs: Sequence[Mapping[str, An
             )
         )
         if v.reason:
-            where = f" [{v.where}]" if v.where else ""
+            where = f" [{place}]" if (place := verdict_where(d)) else ""
             notes.append(f"  {v.expr} [{v.run}]{where}: {v.reason}")
     lines = _table(rows)
     if notes:
         lines += ["", *notes]
-    split = where_the_time_went([v.to_dict() for v in verdicts], runs)
+    split = where_the_time_went(dicts, runs)
     if split:
         lines += ["", "Where the time went:", *split]
     return "\n".join(lines)
@@ -238,10 +260,10 @@ def where_the_time_went(
         key = (str(v.get("run") or ""), v.get("stage"))
         if v.get("verdict") != Verdict.FAIL or key in seen or key[0] not in by_label:
             continue
-        if not explains_time(str(v.get("expr") or "")):
-            continue
+        if not explains_time(str(v.get("expr") or "")) or verdict_model(v):
+            continue  # a model's share of a run has no time split of its own
         seen.add(key)
-        where = f"[{key[0]}]" + (f" [{verdict_where(v)}]" if key[1] is not None else "")
+        where = f"[{key[0]}]" + (f" [{stage_where(v)}]" if key[1] is not None else "")
         block = time_split_block(where, scope_of(by_label[key[0]], key[1]))
         lines += ["  " + line for line in block]
     return lines

@@ -19,7 +19,12 @@ KV-cache max, preemptions, prefix-cache hit rate, the cache reset; or why
 they are missing), and a failing latency SLO (ttft, ttfo, e2e, ``server.*``)
 says where its run's time went: the client's TTFT p50 and p99 against the
 server's queue and prefill, and the client/network remainder
-(:mod:`.time_split`), once per run or stage.
+(:mod:`.time_split`), once per run or stage. With the request paths of
+``llm_workload(structured=, tools=, adapters=, greedy=)`` a run also says what it
+asked for, a line per served model (its verdict too, like a stage's), its output
+comparisons with where mismatching samples part, and its invalid outputs in the
+validator's words (:mod:`.terminal_outputs`); a verdict on one model names it
+(``[model sim-lora-1]``).
 
 Written for an 80-column terminal and a CI log alike: a line that would pass
 the width is broken at a clause (an SLO's reason, the figures of a merged
@@ -34,6 +39,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_llmperf.reports.line_breaks import fit, prose, wrap_parts
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import (
     MARKS,
@@ -43,9 +49,12 @@ from pytest_llmperf.reports.table import (
     format_value,
     stage_level,
     stage_mark,
+    stage_where,
     time_split_block,
+    verdict_model,
     verdict_where,
 )
+from pytest_llmperf.reports.terminal_outputs import invalid_lines, output_lines, valid_part
 from pytest_llmperf.reports.time_split import (
     cache_reset_word,
     explains_time,
@@ -105,6 +114,7 @@ def summary_lines(
             judged = (v.get("run"), v.get("stage"))
             if (
                 v["verdict"] == "fail"
+                and not verdict_model(v)  # a model's share of a run: no split of its own
                 and judged not in explained
                 and judged[0] in by_label
                 and explains_time(str(v.get("expr") or ""))
@@ -117,26 +127,28 @@ def summary_lines(
             if not test.slos:
                 m = run["metrics"]
                 parts = _brief_parts(m, run["counts"], run.get("errors"))
-                lines.extend(_wrap([f"{run['label']}: {parts[0]}", *parts[1:]], width))
+                lines.extend(wrap_parts([f"{run['label']}: {parts[0]}", *parts[1:]], width))
             lines.extend(_stage_lines(run, test.slos))
+            lines.extend(output_lines(run, test.slos, width))
             if run.get("stop_reason") == "decided":  # until="decided": when, and on what
                 detail = run.get("stop_detail") or "every SLO decided"
-                lines.extend(_fit(f"    {run['label']}: stopped early: {detail}", width))
+                lines.extend(fit(f"    {run['label']}: stopped early: {detail}", width))
             for line in error_sample_lines(run.get("error_samples") or (), run=run["label"]):
                 lines.append(f"    ✗ {line}")
+            lines.extend(invalid_lines(run, width))
             for warning in (run.get("token_lengths") or {}).get("warnings", ()):
                 lines.append(f"    ! {run['label']}: {warning}")
             if run.get("server_metrics") is not None or run.get("cache_reset"):
-                lines.extend(_wrap(_server_parts(run), width))
+                lines.extend(wrap_parts(_server_parts(run), width))
             if retried := (run.get("counts") or {}).get("connection_retries"):
                 lines.extend(_retries_lines(run["label"], retried, width))
             if run.get("reference"):  # --llm-reference-endpoint: passed or not, one line
-                lines.extend(_fit("  " + _ab_line(run["label"], run["reference"]), width))
+                lines.extend(fit("  " + _ab_line(run["label"], run["reference"]), width))
         for c in _notable(test.baseline):
-            lines.extend(_fit("  " + _baseline_line(c), width))
+            lines.extend(fit("  " + _baseline_line(c), width))
         if unchanged := _unchanged_line(test.baseline):
-            lines.extend(_fit("  " + unchanged, width))
-    lines[:0] = [line for note in notes for line in _prose(note, width)]
+            lines.extend(fit("  " + unchanged, width))
+    lines[:0] = [line for note in notes for line in prose(note, width)]
     groups = data.groups()
     if groups:
         lines.append("session (gated runs merged per endpoint and model):")
@@ -144,7 +156,7 @@ def summary_lines(
             acc = group.accumulator
             figures = _brief_parts(acc.summary(), acc.counts(), dict(acc.errors))
             head = f"{key}: {group.runs} run(s), {group.measured_s:.1f} s measured; {figures[0]}"
-            lines.extend(_wrap([head, *figures[1:]], width, indent="  "))
+            lines.extend(wrap_parts([head, *figures[1:]], width, indent="  "))
             for verdict in session_verdicts:
                 if verdict.run == f"session {key}":
                     lines.append("    " + _slo_line({**verdict.to_dict(), "run": ""}))
@@ -192,11 +204,11 @@ def _split_lines(v: Mapping[str, Any], run: Mapping[str, Any], width: int | None
             p50   39.6 =         5.00 +    25.0 +           9.60
             p99  131.0 =         50.0 +    60.0 +           21.0
     """
-    where = f"[{v.get('run')}]" + (f" [{verdict_where(v)}]" if v.get("stage") is not None else "")
+    where = f"[{v.get('run')}]" + (f" [{stage_where(v)}]" if v.get("stage") is not None else "")
     block = time_split_block(where, scope_of(run, v.get("stage")), figures=False)
     if not block:
         return []
-    lines = _fit("    where the time went " + block[0], width)
+    lines = fit("    where the time went " + block[0], width)
     for line in block[1:]:
         if line.lstrip().startswith("("):  # a note on what the figures leave out
             lines += textwrap.wrap(
@@ -312,64 +324,6 @@ def _allowed(thresholds: Mapping[str, float]) -> str:
     return f", allowed +{default * 100:g}%{named}"
 
 
-def _fit(line: str, width: int | None) -> list[str]:
-    """``line``, or (wider than ``width``) broken at its clauses (``; ``, or before an
-    explanation in parentheses) onto continuation lines indented four more: each break
-    as late as still fits, so a figure is never split from its unit."""
-    if width is None or len(line) <= width:
-        return [line]
-    start = len(line) - len(line.lstrip())
-    cuts = [k for k in range(start + 1, len(line)) if line.startswith(("; ", " ("), k)]
-    if not cuts:
-        return [line]
-    fitting = [k for k in cuts if k <= width]
-    at = max(fitting) if fitting else min(cuts)
-    tail = line[at:].removeprefix(";").lstrip()
-    return [line[:at], *_fit(" " * (start + 4) + tail, width)]
-
-
-def _prose(text: str, width: int | None) -> list[str]:
-    """A sentence (a server note) wrapped at spaces, continuation lines indented four."""
-    if width is None or len(text) <= width:
-        return [text]
-    return textwrap.wrap(text, width, subsequent_indent="    ", break_long_words=False)
-
-
-def _wrap(parts: Sequence[str], width: int | None, indent: str = "    ") -> list[str]:
-    """Comma-separated ``parts`` on as few lines as fit ``width`` (a figure is never split);
-    continuation lines are indented two more than the first. A part wider than the line
-    on its own (a sentence: why the cache was not reset) is broken at its spaces."""
-    lines: list[str] = []
-    current = ""
-    for part in parts:
-        candidate = f"{current}, {part}" if current else part
-        pad = indent if not lines else indent + "  "
-        # + 1: the line ends with a comma when a part follows it
-        if current and width is not None and len(pad) + len(candidate) + 1 > width:
-            lines.append(pad + current + ",")
-            candidate = part
-        current = candidate
-    if current:
-        lines.append((indent if not lines else indent + "  ") + current)
-    if width is None:
-        return lines
-    out: list[str] = []
-    for line in lines:
-        if len(line) <= width:
-            out.append(line)
-            continue
-        lead = line[: len(line) - len(line.lstrip())]
-        out += textwrap.wrap(
-            line.strip(),
-            width,
-            initial_indent=lead,
-            subsequent_indent=lead + "  ",
-            break_long_words=False,
-            break_on_hyphens=False,
-        )
-    return out
-
-
 def _retries_lines(label: str, retried: int, width: int | None) -> list[str]:
     """A run's ``connection_retries``, said in full (wrapped at spaces to ``width``)."""
     text = (
@@ -412,6 +366,7 @@ def _brief_parts(
         *latency,
         *([f"{images} images ({_kib(metrics['image_bytes'])})"] if images else []),
         f"errors {metrics['error_rate'] * 100:.2f}%" + (f" ({why})" if why else ""),
+        *([valid] if (valid := valid_part({"metrics": metrics, "counts": counts})) else []),
         *([f"connection retries {retried}"] if retried else []),
     ]
 

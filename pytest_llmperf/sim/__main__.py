@@ -43,6 +43,20 @@ def _tokens_arg(text: str) -> tuple[int, int]:
     return a, b
 
 
+def _adapters_arg(text: str) -> dict[str, float]:
+    """``sim-lora-1=0.4,sim-lora-2=0.4``."""
+    out: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, weight = item.partition("=")
+        try:
+            out[name.strip()] = float(weight)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise argparse.ArgumentTypeError(f"expected NAME=WEIGHT,..., got {text!r}")
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m pytest_llmperf.sim",
@@ -89,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         metavar="TOKENS",
         help="tokens of prompt prefix shared by every request (prefix caching)",
+    )
+    vt.add_argument(
+        "--adapters",
+        type=_adapters_arg,
+        default=None,
+        metavar="NAME=W,...",
+        help="LoRA adapters drawn per request by weight (the rest: the base model)",
     )
     vt.add_argument("--json", default=None, metavar="PATH", help="also write the metrics as JSON")
     return ap

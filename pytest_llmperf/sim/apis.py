@@ -16,7 +16,7 @@ API's own shape (:func:`api_error_body`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from .images import (
@@ -27,7 +27,7 @@ from .images import (
     decode_base64_image,
     decode_data_url,
 )
-from .wire import ParsedRequest, WireError, error_body, int_field
+from .wire import ParsedRequest, WireError, check_model, error_body, int_field
 
 __all__ = [
     "ANTHROPIC_ERROR_TYPES",
@@ -64,13 +64,6 @@ def api_error_body(api: str, status: int, message: str, param: str | None) -> di
     if api == "messages":
         return anthropic_error_body(status, message)
     return error_body(status, message, param)
-
-
-def _check_model(body: dict[str, Any], served_model: str) -> str:
-    model = body.get("model", served_model)
-    if model != served_model:
-        raise WireError(404, f"The model `{model}` does not exist.", "model")
-    return str(model)
 
 
 def _stream_flag(body: dict[str, Any]) -> bool:
@@ -141,7 +134,10 @@ def _responses_item(prompt: PromptTokens, item: Any) -> None:
 
 
 def parse_responses(
-    body: Any, served_model: str, image_px: int = DEFAULT_IMAGE_TOKEN_PX
+    body: Any,
+    served_model: str,
+    image_px: int = DEFAULT_IMAGE_TOKEN_PX,
+    adapters: Collection[str] = (),
 ) -> ParsedRequest:
     """A ``POST /v1/responses`` body: ``input`` (a string, or a list of messages whose
     content is a string or ``input_text`` / ``input_image`` parts, and earlier items),
@@ -149,7 +145,7 @@ def parse_responses(
     ``ignore_eos`` (vLLM's extension)."""
     if not isinstance(body, dict):
         raise WireError(400, "request body must be a JSON object")
-    model = _check_model(body, served_model)
+    model = check_model(body, served_model, adapters)
     prompt = PromptTokens(image_px)
     instructions = body.get("instructions")
     if instructions is not None:
@@ -229,7 +225,10 @@ def _messages_blocks(prompt: PromptTokens, content: Any, where: str) -> None:
 
 
 def parse_messages(
-    body: Any, served_model: str, image_px: int = DEFAULT_IMAGE_TOKEN_PX
+    body: Any,
+    served_model: str,
+    image_px: int = DEFAULT_IMAGE_TOKEN_PX,
+    adapters: Collection[str] = (),
 ) -> ParsedRequest:
     """A ``POST /v1/messages`` body: ``model``, ``messages`` (role user / assistant —
     and system, which vLLM also takes — with string or block content), ``system``
@@ -237,7 +236,7 @@ def parse_messages(
     Anthropic's API and vLLM's), ``stream``, ``ignore_eos``."""
     if not isinstance(body, dict):
         raise WireError(400, "request body must be a JSON object")
-    model = _check_model(body, served_model)
+    model = check_model(body, served_model, adapters)
     if body.get("max_tokens") is None:
         raise WireError(400, "max_tokens: Field required", "max_tokens")
     max_tokens = int_field(body, "max_tokens", 1)

@@ -25,6 +25,7 @@ token, and nothing at all when the profile turns these modes off
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from typing import Protocol
@@ -33,7 +34,14 @@ from .profiles import Profile
 from .text import WORDS, WORDS_JSON, token_index
 from .wire import ChunkWriter
 
-__all__ = ["ChunkSource", "DeltaPlan", "ShapedChunks", "plan_deltas", "split_text"]
+__all__ = [
+    "ChunkSource",
+    "DeltaPlan",
+    "ShapedChunks",
+    "plain_plan",
+    "plan_deltas",
+    "split_text",
+]
 
 
 class ChunkSource(Protocol):
@@ -93,9 +101,21 @@ def plan_deltas(profile: Profile, seed: int, index: int, n_out: int, api: str) -
     )
 
 
-def split_text(plan: DeltaPlan | None, salt: int, n_out: int) -> tuple[str | None, str]:
-    """``(reasoning, answer)`` text of a whole response (non-streaming bodies)."""
-    words = [WORDS[token_index(j, salt)] for j in range(n_out)]
+def plain_plan(n_out: int) -> DeltaPlan:
+    """The plan of vLLM's plain shape (no reasoning, no empty deltas, finish on the last
+    token): for a response whose tokens' text is given (outputs.py) but not shaped."""
+    return DeltaPlan(n=n_out, n_reasoning=0, empty=bytes(n_out), separate_finish=False)
+
+
+def split_text(
+    plan: DeltaPlan | None, salt: int, n_out: int, pieces: tuple[bytes, ...] | None = None
+) -> tuple[str | None, str]:
+    """``(reasoning, answer)`` text of a whole response (non-streaming bodies); each
+    token's text from ``pieces`` when given (outputs.py), else the filler words."""
+    if pieces is not None:
+        words = [json.loads(b'"' + p + b'"') for p in pieces[:n_out]]
+    else:
+        words = [WORDS[token_index(j, salt)] for j in range(n_out)]
     if plan is None or not plan.n_reasoning:
         return None, "".join(words)
     return "".join(words[: plan.n_reasoning]), "".join(words[plan.n_reasoning :])
@@ -120,12 +140,20 @@ class ShapedChunks:
         "n",
         "n_reasoning",
         "pending",
+        "pieces",
         "rhead",
         "salt",
         "tail",
     )
 
-    def __init__(self, w: ChunkWriter, plan: DeltaPlan, salt: int, finish_reason: str) -> None:
+    def __init__(
+        self,
+        w: ChunkWriter,
+        plan: DeltaPlan,
+        salt: int,
+        finish_reason: str,
+        pieces: tuple[bytes, ...] | None = None,
+    ) -> None:
         self.head, self.tail, self.last_tail = w.token_template(finish_reason)
         self.rhead = (
             w.token_template(finish_reason, reasoning=True)[0] if plan.n_reasoning else self.head
@@ -136,6 +164,7 @@ class ShapedChunks:
         self.empty = plan.empty
         self.salt = salt
         self.pending = b""  # JSON-escaped text held back by empty chunks (no quotes)
+        self.pieces = pieces  # each token's JSON-escaped text (outputs.py); None: the words
 
     def clip(self, i: int, size: int) -> int:
         """``size`` cut so that a chunk starting at token ``i`` stays in one part."""
@@ -144,8 +173,12 @@ class ShapedChunks:
 
     def chunk(self, i: int, size: int = 1) -> bytes:
         """The bytes to write for tokens ``i … i+size-1``."""
+        pieces = self.pieces
         if size == 1:
-            word = _WORDS_JSON[(self.salt + i * 7) % _NWORDS]  # text.token_index, inlined
+            if pieces is None:
+                word = _WORDS_JSON[(self.salt + i * 7) % _NWORDS]  # text.token_index, inlined
+            else:
+                word = b'"' + pieces[i] + b'"'
             if self.empty[i]:
                 self.pending += word[1:-1]
                 payload = b'""'
@@ -159,7 +192,10 @@ class ShapedChunks:
             pending = self.pending
             empty = self.empty
             for k in range(i, i + size):
-                pending += _WORDS_JSON[(self.salt + k * 7) % _NWORDS][1:-1]
+                if pieces is None:
+                    pending += _WORDS_JSON[(self.salt + k * 7) % _NWORDS][1:-1]
+                else:
+                    pending += pieces[k]
                 if not empty[k]:
                     out += pending
                     pending = b""

@@ -84,6 +84,8 @@ class Engine:
         if req.state == RUNNING:
             sched.running.remove(req)
             self.kv.release(req)
+            if req.lora:
+                sched.lora.release(req.lora)
         elif req.state == WAITING:
             sched.waiting.remove(req)
         else:
@@ -115,6 +117,7 @@ class Engine:
         if not reqs and sched.waiting and not sched.running:
             raise InvariantError("idle while work waits: nothing schedulable with an empty batch")
         prefill = decode = context = 0
+        loras: set[int] | None = None
         for r, n in zip(reqs, ns, strict=True):
             c = r.num_computed
             if n == 1 and r.generated and c == r.prompt_len + r.generated - 1:
@@ -122,7 +125,14 @@ class Engine:
             else:
                 prefill += n
             context += c + n
-        end = now + self.latency.step_s(prefill, decode, context)
+            if r.lora:
+                if loras is None:
+                    loras = set()
+                loras.add(r.lora)
+        step = self.latency.step_s(prefill, decode, context)
+        if loras is not None or sched.lora.loads:  # adapters.py: their kernels and loads
+            step += sched.lora.step_cost_us(loras or set()) * 1e-6
+        end = now + step
         t_tok = end + self._output_delay
         res = StepResult(now, end, len(reqs), prefill, decode)
         emitted = res.emitted
@@ -145,6 +155,8 @@ class Engine:
         if finished:
             for r in finished:
                 kv.release(r)
+                if r.lora:
+                    sched.lora.release(r.lora)
                 r.state = FINISHED
                 r.finish_time = t_tok
             sched.running = [r for r in sched.running if r.state == RUNNING]
@@ -183,3 +195,13 @@ class Engine:
         for r in sched.waiting:
             if r.state != WAITING or r.blocks:
                 raise InvariantError(f"bad waiting request {r!r}")
+        lora = sched.lora
+        using: dict[int, int] = {}
+        for r in running:
+            if r.lora:
+                using[r.lora] = using.get(r.lora, 0) + 1
+        held = {a: n for a, n in lora.users.items() if n}
+        if using != held or not set(using) <= set(lora.resident):
+            raise InvariantError(f"LoRA slots hold {held}, running requests use {using}")
+        if len(lora.resident) > lora.max_loras:
+            raise InvariantError(f"{len(lora.resident)} adapters resident > max_loras")

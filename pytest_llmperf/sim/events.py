@@ -42,6 +42,7 @@ from typing import Any
 
 from .apis import anthropic_error_body
 from .deltas import DeltaPlan
+from .outputs import ToolCall
 from .text import WORDS_JSON
 
 __all__ = ["MessagesEvents", "ResponsesEvents", "anthropic_usage", "responses_usage"]
@@ -84,30 +85,53 @@ def anthropic_usage(prompt_tokens: int, output_tokens: int, cached_tokens: int) 
 
 
 class _TokenText:
-    """The text each token sends, honouring a plan's empty deltas; in token order."""
+    """The text each token sends, honouring a plan's empty deltas; in token order.
 
-    def __init__(self, plan: DeltaPlan | None, salt: int, n: int) -> None:
+    ``pieces`` (outputs.py) give each token's text when it is not the filler words
+    (JSON, a tool call's arguments, a changed output); ``tool`` is the tool call whose
+    header takes token ``tool.at`` (it opens the call's item or block, no delta)."""
+
+    def __init__(
+        self,
+        plan: DeltaPlan | None,
+        salt: int,
+        n: int,
+        pieces: tuple[bytes, ...] | None = None,
+        tool: ToolCall | None = None,
+    ) -> None:
         self.n = n
         self.n_reasoning = plan.n_reasoning if plan is not None else 0
         self.empty = plan.empty if plan is not None and any(plan.empty) else None
         self.salt = salt
         self.pending = b""  # JSON-escaped text held back by empty deltas (no quotes)
+        self.pieces = pieces
+        self.tool = tool
+        self.tool_at = tool.at if tool is not None else -1
 
     def clip(self, i: int, size: int) -> int:
-        """``size`` cut so that tokens ``i … i+size-1`` stay in one part."""
+        """``size`` cut so that tokens ``i … i+size-1`` stay in one part (a tool call's
+        header token alone)."""
         r = self.n_reasoning
-        return min(size, r - i) if i < r else size
+        if i < r:
+            return min(size, r - i)
+        return 1 if i == self.tool_at else size
 
     def _text(self, i: int, size: int) -> bytes:
         """The JSON-escaped text tokens ``i … i+size-1`` send (empty: send nothing)."""
         empty = self.empty
         salt = self.salt
+        pieces = self.pieces
         if empty is None and size == 1:
+            if pieces is not None:
+                return pieces[i]
             return _WORDS_JSON[(salt + i * 7) % _NWORDS][1:-1]  # text.token_index, inlined
         pending = self.pending
         out = b""
         for k in range(i, i + size):
-            pending += _WORDS_JSON[(salt + k * 7) % _NWORDS][1:-1]
+            if pieces is not None:
+                pending += pieces[k]
+            else:
+                pending += _WORDS_JSON[(salt + k * 7) % _NWORDS][1:-1]
             if empty is None or not empty[k]:
                 out += pending
                 pending = b""
@@ -128,8 +152,10 @@ class ResponsesEvents(_TokenText):
         *,
         max_output_tokens: int | None,
         incomplete_event: bool = False,
+        pieces: tuple[bytes, ...] | None = None,
+        tool: ToolCall | None = None,
     ) -> None:
-        super().__init__(plan, salt, n)
+        super().__init__(plan, salt, n, pieces, tool)
         self.model = model
         self.finish = finish
         self.max_output_tokens = max_output_tokens
@@ -139,7 +165,7 @@ class ResponsesEvents(_TokenText):
         self.seq = 0
         self.output_index = 0
         self.items: list[dict[str, Any]] = []  # finished output items, in order
-        self.kind: str | None = None  # the open part: "reasoning" | "text"
+        self.kind: str | None = None  # the open part: "reasoning" | "text" | "function_call"
         self.item_id = ""
         self.acc = b""  # JSON-escaped text of the open part
         self.head = b""  # the open part's delta event up to its text
@@ -181,7 +207,59 @@ class ResponsesEvents(_TokenText):
             {"type": "response.in_progress", "response": initial}
         )
 
+    def _open_call(self) -> bytes:
+        """A function call's ``response.output_item.added`` (arguments "")."""
+        tool = self.tool
+        assert tool is not None
+        self.kind = "function_call"
+        self.acc = b""
+        self.item_id = "fc_" + uuid.uuid4().hex
+        where = {"item_id": self.item_id, "output_index": self.output_index}
+        delta_type = "response.function_call_arguments.delta"
+        head = json.dumps({"type": delta_type, **where})[:-1] + ', "delta": "'
+        self.head = b"event: " + delta_type.encode() + b"\ndata: " + head.encode()
+        self.mid = b'", "sequence_number": '
+        item = self._call_item("", "in_progress")
+        return self._event(
+            {"type": "response.output_item.added", "output_index": self.output_index, "item": item}
+        )
+
+    def _call_item(self, arguments: str, status: str) -> dict[str, Any]:
+        tool = self.tool
+        assert tool is not None
+        return {
+            "id": self.item_id,
+            "type": "function_call",
+            "call_id": "call_" + tool.call_id,
+            "name": tool.name,
+            "arguments": arguments,
+            "status": status,
+        }
+
+    def _close_call(self) -> bytes:
+        """``response.function_call_arguments.done`` and ``response.output_item.done``."""
+        assert self.tool is not None
+        args = _unescape(self.acc)
+        item = self._call_item(args, "completed")
+        out = self._event(
+            {
+                "type": "response.function_call_arguments.done",
+                "item_id": self.item_id,
+                "output_index": self.output_index,
+                "name": self.tool.name,
+                "arguments": args,
+            }
+        ) + self._event(
+            {"type": "response.output_item.done", "output_index": self.output_index, "item": item}
+        )
+        self.items.append(item)
+        self.output_index += 1
+        self.kind = None
+        return out
+
     def _open(self, kind: str) -> bytes:
+        if kind == "function_call":
+            return self._open_call()
         self.kind = kind
         self.acc = b""
         prefix, item_type = ("rs_", "reasoning") if kind == "reasoning" else ("msg_", "message")
@@ -214,6 +292,8 @@ class ResponsesEvents(_TokenText):
     def _close(self) -> bytes:
         if self.kind is None:
             return b""
+        if self.kind == "function_call":
+            return self._close_call()
         text = _unescape(self.acc)
         where = {"item_id": self.item_id, "output_index": self.output_index, "content_index": 0}
         if self.kind == "reasoning":
@@ -254,11 +334,17 @@ class ResponsesEvents(_TokenText):
 
     def chunk(self, i: int, size: int = 1) -> bytes:
         """The events for tokens ``i … i+size-1``: the delta, after the events that open
-        its part (and close the previous one); ``b""`` for an empty delta."""
+        its part (and close the previous one); ``b""`` for an empty delta. A tool
+        call's header token opens its ``function_call`` item (no delta)."""
+        if i == self.tool_at:
+            return self._close() + self._open("function_call")
         text = self._text(i, size)
         if not text:
             return b""
-        kind = "reasoning" if i < self.n_reasoning else "text"
+        if i < self.n_reasoning:
+            kind = "reasoning"
+        else:
+            kind = "text" if self.tool is None else "function_call"
         out = b""
         if kind != self.kind:
             out = self._close() + self._open(kind)
@@ -313,7 +399,8 @@ class ResponsesEvents(_TokenText):
         reasoning_tokens: int | None,
         metrics: dict[str, float] | None,
     ) -> dict[str, Any]:
-        """The non-streamed answer (``stream`` false): the response object."""
+        """The non-streamed answer (``stream`` false): the response object (a tool call's
+        ``function_call`` item, arguments ``text``, in place of the message)."""
         output: list[dict[str, Any]] = []
         if reasoning:
             output.append(
@@ -325,7 +412,10 @@ class ResponsesEvents(_TokenText):
                     "status": "completed",
                 }
             )
-        if text:
+        if self.tool is not None:
+            self.item_id = "fc_" + uuid.uuid4().hex
+            output.append(self._call_item(text, "completed"))
+        elif text:
             output.append(
                 {
                     "id": "msg_" + uuid.uuid4().hex,
@@ -340,19 +430,25 @@ class ResponsesEvents(_TokenText):
         return self._final(output, prompt_tokens, cached_tokens, reasoning_tokens, metrics)
 
 
-_STOP_REASONS = {"length": "max_tokens", "stop": "end_turn"}
-
-
 class MessagesEvents(_TokenText):
     """The SSE events (and the non-streamed body) of one Messages API answer."""
 
-    def __init__(self, model: str, plan: DeltaPlan | None, salt: int, n: int, finish: str) -> None:
-        super().__init__(plan, salt, n)
+    def __init__(
+        self,
+        model: str,
+        plan: DeltaPlan | None,
+        salt: int,
+        n: int,
+        finish: str,
+        pieces: tuple[bytes, ...] | None = None,
+        tool: ToolCall | None = None,
+    ) -> None:
+        super().__init__(plan, salt, n, pieces, tool)
         self.model = model
         self.finish = finish
         self.id = "msg_" + uuid.uuid4().hex
         self.index = -1  # the open block's index
-        self.kind: str | None = None  # the open block: "thinking" | "text"
+        self.kind: str | None = None  # the open block: "thinking" | "text" | "tool_use"
         self.head = b""
 
     def opening(self, prompt_tokens: int) -> bytes:
@@ -392,7 +488,32 @@ class MessagesEvents(_TokenText):
         self.kind = None
         return out + _sse("content_block_stop", {"type": "content_block_stop", "index": self.index})
 
+    @property
+    def stop_reason(self) -> str:
+        """``max_tokens`` at the cap, ``tool_use`` for a whole tool call, else ``end_turn``."""
+        if self.finish == "length":
+            return "max_tokens"
+        return "tool_use" if self.tool is not None else "end_turn"
+
+    def _start_tool(self) -> bytes:
+        """A ``tool_use`` block's ``content_block_start`` (input ``{}``)."""
+        tool = self.tool
+        assert tool is not None
+        self.kind = "tool_use"
+        self.index += 1
+        self.head = (
+            b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": %d, '
+            b'"delta": {"type": "input_json_delta", "partial_json": "' % self.index
+        )
+        block = {"type": "tool_use", "id": "toolu_" + tool.call_id, "name": tool.name, "input": {}}
+        return _sse(
+            "content_block_start",
+            {"type": "content_block_start", "index": self.index, "content_block": block},
+        )
+
     def _start(self, kind: str) -> bytes:
+        if kind == "tool_use":
+            return self._start_tool()
         self.kind = kind
         self.index += 1
         field = "thinking" if kind == "thinking" else "text"
@@ -413,11 +534,13 @@ class MessagesEvents(_TokenText):
     def chunk(self, i: int, size: int = 1) -> bytes:
         """The events for tokens ``i … i+size-1``: one ``content_block_delta``, after
         the events that start its block (and stop the previous one); ``b""`` for an
-        empty delta."""
+        empty delta. A tool call's header token starts its ``tool_use`` block (no delta)."""
+        if i == self.tool_at:
+            return self._stop() + self._start("tool_use")
         text = self._text(i, size)
         if not text:
             return b""
-        kind = "thinking" if i < self.n_reasoning else "text"
+        kind = "thinking" if i < self.n_reasoning else "text" if self.tool is None else "tool_use"
         out = b""
         if kind != self.kind:
             out = self._stop() + self._start(kind)
@@ -432,10 +555,7 @@ class MessagesEvents(_TokenText):
                 "message_delta",
                 {
                     "type": "message_delta",
-                    "delta": {
-                        "stop_reason": _STOP_REASONS.get(self.finish, "end_turn"),
-                        "stop_sequence": None,
-                    },
+                    "delta": {"stop_reason": self.stop_reason, "stop_sequence": None},
                     "usage": anthropic_usage(prompt_tokens, self.n, cached_tokens),
                 },
             )
@@ -456,7 +576,20 @@ class MessagesEvents(_TokenText):
             content.append(
                 {"type": "thinking", "thinking": reasoning, "signature": uuid.uuid4().hex}
             )
-        if text or not content:  # an empty answer is one empty text block (vLLM)
+        if self.tool is not None:
+            try:
+                given = json.loads(text)
+            except ValueError:  # cut at the cap: what was generated is not whole JSON
+                given = {}
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": "toolu_" + self.tool.call_id,
+                    "name": self.tool.name,
+                    "input": given if isinstance(given, dict) else {},
+                }
+            )
+        elif text or not content:  # an empty answer is one empty text block (vLLM)
             content.append({"type": "text", "text": text})
         return {
             "id": self.id,
@@ -464,7 +597,7 @@ class MessagesEvents(_TokenText):
             "role": "assistant",
             "model": self.model,
             "content": content,
-            "stop_reason": _STOP_REASONS.get(self.finish, "end_turn"),
+            "stop_reason": self.stop_reason,
             "stop_sequence": None,
             "usage": anthropic_usage(prompt_tokens, self.n, cached_tokens),
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
+from .adapters import LoraSlots
 from .clock import sleep_until
 from .profiles import Profile
 from .streams import BackendStats, ServedTimes, Submission
@@ -66,6 +67,7 @@ class FixedBackend:
         self.speedup = speedup
         self.timing = timing
         self.active = 0
+        self.lora = LoraSlots(profile.max_loras, profile.lora_step_us, profile.lora_load_us)
 
     async def start(self) -> None:
         return None
@@ -82,8 +84,14 @@ class FixedBackend:
         ttft_ms = p.ttft_ms + p.ttft_per_active_ms * load
         if sub.image_tokens:  # the vision encoder's share (docs/simulator.md, "Images")
             ttft_ms += p.ttft_per_image_token_ms * sub.image_tokens
+        itl_ms = p.itl_ms + p.itl_per_active_ms * load
+        if sub.lora:  # adapters.py: no batch here, so an LRU of max_loras and no waiting
+            if self.lora.admit(sub.lora):
+                ttft_ms += p.lora_load_us / 1000.0
+            self.lora.release(sub.lora)
+            itl_ms += p.lora_step_us / 1000.0
         ttft_s = ttft_ms / 1000.0 / self.speedup
-        itl_s = (p.itl_ms + p.itl_per_active_ms * load) / 1000.0 / self.speedup
+        itl_s = itl_ms / 1000.0 / self.speedup
         self.active += 1
         start = asyncio.get_running_loop().time()
         return FixedStream(self, start, ttft_s, itl_s, sub.output_tokens)

@@ -18,14 +18,18 @@ from typing import Protocol
 __all__ = ["NEVER", "KVCache", "KVHolder", "prompt_block_hashes"]
 
 
-def prompt_block_hashes(tokens: list[str], block_size: int) -> tuple[int, ...]:
+def prompt_block_hashes(
+    tokens: list[str], block_size: int, adapter: str | None = None
+) -> tuple[int, ...]:
     """Chained hashes of the prompt's full blocks: block i's hash covers blocks 0..i.
 
     Chaining makes a hash identify a whole prefix, so two prompts share a
-    cached block only if everything before it is identical too.
+    cached block only if everything before it is identical too. A LoRA
+    ``adapter``'s blocks start from a chain of their own: its KV differs from the
+    base model's for the same tokens, so vLLM keys its prefix cache by adapter too.
     """
     out = []
-    h = 0
+    h = 0 if adapter is None else hash(("lora", adapter))
     for start in range(0, len(tokens) - block_size + 1, block_size):
         h = hash((h, tuple(tokens[start : start + block_size])))
         out.append(h)

@@ -88,6 +88,12 @@ class Profile:
     embedding_dim: int
     responses_incomplete_event: bool
     stream_error_events: bool
+    lora_adapters: tuple[str, ...]
+    max_loras: int
+    lora_step_us: float
+    lora_load_us: float
+    output_change_rate: float
+    constrain_outputs: bool
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -119,6 +125,7 @@ _PROB_KEYS = {
     "multi_token_rate",
     "keepalive_rate",
     "empty_delta_rate",
+    "output_change_rate",
 }
 
 
@@ -179,7 +186,7 @@ def _coerce(profile: str, key: str, raw: Any) -> Any:
             if isinstance(items, int):
                 items = [items]
             return tuple(int(x) for x in items)
-        if key == "reject_fields":
+        if key in ("reject_fields", "lora_adapters"):
             if raw is None:
                 return ()
             items = raw.split(",") if isinstance(raw, str) else raw
@@ -228,6 +235,7 @@ def _validate(p: Profile) -> None:
         "multi_token_max",
         "image_token_px",
         "embedding_dim",
+        "max_loras",
     ):
         if getattr(p, key) < 1:
             raise bad(key, "must be at least 1")
@@ -242,6 +250,14 @@ def _validate(p: Profile) -> None:
         raise bad("reasoning_field", f"expected one of {REASONING_FIELDS}")
     if p.reject_style not in REJECT_STYLES:
         raise bad("reject_style", f"expected one of {REJECT_STYLES}")
+    names = set()
+    for name in p.lora_adapters:
+        if not name or name == p.model or name in names:
+            raise bad(
+                "lora_adapters",
+                f"{name!r}: adapter names must be distinct, non-empty and not the base model's",
+            )
+        names.add(name)
     for name in p.reject_fields:
         if not _FIELD_NAME.fullmatch(name):
             raise bad("reject_fields", f"{name!r} is not a field name (a, or a.b for a nested one)")

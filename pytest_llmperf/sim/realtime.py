@@ -195,6 +195,7 @@ class EngineBackend:
             sub.output_tokens,
             sub.block_hashes,
             sub.priority,
+            lora=sub.lora,
         )
         self._next_rid += 1
         stream = EngineStream(self, req)

@@ -43,6 +43,7 @@ class Request:
         "first_token_time",
         "generated",
         "held",
+        "lora",
         "max_tokens",
         "num_computed",
         "owner",
@@ -66,6 +67,7 @@ class Request:
         block_hashes: tuple[int, ...] = (),
         priority: int = 0,
         owner: Any = None,
+        lora: int = 0,
     ) -> None:
         self.rid = rid
         self.arrival = arrival
@@ -74,6 +76,7 @@ class Request:
         self.block_hashes = block_hashes
         self.priority = priority
         self.owner = owner  # real time: the token stream to deliver to
+        self.lora = lora  # the LoRA adapter it runs with (adapters.py); 0 = the base model
         self.seq = rid
         self.num_computed = 0
         self.generated = 0

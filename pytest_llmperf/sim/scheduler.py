@@ -15,6 +15,7 @@ import heapq
 from collections import deque
 from collections.abc import Iterator
 
+from .adapters import LoraSlots
 from .kv_cache import KVCache
 from .profiles import Profile
 from .request import RUNNING, WAITING, Request
@@ -41,6 +42,10 @@ class WaitQueue:
         raise NotImplementedError
 
     def remove(self, req: Request) -> None:
+        raise NotImplementedError
+
+    def put_back(self, reqs: list[Request]) -> None:
+        """Return requests popped but skipped this step (LoRA slots full), in order."""
         raise NotImplementedError
 
     def __iter__(self) -> Iterator[Request]:
@@ -73,6 +78,9 @@ class FcfsQueue(WaitQueue):
 
     def remove(self, req: Request) -> None:
         self.q.remove(req)
+
+    def put_back(self, reqs: list[Request]) -> None:
+        self.q.extendleft(reversed(reqs))
 
 
 class KeyedQueue(WaitQueue):
@@ -124,6 +132,10 @@ class KeyedQueue(WaitQueue):
         self._clean()
         return heapq.heappop(self.heap)[3]
 
+    def put_back(self, reqs: list[Request]) -> None:
+        for r in reqs:
+            self.push(r)
+
     def remove(self, req: Request) -> None:
         if req in self.front:
             self.front.remove(req)
@@ -149,10 +161,13 @@ class Scheduler:
         self.chunk_limit = profile.long_prefill_token_threshold or profile.max_num_batched_tokens
         self.block_size = profile.block_size
         self.preemptions = 0
+        self.lora = LoraSlots(profile.max_loras, profile.lora_step_us, profile.lora_load_us)
 
     def preempt(self, victim: Request) -> None:
         """Recompute preemption: free its KV, back to the front of the queue."""
         self.kv.release(victim)
+        if victim.lora:
+            self.lora.release(victim.lora)
         victim.num_computed = 0
         victim.preemptions += 1
         victim.state = WAITING
@@ -196,8 +211,15 @@ class Scheduler:
             return reqs, ns
         waiting = self.waiting
         max_seqs = self.max_num_seqs
+        skipped: list[Request] | None = None  # LoRA-blocked: back to the queue after the step
         while waiting and len(running) < max_seqs and budget > 0:
             r = waiting.peek()
+            if r.lora and not self.lora.can_admit(r.lora):
+                waiting.pop()  # as vLLM: skipped this step, the requests behind it go on
+                if skipped is None:
+                    skipped = []
+                skipped.append(r)
+                continue
             known = r.prompt_len + r.generated
             hit = kv.match_prefix(r, known) if r.num_computed == 0 and r.block_hashes else 0
             start = hit * bs
@@ -211,6 +233,8 @@ class Scheduler:
                 kv.hit_tokens -= start
                 break
             waiting.pop()
+            if r.lora:
+                self.lora.admit(r.lora)
             r.num_computed = start
             if r.cached_tokens < 0:
                 r.cached_tokens = start
@@ -220,4 +244,6 @@ class Scheduler:
             reqs.append(r)
             ns.append(n)
             budget -= n
+        if skipped is not None:
+            waiting.put_back(skipped)
         return reqs, ns

@@ -14,12 +14,17 @@ other servers (deltas.py), the socket writers of the engine's fan-out
 Messages APIs (apis.py, events.py) share the chat path — admission, faults, the
 back end, both token paths — and differ only in their parsing and bytes;
 embeddings (embeddings.py) submit each input as a prefill-only request; images
-in prompts are charged as prompt tokens (images.py).
+in prompts are charged as prompt tokens (images.py). What a request's tokens
+say — filler words, schema-valid JSON, a tool call, a greedy or changed output —
+is decided before it is submitted (outputs.py, json_outputs.py) and rendered by
+the same chunk sources (deltas.py, tool_calls.py, events.py); a request naming a
+LoRA adapter carries it to the back end (adapters.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 from typing import Any
@@ -27,21 +32,24 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from ..tokens import split_tokens
 from .apis import api_error_body, parse_messages, parse_responses
 from .clock import TIMING_MODES, sleep_until
-from .deltas import ChunkSource, DeltaPlan, ShapedChunks, plan_deltas, split_text
+from .deltas import ChunkSource, DeltaPlan, ShapedChunks, plain_plan, plan_deltas, split_text
 from .embeddings import parse_embeddings
 from .events import MessagesEvents, ResponsesEvents
 from .faults import FaultPlan, plan_faults
 from .fixed import FixedBackend
 from .gc_control import GcControl
 from .kv_cache import KVCache, prompt_block_hashes
+from .outputs import PLAIN, OutputPlan, changed_output, output_salt, plan_output, read_output_ask
 from .profiles import Profile
 from .prometheus import ServerCounters, render_metrics
 from .sink import ShapedSocketSink, SocketSink
 from .streams import Backend, Submission, TokenStream, WritableTokenStream, writes_itself
 from .text import token_text
 from .tokenization import Tokenization
+from .tool_calls import ToolCallChunks, chat_tool_call
 from .validation import request_policy
 from .wire import (
     DONE,
@@ -111,7 +119,9 @@ class SimApp:
         self.poll = self.backend.poll
         self.counters = ServerCounters()
         self.policy = request_policy(profile)  # None: every field accepted, as vLLM does
-        self.tokenization = Tokenization(profile.model, profile.max_model_len)
+        self.tokenization = Tokenization(
+            profile.model, profile.max_model_len, profile.lora_adapters
+        )
         self.next_index = 0
         self.emit_lags: list[float] | None = [] if record_emit_lag else None
         self.emit_planned: list[float] = []  # planned loop time of each lag sample
@@ -135,6 +145,8 @@ class SimApp:
                 web.post("/detokenize", self.tokenization.detokenize),
             ]
         )
+        # the LoRA adapters' ids in the back end (adapters.py): 1, 2, … in profile order
+        self._lora_ids = {name: k + 1 for k, name in enumerate(profile.lora_adapters)}
         self._kv = _prefix_cache(self.backend)
         if self._kv is not None:  # vLLM's (development mode) reset, where there is a cache
             self.app.add_routes([web.post("/reset_prefix_cache", self.reset_prefix_cache)])
@@ -162,7 +174,8 @@ class SimApp:
 
     # -- simple endpoints -------------------------------------------------
     async def models(self, _request: web.Request) -> web.Response:
-        return web.json_response(models_body(self.profile.model, self.profile.max_model_len))
+        p = self.profile
+        return web.json_response(models_body(p.model, p.max_model_len, p.lora_adapters))
 
     async def health(self, _request: web.Request) -> web.Response:
         return web.Response(status=200)
@@ -210,12 +223,53 @@ class SimApp:
     def _parse(self, api: str, body: object) -> ParsedRequest:
         p = self.profile
         if api == "responses":
-            return parse_responses(body, p.model, p.image_token_px)
+            return parse_responses(body, p.model, p.image_token_px, p.lora_adapters)
         if api == "messages":
-            return parse_messages(body, p.model, p.image_token_px)
-        return parse_request(api, body, p.model, p.image_token_px)
+            return parse_messages(body, p.model, p.image_token_px, p.lora_adapters)
+        return parse_request(api, body, p.model, p.image_token_px, p.lora_adapters)
 
-    def _admit(self, parsed: ParsedRequest, index: int) -> tuple[int, str]:
+    def _output(
+        self, parsed: ParsedRequest, body: Any, index: int, n_out: int, finish: str
+    ) -> OutputPlan:
+        """What the request's tokens say (outputs.py): the plain filler words of old, or
+        JSON, a tool call, a greedy output, a changed one; WireError(400) if its output
+        fields are malformed. A deterministic (greedy or seeded) output's early stop is
+        drawn from its salt, so it too is the same for the same prompt."""
+        p = self.profile
+        ask = read_output_ask(parsed.api, body)
+        if ask is PLAIN and not p.output_change_rate:
+            if p.early_stop_prob:
+                n_out, finish = self._early_stop(parsed, f"{self.seed}:{index}", n_out, finish)
+            return OutputPlan(n_out, finish, index * 13, None)
+        salt = output_salt(ask, parsed.model, parsed.prompt_tokens, index)
+        if ask.schema is None and not ask.tools and p.early_stop_prob:
+            key = f"{self.seed}:{index}" if ask.plain else f"{self.seed}:g{salt}"
+            n_out, finish = self._early_stop(parsed, key, n_out, finish)
+        return plan_output(
+            ask,
+            api=parsed.api,
+            n_cap=n_out,
+            finish_cap=finish,
+            salt=salt,
+            reasoning=p.reasoning_tokens if parsed.api != "completions" else 0,
+            changed=changed_output(p.output_change_rate, self.seed, salt),
+            sim_seed=self.seed,
+            constrained=p.constrain_outputs,
+        )
+
+    def _early_stop(
+        self, parsed: ParsedRequest, key: str, n_out: int, finish: str
+    ) -> tuple[int, str]:
+        """``early_stop_prob``: a request without ``ignore_eos`` stops at a seeded shorter
+        length (drawn from ``key``)."""
+        if parsed.ignore_eos or n_out <= 1:
+            return n_out, finish
+        rng = random.Random(f"eos:{key}")
+        if rng.random() < self.profile.early_stop_prob:
+            return rng.randint(1, n_out - 1), "stop"
+        return n_out, finish
+
+    def _admit(self, parsed: ParsedRequest) -> tuple[int, str]:
         """Output length and finish reason, or WireError(400) if it cannot fit."""
         p = self.profile
         n_prompt = parsed.num_prompt_tokens
@@ -242,10 +296,6 @@ class SimApp:
                 f"{p.kv_capacity_tokens} tokens.",
                 prompt_param,
             )
-        if p.early_stop_prob and not parsed.ignore_eos and n_out > 1:
-            rng = random.Random(f"eos:{self.seed}:{index}")
-            if rng.random() < p.early_stop_prob:
-                n_out, finish = rng.randint(1, n_out - 1), "stop"
         return n_out, finish
 
     async def _accepted_body(self, request: web.Request, api: str) -> Any:
@@ -276,9 +326,11 @@ class SimApp:
             self.gc.request_served(index)
         try:
             parsed = self._parse(api, body)
-            n_out, finish = self._admit(parsed, index)
+            n_out, finish = self._admit(parsed)
+            out = self._output(parsed, body, index, n_out, finish)
         except WireError as exc:
             return self._error(exc.status, exc.message, exc.param, api=api)
+        n_out = out.n
         poll()
         faults = plan_faults(self.profile, self.seed, index, n_out, self.speedup)
         if faults.error_status is not None:
@@ -295,9 +347,14 @@ class SimApp:
         hashes: tuple[int, ...] = ()
         if self.profile.kind == "engine" and self.profile.enable_prefix_caching:
             # the whole sequence, so a later turn that quotes this reply hits the cache too
-            salt = index * 13
-            output = [token_text(j, salt)[1:] for j in range(n_out)]
-            hashes = prompt_block_hashes(parsed.prompt_tokens + output, self.profile.block_size)
+            if out.pieces is None:
+                output = [token_text(j, out.salt)[1:] for j in range(n_out)]
+            else:
+                output = split_tokens(split_text(None, 0, n_out, out.pieces)[1])
+            adapter = parsed.model if parsed.model != self.profile.model else None
+            hashes = prompt_block_hashes(
+                parsed.prompt_tokens + output, self.profile.block_size, adapter
+            )
             poll()
         try:
             stream = self.backend.submit(
@@ -307,21 +364,22 @@ class SimApp:
                     block_hashes=hashes,
                     priority=parsed.priority,
                     image_tokens=parsed.image_tokens,
+                    lora=self._lora_ids.get(parsed.model, 0),
                 )
             )
         except RuntimeError as exc:  # the engine died (a simulator bug, already on stderr)
             return self._error(500, str(exc), api=api)
         self.counters.prompt_tokens += parsed.num_prompt_tokens
         deltas = plan_deltas(self.profile, self.seed, index, n_out, parsed.api)
+        if deltas is not None and out.text is not None and n_out and deltas.empty[-1]:
+            # JSON and tool arguments are ASCII: no partial character is held back at the
+            # end (outputs.py), so their last token always sends its text
+            deltas = dataclasses.replace(deltas, empty=deltas.empty[:-1] + b"\x00")
         try:
             if parsed.stream:
-                return await self._stream(
-                    request, parsed, stream, n_out, finish, faults, index, deltas
-                )
+                return await self._stream(request, parsed, stream, out, faults, deltas)
             try:
-                return await self._full(
-                    request, parsed, stream, n_out, finish, faults, index, deltas
-                )
+                return await self._full(request, parsed, stream, out, faults, deltas)
             except RuntimeError as exc:  # the engine died while we waited
                 return self._error(500, str(exc), api=api)
         finally:
@@ -349,22 +407,20 @@ class SimApp:
         request: web.Request,
         parsed: ParsedRequest,
         stream: TokenStream,
-        n_out: int,
-        finish: str,
+        out: OutputPlan,
         faults: FaultPlan,
-        index: int,
         deltas: DeltaPlan | None,
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         arrival = loop.time()
+        n_out, finish, salt = out.n, out.finish, out.salt
         resp = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         writer = await resp.prepare(request)
         self.poll()
-        w = ChunkWriter(parsed.api, self.profile.model, self.profile.reasoning_field)
-        salt = index * 13
-        events = self._events(parsed, deltas, salt, n_out, finish)
+        w = ChunkWriter(parsed.api, parsed.model, self.profile.reasoning_field)
+        events = self._events(parsed, deltas, out)
         if isinstance(events, ResponsesEvents):
             await resp.write(events.opening())
         elif isinstance(events, MessagesEvents):
@@ -374,8 +430,11 @@ class SimApp:
         lags = self.emit_lags if not faults.delays_tokens else None
         counters = self.counters
         shaped: ChunkSource | None = events
-        if events is None and deltas is not None:
-            shaped = ShapedChunks(w, deltas, salt, finish)
+        if events is None and out.tool is not None:
+            shaped = ToolCallChunks(w, deltas, out, finish)
+        elif events is None and (deltas is not None or out.pieces is not None):
+            plan = deltas if deltas is not None else plain_plan(n_out)
+            shaped = ShapedChunks(w, plan, salt, finish, out.pieces)
         # A back end that writes tokens itself (the engine) gets a writer with each chunk
         # ready-made, and writes it straight to the socket from its fan-out: no coroutine
         # resumed per token, which matters when a step emits 64 at once. Faults that
@@ -398,7 +457,7 @@ class SimApp:
             request, resp, w, stream, n_out, finish, faults, salt, arrival, lags, shaped
         ):
             return resp  # cut mid-stream: no [DONE], no chunked terminator
-        counters.finished(finish, n_out, stream.served_times(), loop.time() - arrival)
+        counters.finished(out.engine_finish, n_out, stream.served_times(), loop.time() - arrival)
         if isinstance(events, ResponsesEvents):
             await resp.write(
                 events.closing(
@@ -537,14 +596,13 @@ class SimApp:
         request: web.Request,
         parsed: ParsedRequest,
         stream: TokenStream,
-        n_out: int,
-        finish: str,
+        out: OutputPlan,
         faults: FaultPlan,
-        index: int,
         deltas: DeltaPlan | None,
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         arrival = loop.time()
+        n_out, finish = out.n, out.finish
         first = last = 0.0
         for _ in range(n_out):
             await stream.next_token()
@@ -565,10 +623,10 @@ class SimApp:
             gap = (last - first) / (n_out - 1)
             for _ in range(n_out - 1):
                 self.counters.itl.observe(gap)
-        self.counters.finished(finish, n_out, stream.served_times(), last - arrival)
-        reasoning, text = split_text(deltas, index * 13, n_out)
+        self.counters.finished(out.engine_finish, n_out, stream.served_times(), last - arrival)
+        reasoning, text = split_text(deltas, out.salt, n_out, out.pieces)
         metrics = self._request_metrics(stream, n_out)
-        events = self._events(parsed, deltas, index * 13, n_out, finish)
+        events = self._events(parsed, deltas, out)
         if isinstance(events, ResponsesEvents):
             return web.json_response(
                 events.full_body(
@@ -584,7 +642,7 @@ class SimApp:
             return web.json_response(
                 events.full_body(reasoning, text, parsed.num_prompt_tokens, stream.cached_tokens)
             )
-        w = ChunkWriter(parsed.api, self.profile.model, self.profile.reasoning_field)
+        w = ChunkWriter(parsed.api, parsed.model, self.profile.reasoning_field)
         body = w.full_body(
             text,
             finish,
@@ -595,25 +653,33 @@ class SimApp:
             _reasoning_tokens(deltas),
             metrics,
         )
+        if out.tool is not None:  # the call in place of the answer text (vLLM's message)
+            message = body["choices"][0]["message"]
+            message["content"] = None
+            message["tool_calls"] = [chat_tool_call(out.tool.call_id, out.tool.name, text)]
         return web.json_response(body)
 
     def _events(
-        self, parsed: ParsedRequest, deltas: DeltaPlan | None, salt: int, n_out: int, finish: str
+        self, parsed: ParsedRequest, deltas: DeltaPlan | None, out: OutputPlan
     ) -> ResponsesEvents | MessagesEvents | None:
         """The event renderer of a Responses or Messages answer (None for the others)."""
-        model = self.profile.model
+        model = parsed.model
         if parsed.api == "responses":
             return ResponsesEvents(
                 model,
                 deltas,
-                salt,
-                n_out,
-                finish,
+                out.salt,
+                out.n,
+                out.finish,
                 max_output_tokens=parsed.max_tokens,
                 incomplete_event=self.profile.responses_incomplete_event,
+                pieces=out.pieces,
+                tool=out.tool,
             )
         if parsed.api == "messages":
-            return MessagesEvents(model, deltas, salt, n_out, finish)
+            return MessagesEvents(
+                model, deltas, out.salt, out.n, out.finish, pieces=out.pieces, tool=out.tool
+            )
         return None
 
     async def _stream_error(

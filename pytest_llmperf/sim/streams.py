@@ -35,6 +35,7 @@ class Submission:
     block_hashes: tuple[int, ...] = ()  # chained hashes of the prompt's full KV blocks
     priority: int = 0
     image_tokens: int = 0  # of prompt_tokens, those standing for images (images.py)
+    lora: int = 0  # the LoRA adapter (1 = the profile's first lora_adapters name); 0 = base
 
 
 @dataclass(frozen=True)

@@ -82,11 +82,13 @@ class Vocabulary:
 
 
 class Tokenization:
-    """The two endpoints, for one simulator serving ``model``."""
+    """The two endpoints, for one simulator serving ``model`` (and its LoRA ``adapters``,
+    which share its tokenizer, as on vLLM)."""
 
-    def __init__(self, model: str, max_model_len: int) -> None:
+    def __init__(self, model: str, max_model_len: int, adapters: tuple[str, ...] = ()) -> None:
         self.model = model
         self.max_model_len = max_model_len
+        self.adapters = adapters
         self.vocab = Vocabulary()
 
     def tokenize_body(self, body: Any) -> dict[str, Any]:
@@ -129,7 +131,7 @@ class Tokenization:
         if not isinstance(body, dict):
             raise WireError(400, "request body must be a JSON object")
         model = body.get("model")
-        if model is not None and model != self.model:
+        if model is not None and model != self.model and model not in self.adapters:
             raise WireError(404, f"The model `{model}` does not exist.", "model")
         return body
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .adapters import LoraSlots
 from .engine import Engine, InvariantError
 from .profiles import Profile, load_profile
 from .request import DROPPED, FINISHED, Request
@@ -42,10 +43,18 @@ class _Event(IntEnum):
     FINISH = 3  # a request ends (the fixed profile)
 
 
-def _plan_fixed(p: Profile, req: Request, t: float, active: int) -> None:
-    """Token times of a ``fixed``-profile request arriving at ``t`` with ``active`` in flight."""
+def _plan_fixed(
+    p: Profile, req: Request, t: float, active: int, lora: LoraSlots | None = None
+) -> None:
+    """Token times of a ``fixed``-profile request arriving at ``t`` with ``active`` in flight
+    (an adapter request's costs from ``lora``, as the real-time fixed back end's)."""
     ttft = (p.ttft_ms + p.ttft_per_active_ms * active) / 1000.0
     itl = (p.itl_ms + p.itl_per_active_ms * active) / 1000.0
+    if req.lora and lora is not None:
+        if lora.admit(req.lora):
+            ttft += p.lora_load_us / 1e6
+        lora.release(req.lora)
+        itl += p.lora_step_us / 1e6
     first = t + ttft
     req.enqueue_time = req.schedule_time = t
     req.cached_tokens = 0
@@ -96,12 +105,15 @@ class VirtualResult:
     dropped: int
     summary: dict[str, Any] = field(default_factory=dict)
     end_time: float = 0.0
+    adapters: tuple[str, ...] = ()  # the LoRA adapters drawn (Request.lora k = adapters[k-1])
+    by_model: dict[str, Any] = field(default_factory=dict)  # summary per model, with adapters
+    fixed_loads: int = 0  # adapter loads of a fixed-profile run (no engine involved)
 
     def to_dict(self) -> dict[str, Any]:
         """The run in the JSON report's shape, plus engine statistics."""
         e = self.engine
         kv = e.kv
-        return {
+        out: dict[str, Any] = {
             "profile": self.profile.name,
             "model": self.profile.model,
             "seed": self.seed,
@@ -120,6 +132,10 @@ class VirtualResult:
                 else 0.0,
             },
         }
+        if self.adapters:  # only then: a run without adapters keeps its exact output
+            out["engine"]["lora_loads"] = e.scheduler.lora.total_loads + self.fixed_loads
+            out["by_model"] = self.by_model
+        return out
 
 
 class _Workload:
@@ -132,8 +148,13 @@ class _Workload:
         output_tokens: tuple[int, int],
         shared_prefix: int,
         rng: np.random.Generator,
+        adapters: tuple[tuple[str, float], ...] = (),
+        seed: int = 0,
     ) -> None:
         self.rng = rng
+        # adapters: drawn from a generator of their own, so sizes stay as without them
+        self.adapter_weights = [w for _, w in adapters]
+        self.adapter_rng = random.Random(f"adapters:{seed}") if adapters else None
         self.inp = input_tokens
         self.out = output_tokens
         self.bs = profile.block_size
@@ -161,7 +182,15 @@ class _Workload:
                 h = hash((h, rid, i))
                 own.append(h)
             hashes = shared + tuple(own)
-        return Request(rid, arrival, p, o, hashes)
+        lora = 0
+        if self.adapter_rng is not None:
+            x = self.adapter_rng.random()
+            for k, w in enumerate(self.adapter_weights):
+                if x < w:
+                    lora = k + 1
+                    break
+                x -= w
+        return Request(rid, arrival, p, o, hashes, lora=lora)
 
 
 def _span(tokens: int | tuple[int, int]) -> tuple[int, int]:
@@ -194,6 +223,7 @@ class _EventLoop:
         self.seq = 0
         self.requests: list[Request] = []
         self.active = 0  # fixed profile: requests in flight
+        self.lora = LoraSlots(prof.max_loras, prof.lora_step_us, prof.lora_load_us)
         self.clock = 0.0
         self.busy_until = 0.0
         self.step_pending = False
@@ -242,7 +272,7 @@ class _EventLoop:
                 self.new_request(t)
             return
         if self.fixed:
-            _plan_fixed(prof, req, t, self.active)
+            _plan_fixed(prof, req, t, self.active, self.lora)
             self.active += 1
             self.engine.max_running = max(self.engine.max_running, self.active)
             self.push(req.finish_time, _Event.FINISH, req)
@@ -290,6 +320,7 @@ def run_virtual(
     shared_prefix: int = 0,
     seed: int = 0,
     debug: bool = False,
+    adapters: dict[str, float] | None = None,
     **overrides: Any,
 ) -> VirtualResult:
     """Simulate a load pattern in virtual time and summarize it.
@@ -299,13 +330,17 @@ def run_virtual(
     ``duration`` simulated seconds and every admitted request is drained.
     A ``fixed`` profile gives each request its planned TTFT/ITL (with its load
     dependence); an engine profile runs the continuous-batching engine.
+    ``adapters`` (``{name: weight}``, names from the profile's ``lora_adapters``, weights
+    summing to at most 1; the rest is the base model) draws each request's model, and
+    the result has a summary per model (``by_model``) and the adapter loads.
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile, **overrides)
     if isinstance(profile, Profile) and overrides:
         prof = prof.replace(**overrides)
     inp, out = _span(input_tokens), _span(output_tokens)
+    mix = _adapter_mix(prof, adapters)
     size_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
-    workload = _Workload(prof, inp, out, shared_prefix, size_rng)
+    workload = _Workload(prof, inp, out, shared_prefix, size_rng, mix, seed)
     engine = Engine(prof, debug=debug)
     loop = _EventLoop(prof, engine, workload, duration, closed=load == "concurrency")
     if load in ("poisson", "constant"):
@@ -340,7 +375,33 @@ def run_virtual(
         end_time=clock,
     )
     result.summary = summarize(requests, issued=len(requests), failed=dropped)
+    if mix:
+        result.workload["adapters"] = dict(mix)
+        result.adapters = tuple(name for name, _ in mix)
+        result.fixed_loads = loop.lora.total_loads
+        for k, name in enumerate((prof.model, *result.adapters)):
+            mine = [r for r in requests if r.lora == k]
+            lost = sum(1 for r in mine if r.state == DROPPED)
+            result.by_model[name] = summarize(mine, issued=len(mine), failed=lost)
     return result
+
+
+def _adapter_mix(prof: Profile, adapters: dict[str, float] | None) -> tuple[tuple[str, float], ...]:
+    """``adapters`` checked against the profile (ValueError naming the problem)."""
+    if not adapters:
+        return ()
+    for name, weight in adapters.items():
+        if name not in prof.lora_adapters:
+            raise ValueError(
+                f"adapter {name!r} is not served by profile {prof.name!r} "
+                f"(lora_adapters: {', '.join(prof.lora_adapters) or 'none'})"
+            )
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+            raise ValueError(f"adapter {name!r}: weight must be a number >= 0, got {weight!r}")
+    if sum(adapters.values()) > 1 + 1e-9:
+        raise ValueError(f"adapter weights sum to {sum(adapters.values()):g} > 1")
+    order = {name: k for k, name in enumerate(prof.lora_adapters)}
+    return tuple(sorted(((n, float(w)) for n, w in adapters.items()), key=lambda x: order[x[0]]))
 
 
 def _check_conservation(requests: list[Request], engine: Engine, dropped: int) -> None:
@@ -410,6 +471,15 @@ def format_result(d: dict[str, Any]) -> str:
         f"max running {e['max_running']}, max waiting {e['max_waiting']}, "
         f"prefix cache hit rate {e['prefix_cache_hit_rate']:.3f}, dropped {e['dropped_unservable']}"
     )
+    for name, s in d.get("by_model", {}).items():  # only with adapters
+        ttft, tpot = s["metrics"]["ttft"], s["metrics"]["tpot"]
+        lines.append(
+            f"model {name}: completed {s['counts']['completed']}, "
+            f"ttft p50 {num(ttft['p50'], '.3f')} p99 {num(ttft['p99'], '.3f')} ms, "
+            f"tpot p50 {num(tpot['p50'], '.3f')} p99 {num(tpot['p99'], '.3f')} ms"
+        )
+    if "lora_loads" in e:
+        lines.append(f"adapter loads {e['lora_loads']}")
     return "\n".join(lines)
 
 
@@ -433,6 +503,7 @@ def run_cli(args: argparse.Namespace, profile: Profile) -> int:
             output_tokens=args.output_tokens,
             shared_prefix=args.shared_prefix,
             seed=args.seed,
+            adapters=args.adapters,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

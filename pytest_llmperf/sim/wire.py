@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ __all__ = [
     "chat_prompt",
     "chat_prompt_texts",
     "chat_prompt_tokens",
+    "check_model",
     "error_body",
     "int_field",
     "models_body",
@@ -77,23 +79,24 @@ def error_body(status: int, message: str, param: str | None = None) -> dict[str,
     }
 
 
-def models_body(model: str, max_model_len: int) -> dict[str, Any]:
-    """Body of ``GET /v1/models`` for a server that serves ``model``."""
-    return {
-        "object": "list",
-        "data": [
-            {
-                "id": model,
-                "object": "model",
-                "created": int(time.time()),
-                "owned_by": "pytest-llmperf-sim",
-                "root": model,
-                "parent": None,
-                "max_model_len": max_model_len,
-                "permission": [],
-            }
-        ],
-    }
+def models_body(model: str, max_model_len: int, adapters: Sequence[str] = ()) -> dict[str, Any]:
+    """Body of ``GET /v1/models`` for a server that serves ``model``, and its LoRA
+    ``adapters`` after it as vLLM lists them (``parent`` the base model)."""
+    created = int(time.time())
+    data: list[dict[str, Any]] = [
+        {
+            "id": name,
+            "object": "model",
+            "created": created,
+            "owned_by": "pytest-llmperf-sim",
+            "root": name,
+            "parent": None if name == model else model,
+            "max_model_len": max_model_len,
+            "permission": [],
+        }
+        for name in (model, *adapters)
+    ]
+    return {"object": "list", "data": data}
 
 
 @dataclass
@@ -189,6 +192,15 @@ def chat_prompt(messages: list[Any], image_px: int = DEFAULT_IMAGE_TOKEN_PX) -> 
     return prompt
 
 
+def check_model(body: dict[str, Any], served_model: str, adapters: Collection[str] = ()) -> str:
+    """The request's ``model``: the served model (the default) or one of its LoRA
+    ``adapters``; anything else is 404 with vLLM's message."""
+    model = body.get("model", served_model)
+    if model != served_model and model not in adapters:
+        raise WireError(404, f"The model `{model}` does not exist.", "model")
+    return str(model)
+
+
 def int_field(body: dict[str, Any], key: str, minimum: int) -> int | None:
     value = body.get(key)
     if value is None:
@@ -201,7 +213,11 @@ def int_field(body: dict[str, Any], key: str, minimum: int) -> int | None:
 
 
 def parse_request(
-    api: str, body: Any, served_model: str, image_px: int = DEFAULT_IMAGE_TOKEN_PX
+    api: str,
+    body: Any,
+    served_model: str,
+    image_px: int = DEFAULT_IMAGE_TOKEN_PX,
+    adapters: Collection[str] = (),
 ) -> ParsedRequest:
     """Validate a chat or completions request body; raise WireError (400/404) as vLLM
     would.
@@ -212,9 +228,7 @@ def parse_request(
     """
     if not isinstance(body, dict):
         raise WireError(400, "request body must be a JSON object")
-    model = body.get("model", served_model)
-    if model != served_model:
-        raise WireError(404, f"The model `{model}` does not exist.", "model")
+    model = check_model(body, served_model, adapters)
     if api == "chat":
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -378,6 +392,12 @@ class ChunkWriter:
         tail = (self._mid + "null" + self._suffix).encode()
         last_tail = (self._mid + f'"{finish_reason}"' + self._suffix).encode()
         return head, tail, last_tail
+
+    def delta_chunk(self, members: str, finish_reason: str | None = None) -> bytes:
+        """A chat chunk whose ``delta`` object has the JSON ``members`` (no braces):
+        the shape of deltas other than text, such as tool calls (tool_calls.py)."""
+        fr = "null" if finish_reason is None else f'"{finish_reason}"'
+        return ("data: " + self._finish_prefix + members + self._mid + fr + self._suffix).encode()
 
     def finish_chunk(self, finish_reason: str) -> bytes:
         """``finish_reason`` on a chunk of its own after the last token: an empty delta

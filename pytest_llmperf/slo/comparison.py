@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.slo.output_match import OtherOutputs
 from pytest_llmperf.slo.regression import (
     DEFAULT_ALPHA,
     RegressionCheck,
@@ -88,6 +89,14 @@ class BaselineSource(ABC):
     ) -> Iterator[Reference]:
         """One :class:`Reference` per run of ``results`` (all gated, at least one), in
         order; a generator may hold a resource (an open store) while it yields."""
+
+    def other_outputs(
+        self, nodeid: str, result: RunResult, endpoint: Mapping[str, Any]
+    ) -> OtherOutputs | None:
+        """The greedy outputs ``result`` (a run of ``nodeid``) is compared with for
+        ``output_match`` (:mod:`~pytest_llmperf.slo.output_match`); None: this source
+        keeps none."""
+        return None
 
     def compare(
         self,

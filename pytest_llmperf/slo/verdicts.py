@@ -25,6 +25,20 @@ have had samples enough.
 
 An SLO on the server's own metrics (``server.*``) is judged on what the
 server said over the run (or stage): :func:`evaluate_server`.
+
+The output SLOs are shares judged as observed, on what the run measured of
+its outputs, never on its issued requests: ``valid_rate`` over the checked
+outputs (none checked: inconclusive), ``output_match`` and
+``output_consistency`` over the samples compared (no other side, or no
+sample in common: inconclusive, with why); a failing one names the
+mismatching samples and the token where each parts. None of them depends
+on the load generator keeping up.
+
+``llm_slo(..., per_model=True)``: each of that marker's SLOs is also judged on
+the requests of each served model of the run (``adapters=``), a run of its own
+for these rules; the verdicts name the model (``model``, ``where`` =
+``model sim-lora-1``). ``output_match``/``output_consistency`` are compared per
+sample over the whole run and are not split by model.
 """
 
 from __future__ import annotations
@@ -40,6 +54,7 @@ from typing import Any
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.sample_size import min_samples
 from pytest_llmperf.server_metrics.summary import ServerMetrics
+from pytest_llmperf.slo.output_match import NO_OTHER_SIDE, mismatch_text
 from pytest_llmperf.slo.quantile_bounds import (
     RankBounds,
     decided,
@@ -50,19 +65,25 @@ from pytest_llmperf.slo.sequential import sequential_rank_bounds
 from pytest_llmperf.specs.load import UNTIL_DECIDED
 from pytest_llmperf.specs.rulesets import Ruleset
 from pytest_llmperf.specs.server_names import MetricKind, metric_kind
-from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, Slo
+from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, OUTPUT_SLO_METRICS, Slo
 from pytest_llmperf.specs.stages import Stage
 
 __all__ = [
     "SloVerdict",
     "Verdict",
     "evaluate",
+    "evaluate_models",
+    "evaluate_outputs",
     "evaluate_runs",
     "evaluate_server",
     "evaluate_stages",
     "min_samples",
     "stage_load",
 ]
+
+
+# compared sample by sample over a whole run: never judged per stage or per model
+_WHOLE_RUN_METRICS = ("output_match", "output_consistency")
 
 
 class Verdict(StrEnum):
@@ -96,13 +117,18 @@ class SloVerdict:
     # None: unbounded) at ``confidence``; None for the statistics judged as observed
     interval: tuple[float, float | None] | None = None
     confidence: float | None = None
+    # llm_slo(..., per_model=True): the served model whose requests this verdict judged
+    model: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.verdict))
 
     @property
     def where(self) -> str:
-        """``stage 1: 40 req/s`` for a stage's verdict, ``""`` for a whole run's."""
+        """``stage 1: 40 req/s`` for a stage's verdict, ``model sim-lora-1`` for a served
+        model's, ``""`` for a whole run's."""
+        if self.model is not None:
+            return f"model {self.model}"
         if self.stage is None:
             return ""
         return f"stage {self.stage}" + (f": {self.stage_load}" if self.stage_load else "")
@@ -183,6 +209,8 @@ def evaluate(
     confidence = slo.confidence or confidence
     if slo.is_server:
         return evaluate_server(slo, result, min_count=min_count, confidence=confidence)
+    if slo.metric in OUTPUT_SLO_METRICS:
+        return evaluate_outputs(slo, result, min_count=min_count)
     acc = result.accumulator
     run = result.label
     if slo.is_latency:
@@ -235,6 +263,46 @@ def evaluate(
         )
         return replace(judged(verdict, observed, reason), interval=interval, confidence=confidence)
     return judged(Verdict.PASS if slo.holds(observed) else Verdict.FAIL, observed)
+
+
+def evaluate_outputs(slo: Slo, result: RunResult, *, min_count: int = 0) -> SloVerdict:
+    """Judge ``valid_rate``, ``output_match`` or ``output_consistency`` on ``result``
+    (see the module's docstring): as observed, over the outputs the run measured."""
+    reason = ""
+    if slo.metric == "valid_rate":
+        acc = result.accumulator
+        samples = acc.checked
+        observed = acc.rate("valid_rate") if samples else None
+        missing = "no completed output was checked (the workload asks for no structured= or tools=)"
+        if acc.invalid_samples:
+            top = acc.invalid_samples.to_list()[0]
+            reason = f"{acc.invalid} of {samples} invalid, e.g. {top['kind']}: {top['message']}"
+    else:
+        match = result.output_match if slo.metric == "output_match" else result.output_consistency
+        samples = match.compared if match is not None else 0
+        observed = match.share if match is not None else None
+        missing = result.output_notes.get(slo.metric) or (
+            NO_OTHER_SIDE
+            if slo.metric == "output_match"
+            else "no outputs alone to compare with (the run kept no greedy outputs)"
+        )
+        if match is not None:
+            reason = mismatch_text(match)
+
+    def judged(verdict: Verdict, value: float | None, why: str = "") -> SloVerdict:
+        return SloVerdict(
+            slo.expr, value, slo.target, slo.unit, verdict, result.label, samples, why
+        )
+
+    if observed is None:
+        return judged(Verdict.INCONCLUSIVE, None, missing)
+    observed = round(float(observed), 6)
+    if samples < min_count:
+        return judged(
+            Verdict.INCONCLUSIVE, observed, f"needs >= {min_count} samples, run has {samples}"
+        )
+    holds = slo.holds(observed)
+    return judged(Verdict.PASS if holds else Verdict.FAIL, observed, "" if holds else reason)
 
 
 def evaluate_server(
@@ -399,11 +467,35 @@ def evaluate_stages(
         part = result.stage_result(k)
         own = [slo for slo in stage.slos if slo not in slos]
         for slo in (*slos, *own):
-            count, duration = bars.get(slo, (0, 0.0))
+            count, duration = bars.get(replace(slo, per_model=False), (0, 0.0))
             verdict = evaluate(
                 slo, part, min_count=count, min_duration_s=duration, confidence=confidence
             )
             out.append(replace(verdict, run=result.label, stage=k, stage_load=stage_load(stage)))
+    return out
+
+
+def evaluate_models(
+    slos: Sequence[Slo],
+    result: RunResult,
+    *,
+    bars: Mapping[Slo, tuple[int, float]] | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> list[SloVerdict]:
+    """The ``per_model`` ones of ``slos`` judged on each served model's requests of
+    ``result``, model by model (sorted by name); the verdicts name the run and the model.
+    ``output_match``/``output_consistency`` are not split by model (module docstring)."""
+    bars = bars or {}
+    chosen = [s for s in slos if s.per_model and s.metric not in _WHOLE_RUN_METRICS]
+    out: list[SloVerdict] = []
+    for name in result.models if chosen else ():
+        part = result.model_result(name)
+        for slo in chosen:
+            count, duration = bars.get(replace(slo, per_model=False), (0, 0.0))
+            verdict = evaluate(
+                slo, part, min_count=count, min_duration_s=duration, confidence=confidence
+            )
+            out.append(replace(verdict, run=result.label, model=name))
     return out
 
 
@@ -428,12 +520,17 @@ def evaluate_runs(
     for r in results:
         if not getattr(r, "gated", True):
             continue
+        whole: Sequence[Slo] = slos
         if getattr(r, "stage_plan", ()):
-            out.extend(evaluate_stages(slos, r, bars=bars, confidence=confidence))
-            continue
-        for slo in slos:
-            count, duration = bars.get(slo, (0, 0.0))
+            # outputs are compared per sample over the whole run: those two are not staged
+            staged = [s for s in slos if s.metric not in _WHOLE_RUN_METRICS]
+            whole = [s for s in slos if s.metric in _WHOLE_RUN_METRICS]
+            out.extend(evaluate_stages(staged, r, bars=bars, confidence=confidence))
+        for slo in whole:
+            count, duration = bars.get(replace(slo, per_model=False), (0, 0.0))
             out.append(
                 evaluate(slo, r, min_count=count, min_duration_s=duration, confidence=confidence)
             )
+        if getattr(getattr(r, "accumulator", None), "models", None):
+            out.extend(evaluate_models(slos, r, bars=bars, confidence=confidence))
     return out

@@ -45,10 +45,16 @@ class PerfSpec:
         slos: list[Slo] = []
         rulesets: list[str] = []
         for args, kwargs in slo_markers:
-            unknown = sorted(set(kwargs) - {"ruleset", "confidence"})
+            unknown = sorted(set(kwargs) - {"ruleset", "confidence", "per_model"})
             if unknown:
                 raise LlmPerfUsageError(
-                    f"llm_slo does not take {', '.join(unknown)}= (takes ruleset=, confidence=)"
+                    f"llm_slo does not take {', '.join(unknown)}= "
+                    "(takes ruleset=, confidence=, per_model=)"
+                )
+            per_model = kwargs.get("per_model", False)
+            if not isinstance(per_model, bool):
+                raise LlmPerfUsageError(
+                    f"llm_slo(per_model=) must be True or False, got {per_model!r}"
                 )
             confidence = kwargs.get("confidence")
             if confidence is not None:
@@ -56,9 +62,14 @@ class PerfSpec:
                 if problem:
                     raise LlmPerfUsageError(f"llm_slo(confidence=): {problem}")
                 confidence = float(confidence)
-            slos.extend(replace(parse_slo(expr), confidence=confidence) for expr in args)
+            slos.extend(
+                replace(parse_slo(expr), confidence=confidence, per_model=per_model)
+                for expr in args
+            )
             if "ruleset" in kwargs:
                 ruleset = load_ruleset(kwargs["ruleset"])
                 rulesets.append(ruleset.name)
-                slos.extend(ruleset.slos)
+                slos.extend(
+                    replace(slo, per_model=True) if per_model else slo for slo in ruleset.slos
+                )
         return cls(run, tuple(slos), tuple(rulesets))

@@ -70,6 +70,9 @@ _RATE_DEFAULT_OP = {
     "request_throughput": ">=",
     "output_throughput": ">=",
     "input_throughput": ">=",
+    "valid_rate": ">=",
+    "output_match": ">=",
+    "output_consistency": ">=",
 }
 _OP_PREFIX = re.compile(r"^\s*(<=|>=|<|>)")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")

@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_CONFIDENCE",
     "GOODPUT_METRICS",
     "LATENCY_SLO_METRICS",
+    "OUTPUT_SLO_METRICS",
     "RATE_SLO_METRICS",
     "STATS",
     "Slo",
@@ -64,7 +65,13 @@ RATE_SLO_METRICS: dict[str, tuple[str, dict[str, float]]] = {
     "request_throughput": ("req/s", {"req/s": 1.0, "": 1.0}),
     "output_throughput": ("tok/s", {"tok/s": 1.0, "": 1.0}),
     "input_throughput": ("tok/s", {"tok/s": 1.0, "": 1.0}),
+    # outputs (llm_workload(structured=, tools=, greedy=True)): shares of the run's samples
+    "valid_rate": ("fraction", {"%": 0.01, "": 1.0}),  # checked outputs that were valid
+    "output_match": ("fraction", {"%": 0.01, "": 1.0}),  # equal to the other side's
+    "output_consistency": ("fraction", {"%": 0.01, "": 1.0}),  # equal under load and alone
 }
+# The rate metrics about outputs (judged on what the run measured of them, not its issued)
+OUTPUT_SLO_METRICS = ("valid_rate", "output_match", "output_consistency")
 DEFAULT_CONFIDENCE = 0.99  # of percentile verdicts (--llm-confidence)
 GOODPUT_METRICS = ("ttft", "ttfo", "tpot", "e2e")  # latencies with a per-request form
 _TIME_UNITS = {"us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
@@ -97,6 +104,8 @@ class Slo:
     unit: str
     # a percentile verdict's confidence (llm_slo(..., confidence=)); None: --llm-confidence
     confidence: float | None = None
+    # llm_slo(..., per_model=True): also judged on each served model's requests
+    per_model: bool = False
 
     @property
     def is_latency(self) -> bool:

@@ -13,13 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.workloads.output_contract import OutputContract
 
 __all__ = [
+    "REQUEST_PATH_PARAMS",
     "WORKLOADS",
     "ImageInput",
+    "RequestPathsHook",
     "Sample",
     "Workload",
     "build_workload",
+    "register_request_paths",
     "register_workload",
     "workload_names",
 ]
@@ -77,6 +81,8 @@ class Sample:
     headers: Mapping[str, str] = field(default_factory=dict)
     images: tuple[ImageInput, ...] = ()
     inputs: tuple[str, ...] = ()
+    model: str | None = None
+    contract: OutputContract | None = None
 
     def messages(self) -> list[dict[str, str]]:
         return [*map(dict, self.history), {"role": "user", "content": self.prompt}]
@@ -126,16 +132,49 @@ def workload_names() -> list[str]:
     return sorted(WORKLOADS)
 
 
+# The parameters every workload takes through its wrapper, not its factory
+# (:mod:`.request_paths`): which request paths its samples take.
+REQUEST_PATH_PARAMS = ("structured", "tools", "tool_choice", "adapters", "greedy")
+
+# ``(workload name, seed, the REQUEST_PATH_PARAMS given)`` -> a wrapper of the built workload,
+# or None when they ask for nothing. Registered by :mod:`.request_paths` when the package is
+# imported (as the workloads register themselves), so this module imports none of the
+# session machinery the wrapper needs.
+RequestPathsHook = Callable[[str, int, Mapping[str, Any]], Callable[[Workload], Workload] | None]
+_request_paths: list[RequestPathsHook] = []
+
+
+def register_request_paths(hook: RequestPathsHook) -> RequestPathsHook:
+    """Make ``hook`` the one that checks and applies the request-path parameters."""
+    _request_paths[:] = [hook]
+    return hook
+
+
 def build_workload(name: str, *, seed: int = 0, **params: Any) -> Workload:
-    """The workload ``name`` with ``params``; bad names or values are usage errors."""
+    """The workload ``name`` with ``params``; bad names or values are usage errors.
+
+    ``structured=``, ``tools=``, ``tool_choice=``, ``adapters=`` and ``greedy=``
+    are taken here, for every workload: checked before the workload is built
+    (a bad schema fails fast, whatever the workload costs to build), then the
+    built workload is wrapped so its samples carry them
+    (:class:`~.request_paths.RequestPathsWorkload`). Without any of them the
+    workload is returned as its factory built it.
+    """
     try:
         factory = WORKLOADS[name]
     except KeyError:
         raise LlmPerfUsageError(
             f"unknown workload {name!r}; known workloads: {', '.join(workload_names())}"
         ) from None
+    given = {k: params.pop(k) for k in REQUEST_PATH_PARAMS if k in params}
+    wrap = None
+    if given:
+        if not _request_paths:  # pragma: no cover - the package's import registers it
+            raise RuntimeError("no request-paths hook: import pytest_llmperf.workloads")
+        wrap = _request_paths[0](name, seed, given)
     try:
-        return factory(seed=seed, **params)
+        workload = factory(seed=seed, **params)
     except TypeError as exc:
         # An unexpected keyword: name it rather than show the factory's signature.
         raise LlmPerfUsageError(f"workload {name!r}: {exc}") from None
+    return workload if wrap is None else wrap(workload)

@@ -154,6 +154,7 @@ async def test_every_token_event_counts_and_ttft_ttfo_match_the_servers_send_tim
         "incomplete": 0,
         "cancelled": 0,
         "connection_retries": 0,
+        "invalid": 0,
     }
     tokens = server.tokens
     assert all(r.token_events == tokens and len(r.gaps_ns) == tokens - 1 for r in records)

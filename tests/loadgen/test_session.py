@@ -36,6 +36,7 @@ async def test_count_stop_and_warmup_is_not_tracked(
         "incomplete": 0,
         "cancelled": 0,
         "connection_retries": 0,
+        "invalid": 0,
     }
     assert sum(not r.tracked for r in seen) <= 6  # warm-up is not drained: some may be cut
     assert sum(r.tracked for r in seen) == 20
@@ -122,6 +123,7 @@ async def test_second_interrupt_abandons_the_drain_and_reports_incomplete(
         "incomplete": 3,
         "cancelled": 0,
         "connection_retries": 0,
+        "invalid": 0,
     }
     assert result.errors == {"incomplete_at_cap": 3}
     assert result.stop_reason == "SIGINT"

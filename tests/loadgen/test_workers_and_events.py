@@ -61,6 +61,7 @@ async def test_two_workers_issue_exactly_the_planned_schedule(
         "incomplete": 0,
         "cancelled": 0,
         "connection_retries": 0,
+        "invalid": 0,
     }
     assert result.self_check["workers"] == 2
     assert len(result.self_check["worker_cpu_s"]) == 2

@@ -70,6 +70,7 @@ def test_failures_stay_out_of_latencies_and_count_in_error_rate() -> None:
         "incomplete": 1,
         "cancelled": 0,
         "connection_retries": 0,
+        "invalid": 0,
     }
     assert acc.histograms["ttft"].count == 1
     assert acc.histograms["schedule_lag"].count == 3
@@ -119,4 +120,5 @@ def test_state_round_trip_and_merge() -> None:
         "incomplete": 0,
         "cancelled": 0,
         "connection_retries": 0,
+        "invalid": 0,
     }

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_llmperf.client.records import RequestRecord
+from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports.session_data import SessionData
@@ -43,7 +43,7 @@ def synthetic_run(median_ms: float, n: int, *, seed: int, rate: float, label: st
         record.usage_prompt_tokens = 32
         acc.add(record)
     failed = RequestRecord(index=n, t_sched=int(n / rate * 1e9))
-    failed.fail("http_error", "HTTP 500", now=failed.t_sched + 1_000_000)
+    failed.fail(ErrorKind.HTTP, "HTTP 500", now=failed.t_sched + 1_000_000)
     acc.add(failed)
     return RunResult(
         workload={"name": "synthetic", "seed": seed, "input_tokens": [32, 32], "requests": n},

@@ -178,7 +178,7 @@ def test_to_dict_adds_the_stage_and_keeps_every_key() -> None:
     (_, staged) = evaluate_stages([parse_slo("ttft.p50 < 1s")], staged_run(stages, [5.0, 5.0]))
     d = staged.to_dict()
     old_keys = {"expr", "observed", "target", "unit", "verdict", "run", "samples", "reason"}
-    assert set(d) == old_keys | {"stage", "stage_load", "interval", "confidence"}
+    assert set(d) == old_keys | {"stage", "stage_load", "interval", "confidence", "model"}
     assert d["stage"] == 1 and d["stage_load"] == "20 req/s" and d["verdict"] == "pass"
     plain = SloVerdict("ttft.p50 < 1s", 5.0, 1000.0, "ms", "pass", run="run0")
     assert plain.to_dict()["stage"] is None and plain.to_dict()["stage_load"] == ""

@@ -1,0 +1,216 @@
+"""The request paths a workload's samples take: served model, output contract.
+
+``structured=``, ``tools=``, ``tool_choice=``, ``adapters=`` and ``greedy=``
+mean the same on every chat-like workload, so no workload implements them:
+:func:`~pytest_llmperf.workloads.base.build_workload` builds the workload from
+its own parameters and wraps it in :class:`RequestPathsWorkload`, which sets
+each sample's ``model`` (drawn by the adapter mix) and ``contract``. The
+prompts, lengths and order stay exactly the inner workload's, so a run with
+``greedy=True`` sends the same prompts as one without.
+
+Samples a workload builds outside ``sample()`` get the same treatment: the
+turns of a multi-turn conversation (``conversation`` with ``sessions=True``,
+a trace whose rows carry ``session_id``) come from its session source, which
+the wrapper wraps too. A session draws its model once, at its session index
+(a trace session's turns keep their rows' sample indices): a conversation stays
+on one adapter, as a user of an adapter-served application would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pytest_llmperf.workloads.adapters import AdapterMix, parse_adapters
+from pytest_llmperf.workloads.base import Sample, Workload, register_request_paths
+from pytest_llmperf.workloads.conversations import (
+    ConversationScript,
+    ConversationSource,
+    TurnResult,
+    conversations_of,
+)
+from pytest_llmperf.workloads.output_contract import OutputContract, parse_output_contract
+
+__all__ = [
+    "DressedScript",
+    "DressedSessions",
+    "RequestPaths",
+    "RequestPathsWorkload",
+    "request_paths",
+    "wrapper_for",
+]
+
+_OWN = frozenset({"inner", "paths", "source", "script"})
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPaths:
+    """The served model and output contract every sample of a workload gets."""
+
+    seed: int  # the workload's: adapter draws
+    contract: OutputContract | None = None
+    mix: AdapterMix | None = None
+
+    def dress(self, sample: Sample, draw_index: int | None = None) -> Sample:
+        """``sample`` with its model (drawn at ``draw_index``, default its own index) and
+        contract."""
+        index = sample.index if draw_index is None else draw_index
+        model = self.mix.draw(self.seed, index) if self.mix is not None else None
+        return replace(sample, model=model, contract=self.contract)
+
+    def describe(self) -> dict[str, Any]:
+        """The report's entries: only the parameters given."""
+        out = self.contract.describe() if self.contract is not None else {}
+        if self.mix is not None:
+            out["adapters"] = self.mix.describe()
+        return out
+
+
+def request_paths(workload: str, seed: int, params: Mapping[str, Any]) -> RequestPaths | None:
+    """``structured=, tools=, tool_choice=, adapters=, greedy=`` of workload ``workload``
+    (those given in ``params``), checked; None when they ask for nothing."""
+    contract = parse_output_contract(
+        workload=workload,
+        seed=seed,
+        structured=params.get("structured"),
+        tools=params.get("tools"),
+        tool_choice=params.get("tool_choice"),
+        greedy=params.get("greedy", False),
+    )
+    mix = parse_adapters(workload, params.get("adapters"))
+    if contract is None and mix is None:
+        return None
+    return RequestPaths(seed=seed, contract=contract, mix=mix)
+
+
+@register_request_paths
+def wrapper_for(
+    workload: str, seed: int, params: Mapping[str, Any]
+) -> Callable[[Workload], Workload] | None:
+    """The wrapping :func:`~.base.build_workload` applies (None: nothing asked), checked now."""
+    paths = request_paths(workload, seed, params)
+    if paths is None:
+        return None
+    return lambda inner: RequestPathsWorkload(inner, paths)
+
+
+def _forward(obj: Any, inner_attr: str, name: str) -> Any:
+    if name.startswith("__") or name in _OWN:  # copy/pickle probes, half-built objects
+        raise AttributeError(name)
+    return getattr(object.__getattribute__(obj, inner_attr), name)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPathsWorkload:
+    """A workload whose samples carry ``paths``' model and contract; all else is ``inner``'s.
+
+    ``sample(i)`` is ``inner.sample(i)`` with ``model`` = the adapter drawn for
+    ``(seed, i)`` (None without adapters) and ``contract``; ``describe()`` adds
+    the parameters given; ``session_source`` is the inner workload's sessions
+    with every turn dressed; any other attribute is the inner workload's.
+    """
+
+    inner: Workload
+    paths: RequestPaths
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def seed(self) -> int:
+        return self.inner.seed
+
+    @property
+    def size(self) -> int | None:
+        return self.inner.size
+
+    @property
+    def contract(self) -> OutputContract | None:
+        return self.paths.contract
+
+    @property
+    def mix(self) -> AdapterMix | None:
+        return self.paths.mix
+
+    def sample(self, index: int) -> Sample:
+        return self.paths.dress(self.inner.sample(index))
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.inner.describe(), **self.paths.describe()}
+
+    @property
+    def session_source(self) -> ConversationSource | None:
+        """The inner workload's sessions (its own, or a trace's), their turns dressed."""
+        source = conversations_of(self.inner)
+        return None if source is None else DressedSessions(source, self.paths)
+
+    def __getattr__(self, name: str) -> Any:
+        return _forward(self, "inner", name)
+
+
+@dataclass(frozen=True, slots=True)
+class DressedSessions:
+    """A :class:`ConversationSource` whose sessions' turns carry ``paths``' model and contract."""
+
+    source: ConversationSource
+    paths: RequestPaths
+
+    @property
+    def count(self) -> int:
+        return self.source.count
+
+    @property
+    def timed(self) -> bool:
+        return self.source.timed
+
+    def session(self, index: int) -> ConversationScript:
+        return DressedScript(self.source.session(index), self.paths)
+
+    def place(self, sample_index: int) -> tuple[int, int]:
+        return self.source.place(sample_index)
+
+    def describe(self) -> dict[str, Any]:
+        return self.source.describe()
+
+    def __getattr__(self, name: str) -> Any:
+        return _forward(self, "source", name)
+
+
+@dataclass(frozen=True, slots=True)
+class DressedScript:
+    """A :class:`ConversationScript` whose every turn is dressed, the model drawn once for the
+    session (at its index)."""
+
+    script: ConversationScript
+    paths: RequestPaths
+
+    @property
+    def index(self) -> int:
+        return self.script.index
+
+    @property
+    def session_id(self) -> str:
+        return self.script.session_id
+
+    @property
+    def turns(self) -> int:
+        return self.script.turns
+
+    @property
+    def tracks_turns(self) -> bool:
+        return self.script.tracks_turns
+
+    @property
+    def replies(self) -> bool:
+        return self.script.replies
+
+    def think_ns(self, k: int) -> int:
+        return self.script.think_ns(k)
+
+    def turn(self, k: int, earlier: Sequence[TurnResult]) -> Sample:
+        return self.paths.dress(self.script.turn(k, earlier), draw_index=self.script.index)
+
+    def __getattr__(self, name: str) -> Any:
+        return _forward(self, "script", name)
