@@ -284,6 +284,8 @@ def test_many_statistics_of_an_identical_run_do_not_fail(
         "--llm-baseline-compare=b.json",
         f"--llm-baseline-threshold={STATS}",
         "--llm-json=r.json",
+        "--llm-html=r.html",
+        "--llm-markdown=r.md",
     )
     again.assert_outcomes(passed=4)
     again.stdout.fnmatch_lines(
@@ -301,3 +303,10 @@ def test_many_statistics_of_an_identical_run_do_not_fail(
             assert c["level"] * len(family) == pytest.approx(0.0025)
             assert c["mde"] >= c["threshold"] and c["verdict"] != "regressed"
     again.stdout.fnmatch_lines(["*baseline: 12 unchanged; detects >= +*% to +*% at p<0.00021*"])
+    # the HTML and Markdown reports say it too: the session's line, each comparison's power
+    html = (pytester.path / "r.html").read_text()
+    assert "comparison(s) of 4 test(s), each test&#39;s by Holm at 0.0025" in html
+    assert "<th>detects</th>" in html and "&ge; +" in html
+    markdown = (pytester.path / "r.md").read_text()
+    assert "of 4 test(s), each test's by Holm at 0.0025" in markdown, markdown[:2000]
+    assert "| detects |" in markdown and "≥ +" in markdown
