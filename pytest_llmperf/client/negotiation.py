@@ -56,6 +56,9 @@ __all__ = ["PROBE_SAMPLE", "FieldProbe", "UserFields", "negotiate_fields"]
 
 PROBE_SAMPLE = Sample(index=0, prompt="Say hello.", input_tokens=3, max_tokens=2)
 _REFUSED_STATUSES = frozenset({400, 422})  # a body the server will not take
+# no such path (or model: vLLM answers an unknown model with 404), not by POST, or not
+# implemented (llama-server's embeddings without --embeddings: 501)
+_UNSERVED_STATUSES = frozenset({404, 405, 501})
 _OPTIONAL = ("ignore_eos", "stream_options", "max_tokens")  # ours to drop, in this order
 _ALIASES = {"stream_options": ("stream_options", "include_usage")}
 
@@ -98,13 +101,17 @@ async def negotiate_fields(
     accepted, each optional field is probed on its own to find the culprit.
     Then probes each set of user fields; a refusal there is a usage error
     naming where the fields were given and quoting the server, when the
-    request without them passed. A probe answered otherwise (a 404, say)
-    settles nothing: the run's own requests report it. A probe that runs out
-    of time or retries is the metadata client's usage error.
+    request without them passed. A probe answered 404, 405 or 501 (no such API at
+    that path, or no such model) stops the session too: every request would be
+    answered so. A probe answered otherwise (a 5xx, say) settles nothing: the
+    run's own requests report it. A probe that runs out of time or retries is
+    the metadata client's usage error.
     """
     fields, base = await _drop_refused(endpoint, meta, replace(endpoint.fields, extra={}))
     if base.refused:
         raise LlmPerfUsageError(_plainest_refused(endpoint, fields, base), where="--llm-endpoint")
+    if base.status in _UNSERVED_STATUSES:
+        raise LlmPerfUsageError(_unserved(endpoint, base), where="--llm-endpoint")
     session_extra = endpoint.fields.extra
     probed: set[str] = set()
     for given in user:
@@ -180,6 +187,18 @@ def _plainest_refused(endpoint: Endpoint, fields: RequestFields, probe: FieldPro
         f"HTTP {probe.status}: {probe.message}. Every request would be refused, so no load "
         "was sent; where the server names a field not in that list, something between "
         "(a gateway or router) adds it"
+    )
+
+
+def _unserved(endpoint: Endpoint, probe: FieldProbe) -> str:
+    """The server has no such API at this path (or no such model): every request would
+    be answered so, and a run of nothing but 404s measures nothing."""
+    return (
+        f"{endpoint.label} answered the field probe POST "
+        f"{urlsplit(endpoint.request_url).path} (model {endpoint.model!r}) with "
+        f"HTTP {probe.status}: {probe.message or 'no message'}. It does not serve the "
+        f"{endpoint.api} API there, or not that model: check the base URL, --llm-api or "
+        "llm_endpoint(api=...), and --llm-model. No load was sent"
     )
 
 

@@ -63,9 +63,10 @@ from pytest_llmperf.server_metrics.summary import with_response_timings
 
 __all__ = ["DECIDE_EVERY_S", "Decider", "LoadRun", "run_load"]
 
-# until="decided": (every SLO decided?, why) from a live run's accumulator
-# (pytest_llmperf.slo.sequential.decider; the plugin builds it from the test's SLOs)
-Decider = Callable[[MetricsAccumulator], tuple[bool, str]]
+# until="decided": (every SLO decided?, why) from a live run's accumulator and its count of
+# requests in flight (pytest_llmperf.slo.sequential.decider; the plugin builds it from the
+# test's SLOs)
+Decider = Callable[[MetricsAccumulator, int], tuple[bool, str]]
 
 DECIDE_EVERY_S = 0.25  # until="decided": how often the run's SLOs are looked at
 
@@ -287,7 +288,7 @@ class LoadRun:
         t0 = time.monotonic()
         while not self.stop_reason:
             await asyncio.sleep(DECIDE_EVERY_S)
-            done, why = self.decide(self.accumulator)
+            done, why = self.decide(self.accumulator, self.in_flight)
             if done and not self.stop_reason:
                 issued = self.issued_requests
                 self.stop_detail = (

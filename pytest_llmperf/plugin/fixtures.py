@@ -15,6 +15,7 @@ from pytest_llmperf.plugin.endpoints import EndpointPool
 from pytest_llmperf.plugin.live_progress import progress_sink
 from pytest_llmperf.plugin.markers import GEN_KEY, INCONCLUSIVE_KEY, SPEC_KEY
 from pytest_llmperf.slo.sequential import decider
+from pytest_llmperf.slo.verdicts import ruleset_bars
 from pytest_llmperf.specs.perf import PerfSpec
 
 
@@ -86,7 +87,10 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
         progress=progress_sink(request.config, plugin.options, item.nodeid),  # --llm-progress
         server_metrics=plugin.endpoints.metrics_source(endpoint),  # --llm-server-metrics
         reset_cache=plugin.endpoints.cache_resetter(endpoint),  # --llm-reset-cache
-        decider=decider(spec.slos, plugin.options.confidence),  # until="decided"
+        # until="decided": a stop also waits for the test's rulesets' minimums
+        decider=decider(
+            spec.slos, plugin.options.confidence, bars=ruleset_bars(plugin.rulesets_of(item))
+        ),
         until_decided=plugin.options.until_decided,  # --llm-until-decided
     )
     item.stash[GEN_KEY] = generator

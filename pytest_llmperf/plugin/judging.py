@@ -138,7 +138,7 @@ class JudgingPart(PluginBase):
         verdicts = evaluate_runs(
             slos,
             results,
-            rulesets=self._test_rulesets(item),
+            rulesets=self.rulesets_of(item),
             confidence=self.options.confidence,
         )
         checks: list[RegressionCheck] = []
@@ -245,7 +245,7 @@ class JudgingPart(PluginBase):
             return marked
         return InconclusivePolicy(item.stash.get(INCONCLUSIVE_KEY, self.options.inconclusive))
 
-    def _test_rulesets(self, item: pytest.Item) -> list[Ruleset]:
+    def rulesets_of(self, item: pytest.Item) -> list[Ruleset]:
         """The rulesets named by ``llm_slo(ruleset=...)`` (their minimum samples and duration)."""
         out: list[Ruleset] = []
         for mark in item.iter_markers("llm_slo"):

@@ -38,6 +38,7 @@ from pytest_llmperf.reports.time_split import (
     server_head,
     time_split,
 )
+from pytest_llmperf.slo.multiplicity import multiple_comparisons_line
 from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind, metric_kind
 from pytest_llmperf.specs.slo import percentile_of
 
@@ -94,8 +95,16 @@ def build_html_report(
         trends=trends,
         endpoint=report.get("endpoint", {}),
         session=report.get("session", {}),
+        multiplicity=_multiplicity(report),
         tests=tests,
     )
+
+
+def _multiplicity(report: Mapping[str, Any]) -> str:
+    """The session's many comparisons and how their false-failure rate is held (the
+    terminal's line), or ``""`` when the session compared nothing."""
+    summary = (report.get("session") or {}).get("multiple_comparisons")
+    return multiple_comparisons_line(summary).removeprefix("llmperf: ") if summary else ""
 
 
 def write_html_report(

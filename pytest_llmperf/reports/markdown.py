@@ -53,6 +53,7 @@ from pytest_llmperf.reports.markdown_runs import (
 )
 from pytest_llmperf.reports.markdown_tables import TestView, checks_block, mark, test_view
 from pytest_llmperf.reports.table import format_interval, format_value
+from pytest_llmperf.slo.multiplicity import multiple_comparisons_line
 
 __all__ = [
     "STEP_SUMMARY_ENV",
@@ -150,7 +151,11 @@ def _counts_line(report: Mapping[str, Any], views: Sequence[TestView]) -> str:
         parts.append(f"`--llm-inconclusive={text(policy)}`")
     if session.get("exitstatus") is not None:
         parts.append(f"exit status {session['exitstatus']}")
-    return " · ".join(parts) + "\n"
+    line = " · ".join(parts) + "\n"
+    summary = session.get("multiple_comparisons")
+    if summary:  # how the session's many comparisons hold its false-failure rate
+        line += "\n" + text(multiple_comparisons_line(summary).removeprefix("llmperf: ")) + "\n"
+    return line
 
 
 def _test_section(view: TestView, rank: int, what: str) -> Section:

@@ -239,6 +239,7 @@ def _comparison_table(
         other = c.get("reference") if side == "reference" else c.get("baseline")
         threshold = c.get("threshold")
         p = c.get("p_value")
+        mde = c.get("mde")  # the smallest slowdown caught with 80% power (slo/multiplicity.py)
         rows.append(
             [
                 code(name),
@@ -248,6 +249,7 @@ def _comparison_table(
                 format_change(c.get("change")),
                 "-" if threshold is None else f"+{float(threshold) * 100:g}%",
                 "-" if p is None else f"{float(p):.3g}",
+                "-" if mde is None else f"≥ {format_change(mde)}",
                 mark(c.get("verdict")),
             ]
         )
@@ -259,8 +261,11 @@ def _comparison_table(
     words = _side_words(side, checks[0], test)
     out = [f"Compared with the {side}" + (f" ({words})" if words else "") + ":\n\n"]
     if rows:
-        header = ("statistic", "run", "this run", side, "change", "allowed", "p", "verdict")
-        out.append(table(header, rows, right=range(2, 7)))
+        header = (
+            *("statistic", "run", "this run", side, "change"),
+            *("allowed", "p", "detects", "verdict"),
+        )
+        out.append(table(header, rows, right=range(2, 8)))
     notes = list(dict.fromkeys(notes))  # a run's note once, not per statistic
     if notes:
         out.append(("\n" if rows else "") + "".join(f"- {line}\n" for line in notes))

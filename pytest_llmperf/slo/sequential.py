@@ -65,8 +65,8 @@ optimistic.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -193,15 +193,29 @@ class Decision:
     why: str = ""
 
 
-def _decide(slo: Slo, acc: MetricsAccumulator, confidence: float) -> tuple[bool | None, int]:
+def _decide(
+    slo: Slo, acc: MetricsAccumulator, confidence: float, pending: int = 0
+) -> tuple[bool | None, int]:
+    """One SLO's verdict at a look (None: undecided) and its sample count.
+
+    ``pending`` requests were issued and have not ended: their values are unknown, and
+    they are the slow ones more often than not (a fast request ends first). Leaving
+    them out would bias a live look towards "pass", so the bounds are those of all
+    ``n + pending`` samples with the unknown ones at their worst for each side: above
+    every known value for the upper bound (a pass), below every one for the lower (a
+    fail). The mixture statistic is monotone in the count under the target, so a
+    decision that holds at the worst case holds whatever the pending values turn out
+    to be, and Ville's bound over the issue order still applies.
+    """
     hist = acc.histograms[slo.metric]
     n = hist.count
     percentile = slo.percentile
     if n == 0 or percentile is None:
         return None, n
-    r_lo, r_hi = sequential_rank_bounds(n, percentile, slo.confidence or confidence)
-    lower = hist.rank_range_ms(r_lo)[0] if r_lo is not None else 0.0
-    upper = hist.rank_range_ms(r_hi)[1] if r_hi is not None else math.inf
+    r_lo, r_hi = sequential_rank_bounds(n + pending, percentile, slo.confidence or confidence)
+    known_lo = r_lo - pending if r_lo is not None else 0  # the rank among the known values
+    lower = hist.rank_range_ms(known_lo)[0] if known_lo >= 1 else 0.0
+    upper = hist.rank_range_ms(r_hi)[1] if r_hi is not None and r_hi <= n else math.inf
     return decided(slo.op, lower, upper, slo.target), n
 
 
@@ -211,10 +225,19 @@ def decide_run(
     *,
     confidence: float = DEFAULT_CONFIDENCE,
     minimum: int = MIN_REQUESTS,
+    bars: Mapping[Slo, tuple[int, float]] | None = None,
+    pending: int = 0,
 ) -> Decision:
     """Is every one of ``slos`` decided on the live accumulator ``acc`` (its measured,
     post-warm-up samples)? Never before ``minimum`` samples of each, never with an SLO
-    that cannot be decided early (:func:`stop_blockers`), never with no SLO at all."""
+    that cannot be decided early (:func:`stop_blockers`), never with no SLO at all.
+
+    ``bars``: an SLO's ``(min_count, min_duration_s)`` from the rulesets that name it
+    (:func:`~pytest_llmperf.slo.verdicts.ruleset_bars`): its verdict at the end would need
+    them, so a stop waits for them too (a run stopped short of a ruleset's minimum would
+    only be judged inconclusive). ``pending``: requests issued and not ended, counted
+    at their worst for each side (:func:`_decide`).
+    """
     if not slos:
         return Decision(False, {}, 0, "no SLO to decide")
     blockers = stop_blockers(slos)
@@ -222,28 +245,42 @@ def decide_run(
         return Decision(False, {}, 0, "not decidable before the end: " + ", ".join(blockers))
     verdicts: dict[str, bool | None] = {}
     least = math.inf
+    short: list[str] = []
+    window_s = acc.window_s
     for slo in slos:
-        verdict, n = _decide(slo, acc, confidence)
+        verdict, n = _decide(slo, acc, confidence, pending)
         verdicts[slo.expr] = verdict
         least = min(least, n)
+        count, duration = (bars or {}).get(replace(slo, per_model=False), (0, 0.0))
+        if n < count:
+            short.append(f"{slo.expr} has {n} of its ruleset's {count} samples")
+        elif window_s < duration:
+            short.append(f"{slo.expr} has {window_s:.1f} s of its ruleset's {duration:g} s")
     samples = int(least)
     if samples < minimum:
         return Decision(False, verdicts, samples, f"{samples} samples, a stop needs >= {minimum}")
-    pending = [expr for expr, v in verdicts.items() if v is None]
-    if pending:
-        return Decision(False, verdicts, samples, "undecided: " + ", ".join(pending))
+    if short:
+        return Decision(False, verdicts, samples, "; ".join(short))
+    undecided = [expr for expr, v in verdicts.items() if v is None]
+    if undecided:
+        return Decision(False, verdicts, samples, "undecided: " + ", ".join(undecided))
     return Decision(True, verdicts, samples, f"every SLO decided after {samples} samples")
 
 
 def decider(
-    slos: Sequence[Slo], confidence: float = DEFAULT_CONFIDENCE
-) -> Callable[[MetricsAccumulator], tuple[bool, str]]:
-    """The look a run with ``until="decided"`` takes at its live accumulator:
-    ``(every SLO decided?, why)`` (:func:`decide_run`)."""
+    slos: Sequence[Slo],
+    confidence: float = DEFAULT_CONFIDENCE,
+    *,
+    bars: Mapping[Slo, tuple[int, float]] | None = None,
+) -> Callable[[MetricsAccumulator, int], tuple[bool, str]]:
+    """The look a run with ``until="decided"`` takes at its live accumulator and the count
+    of its requests in flight: ``(every SLO decided?, why)`` (:func:`decide_run`;
+    ``bars``: its rulesets' minimums)."""
     frozen = list(slos)
+    frozen_bars = dict(bars or {})
 
-    def look(acc: MetricsAccumulator) -> tuple[bool, str]:
-        decision = decide_run(frozen, acc, confidence=confidence)
+    def look(acc: MetricsAccumulator, pending: int) -> tuple[bool, str]:
+        decision = decide_run(frozen, acc, confidence=confidence, bars=frozen_bars, pending=pending)
         return decision.done, decision.why
 
     return look

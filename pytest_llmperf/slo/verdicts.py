@@ -78,6 +78,7 @@ __all__ = [
     "evaluate_server",
     "evaluate_stages",
     "min_samples",
+    "ruleset_bars",
     "stage_load",
 ]
 
@@ -499,6 +500,18 @@ def evaluate_models(
     return out
 
 
+def ruleset_bars(rulesets: Sequence[Ruleset]) -> dict[Slo, tuple[int, float]]:
+    """Each ruleset SLO's ``(min_count, min_duration_s)``: the strictest of the rulesets
+    that name it (a ruleset's ``min_samples`` and ``min_duration``). A verdict needs them,
+    and so does a run that stops once its SLOs are decided (``until="decided"``)."""
+    bars: dict[Slo, tuple[int, float]] = {}
+    for ruleset in rulesets:
+        for slo in ruleset.slos:
+            count, duration = bars.get(slo, (0, 0.0))
+            bars[slo] = (max(count, ruleset.min_samples), max(duration, ruleset.min_duration_s))
+    return bars
+
+
 def evaluate_runs(
     slos: Sequence[Slo],
     results: Iterable[RunResult],
@@ -511,11 +524,7 @@ def evaluate_runs(
     An SLO that came from one of ``rulesets`` also needs that ruleset's
     minimum sample count and measured duration (per stage, for a staged run).
     """
-    bars: dict[Slo, tuple[int, float]] = {}
-    for ruleset in rulesets:
-        for slo in ruleset.slos:
-            count, duration = bars.get(slo, (0, 0.0))
-            bars[slo] = (max(count, ruleset.min_samples), max(duration, ruleset.min_duration_s))
+    bars = ruleset_bars(rulesets)
     out: list[SloVerdict] = []
     for r in results:
         if not getattr(r, "gated", True):

@@ -240,6 +240,7 @@ def test_export_json_and_csv_round_trip(target: str) -> None:
         for run, row in zip(runs, rows, strict=True):
             assert int(row["session_id"]) == run.session_id and row["key"] == run.key
             assert int(row["completed"]) == run.counts["completed"]
+            assert row["connection_retries"] == str(run.counts.get("connection_retries", ""))
             assert float(row["ttft.p99"]) == run.metrics["ttft"]["p99"]
             assert float(row["error_rate"]) == run.metrics["error_rate"]
             assert row["e2e.p50"] == ""  # an empty histogram: no value

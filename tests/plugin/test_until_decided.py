@@ -6,9 +6,12 @@ runs to its declared size; ``--llm-until-decided`` does it for every test."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from pytest_llmperf.sim import SimProcess, start_sim_process
 
 SUITE = """
 import pytest
@@ -68,3 +71,41 @@ def test_the_session_option_stops_every_gated_run(
     got = test["runs"][0]
     assert got["stop_reason"] == "decided" and got["counts"]["issued"] < 400
     assert test["slos"][0]["verdict"] == "fail"
+
+
+@pytest.fixture
+def half_stalled() -> Iterator[SimProcess]:
+    """A server whose every other request (seeded) waits 300 ms before its first token:
+    TTFT is about 20 ms or about 320 ms, each half the time, so the true p50 is anywhere
+    between, and a p50 target there is as near its percentile as a target gets."""
+    process = start_sim_process("fixed", overrides={"stall_first_prob": 0.5, "stall_first_ms": 300})
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def test_a_run_near_its_target_runs_to_the_end(
+    pytester: pytest.Pytester, tmp_path: Path, half_stalled: SimProcess
+) -> None:
+    test = run(pytester, tmp_path, f"--llm-endpoint={half_stalled.url}", "--llm-inconclusive=warn",
+               slo="ttft.p50 < 150ms", requests=2000, until=', until="decided"')  # fmt: skip
+    got = test["runs"][0]
+    assert got["stop_reason"] == "completed", got.get("stop_detail")
+    assert got["counts"]["issued"] == 2000
+    (slo,) = test["slos"]
+    # 2,000 samples split about evenly either side of the target decide nothing
+    assert slo["verdict"] == "inconclusive", slo
+
+
+def test_a_stop_waits_for_the_rulesets_minimum_samples(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("min_samples: 600\ntargets:\n  ttft: {p90: 200ms}\n")
+    test = run(pytester, tmp_path, slo=f'ttft.p90 < 300ms", ruleset="{rules}', requests=2000,
+               until=', until="decided"')  # fmt: skip
+    got = test["runs"][0]
+    assert got["stop_reason"] == "decided", got
+    assert 600 <= got["counts"]["completed"] < 2000, got["counts"]
+    assert all(slo["verdict"] == "pass" for slo in test["slos"]), test["slos"]

@@ -522,6 +522,8 @@ def test_baseline_comparisons_fill_the_compared_column() -> None:
         "change": 0.3,
         "threshold": 0.1,
         "p_value": 0.001,
+        "mde": 0.18,
+        "level": 0.002,
         "verdict": "regressed",
         "run": "run0",
         "compared_with": "history (last 5 runs)",
@@ -542,11 +544,11 @@ def test_baseline_comparisons_fill_the_compared_column() -> None:
         "change",
         "allowed",
         "p",
+        "detects",
         "verdict",
     ]
-    assert rows == [
-        ["ttft.p50", "run0", "26.0 ms", "20.0 ms", "+30.0%", "+10%", "0.001", "❌ regressed"]
-    ]
+    row = ["ttft.p50", "run0", "26.0 ms", "20.0 ms", "+30.0%", "+10%", "0.001", "≥ +18.0%"]
+    assert rows == [[*row, "❌ regressed"]]
     assert found[0][1].startswith("❌ pytest-llmperf: 1 test failed")
     heading = next(b[1] for b in found if b[0] == "h3")
     assert heading.endswith("(1 statistic(s) regressed (history))")

@@ -258,18 +258,23 @@ SUITE = """
 import pytest
 
 @pytest.mark.parametrize("n", range(4))
-@pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=8, requests=60, seed=1)
-@pytest.mark.llm_load("concurrency", concurrency=4)
+@pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=3, requests=60, seed=1)
+@pytest.mark.llm_load("concurrency", concurrency=10)
 async def test_chat(llm_loadgen, n):
     await llm_loadgen.run()
 """
-# more statistics than the default p50 and p99: 4 metrics x p50, p75, p99, mean
-STATS = ",".join(f"{m}.{s}=10%" for m in ("ttft", "tpot", "itl", "e2e") for s in ("p75", "mean"))
+# more statistics than the default p50 and p99: 4 metrics x p50, p75, p99, mean. The two
+# sessions are measured one after the other on a machine that may be busy, so the server
+# is slow (300 ms to the first token, 100 ms a token) and the allowance wide (30%): a few
+# ms of scheduling noise must not be a real shift between them. What this test is about
+# is the session's count of false failures, and the levels each comparison is judged at
+STATS = ",".join(f"{m}.{s}=30%" for m in ("ttft", "tpot", "itl", "e2e") for s in ("p75", "mean"))
+STATS += ",30%"
 
 
 @pytest.fixture(scope="module")
 def steady_sim() -> Iterator[SimProcess]:
-    with start_sim_process("fixed", overrides={"ttft_ms": 30, "itl_ms": 10}) as sim:
+    with start_sim_process("fixed", overrides={"ttft_ms": 300, "itl_ms": 100}) as sim:
         yield sim
 
 
@@ -284,6 +289,8 @@ def test_many_statistics_of_an_identical_run_do_not_fail(
         "--llm-baseline-compare=b.json",
         f"--llm-baseline-threshold={STATS}",
         "--llm-json=r.json",
+        "--llm-html=r.html",
+        "--llm-markdown=r.md",
     )
     again.assert_outcomes(passed=4)
     again.stdout.fnmatch_lines(
@@ -301,3 +308,10 @@ def test_many_statistics_of_an_identical_run_do_not_fail(
             assert c["level"] * len(family) == pytest.approx(0.0025)
             assert c["mde"] >= c["threshold"] and c["verdict"] != "regressed"
     again.stdout.fnmatch_lines(["*baseline: 12 unchanged; detects >= +*% to +*% at p<0.00021*"])
+    # the HTML and Markdown reports say it too: the session's line, each comparison's power
+    html = (pytester.path / "r.html").read_text()
+    assert "comparison(s) of 4 test(s), each test&#39;s by Holm at 0.0025" in html
+    assert "<th>detects</th>" in html and "&ge; +" in html
+    markdown = (pytester.path / "r.md").read_text()
+    assert "of 4 test(s), each test's by Holm at 0.0025" in markdown, markdown[:2000]
+    assert "| detects |" in markdown and "≥ +" in markdown

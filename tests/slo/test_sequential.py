@@ -154,3 +154,30 @@ def test_slos_without_an_always_valid_verdict_keep_the_run_going() -> None:
     x = np.full(100, 20.0)
     decision = decide_run(slos, _accumulator(x))
     assert not decision.done and "not decidable before the end" in decision.why
+
+
+def test_a_stop_waits_for_its_rulesets_minimum_samples_and_duration() -> None:
+    far = parse_slo("ttft.p90 < 200ms")
+    acc = _accumulator(np.full(300, 20.0))
+    acc.window_start_ns, acc.window_end_ns = 0, 2_000_000_000  # 2 s measured
+    assert decide_run([far], acc, confidence=CONFIDENCE).done
+    short = decide_run([far], acc, confidence=CONFIDENCE, bars={far: (1000, 0.0)})
+    assert not short.done and "has 300 of its ruleset's 1000 samples" in short.why
+    brief = decide_run([far], acc, confidence=CONFIDENCE, bars={far: (100, 60.0)})
+    assert not brief.done and "2.0 s of its ruleset's 60 s" in brief.why
+    met = decide_run([far], acc, confidence=CONFIDENCE, bars={far: (300, 2.0)})
+    assert met.done and met.verdicts == {far.expr: True}
+
+
+def test_requests_in_flight_count_at_their_worst_for_each_side() -> None:
+    # 200 fast samples, and 200 requests still in flight (the slow ones end last):
+    # a pass would need them under the target, a fail over it, so neither is decided
+    passes, fails = parse_slo("ttft.p50 < 100ms"), parse_slo("ttft.p50 > 100ms")
+    acc = _accumulator(np.full(200, 20.0))
+    assert decide_run([passes], acc, confidence=CONFIDENCE).verdicts == {passes.expr: True}
+    assert decide_run([fails], acc, confidence=CONFIDENCE).verdicts == {fails.expr: False}
+    held = decide_run([passes, fails], acc, confidence=CONFIDENCE, pending=200)
+    assert not held.done and held.verdicts == {passes.expr: None, fails.expr: None}
+    # a few in flight do not hold back a clear answer
+    few = decide_run([passes, fails], acc, confidence=CONFIDENCE, pending=10)
+    assert few.done and few.verdicts == {passes.expr: True, fails.expr: False}
