@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DETAIL_LIMIT",
+    "EXAMPLE_SEP",
     "InvalidKind",
     "OutputFault",
     "check_output",
@@ -61,6 +62,9 @@ __all__ = [
 ]
 
 DETAIL_LIMIT = 300  # characters of the validator's message kept on the record
+# In a reason, an example of the output follows this: reports group reasons by what comes
+# before it (metrics/output_samples.py), so outputs cut the same way count as one reason.
+EXAMPLE_SEP = "; e.g. "
 
 
 class InvalidKind(StrEnum):
@@ -145,7 +149,8 @@ def _check_answer(validators: _Validators, validator: Validator, answer: str) ->
     try:
         value = json.loads(answer)
     except (ValueError, RecursionError) as exc:
-        return OutputFault(InvalidKind.NOT_JSON, f"the answer is not JSON: {exc}; {_cut(answer)}")
+        why = _json_error(exc, answer)
+        return OutputFault(InvalidKind.NOT_JSON, f"the answer is not JSON: {why}")
     error = validators.first_error(validator, value)
     if error is None:
         return None
@@ -173,7 +178,8 @@ def _check_call(
     try:
         arguments = json.loads(call.arguments)
     except (ValueError, RecursionError) as exc:
-        why = "empty" if not call.arguments.strip() else f"not JSON: {exc}; {_cut(call.arguments)}"
+        blank = not call.arguments.strip()
+        why = "empty" if blank else f"not JSON: {_json_error(exc, call.arguments)}"
         return OutputFault(InvalidKind.TOOL_ARGUMENTS, f"{name} arguments are {why}")
     error = validators.first_error(validator, arguments)
     if error is None:
@@ -192,6 +198,15 @@ def _where(error: ValidationError) -> str:
 def _answered(output: CollectedOutput) -> str:
     answer = output.answer
     return f" (answered in text: {_cut(answer, 80)})" if answer.strip() else ""
+
+
+def _json_error(exc: ValueError | RecursionError, text: str) -> str:
+    """JSON's reason, then (after ``EXAMPLE_SEP``) where and the text: invalid samples are
+    grouped by the reason alone, so outputs cut the same way count as one."""
+    if isinstance(exc, json.JSONDecodeError):
+        where = f"line {exc.lineno} column {exc.colno}: "
+        return f"{exc.msg}{EXAMPLE_SEP}{where}{_cut(text)}"
+    return f"{exc}{EXAMPLE_SEP}{_cut(text)}"
 
 
 def _cut(text: str, limit: int = 60) -> str:

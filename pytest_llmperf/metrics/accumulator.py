@@ -42,8 +42,8 @@ Run-level: ``window`` = first planned send to last request end;
 window`` (completed requests); ``error_rate = failed / issued`` (requests
 still in flight at a hard cap count as failed and are listed as
 incomplete); ``goodput`` = share of issued requests that completed within
-every per-request limit of the test. Failed requests never enter latency
-histograms.
+every per-request limit of the test (with a valid output where it was
+checked). Failed requests never enter latency histograms.
 
 A *cancelled* request (``llm_load(cancel=)``: the client abandoned it on
 purpose) is counted as issued and ``cancelled``, neither completed nor
@@ -89,11 +89,12 @@ request whose output was checked (``record.output_checked``) counts in
 ``checked``, one that failed its check (``record.invalid``, the reason's kind) in
 ``invalid`` too, with a few distinct reasons in :attr:`invalid_samples`. An
 invalid output is still a completed request: it stays in every latency
-histogram and throughput. ``valid_rate = (checked - invalid) / checked`` (no
-value without a checked output). With greedy decoding each completed request's
-output fingerprint is kept by sample index in :attr:`outputs` (the whole run's
-only, not its breakdowns'). A record without these fields costs three attribute
-checks (``model``, ``output_checked``, ``output_digest``) and nothing else.
+histogram and throughput, but is not *good* (``goodput``).
+``valid_rate = (checked - invalid) / checked`` (no value without a checked output).
+With greedy decoding each completed request's output fingerprint is kept by
+sample index in :attr:`outputs` (the whole run's only, not its breakdowns'). A
+record without these fields costs three attribute checks (``model``,
+``output_checked``, ``output_digest``) and nothing else.
 """
 
 from __future__ import annotations
@@ -341,9 +342,9 @@ class MetricsAccumulator:
                 self.histograms["e2e"].record_ns(e2e)
                 self.embedding_inputs += record.embedding_inputs
                 self.embedding_values += record.embedding_inputs * record.embedding_dimensions
-                self._count_good({"e2e": e2e})
+                self._count_good({"e2e": e2e}, record)
             else:  # no times to measure (a record from an older event log)
-                self._count_good({})
+                self._count_good({}, record)
             return
         ttft = record.t_first - record.t_sched
         e2e = record.t_last - record.t_sched
@@ -371,7 +372,7 @@ class MetricsAccumulator:
             or record.server_spec_draft is not None
         ):
             self._add_server_timing(record, ttft)
-        self._count_good(values)
+        self._count_good(values, record)
         if self.window_start_ns is not None:
             second = int(max(0, (record.t_last - self.window_start_ns) // 1_000_000_000))
             bucket = self.timeline.get(second)
@@ -426,7 +427,11 @@ class MetricsAccumulator:
             part._breaks_down = False  # a stage's requests are not split again
         return part
 
-    def _count_good(self, values: Mapping[str, int]) -> None:
+    def _count_good(self, values: Mapping[str, int], record: RequestRecord) -> None:
+        """A completed request is good within every per-request limit, and with a valid
+        output where its output was checked (an invalid JSON answer is not a good one)."""
+        if record.invalid:
+            return
         if all(values.get(k, 0) <= limit for k, limit in self.request_limits_ns.items()):
             self.good += 1
 

@@ -134,7 +134,8 @@ class JudgingPart(PluginBase):
         generator = item.stash.get(GEN_KEY, None)
         results: list[RunResult] = generator.results if generator else []
         slos = spec.slos if spec else ()
-        self._match_outputs(item.nodeid, results, generator)
+        wanted = any(slo.metric == "output_match" for slo in slos)  # an SLO asks for it
+        self._match_outputs(item.nodeid, results, generator, wanted=wanted)
         verdicts = evaluate_runs(
             slos,
             results,
@@ -192,7 +193,12 @@ class JudgingPart(PluginBase):
                 warnings.warn(LlmPerfInconclusiveWarning(outcome.message), stacklevel=1)
 
     def _match_outputs(
-        self, nodeid: str, results: list[RunResult], generator: LoadGenerator | None
+        self,
+        nodeid: str,
+        results: list[RunResult],
+        generator: LoadGenerator | None,
+        *,
+        wanted: bool = True,
     ) -> None:
         """``output_match`` of each gated run that kept greedy outputs (and was not
         matched yet: a payload re-judged after an error keeps its first)."""
@@ -232,7 +238,9 @@ class JudgingPart(PluginBase):
                 )
             match, why = judge_output_match(result.accumulator.outputs, sides)
             result.output_match = match
-            if match is None:
+            if match is None and (sides or wanted):
+                # said where something was there to compare with, or the test asked: a
+                # greedy run kept for output_consistency alone is not "not measured"
                 result.output_notes["output_match"] = why
 
     def _inconclusive_policy(self, item: pytest.Item) -> InconclusivePolicy:

@@ -59,7 +59,9 @@ def test_the_simulators_fingerprint(tiny: SimProcess) -> None:
         "owned_by": "pytest-llmperf-sim",
         "root": "sim-tiny",
     }
-    assert fp["models"] == ["sim-tiny"] and fp["engine"] == {"profile": "tiny"}
+    # the base model and the LoRA adapters it serves (profile key lora_adapters), sorted
+    assert fp["models"] == ["sim-lora-1", "sim-lora-2", "sim-tiny"]
+    assert fp["engine"] == {"profile": "tiny"}
     assert re.fullmatch(r"[0-9a-f]{16}", fp["chat_template"]["sha256"])
     assert fp["chat_template"]["from"].startswith("POST /tokenize")
     client = fp["client"]

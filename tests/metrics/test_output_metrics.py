@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmperf.client.output_check import EXAMPLE_SEP
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics import MetricsAccumulator
@@ -101,6 +102,38 @@ def test_invalid_samples_are_bounded_and_cut() -> None:
         samples.add("schema", f"reason {k} " + "x" * 400)
     listed = samples.to_list()
     assert len(listed) == MAX_SAMPLES and all(len(s["message"]) == 300 for s in listed)
+
+
+def test_reasons_group_without_their_examples_and_keep_the_first() -> None:
+    # outputs cut the same way differ in their text: one reason, shown with its first example
+    samples = InvalidSamples()
+    for text in ('\'{"a": "x\'', '\'{"a": "yy\'', '\'{"a": "zzz\''):
+        samples.add("not_json", f"the answer is not JSON: Unterminated string{EXAMPLE_SEP}{text}")
+    samples.add("not_json", "the answer is not JSON: Extra data; e.g. line 1 column 9: 'x'")
+    assert samples.to_list() == [
+        {
+            "kind": "not_json",
+            "message": 'the answer is not JSON: Unterminated string; e.g. \'{"a": "x\'',
+            "count": 3,
+        },
+        {
+            "kind": "not_json",
+            "message": "the answer is not JSON: Extra data; e.g. line 1 column 9: 'x'",
+            "count": 1,
+        },
+    ]
+    merged = InvalidSamples()
+    merged.merge(samples)
+    merged.merge(samples)
+    assert [s["count"] for s in merged.to_list()] == [6, 2]
+
+
+def test_an_invalid_output_is_not_good() -> None:
+    acc = MetricsAccumulator(request_limits_ms={"ttft": 500.0})
+    acc.add(done(0, checked=True))
+    acc.add(done(1, checked=True, invalid="schema", detail="at $.a: 'x' is too long"))
+    acc.add(done(2))  # not checked: good within its limits
+    assert acc.completed == 3 and acc.rate("goodput") == pytest.approx(2 / 3)
 
 
 def test_models_break_down_like_stages() -> None:

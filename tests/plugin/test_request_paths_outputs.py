@@ -40,7 +40,7 @@ GREEDY = """
 import pytest
 
 @pytest.mark.llm_workload(
-    "synthetic", input_tokens=16, output_tokens=24, requests=40, seed=9, greedy=True
+    "synthetic", input_tokens=16, output_tokens=24, requests=100, seed=9, greedy=True
 )
 @pytest.mark.llm_load("concurrency", concurrency=8)
 @pytest.mark.llm_slo({slos})
@@ -139,13 +139,13 @@ def test_greedy_outputs_match_their_baseline_and_a_changed_server_fails(
     saved.stdout.fnmatch_lines(["*output_match >= 99%*no baseline, history or reference*"])
     stored = json.loads((pytester.path / "b.json").read_text())
     (entry,) = stored["tests"].values()
-    assert len(entry["runs"]["run0"]["state"]["outputs"]) == 40
+    assert len(entry["runs"]["run0"]["state"]["outputs"]) == 100
 
     same = pytester.runpytest(plain, "--llm-baseline-compare=b.json", "--llm-json=same.json")
     same.assert_outcomes(passed=1)
     (run,) = _report(pytester, "same.json")["tests"][0]["runs"]
-    assert run["output_match"]["share"] == 1.0 and run["output_match"]["compared"] == 40
-    assert run["output_match"]["against"] == "baseline" and len(run["outputs"]) == 40
+    assert run["output_match"]["share"] == 1.0 and run["output_match"]["compared"] == 100
+    assert run["output_match"]["against"] == "baseline" and len(run["outputs"]) == 100
 
     changed = pytester.runpytest(
         f"--llm-endpoint={changing_sim.url}",
@@ -158,7 +158,9 @@ def test_greedy_outputs_match_their_baseline_and_a_changed_server_fails(
     )
     (run,) = _report(pytester, "changed.json")["tests"][0]["runs"]
     match = run["output_match"]
-    assert 0.75 <= match["share"] < 1.0 and match["mismatched"] == len(match["mismatches"])
+    # 10% of the prompts changed (by a hash of each): 13 of these 100 samples, every run
+    assert 0.8 <= match["share"] <= 0.95, match
+    assert match["mismatched"] == len(match["mismatches"])
     assert all(m["position"] is not None and m["position"] >= 0 for m in match["mismatches"])
 
 
@@ -168,9 +170,9 @@ def test_output_consistency_sends_the_samples_again_alone(pytester: pytest.Pytes
     result.assert_outcomes(passed=1)
     (run,) = _report(pytester)["tests"][0]["runs"]
     consistency = run["output_consistency"]
-    assert consistency["against"] == "alone" and consistency["compared"] == 40
+    assert consistency["against"] == "alone" and consistency["compared"] == 64  # its cap
     assert consistency["share"] == 1.0
-    assert run["counts"]["issued"] == 40  # the alone pass is not part of the run
+    assert run["counts"]["issued"] == 100  # the alone pass is not part of the run
 
 
 def test_without_a_baseline_output_match_compares_with_the_reference_endpoint(
@@ -187,5 +189,5 @@ def test_without_a_baseline_output_match_compares_with_the_reference_endpoint(
     (run,) = _report(pytester)["tests"][0]["runs"]
     match = run["output_match"]
     assert match["against"] == "reference" and plain_sim.url in match["compared_with"]
-    assert 0 < match["compared"] <= 40 and match["share"] < 1.0
+    assert 0 < match["compared"] <= 100 and match["share"] < 1.0
     assert "output_consistency" not in run  # another side: no alone pass unless asked
