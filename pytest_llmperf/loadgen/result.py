@@ -185,17 +185,7 @@ class RunResult:
     def model_result(self, name: str) -> RunResult:
         """The requests that named model ``name`` as a run of their own (for its SLO
         verdicts, ``llm_slo(..., per_model=True)``)."""
-        acc = self.accumulator.models.get(name) or MetricsAccumulator()
-        return RunResult(
-            workload=self.workload,
-            load=self.load,
-            endpoint=self.endpoint,
-            accumulator=acc,
-            self_check=self.self_check,
-            started_at=self.started_at,
-            label=f"{self.label} model {name}" if self.label else f"model {name}",
-            gated=self.gated,
-        )
+        return self._part(self.accumulator.models.get(name), f"model {name}")
 
     @property
     def by_model(self) -> dict[str, dict[str, Any]]:
@@ -213,19 +203,31 @@ class RunResult:
 
     def stage_result(self, index: int) -> RunResult:
         """Stage ``index`` of a staged run as a run of its own (for its SLO verdicts)."""
-        acc = self.accumulator.stages.get(index) or MetricsAccumulator()
+        server = self.stage_server_metrics
+        return self._part(
+            self.accumulator.stages.get(index),
+            f"stage {index}",
+            server[index] if index < len(server) else None,
+        )
+
+    def _part(
+        self,
+        acc: MetricsAccumulator | None,
+        what: str,
+        server_metrics: ServerMetrics | None = None,
+    ) -> RunResult:
+        """A breakdown of this run (a stage's, a model's requests) as a run of its own,
+        labelled ``"<label> <what>"``, with this run's configuration and self-check."""
         return RunResult(
             workload=self.workload,
             load=self.load,
             endpoint=self.endpoint,
-            accumulator=acc,
+            accumulator=acc or MetricsAccumulator(),
             self_check=self.self_check,
             started_at=self.started_at,
-            label=f"{self.label} stage {index}" if self.label else f"stage {index}",
+            label=f"{self.label} {what}" if self.label else what,
             gated=self.gated,
-            server_metrics=(
-                self.stage_server_metrics[index] if index < len(self.stage_server_metrics) else None
-            ),
+            server_metrics=server_metrics,
         )
 
     @property
