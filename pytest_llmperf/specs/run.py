@@ -280,7 +280,8 @@ def _trace_workload(
         raise LlmPerfUsageError(
             f"llm_load('trace') replays the trace's own requests; llm_workload({name!r}) "
             "cannot apply (use llm_workload('trace', ...) or give only its options: "
-            "tokenizer=, block_size=, ignore_eos=, extra_body=)"
+            "tokenizer=, block_size=, ignore_eos=, extra_body=, structured=, tools=, "
+            "tool_choice=, adapters=, greedy=)"
         )
     clash = sorted(set(params) & {"path", "format", "start", "limit"})
     if clash:
