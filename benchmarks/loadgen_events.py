@@ -666,6 +666,7 @@ def micro(tokens: int, repeat: int) -> None:
     """The per-event path's pieces on the server's own stream, no profiler, no socket."""
     import timeit
 
+    from pytest_llmperf.client.chunk_shapes import ChunkReader
     from pytest_llmperf.client.openai import _SCAN, parse_chunk
     from pytest_llmperf.client.records import RequestRecord
     from pytest_llmperf.client.request import _on_event
@@ -686,6 +687,11 @@ def micro(tokens: int, repeat: int) -> None:
         for data in payloads:
             _on_event(data, 1, record, parse_chunk)
 
+    def on_events_reader() -> None:
+        record, reader = RequestRecord(0, 0), ChunkReader()
+        for data in payloads:
+            _on_event(data, 1, record, reader)
+
     def bare_split() -> None:
         n = 0
         for ev in body.split(b"\n\n"):
@@ -699,9 +705,14 @@ def micro(tokens: int, repeat: int) -> None:
             lambda: [p.feed(e) for p in [SSEParser()] for e in events],
         ),
         ("parse_chunk per event", lambda: [parse_chunk(d) for d in payloads]),
+        (
+            "ChunkReader per event (the stream's shape learned)",
+            lambda: [r(d) for r in [ChunkReader()] for d in payloads],
+        ),
         ("  of which the C scanner (_SCAN)", lambda: [_SCAN(d, 0) for d in payloads]),
         ("  json.loads, for comparison", lambda: [json.loads(d) for d in payloads]),
         ("_on_event (parse_chunk + record)", on_events),
+        ("_on_event (ChunkReader + record): the client's path", on_events_reader),
         ("bare split + token test (the bare loops)", bare_split),
         ("time.monotonic_ns()", lambda: [time.monotonic_ns() for _ in payloads]),
     ]

