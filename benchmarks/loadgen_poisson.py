@@ -36,9 +36,6 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=500.0)
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument(
-        "--pacing", default=None, choices=["precise"], help="llm_load(pacing=...): spin before sends"
-    )
     ap.add_argument("--events", default=None, help="also keep the event log in this directory")
     args = ap.parse_args()
     print(
@@ -51,7 +48,7 @@ def main() -> None:
             "synthetic",
             {"input_tokens": 16, "output_tokens": 16},
             0,
-            LoadSpec.parse("poisson", {"rate": args.rate, "seed": 1, "pacing": args.pacing}),
+            LoadSpec.parse("poisson", {"rate": args.rate, "seed": 1}),
             requests=None,
             duration=args.duration,
         )

@@ -36,7 +36,6 @@ __all__ = [
     "DEFAULT_MAX_THROUGHPUT_CONCURRENCY",
     "LOAD_PATTERNS",
     "OPEN_LOOP",
-    "PACING_PRECISE",
     "SAMPLE_ORDERS",
     "TRACE_TAKES",
     "UNTIL_DECIDED",
@@ -76,7 +75,6 @@ SAMPLE_ORDERS: tuple[SampleOrderMode, ...] = tuple(SampleOrderMode)
 OPEN_LOOP: tuple[LoadPattern, ...] = (LoadPattern.POISSON, LoadPattern.CONSTANT, LoadPattern.TRACE)
 DEFAULT_MAX_THROUGHPUT_CONCURRENCY = 256
 UNTIL_DECIDED = "decided"  # llm_load(..., until="decided")
-PACING_PRECISE = "precise"  # llm_load(..., pacing="precise"): a spin before each open-loop send
 TRACE_TAKES = ("path", "format", "time_scale", "start", "limit")
 _COMMON = ("seed", "sample_order", "cancel")
 _TAKES: dict[LoadPattern, tuple[str, ...]] = {
@@ -217,9 +215,6 @@ class LoadSpec:
     # "decided": end the run once every gated SLO is decided (always-valid bounds,
     # :mod:`~pytest_llmperf.slo.sequential`), within its declared requests/duration
     until: str | None = None
-    # "precise": an open loop spins the last stretch before each send instead of yielding
-    # (:mod:`~pytest_llmperf.loadgen.issue.pacing`), for a schedule lag under 0.1 ms
-    pacing: str | None = None
     # the marker's own keyword arguments, so run() overrides can change one of them
     params: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -254,20 +249,8 @@ class LoadSpec:
     @classmethod
     def parse(cls, pattern: Any, params: Mapping[str, Any]) -> LoadSpec:
         """Check a marker's ``llm_load(pattern, **params)``; errors name the bad word."""
-        own = {"until", "pacing"}
-        spec = cls._parse(pattern, {k: v for k, v in params.items() if k not in own})
+        spec = cls._parse(pattern, {k: v for k, v in params.items() if k != "until"})
         until = params.get("until")
-        pacing = params.get("pacing")
-        if pacing is not None and pacing != PACING_PRECISE:
-            raise LlmPerfUsageError(
-                f"llm_load({spec.pattern.value!r}): pacing= takes {PACING_PRECISE!r} (spin "
-                f"before each send, for a schedule lag under 0.1 ms), got {pacing!r}"
-            )
-        if pacing is not None and not spec.open_loop:
-            raise LlmPerfUsageError(
-                f"llm_load({spec.pattern.value!r}): pacing= applies to an open loop (poisson, "
-                "constant, trace): a closed loop sends as each request ends, on no schedule"
-            )
         if until is not None and until != UNTIL_DECIDED:
             raise LlmPerfUsageError(
                 f"llm_load({spec.pattern.value!r}): until= takes {UNTIL_DECIDED!r} (end the run "
@@ -278,8 +261,7 @@ class LoadSpec:
                 f"llm_load({spec.pattern.value!r}): until= does not apply to a staged run "
                 "(its stages set its length, and each is judged on its own)"
             )
-        given = {k: v for k, v in params.items() if v is not None}
-        return replace(spec, until=until, pacing=pacing, params=given)
+        return replace(spec, until=until, params={k: v for k, v in params.items() if v is not None})
 
     @classmethod
     def _parse(cls, pattern: Any, params: Mapping[str, Any]) -> LoadSpec:
@@ -293,7 +275,7 @@ class LoadSpec:
         takes = _TAKES[kind]
         # the other loop's level gets its own, clearer message below
         levels = set() if kind is LoadPattern.TRACE else {"rate", "concurrency"}
-        unknown = sorted(set(params) - set(takes) - levels - {"until", "pacing"})
+        unknown = sorted(set(params) - set(takes) - levels - {"until"})
         if unknown:
             raise LlmPerfUsageError(
                 f"{where} does not take {', '.join(unknown)} "
@@ -384,8 +366,6 @@ class LoadSpec:
             out["trace"] = self.trace.describe()
         if self.until is not None:
             out["until"] = self.until
-        if self.pacing is not None:
-            out["pacing"] = self.pacing
         return out
 
 

@@ -27,7 +27,6 @@ from pytest_llmperf.loadgen.issue.gc_pauses import collect_if_due
 from pytest_llmperf.loadgen.issue.pacing import Pacer
 from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.result import StopReason
-from pytest_llmperf.specs.load import PACING_PRECISE
 from pytest_llmperf.workloads.base import Sample
 
 if TYPE_CHECKING:  # the book is handed a plan; it never builds one
@@ -50,7 +49,7 @@ class IssueBook:
         self.stats = stats
         self.stop_reason: StopReason | None = None
         self.stopping = asyncio.Event()
-        self.pacer = Pacer(precise=plan.load.pacing == PACING_PRECISE)
+        self.pacer = Pacer()
         self.inflight: dict[asyncio.Task[Any], RequestRecord] = {}
         self.issued = 0  # requests issued in this process, warm-up included
         self.closed_loop_over: asyncio.Future[None] | None = None

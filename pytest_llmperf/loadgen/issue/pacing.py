@@ -12,16 +12,6 @@ reaches the plan. Yielding — not a busy loop — keeps responses flowing:
 each turn polls the sockets without blocking, so chunks keep being read
 and timestamped while the pacer waits. The cost is CPU for at most
 ``WAKE_EARLY_NS`` per request, which the run's self-check reports.
-
-Yielding has one gap: a turn of the loop that reads many streams' chunks can
-start just before the planned instant and end well after it (at 500 req/s
-with streams in flight, the p99 lag is about half a millisecond). The opt-in
-precise pacer (``llm_load(..., pacing="precise")``) stops yielding
-``PRECISE_SPIN_NS`` before the plan and spins on the clock: no turn can start
-in that window, so the send is late only by the clock's own reading. Its
-price is that window of CPU per request (15% of a core at 500 req/s), and
-that no chunk is read during it (a response's bytes wait at most that long,
-and are then stamped when read, as always).
 """
 
 from __future__ import annotations
@@ -29,20 +19,18 @@ from __future__ import annotations
 import asyncio
 import time
 
-__all__ = ["PRECISE_SPIN_NS", "WAKE_EARLY_NS", "YIELD_EVERY", "Pacer"]
+__all__ = ["WAKE_EARLY_NS", "YIELD_EVERY", "Pacer"]
 
 WAKE_EARLY_NS = 1_000_000  # epoll rounds its timeout up to whole milliseconds
-PRECISE_SPIN_NS = 300_000  # pacing="precise": the last stretch spun, no turn of the loop
 YIELD_EVERY = 32  # when behind schedule, still let responses be read this often
 
 
 class Pacer:
     """Sleeps until planned instants; :meth:`cancel` wakes it for good (``stop()``)."""
 
-    def __init__(self, *, precise: bool = False) -> None:
+    def __init__(self) -> None:
         self._sleeping: asyncio.Future[None] | None = None
         self.cancelled = False
-        self.spin_ns = PRECISE_SPIN_NS if precise else 0  # the stretch spun, not yielded
 
     async def wait_until(self, planned_ns: int) -> bool:
         """Return at ``planned_ns`` (monotonic) or later; False if cancelled meanwhile."""
@@ -58,12 +46,8 @@ class Pacer:
             finally:
                 handle.cancel()
                 self._sleeping = None
-        spin_from = planned_ns - self.spin_ns
-        while not self.cancelled and time.monotonic_ns() < spin_from:
+        while not self.cancelled and time.monotonic_ns() < planned_ns:
             await asyncio.sleep(0)
-        if self.spin_ns and not self.cancelled:
-            while time.monotonic_ns() < planned_ns:  # precise: no turn of the loop now
-                pass
         return not self.cancelled
 
     async def due(self, planned_ns: int, late: int) -> int:
