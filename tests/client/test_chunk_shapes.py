@@ -109,46 +109,43 @@ def test_every_chunk_gets_the_full_parsers_answer(name: str, dump: Compact) -> N
         assert same(reader(data), parse_chunk(data)), data
 
 
+@pytest.fixture
+def decoded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The chunks the reader hands to the full parser from now on, in order."""
+    parsed: list[str] = []
+    full = parse_chunk
+
+    def counting(data: str) -> ChunkInfo:
+        parsed.append(data)
+        return full(data)
+
+    monkeypatch.setattr("pytest_llmperf.client.chunk_shapes.parse_chunk", counting)
+    return parsed
+
+
 @pytest.mark.parametrize("name", sorted(SHAPES))
-def test_the_common_chunk_takes_the_fast_path(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_common_chunk_takes_the_fast_path(name: str, decoded: list[str]) -> None:
     reader = ChunkReader()
     shape = SHAPES[name]
     reader(compact(shape("Hi")))  # learned from the first plain token
-    parsed: list[str] = []
-    full = parse_chunk
-
-    def counting(data: str) -> ChunkInfo:
-        parsed.append(data)
-        return full(data)
-
-    monkeypatch.setattr("pytest_llmperf.client.chunk_shapes.parse_chunk", counting)
+    decoded.clear()
     for text in (" there", "", "!", " é"):
         reader(compact(shape(text)))
-    assert parsed == []  # none of these was decoded
+    assert decoded == []  # none of these was decoded
     escaped, last = compact(shape('"q"')), compact(shape("", "stop"))
     reader(escaped)
     reader(last)
-    assert parsed == [escaped, last]  # an escape, a finish: the full parser's answers
+    assert decoded == [escaped, last]  # an escape, a finish: the full parser's answers
 
 
-def test_a_chunk_that_changes_per_token_is_always_parsed_in_full(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_chunk_that_changes_per_token_is_always_parsed_in_full(decoded: list[str]) -> None:
     # a server that puts a per-token field in every chunk (a token id): the learned bytes
     # never come again, so every chunk is decoded, and answered as the full parser does
-    parsed: list[str] = []
-    full = parse_chunk
-
-    def counting(data: str) -> ChunkInfo:
-        parsed.append(data)
-        return full(data)
-
-    monkeypatch.setattr("pytest_llmperf.client.chunk_shapes.parse_chunk", counting)
     reader = ChunkReader()
     chunks = [compact({**vllm_chat(t), "token_id": k}) for k, t in enumerate("abcdef")]
     for data in chunks:
-        assert same(reader(data), full(data))
-    assert [d for d in parsed if d in chunks] == chunks
+        assert same(reader(data), parse_chunk(data))
+    assert [d for d in decoded if d in chunks] == chunks
 
 
 def test_chat_and_completions_get_a_reader_per_stream() -> None:
