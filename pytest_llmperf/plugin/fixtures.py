@@ -15,8 +15,8 @@ from pytest_llmperf.plugin.endpoints import EndpointPool
 from pytest_llmperf.plugin.live_progress import progress_sink
 from pytest_llmperf.plugin.markers import GEN_KEY, INCONCLUSIVE_KEY, SPEC_KEY
 from pytest_llmperf.slo.sequential import decider
-from pytest_llmperf.slo.verdicts import ruleset_bars
 from pytest_llmperf.specs.perf import PerfSpec
+from pytest_llmperf.specs.rulesets import ruleset_bars
 
 
 @pytest.fixture(scope="session")

@@ -66,13 +66,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.quantile_bounds import decided
+from pytest_llmperf.specs.rulesets import ruleset_bar
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, Slo
 
 __all__ = [
@@ -233,7 +234,7 @@ def decide_run(
     that cannot be decided early (:func:`stop_blockers`), never with no SLO at all.
 
     ``bars``: an SLO's ``(min_count, min_duration_s)`` from the rulesets that name it
-    (:func:`~pytest_llmperf.slo.verdicts.ruleset_bars`): its verdict at the end would need
+    (:func:`~pytest_llmperf.specs.rulesets.ruleset_bars`): its verdict at the end would need
     them, so a stop waits for them too (a run stopped short of a ruleset's minimum would
     only be judged inconclusive). ``pending``: requests issued and not ended, counted
     at their worst for each side (:func:`_decide`).
@@ -251,7 +252,7 @@ def decide_run(
         verdict, n = _decide(slo, acc, confidence, pending)
         verdicts[slo.expr] = verdict
         least = min(least, n)
-        count, duration = (bars or {}).get(replace(slo, per_model=False), (0, 0.0))
+        count, duration = ruleset_bar(bars, slo)
         if n < count:
             short.append(f"{slo.expr} has {n} of its ruleset's {count} samples")
         elif window_s < duration:

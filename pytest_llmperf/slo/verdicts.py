@@ -63,7 +63,7 @@ from pytest_llmperf.slo.quantile_bounds import (
 )
 from pytest_llmperf.slo.sequential import sequential_rank_bounds
 from pytest_llmperf.specs.load import UNTIL_DECIDED
-from pytest_llmperf.specs.rulesets import Ruleset
+from pytest_llmperf.specs.rulesets import Ruleset, ruleset_bar, ruleset_bars
 from pytest_llmperf.specs.server_names import MetricKind, metric_kind
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, OUTPUT_SLO_METRICS, Slo
 from pytest_llmperf.specs.stages import Stage
@@ -78,7 +78,6 @@ __all__ = [
     "evaluate_server",
     "evaluate_stages",
     "min_samples",
-    "ruleset_bars",
     "stage_load",
 ]
 
@@ -468,7 +467,7 @@ def evaluate_stages(
         part = result.stage_result(k)
         own = [slo for slo in stage.slos if slo not in slos]
         for slo in (*slos, *own):
-            count, duration = bars.get(replace(slo, per_model=False), (0, 0.0))
+            count, duration = ruleset_bar(bars, slo)
             verdict = evaluate(
                 slo, part, min_count=count, min_duration_s=duration, confidence=confidence
             )
@@ -492,24 +491,12 @@ def evaluate_models(
     for name in result.models if chosen else ():
         part = result.model_result(name)
         for slo in chosen:
-            count, duration = bars.get(replace(slo, per_model=False), (0, 0.0))
+            count, duration = ruleset_bar(bars, slo)
             verdict = evaluate(
                 slo, part, min_count=count, min_duration_s=duration, confidence=confidence
             )
             out.append(replace(verdict, run=result.label, model=name))
     return out
-
-
-def ruleset_bars(rulesets: Sequence[Ruleset]) -> dict[Slo, tuple[int, float]]:
-    """Each ruleset SLO's ``(min_count, min_duration_s)``: the strictest of the rulesets
-    that name it (a ruleset's ``min_samples`` and ``min_duration``). A verdict needs them,
-    and so does a run that stops once its SLOs are decided (``until="decided"``)."""
-    bars: dict[Slo, tuple[int, float]] = {}
-    for ruleset in rulesets:
-        for slo in ruleset.slos:
-            count, duration = bars.get(slo, (0, 0.0))
-            bars[slo] = (max(count, ruleset.min_samples), max(duration, ruleset.min_duration_s))
-    return bars
 
 
 def evaluate_runs(
@@ -536,7 +523,7 @@ def evaluate_runs(
             whole = [s for s in slos if s.metric in _WHOLE_RUN_METRICS]
             out.extend(evaluate_stages(staged, r, bars=bars, confidence=confidence))
         for slo in whole:
-            count, duration = bars.get(replace(slo, per_model=False), (0, 0.0))
+            count, duration = ruleset_bar(bars, slo)
             out.append(
                 evaluate(slo, r, min_count=count, min_duration_s=duration, confidence=confidence)
             )

@@ -27,7 +27,8 @@ Every error names the file, the key and the bad value.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,14 @@ from pytest_llmperf.specs.slo import (
     stat_problem,
 )
 
-__all__ = ["BUILTIN_RULESETS", "MLPERF_SERVER_LIMITS", "Ruleset", "load_ruleset"]
+__all__ = [
+    "BUILTIN_RULESETS",
+    "MLPERF_SERVER_LIMITS",
+    "Ruleset",
+    "load_ruleset",
+    "ruleset_bar",
+    "ruleset_bars",
+]
 
 MLPERF_SERVER_LIMITS: dict[str, tuple[int, int]] = {
     # name: (ttft p99 ms, tpot p99 ms) — MLPerf Inference LLM server scenario
@@ -103,6 +111,24 @@ class Ruleset:
             "min_samples": self.min_samples,
             "min_duration_s": self.min_duration_s,
         }
+
+
+def ruleset_bars(rulesets: Sequence[Ruleset]) -> dict[Slo, tuple[int, float]]:
+    """Each ruleset SLO's ``(min_count, min_duration_s)``: the strictest of the rulesets
+    that name it (a ruleset's ``min_samples`` and ``min_duration``). A verdict needs them,
+    and so does a run that stops once its SLOs are decided (``until="decided"``)."""
+    bars: dict[Slo, tuple[int, float]] = {}
+    for ruleset in rulesets:
+        for slo in ruleset.slos:
+            count, duration = bars.get(slo, (0, 0.0))
+            bars[slo] = (max(count, ruleset.min_samples), max(duration, ruleset.min_duration_s))
+    return bars
+
+
+def ruleset_bar(bars: Mapping[Slo, tuple[int, float]] | None, slo: Slo) -> tuple[int, float]:
+    """``slo``'s ``(min_count, min_duration_s)`` in ``bars`` (:func:`ruleset_bars`), ``(0,
+    0.0)`` for none; a ruleset SLO judged ``per_model=True`` too is the ruleset's own."""
+    return (bars or {}).get(replace(slo, per_model=False), (0, 0.0))
 
 
 def load_ruleset(name_or_path: str, *, base_dir: str | Path | None = None) -> Ruleset:

@@ -110,3 +110,9 @@ def vllm_embeddings(install: Any) -> Iterator[Any]:
 def llama_server_embeddings(install: Any) -> Iterator[Any]:
     """llama-server with ``--embeddings --pooling mean``: generation and embeddings in one."""
     yield from _serve(servers.start_llama_server_embeddings, install)
+
+
+@pytest.fixture(scope="module")
+def vllm_paths(install: Any) -> Iterator[Any]:
+    """vLLM with two LoRA adapters and a tool parser (``servers.start_vllm_paths``)."""
+    yield from _serve(servers.start_vllm_paths, install)

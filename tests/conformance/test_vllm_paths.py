@@ -32,9 +32,7 @@ with the adapters mixed in).
 from __future__ import annotations
 
 import json
-import sys
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -182,21 +180,6 @@ import pytest
 {slo}async def test_load(llm_loadgen):
     await llm_loadgen.run()
 """
-
-
-@pytest.fixture(scope="module")
-def vllm_paths(install: Any) -> Iterator[Any]:
-    """vLLM with two LoRA adapters and a tool parser (``servers.start_vllm_paths``)."""
-    servers = sys.modules["llmperf_conformance_servers"]  # loaded by conftest.py
-    try:
-        server = servers.start_vllm_paths(install)
-    except servers.ServerError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    print(f"\n{server.name} ready on {server.url} in {server.started_s:.1f} s")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

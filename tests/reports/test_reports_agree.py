@@ -24,10 +24,11 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -86,16 +87,19 @@ class Session:
         return {v["expr"]: v for t in self.json["tests"] for v in t["slos"]}
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
-    where = tmp_path_factory.mktemp("agree")
+S = TypeVar("S", bound="Session")
+
+
+def run_reports_session(
+    where: Path, source: str, overrides: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    """``source`` as a test file in ``where`` (its rootdir), run in a pytest of its own on a
+    ``fixed`` simulator with ``overrides``, writing every report into ``where/out``."""
     (where / "pytest.ini").write_text("[pytest]\n")  # this directory is the rootdir
-    (where / "test_session.py").write_text(SESSION)
+    (where / "test_session.py").write_text(source)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GITHUB_"))}
     env["COLUMNS"] = "80"  # the terminal summary's width, as in a CI log
-    sim = start_sim_process(
-        "fixed", overrides={"ttft_ms": 20, "itl_ms": 3, "error_rate": 0.1}, seed=5
-    )
+    sim = start_sim_process("fixed", overrides=overrides, seed=5)
     try:
         args = [
             f"--llm-endpoint={sim.url}",
@@ -105,7 +109,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
             "--llm-inconclusive=warn",
             "--llm-markdown=out/r.md",
         ]
-        done = subprocess.run(
+        return subprocess.run(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
             cwd=where,
             env=env,
@@ -115,15 +119,26 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
         )
     finally:
         sim.stop()
-    assert done.returncode == 1, done.stdout + done.stderr  # test_fails fails
+
+
+def read_reports(kind: type[S], where: Path, stdout: str) -> S:
+    """What :func:`run_reports_session` wrote in ``where``."""
     out = where / "out"
-    yield Session(
-        stdout=done.stdout,
+    return kind(
+        stdout=stdout,
         json=json.loads((out / "r.json").read_text()),
         junit=ET.parse(out / "j.xml").getroot(),
         html=(out / "r.html").read_text(),
         markdown=(out / "r.md").read_text(),
     )
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
+    where = tmp_path_factory.mktemp("agree")
+    done = run_reports_session(where, SESSION, {"ttft_ms": 20, "itl_ms": 3, "error_rate": 0.1})
+    assert done.returncode == 1, done.stdout + done.stderr  # test_fails fails
+    return read_reports(Session, where, done.stdout)
 
 
 def test_the_session_measured_what_the_comparisons_need(session: Session) -> None:

@@ -12,20 +12,21 @@ simulator served: only that the reports say the same is asserted.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from test_reports_agree import MARK, assert_shows, read_tables, slo_unit, terminal_blocks
-
-from pytest_llmperf.sim import start_sim_process
+from test_reports_agree import (
+    MARK,
+    assert_shows,
+    read_reports,
+    read_tables,
+    run_reports_session,
+    slo_unit,
+    terminal_blocks,
+)
+from test_reports_agree import Session as AgreeSession
 
 SESSION = """
 import pytest
@@ -48,14 +49,7 @@ async def test_paths(llm_loadgen):
 """
 
 
-@dataclass
-class Session:
-    stdout: str
-    json: dict[str, Any]
-    junit: ET.Element
-    html: str
-    markdown: str
-
+class Session(AgreeSession):
     def test(self) -> dict[str, Any]:
         (test,) = self.json["tests"]
         return dict(test)
@@ -66,41 +60,11 @@ class Session:
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
     where = tmp_path_factory.mktemp("agree_paths")
-    (where / "pytest.ini").write_text("[pytest]\n")
-    (where / "test_session.py").write_text(SESSION)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GITHUB_"))}
-    env["COLUMNS"] = "80"
-    sim = start_sim_process("fixed", overrides={"ttft_ms": 20, "itl_ms": 2}, seed=5)
-    try:
-        args = [
-            f"--llm-endpoint={sim.url}",
-            "--llm-json=out/r.json",
-            "--llm-html=out/r.html",
-            "--junitxml=out/j.xml",
-            "--llm-inconclusive=warn",
-            "--llm-markdown=out/r.md",
-        ]
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-            cwd=where,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    finally:
-        sim.stop()
+    done = run_reports_session(where, SESSION, {"ttft_ms": 20, "itl_ms": 2})
     assert done.returncode in (0, 1), done.stdout + done.stderr  # not a usage error
-    out = where / "out"
-    yield Session(
-        stdout=done.stdout,
-        json=json.loads((out / "r.json").read_text()),
-        junit=ET.parse(out / "j.xml").getroot(),
-        html=(out / "r.html").read_text(),
-        markdown=(out / "r.md").read_text(),
-    )
+    return read_reports(Session, where, done.stdout)
 
 
 def test_the_session_measured_what_the_comparisons_need(session: Session) -> None:
