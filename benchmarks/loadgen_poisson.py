@@ -36,6 +36,9 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=500.0)
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument(
+        "--pacing", default="default", choices=("default", "precise"), help="llm_load(pacing=)"
+    )
     ap.add_argument("--events", default=None, help="also keep the event log in this directory")
     args = ap.parse_args()
     print(
@@ -48,7 +51,7 @@ def main() -> None:
             "synthetic",
             {"input_tokens": 16, "output_tokens": 16},
             0,
-            LoadSpec.parse("poisson", {"rate": args.rate, "seed": 1}),
+            LoadSpec.parse("poisson", {"rate": args.rate, "seed": 1, "pacing": args.pacing}),
             requests=None,
             duration=args.duration,
         )
@@ -62,7 +65,8 @@ def main() -> None:
     share = c["achieved_rate"] / c["schedule_rate"]
     vs_nominal = c["achieved_rate"] / c["planned_rate"]
     print(
-        f"poisson {args.rate:g} req/s for {args.duration:g} s, workers={args.workers}: "
+        f"poisson {args.rate:g} req/s for {args.duration:g} s, workers={args.workers}, "
+        f"pacing={args.pacing}: "
         f"{result.counts['issued']} issued, {result.counts['completed']} completed"
     )
     print(
@@ -77,7 +81,11 @@ def main() -> None:
         f"  schedule_lag p50 {c['schedule_lag_p50_ms']:.3f} ms, p99 {c['schedule_lag_p99_ms']:.3f}"
         f" ms (target p99 < 2 ms); max {result.metrics['schedule_lag'].max:.3f} ms"
     )
-    print(f"  client CPU {c['client_cpu_s']:.1f} s = {c['client_cpu_share']:.0%} of wall time")
+    spin = c.get("pacing_spin_s", 0.0)
+    print(
+        f"  client CPU {c['client_cpu_s']:.1f} s = {c['client_cpu_share']:.0%} of wall time"
+        f" (of which spinning to planned instants: {spin:.2f} s)"
+    )
     print(
         f"  ttft p50 {result.metrics['ttft'].p(50):.3f} ms p99 {result.metrics['ttft'].p(99):.3f}"
     )

@@ -62,6 +62,33 @@ class ChunkReader:
             self._learn(data)
         return info
 
+    @property
+    def text_info(self) -> ChunkInfo | None:
+        """What :meth:`plain_run`'s chunks mean (a text token), once a shape is learned."""
+        return self._text if self._head else None
+
+    def plain_run(self, payloads: list[str], start: int) -> int:
+        """How many of ``payloads`` from ``start`` on are the learned shape with a non-empty
+        text: each means :attr:`text_info` exactly (what ``self(data)`` would return), so
+        a read's run of them is taken at once, without a call or a look-up per event."""
+        head, tail = self._head, self._tail
+        if not head:
+            return 0
+        skip, keep = len(head), len(tail)
+        search = _UNSAFE.search
+        end = start
+        for data in payloads[start:] if start else payloads:
+            last = len(data) - keep
+            if (
+                last <= skip  # an empty text (or a shorter chunk): not a text token of this shape
+                or not data.startswith(head)
+                or not data.endswith(tail)
+                or search(data, skip, last) is not None
+            ):
+                break
+            end += 1
+        return end - start
+
     def _learn(self, data: str) -> None:
         """The bytes around the text of ``data``, a plain text token by
         :func:`parse_chunk`, if its text stands in it as one escape-free string."""

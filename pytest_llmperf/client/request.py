@@ -42,7 +42,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.client.apis import (
@@ -54,6 +55,7 @@ from pytest_llmperf.client.apis import (
     sends_images,
 )
 from pytest_llmperf.client.cancel import CancelAt
+from pytest_llmperf.client.chunk_shapes import ChunkReader
 from pytest_llmperf.client.embeddings_api import EmbeddingsFault, check_answer, inputs_of
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.http1 import Http1Connection
@@ -71,7 +73,7 @@ from pytest_llmperf.workloads.base import Sample
 if TYPE_CHECKING:
     from pytest_llmperf.workloads.output_contract import OutputContract
 
-__all__ = ["CancelAt", "send_request"]
+__all__ = ["CancelAt", "request_data", "send_request", "start_request"]
 
 _ERROR_BODY_LIMIT = 64 * 1024
 _JSON_BODY_LIMIT = 64 * 1024 * 1024
@@ -103,34 +105,121 @@ async def send_request(
     completed request, its output's check and fingerprint (``record.invalid``,
     ``record.output_digest``).
     """
+    return await start_request(client, endpoint, sample, record, cancel=cancel)
+
+
+def start_request(
+    client: StreamClient,
+    endpoint: Endpoint,
+    sample: Sample,
+    record: RequestRecord,
+    *,
+    cancel: CancelAt | None = None,
+    data: bytes | None = None,
+) -> Coroutine[Any, Any, RequestRecord]:
+    """:func:`send_request`, begun in the caller's own step: when a kept-alive connection
+    is idle in the pool, the request is written before this returns, and the coroutine
+    returned only reads the response; otherwise the coroutine connects first.
+
+    An open loop's pacer calls this at the planned instant, so the request leaves
+    then, not a loop turn later when a task of its own first runs (the reads ready
+    meanwhile come first: that turn was most of the schedule lag). ``data``: the
+    request's bytes built ahead (:func:`request_data`), or None to build them here.
+    """
+    record.t_send = time.monotonic_ns()  # replaced by the socket write's instant
+    try:
+        _note_sample(endpoint, sample, record)
+        if data is None:
+            data = request_data(client, endpoint, sample)
+    except ValueError as exc:  # a per-request header the workload should have refused
+        record.fail(ErrorKind.CLIENT, f"request not sent: {exc}", now=record.t_send)
+        return _settled(record)
+    reading = _reading_for(endpoint, sample, record, record.t_send, cancel)
+    conn = client.take_idle()
+    if conn is None:
+        return _connect_and_send(client, endpoint, data, reading)
+    _write(conn, data, reading)
+    return _response(client, endpoint, conn, data, reading)
+
+
+def request_data(client: StreamClient, endpoint: Endpoint, sample: Sample) -> bytes:
+    """The whole request's bytes (``ValueError``: a bad per-request header).
+
+    ``json.dumps`` of a long prompt takes tens of µs: an open loop builds them
+    before the planned instant and hands them to :func:`start_request`.
+    """
     if endpoint.model is None:
         raise RuntimeError("endpoint model is not resolved; call resolve_model() first")
     api = endpoint.api
-    model = request_model(sample, endpoint.model)
-    body = json.dumps(build_payload(api, model, sample, endpoint.fields)).encode()
+    body = json.dumps(
+        build_payload(api, request_model(sample, endpoint.model), sample, endpoint.fields)
+    ).encode()
+    return client.request_bytes(api, body, sample.headers)
+
+
+def _note_sample(endpoint: Endpoint, sample: Sample, record: RequestRecord) -> None:
+    """What the record keeps of the sample sent: its served model, its images."""
+    assert endpoint.model is not None
     if sample.model is not None:
-        record.model = model
-    if sample.images and sends_images(api, sample):
+        record.model = request_model(sample, endpoint.model)
+    if sample.images and sends_images(endpoint.api, sample):
         record.images = len(sample.images)
         record.image_bytes = sum(image.nbytes for image in sample.images)
-    timeouts = endpoint.timeouts
-    record.t_send = time.monotonic_ns()  # replaced by the socket write's instant below
-    try:
-        data = client.request_bytes(endpoint.api, body, sample.headers)
-    except ValueError as exc:  # a per-request header the workload should have refused
-        record.fail(ErrorKind.CLIENT, f"request not sent: {exc}", now=record.t_send)
-        return record
-    reading = _Reading(record, timeouts, record.t_send, cancel, api=api, contract=sample.contract)
+
+
+def _reading_for(
+    endpoint: Endpoint,
+    sample: Sample,
+    record: RequestRecord,
+    start_ns: int,
+    cancel: CancelAt | None,
+) -> _Reading:
+    api = endpoint.api
+    reading = _Reading(
+        record, endpoint.timeouts, start_ns, cancel, api=api, contract=sample.contract
+    )
     if api == "embeddings":
         reading.embedding_inputs = len(inputs_of(sample))
         record.output_requested = 0  # nothing is generated: no output length was asked for
-    conn = None
+    return reading
+
+
+def _write(conn: Http1Connection, data: bytes, reading: _Reading) -> None:
+    """The request's first write: ``t_send`` is its instant; the limits' timer starts."""
+    if conn.reused:
+        reading.resend_on = conn
+    reading.record.t_send = conn.send(data, reading)
+    reading.watch()
+
+
+async def _connect_and_send(
+    client: StreamClient, endpoint: Endpoint, data: bytes, reading: _Reading
+) -> RequestRecord:
+    """Take a connection (a new one, or wait for a pool slot), write, read the response."""
+    record = reading.record
+    timeouts = endpoint.timeouts
     try:
         conn = await client.acquire(min(timeouts.connect, timeouts.first_token))
-        if conn.reused:
-            reading.resend_on = conn
-        record.t_send = conn.send(data, reading)
-        reading.watch()
+    except TransportFailure as exc:
+        record.fail(exc.kind, exc.detail, now=time.monotonic_ns())
+        return _ended(client, endpoint, None, reading)
+    except BaseException:  # cancelled while connecting
+        _ended(client, endpoint, None, reading)
+        raise
+    _write(conn, data, reading)
+    return await _response(client, endpoint, conn, data, reading)
+
+
+async def _response(
+    client: StreamClient,
+    endpoint: Endpoint,
+    conn: Http1Connection,
+    data: bytes,
+    reading: _Reading,
+) -> RequestRecord:
+    """Await the response of a request written on ``conn``; then give the connection back."""
+    record = reading.record
+    try:
         if await reading.done:  # lost on a reused connection before any response byte
             record.connection_retries += 1
             conn = await client.redial(conn, reading.connect_budget_s())
@@ -140,20 +229,33 @@ async def send_request(
     except TransportFailure as exc:
         record.fail(exc.kind, exc.detail, now=time.monotonic_ns())
     finally:
-        reading.stop_watching()
-        if conn is not None:
-            conn.detach()  # closes it unless its response was read to the end
-            if record.cancelled or (record.status or 0) >= 500:
-                # cancelled: the user went away, and so does the connection (even if the
-                # read that reached the cancel point happened to hold the response's end).
-                # 5xx: uvicorn answers an unhandled error without "Connection: close" and
-                # then resets the socket (seen on transformers serve): never reuse such a one
-                conn.close()
-            client.release(conn)
-        if not record.t_end:
-            record.t_end = time.monotonic_ns()
-        if record.error is not None:  # failure path only: servers may echo the key back
-            record.error_detail = scrub(record.error_detail, *endpoint.secrets)
+        _ended(client, endpoint, conn, reading)
+    return record
+
+
+def _ended(
+    client: StreamClient, endpoint: Endpoint, conn: Http1Connection | None, reading: _Reading
+) -> RequestRecord:
+    """The request is over (or never went): its timer, its connection, its end time."""
+    record = reading.record
+    reading.stop_watching()
+    if conn is not None:
+        conn.detach()  # closes it unless its response was read to the end
+        if record.cancelled or (record.status or 0) >= 500:
+            # cancelled: the user went away, and so does the connection (even if the
+            # read that reached the cancel point happened to hold the response's end).
+            # 5xx: uvicorn answers an unhandled error without "Connection: close" and
+            # then resets the socket (seen on transformers serve): never reuse such a one
+            conn.close()
+        client.release(conn)
+    if not record.t_end:
+        record.t_end = time.monotonic_ns()
+    if record.error is not None:  # failure path only: servers may echo the key back
+        record.error_detail = scrub(record.error_detail, *endpoint.secrets)
+    return record
+
+
+async def _settled(record: RequestRecord) -> RequestRecord:
     return record
 
 
@@ -195,6 +297,7 @@ class _Reading:
         "_parse",
         "_parser",
         "_per_event",
+        "_reader",
         "_start_ns",
         "_timeouts",
         "_timer",
@@ -218,6 +321,8 @@ class _Reading:
         self.record = record
         self._api = api
         self._parse: Callable[[str], ChunkInfo] = chunk_parser(api)
+        # chat and completions: the stream's ChunkReader, whose runs _events takes at once
+        self._reader = self._parse if isinstance(self._parse, ChunkReader) else None
         self._answer_text: Callable[[str], str] = answer_text_for(api)
         self._finish_ends = api == "chat" or api == "completions"
         self.embedding_inputs = 0
@@ -398,8 +503,20 @@ class _Reading:
     def _events(self, payloads: list[str], now: int) -> None:
         record = self.record
         parse = self._parse
-        for data in payloads:
-            info = _on_event(data, now, record, parse)
+        reader = self._reader
+        start, count = 0, len(payloads)
+        while start < count:
+            if reader is not None:  # a run of the stream's common text chunk: taken at once
+                run = reader.plain_run(payloads, start)
+                if run:
+                    info = reader.text_info
+                    assert info is not None
+                    _text_events(record, run, now, info)
+                    start += run
+                    if start == count:
+                        return
+            info = _on_event(payloads[start], now, record, parse)
+            start += 1
             if info is None:
                 self._resolve()
                 return
@@ -501,6 +618,23 @@ def _on_event(
     if info.finish_reason:
         record.finish_reason = info.finish_reason
     return info
+
+
+def _text_events(record: RequestRecord, count: int, now: int, info: ChunkInfo) -> None:
+    """``count`` token events of one read, each meaning ``info`` (a plain text token): what
+    :func:`_on_event` does for each of them, done once (the gaps within a read are 0)."""
+    if record.t_first:
+        record.gaps_ns.append(now - record.t_last)
+    else:
+        record.t_first = now
+    if count > 1:
+        record.gaps_ns.extend(repeat(0, count - 1))
+    record.t_last = now
+    record.token_events += count
+    if info.output:
+        record.has_output = True
+    if info.answer and not record.t_out:
+        record.t_out = now
 
 
 def _token_event(record: RequestRecord, now: int) -> None:

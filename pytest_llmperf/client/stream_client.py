@@ -55,6 +55,7 @@ from pytest_llmperf.client.fdlimits import connection_budget, ensure_descriptors
 from pytest_llmperf.client.http1 import Http1Connection, check_request_headers, request_prefix
 from pytest_llmperf.client.keepalive import KEEPALIVE_S
 from pytest_llmperf.client.records import ErrorKind
+from pytest_llmperf.client.slots import SlotGate
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.tls import tls_verify
 
@@ -94,10 +95,13 @@ class StreamClient:
 
     ``max_connections=None`` sizes the pool by the file-descriptor budget
     (open-loop loads: a request must not wait in the client for a
-    connection, since its latency counts from the planned send time).
+    connection, since its latency counts from the planned send time). ``spares``:
+    :meth:`take_idle` keeps the pool a connection ahead of its load (open loops).
     """
 
-    def __init__(self, endpoint: Endpoint, *, max_connections: int | None = 1024) -> None:
+    def __init__(
+        self, endpoint: Endpoint, *, max_connections: int | None = 1024, spares: bool = False
+    ) -> None:
         if max_connections is None:
             max_connections = connection_budget()
         else:
@@ -139,10 +143,12 @@ class StreamClient:
         }
         self._idle: list[Http1Connection] = []
         self._open: set[Http1Connection] = set()  # until each socket is really closed
-        self._slots = asyncio.Semaphore(max_connections)
+        self._slots = SlotGate(max_connections)
         self._closed = False
         self.broken_promises = 0  # closes right after a kept-alive response (see above)
         self.keeps_connections = True  # until BROKEN_PROMISES of them
+        self.spares = spares  # take_idle() dials a spare on a miss
+        self._spare: asyncio.Future[None] | None = None
 
     async def __aenter__(self) -> StreamClient:
         return self
@@ -158,6 +164,8 @@ class StreamClient:
     async def aclose(self) -> None:
         """Close every connection and wait until their sockets are released."""
         self._closed = True
+        if self._spare is not None:
+            self._spare.cancel()
         self._idle.clear()
         still_open = list(self._open)
         for conn in still_open:
@@ -203,20 +211,65 @@ class StreamClient:
         within ``timeout_s``."""
         await self._slots.acquire()
         try:
-            now = time.monotonic()
-            while self._idle:
-                conn = self._idle.pop()
-                if now - conn.idle_since < conn.idle_limit_s:
-                    if conn.reusable and not conn.hung_up():
-                        conn.reused = True
-                        return conn
-                    if conn.lost or conn.reusable:  # the server closed it while idle
-                        self._closed_by_server(conn, conn.lost_at if conn.lost else now)
-                conn.close()
-            return await self._connect(timeout_s)
+            conn = self._pop_idle()
+            return conn if conn is not None else await self._connect(timeout_s)
         except BaseException:
             self._slots.release()
             raise
+
+    def take_idle(self) -> Http1Connection | None:
+        """A kept-alive connection now, without waiting, or None (none idle, pool full):
+        what lets a paced request be written in its pacer's own step.
+
+        With ``spares``, taking the last idle connection (or finding none) dials one in
+        the background (one at a time), so that the next request finds one: an open
+        loop's pool then grows ahead of its load, not inside its requests' measured
+        time. Not for a server that does not keep connections (every request
+        connects; so does every user).
+        """
+        conn = None
+        if self._idle and self._slots.try_acquire():
+            conn = self._pop_idle()
+            if conn is None:
+                self._slots.release()
+        if self.spares and not self._idle:  # that was the last one (or there was none)
+            self._dial_spare()
+        return conn
+
+    @property
+    def idle(self) -> int:
+        """Connections kept idle for reuse now."""
+        return len(self._idle)
+
+    @property
+    def dialling_spare(self) -> bool:
+        """A spare connection is being dialled (:meth:`take_idle`)."""
+        return self._spare is not None
+
+    def _dial_spare(self) -> None:
+        if self._spare is not None or self._closed or not self.keeps_connections:
+            return
+        if len(self._open) >= self.max_connections:
+            return
+        self._spare = asyncio.ensure_future(self.open_connections(1))
+        self._spare.add_done_callback(self._spare_dialled)
+
+    def _spare_dialled(self, _: asyncio.Future[None]) -> None:
+        self._spare = None
+
+    def _pop_idle(self) -> Http1Connection | None:
+        """The warmest idle connection still fit to carry a request (the rest are closed)."""
+        now = time.monotonic()
+        while self._idle:
+            conn = self._idle.pop()
+            if now - conn.idle_since < conn.idle_limit_s:
+                if conn.reusable and not conn.hung_up():
+                    conn.reused = True
+                    return conn
+                if conn.lost or conn.reusable:  # the server closed it while idle
+                    self._closed_by_server(conn, conn.lost_at if conn.lost else now)
+            conn.close()
+        return None
 
     def release(self, conn: Http1Connection) -> None:
         """Give back what :meth:`acquire` handed out (kept if its response ended cleanly

@@ -108,6 +108,7 @@ class LoadGenerator:
         ramp: Mapping[str, Any] | None = None,
         burstiness: float | None = None,
         max_concurrency: int | None = None,
+        pacing: str | None = None,
         cancel: Mapping[str, Any] | None = None,
         seed: int | None = None,
         sample_order: SampleOrderMode | str | None = None,
@@ -123,7 +124,7 @@ class LoadGenerator:
         (``pattern``, ``rate`` req/s, ``concurrency``, ``stages``, ``ramp``;
         another pattern drops the declared one's parameters, a new level
         replaces the declared one), its shape (``burstiness``,
-        ``max_concurrency``, ``cancel``), the load's ``seed`` and
+        ``max_concurrency``, ``pacing``, ``cancel``), the load's ``seed`` and
         ``sample_order``, when to stop (``requests`` or ``duration`` seconds,
         after ``warmup`` untracked requests) and the workload (``workload``, a
         registered name, and ``workload_params`` merged into the declared ones);
@@ -141,6 +142,7 @@ class LoadGenerator:
             "ramp": ramp,
             "burstiness": burstiness,
             "max_concurrency": max_concurrency,
+            "pacing": pacing,
             "cancel": cancel,
             "seed": seed,
             "sample_order": sample_order,

@@ -22,7 +22,7 @@ from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.sample_size import supported_percentile
-from pytest_llmperf.specs.load import LoadSpec
+from pytest_llmperf.specs.load import LoadSpec, PacingMode
 
 __all__ = [
     "GENERATOR_BOUND_CPU_SHARE",
@@ -123,6 +123,8 @@ def generator_self_check(
     }
     if stats.worker_cpu_s:
         check["worker_cpu_s"] = stats.worker_cpu_s
+    if load.pacing is PacingMode.PRECISE:  # the CPU its spins cost
+        check["pacing_spin_s"] = round(stats.spin_s, 4)
     reasons: list[str] = []
     n = stats.tracked_issued
     if n > 1:

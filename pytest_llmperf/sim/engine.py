@@ -6,7 +6,9 @@ request, completions and the KV blocks they free. Tokens are stamped with the
 step's end time. The engine owns no clock of its own — the virtual-time driver
 (virtual.py) calls it from an event queue without sleeping, the real-time
 driver (realtime.py) calls it and sleeps until each step's planned end — so
-both modes run exactly the same model.
+both modes run exactly the same model. Requests in plain decode are stepped in
+aggregate while the whole batch fits a step (lockstep.py), with the same results
+as stepping each (``lockstep=False``, which the tests compare it with).
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ from .request import ABORTED, FINISHED, RUNNING, WAITING, Request
 from .scheduler import Scheduler
 
 __all__ = ["Engine", "InvariantError", "StepResult"]
+
+
+def _run_seq(r: Request) -> int:
+    """Sort key: admission order, the order a step handles its batch in."""
+    return r.run_seq
 
 
 class InvariantError(AssertionError):
@@ -42,12 +49,25 @@ class StepResult:
 class Engine:
     """Scheduler + KV cache + latency model, stepped by a driver."""
 
-    def __init__(self, profile: Profile, *, debug: bool = False) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        debug: bool = False,
+        lockstep: bool = True,
+        track_emitted: bool = True,
+    ) -> None:
         self.profile = profile
         self.kv = KVCache(profile.num_blocks, profile.block_size, profile.enable_prefix_caching)
         self.scheduler = Scheduler(profile, self.kv)
         self.latency = LatencyModel.from_profile(profile)
         self.debug = debug
+        # lockstep=False steps every request one by one: the reference the lockstep
+        # decoders (lockstep.py) are tested against, same results by construction
+        self.lockstep_enabled = lockstep
+        # StepResult.emitted is for drivers that stream tokens (real time); virtual
+        # time only needs what finished
+        self.track_emitted = track_emitted
         self.now = 0.0
         self.steps = 0
         self.completed = 0
@@ -82,8 +102,10 @@ class Engine:
         """Drop a request wherever it is (client went away) and free its blocks."""
         sched = self.scheduler
         if req.state == RUNNING:
-            sched.running.remove(req)
-            self.kv.release(req)
+            if req.join >= 0:
+                sched.lockstep.settle(req, self.steps)
+            sched.remove(req)
+            self.kv.release(req, final=True)
             if req.lora:
                 sched.lora.release(req.lora)
         elif req.state == WAITING:
@@ -113,8 +135,11 @@ class Engine:
                 f"step at {now} starts before the previous step ended ({self.now})"
             )
         sched = self.scheduler
-        reqs, ns = sched.schedule(now)
-        if not reqs and sched.waiting and not sched.running:
+        lock = sched.lockstep
+        tick = self.steps
+        reqs, ns = sched.schedule(now, tick)
+        steady = len(lock)  # the lockstep decoders: one decode token each
+        if not reqs and not steady and sched.waiting and not sched.running:
             raise InvariantError("idle while work waits: nothing schedulable with an empty batch")
         prefill = decode = context = 0
         loras: set[int] | None = None
@@ -129,13 +154,19 @@ class Engine:
                 if loras is None:
                     loras = set()
                 loras.add(r.lora)
+        if steady:
+            decode += steady
+            context += lock.context(tick) + steady
+            if lock.loras:
+                loras = set(lock.loras) if loras is None else loras.union(lock.loras)
         step = self.latency.step_s(prefill, decode, context)
         if loras is not None or sched.lora.loads:  # adapters.py: their kernels and loads
             step += sched.lora.step_cost_us(loras or set()) * 1e-6
         end = now + step
         t_tok = end + self._output_delay
-        res = StepResult(now, end, len(reqs), prefill, decode)
-        emitted = res.emitted
+        lock.record(tick, t_tok)
+        res = StepResult(now, end, len(reqs) + steady, prefill, decode)
+        emitted: list[Request] = []
         finished = res.finished
         kv = self.kv
         for r, n in zip(reqs, ns, strict=True):
@@ -152,19 +183,32 @@ class Engine:
                     r.first_token_time = t_tok
                 if g == r.max_tokens:
                     finished.append(r)
+        if self.track_emitted:
+            res.emitted = self._emitted(emitted) if steady else emitted
+        if steady:
+            ending = lock.finishing_at(tick)
+            if ending:
+                finished.extend(ending)
+                if len(finished) > 1:  # in the batch's order, as one by one
+                    finished.sort(key=_run_seq)
         if finished:
             for r in finished:
-                kv.release(r)
+                kv.release(r, final=True)
                 if r.lora:
                     sched.lora.release(r.lora)
                 r.state = FINISHED
                 r.finish_time = t_tok
-            sched.running = [r for r in sched.running if r.state == RUNNING]
+                sched.remove(r)
             self.completed += len(finished)
-        self.generation_tokens += len(emitted)
+        self.generation_tokens += len(emitted) + steady
         self.prompt_tokens_computed += prefill
         self.steps += 1
         self.now = end  # busy until the step ends
+        if self.lockstep_enabled:
+            for r in emitted:
+                if r.state == RUNNING and lock.can_join(r):
+                    lock.join(r, self.steps)
+                    del sched.solo[r]
         if len(sched.running) > self.max_running:
             self.max_running = len(sched.running)
         if len(sched.waiting) > self.max_waiting:
@@ -174,14 +218,24 @@ class Engine:
                 f"KV blocks: allocated {kv.allocated} + free {kv.free} != {kv.total}"
             )
         if self.trace is not None:
-            self.trace.append((now, end, len(reqs), len(sched.running), len(sched.waiting)))
+            self.trace.append((now, end, res.batch_size, len(sched.running), len(sched.waiting)))
         if self.debug:
             self.check()
         return res
 
+    def _emitted(self, solo: list[Request]) -> list[Request]:
+        """Every request that emitted this step, in the batch's order: the lockstep
+        decoders (all of them) and the ``solo`` ones that did."""
+        if not solo:
+            return [r for r in self.scheduler.running if r.join >= 0]
+        also = set(solo)
+        return [r for r in self.scheduler.running if r.join >= 0 or r in also]
+
     def check(self) -> None:
-        """Full invariant check (debug mode and tests)."""
+        """Full invariant check (debug mode and tests); brings the lockstep decoders'
+        own counters up to date first (they step one by one until they rejoin)."""
         sched = self.scheduler
+        sched.settle_lockstep(self.steps)
         running = sched.running
         if len(running) > sched.max_num_seqs:
             raise InvariantError(f"{len(running)} running > max_num_seqs {sched.max_num_seqs}")

@@ -31,6 +31,9 @@ class Request:
     known tokens are its prompt plus what it generated so far, and a step that
     computes up to the last known token emits the next one. Preemption
     (recompute) sets ``num_computed`` back to 0, keeping what was generated.
+    While a request decodes in lockstep (``join >= 0``, lockstep.py) its
+    ``num_computed``, ``generated``, ``blocks`` and ``token_times`` are those of the
+    step it joined at; the engine brings them up to date when it leaves.
     """
 
     __slots__ = (
@@ -43,18 +46,22 @@ class Request:
         "first_token_time",
         "generated",
         "held",
+        "join",
         "lora",
         "max_tokens",
         "num_computed",
+        "own_from",
         "owner",
         "preemptions",
         "priority",
         "prompt_len",
         "pub_at",
         "rid",
+        "run_seq",
         "schedule_time",
         "seq",
         "state",
+        "tok_from",
         "token_times",
     )
 
@@ -68,6 +75,7 @@ class Request:
         priority: int = 0,
         owner: Any = None,
         lora: int = 0,
+        own_from: int | None = None,
     ) -> None:
         self.rid = rid
         self.arrival = arrival
@@ -78,6 +86,12 @@ class Request:
         self.owner = owner  # real time: the token stream to deliver to
         self.lora = lora  # the LoRA adapter it runs with (adapters.py); 0 = the base model
         self.seq = rid
+        # block_hashes[own_from:] are this request's alone: no other request publishes them,
+        # so lockstep.py may publish them late (default: none known to be)
+        self.own_from = len(block_hashes) if own_from is None else own_from
+        self.run_seq = 0  # admission order into the running batch (scheduler.py)
+        self.join = -1  # lockstep.py: the step it joined the lockstep decoders at, -1 = not
+        self.tok_from = 0  # lockstep.py: the step of its first token not yet in token_times
         self.num_computed = 0
         self.generated = 0
         self.blocks = 0

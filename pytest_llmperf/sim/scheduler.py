@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from .adapters import LoraSlots
 from .kv_cache import KVCache
+from .lockstep import Lockstep
 from .profiles import Profile
 from .request import RUNNING, WAITING, Request
 
@@ -150,21 +151,37 @@ def make_wait_queue(policy: str) -> WaitQueue:
 
 
 class Scheduler:
-    """Batch formation over a running list, a wait queue and a KV cache."""
+    """Batch formation over a running batch, a wait queue and a KV cache.
+
+    ``running`` is the batch in admission order (a dict used as an ordered set:
+    finished requests leave it in O(1), preemption pops its tail). Its requests in
+    lockstep decode (lockstep.py) are scheduled in aggregate when every running
+    request fits the step as it stands; ``solo`` are the others, stepped one by one.
+    """
 
     def __init__(self, profile: Profile, kv: KVCache) -> None:
         self.kv = kv
         self.waiting = make_wait_queue(profile.scheduling_policy)
-        self.running: list[Request] = []
+        self.running: dict[Request, None] = {}
+        self.solo: dict[Request, None] = {}  # running requests not in lockstep, in order
+        self.lockstep = Lockstep(kv)
         self.max_num_seqs = profile.max_num_seqs
         self.token_budget = profile.max_num_batched_tokens
         self.chunk_limit = profile.long_prefill_token_threshold or profile.max_num_batched_tokens
         self.block_size = profile.block_size
         self.preemptions = 0
+        self.admitted = 0  # admissions so far: Request.run_seq
         self.lora = LoraSlots(profile.max_loras, profile.lora_step_us, profile.lora_load_us)
 
-    def preempt(self, victim: Request) -> None:
+    def remove(self, req: Request) -> None:
+        """Take a settled request out of the running batch (finished or aborted)."""
+        del self.running[req]
+        self.solo.pop(req, None)
+
+    def preempt(self, victim: Request, tick: int) -> None:
         """Recompute preemption: free its KV, back to the front of the queue."""
+        if victim.join >= 0:
+            self.lockstep.settle(victim, tick)
         self.kv.release(victim)
         if victim.lora:
             self.lora.release(victim.lora)
@@ -174,19 +191,58 @@ class Scheduler:
         self.preemptions += 1
         self.waiting.push_front(victim)
 
-    def schedule(self, now: float) -> tuple[list[Request], list[int]]:
-        """Requests to run this step and the tokens each computes."""
+    def settle_lockstep(self, upto: int) -> None:
+        """Every lockstep decoder brought up to date and stepped one by one again."""
+        if self.lockstep.members:
+            self.lockstep.settle_all(upto)
+            self.solo = dict(self.running)
+
+    def _lockstep_fits(self, tick: int) -> bool:
+        """Whether step ``tick`` schedules every running request in full: the token
+        budget covers them all and the cache every block they need. Then the order the
+        lockstep decoders' blocks are taken in does not matter, nobody is preempted
+        and no token budget runs out before the end of the batch."""
+        bs = self.block_size
+        chunk = self.chunk_limit
+        lock = self.lockstep
+        tokens = len(lock)
+        blocks = lock.grows(tick)
+        for r in self.solo:
+            n = r.prompt_len + r.generated - r.num_computed
+            if n > chunk:
+                n = chunk
+            tokens += n
+            need = (r.num_computed + n + bs - 1) // bs - r.blocks
+            if need > 0:
+                blocks += need
+        return tokens <= self.token_budget and blocks <= self.kv.free
+
+    def schedule(self, now: float, tick: int = 0) -> tuple[list[Request], list[int]]:
+        """Requests of step ``tick`` to run one by one and the tokens each computes.
+
+        The lockstep decoders, if any are left, run too: a token each."""
         kv = self.kv
         bs = self.block_size
         budget = self.token_budget
         chunk = self.chunk_limit
+        lock = self.lockstep
+        if lock.members:
+            if self._lockstep_fits(tick):
+                budget -= len(lock)
+                kv.take(lock.grows(tick))
+            else:
+                self.settle_lockstep(tick)
         running = self.running
+        solo = self.solo
+        order = list(solo)
         reqs: list[Request] = []
         ns: list[int] = []
         preempted = False
         i = 0
-        while i < len(running) and budget > 0:
-            r = running[i]
+        while i < len(order) and budget > 0:
+            r = order[i]
+            if r.state != RUNNING:  # preempted from the tail, as is everything after it
+                break
             n = r.prompt_len + r.generated - r.num_computed
             if n > chunk:
                 n = chunk
@@ -196,8 +252,9 @@ class Scheduler:
             if need > 0 and not kv.grow(r, need):
                 victim = None
                 while True:  # evict from the tail until r fits (or r itself is evicted)
-                    victim = running.pop()
-                    self.preempt(victim)
+                    victim, _ = running.popitem()
+                    solo.pop(victim, None)
+                    self.preempt(victim, tick)
                     preempted = True
                     if victim is r or kv.grow(r, need):
                         break
@@ -207,7 +264,7 @@ class Scheduler:
             ns.append(n)
             budget -= n
             i += 1
-        if preempted and reqs:
+        if preempted and (reqs or lock.members):
             return reqs, ns
         waiting = self.waiting
         max_seqs = self.max_num_seqs
@@ -240,7 +297,10 @@ class Scheduler:
                 r.cached_tokens = start
                 r.schedule_time = now
             r.state = RUNNING
-            running.append(r)
+            r.run_seq = self.admitted
+            self.admitted += 1
+            running[r] = None
+            solo[r] = None
             reqs.append(r)
             ns.append(n)
             budget -= n

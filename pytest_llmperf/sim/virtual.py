@@ -18,6 +18,7 @@ import json
 import random
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -27,6 +28,7 @@ import numpy as np
 
 from .adapters import LoraSlots
 from .engine import Engine, InvariantError
+from .gc_control import collections_paused
 from .profiles import Profile, load_profile
 from .request import DROPPED, FINISHED, Request
 from .summary import summarize
@@ -173,6 +175,7 @@ class _Workload:
         lo, hi = self.out
         o = int(self.rng.integers(lo, hi + 1)) if hi > lo else lo
         hashes: tuple[int, ...] = ()
+        shared: tuple[int, ...] = ()
         if self.hashing:
             n_blocks = (p + o) // self.bs  # prompt and output blocks are both cacheable
             shared = self.prefix[: p // self.bs]
@@ -190,7 +193,8 @@ class _Workload:
                     lora = k + 1
                     break
                 x -= w
-        return Request(rid, arrival, p, o, hashes, lora=lora)
+        # blocks past the shared prefix are this request's alone (their hashes chain its rid)
+        return Request(rid, arrival, p, o, hashes, lora=lora, own_from=len(shared))
 
 
 def _span(tokens: int | tuple[int, int]) -> tuple[int, int]:
@@ -206,7 +210,9 @@ class _EventLoop:
 
     ``seq`` breaks ties in the order events were scheduled, so a run is a pure
     function of its inputs. A closed loop (``closed``) replaces each request that
-    ends (or is dropped) before ``duration`` with a new one at that instant.
+    ends (or is dropped) before ``duration`` with a new one at that instant. An
+    open loop's arrivals, known in advance and already in order, wait in a queue of
+    their own (``planned``) beside the heap, which stays a few events deep.
     """
 
     def __init__(
@@ -220,6 +226,7 @@ class _EventLoop:
         self.duration = duration
         self.closed = closed
         self.heap: list[tuple[float, int, _Event, Request | None]] = []
+        self.planned: deque[tuple[float, int, _Event, Request | None]] = deque()
         self.seq = 0
         self.requests: list[Request] = []
         self.active = 0  # fixed profile: requests in flight
@@ -228,12 +235,6 @@ class _EventLoop:
         self.busy_until = 0.0
         self.step_pending = False
         self.dropped = 0
-        self.handlers: dict[_Event, Callable[[float, Request | None], None]] = {
-            _Event.ARRIVAL: self.on_arrival,
-            _Event.QUEUED: self.on_queued,
-            _Event.STEP: self.on_step,
-            _Event.FINISH: self.on_finish,
-        }
 
     def push(self, t: float, event: _Event, req: Request | None = None) -> None:
         heapq.heappush(self.heap, (t, self.seq, event, req))
@@ -244,11 +245,30 @@ class _EventLoop:
         self.requests.append(req)
         self.push(t, _Event.ARRIVAL, req)
 
+    def plan_request(self, t: float) -> None:
+        """An open loop's next arrival (``t`` not before the previous one's)."""
+        req = self.workload.make(len(self.requests), t)
+        self.requests.append(req)
+        self.planned.append((t, self.seq, _Event.ARRIVAL, req))
+        self.seq += 1
+
     def run(self) -> None:
         """Handle events in time order until none is left (every request drained)."""
-        heap, pop, handlers, engine = self.heap, heapq.heappop, self.handlers, self.engine
-        while heap:
-            t, _, event, req = pop(heap)
+        heap, pop, engine, planned = self.heap, heapq.heappop, self.engine, self.planned
+        # local, not an attribute: bound methods held by the loop would make it a cycle,
+        # and a finished run's requests would wait for a full collection to be freed
+        handlers: dict[_Event, Callable[[float, Request | None], None]] = {
+            _Event.ARRIVAL: self.on_arrival,
+            _Event.QUEUED: self.on_queued,
+            _Event.STEP: self.on_step,
+            _Event.FINISH: self.on_finish,
+        }
+        while heap or planned:
+            # (time, seq) order across both: seq is unique, the rest is never compared
+            if planned and (not heap or planned[0] < heap[0]):
+                t, _, event, req = planned.popleft()
+            else:
+                t, _, event, req = pop(heap)
             if t < self.clock:
                 raise InvariantError(f"clock went back: {t} < {self.clock}")
             self.clock = t
@@ -321,6 +341,7 @@ def run_virtual(
     seed: int = 0,
     debug: bool = False,
     adapters: dict[str, float] | None = None,
+    lockstep: bool = True,
     **overrides: Any,
 ) -> VirtualResult:
     """Simulate a load pattern in virtual time and summarize it.
@@ -333,57 +354,61 @@ def run_virtual(
     ``adapters`` (``{name: weight}``, names from the profile's ``lora_adapters``, weights
     summing to at most 1; the rest is the base model) draws each request's model, and
     the result has a summary per model (``by_model``) and the adapter loads.
+    ``lockstep=False`` steps every decoding request one by one (engine.py): slower,
+    same result; the tests compare the two.
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile, **overrides)
     if isinstance(profile, Profile) and overrides:
         prof = prof.replace(**overrides)
     inp, out = _span(input_tokens), _span(output_tokens)
     mix = _adapter_mix(prof, adapters)
-    size_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
-    workload = _Workload(prof, inp, out, shared_prefix, size_rng, mix, seed)
-    engine = Engine(prof, debug=debug)
-    loop = _EventLoop(prof, engine, workload, duration, closed=load == "concurrency")
-    if load in ("poisson", "constant"):
-        if rate is None:
-            raise ValueError(f"load {load!r} needs a rate")
-        for t in arrival_times(load, rate, duration, seed):
-            loop.new_request(t)
-        load_info: dict[str, Any] = {"pattern": load, "rate": rate, "duration": duration}
-    elif load == "concurrency":
-        if not concurrency or concurrency < 1:
-            raise ValueError("load 'concurrency' needs concurrency >= 1")
-        for _ in range(concurrency):
-            loop.new_request(0.0)
-        load_info = {"pattern": load, "concurrency": concurrency, "duration": duration}
-    else:
-        raise ValueError(f"unknown load pattern {load!r} (poisson, constant, concurrency)")
-    loop.run()
-    requests, dropped, clock = loop.requests, loop.dropped, loop.clock
-    _check_conservation(requests, engine, dropped)
-    result = VirtualResult(
-        profile=prof,
-        load=load_info,
-        workload={
-            "input_tokens": list(inp),
-            "output_tokens": list(out),
-            "shared_prefix": shared_prefix,
-        },
-        seed=seed,
-        requests=requests,
-        engine=engine,
-        dropped=dropped,
-        end_time=clock,
-    )
-    result.summary = summarize(requests, issued=len(requests), failed=dropped)
-    if mix:
-        result.workload["adapters"] = dict(mix)
-        result.adapters = tuple(name for name, _ in mix)
-        result.fixed_loads = loop.lora.total_loads
-        for k, name in enumerate((prof.model, *result.adapters)):
-            mine = [r for r in requests if r.lora == k]
-            lost = sum(1 for r in mine if r.state == DROPPED)
-            result.by_model[name] = summarize(mine, issued=len(mine), failed=lost)
-    return result
+    # gc_control.py: automatic collections would only walk the growing heap again
+    with collections_paused():
+        size_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
+        workload = _Workload(prof, inp, out, shared_prefix, size_rng, mix, seed)
+        engine = Engine(prof, debug=debug, lockstep=lockstep, track_emitted=False)
+        loop = _EventLoop(prof, engine, workload, duration, closed=load == "concurrency")
+        if load in ("poisson", "constant"):
+            if rate is None:
+                raise ValueError(f"load {load!r} needs a rate")
+            for t in arrival_times(load, rate, duration, seed):
+                loop.plan_request(t)
+            load_info: dict[str, Any] = {"pattern": load, "rate": rate, "duration": duration}
+        elif load == "concurrency":
+            if not concurrency or concurrency < 1:
+                raise ValueError("load 'concurrency' needs concurrency >= 1")
+            for _ in range(concurrency):
+                loop.new_request(0.0)
+            load_info = {"pattern": load, "concurrency": concurrency, "duration": duration}
+        else:
+            raise ValueError(f"unknown load pattern {load!r} (poisson, constant, concurrency)")
+        loop.run()
+        requests, dropped, clock = loop.requests, loop.dropped, loop.clock
+        _check_conservation(requests, engine, dropped)
+        result = VirtualResult(
+            profile=prof,
+            load=load_info,
+            workload={
+                "input_tokens": list(inp),
+                "output_tokens": list(out),
+                "shared_prefix": shared_prefix,
+            },
+            seed=seed,
+            requests=requests,
+            engine=engine,
+            dropped=dropped,
+            end_time=clock,
+        )
+        result.summary = summarize(requests, issued=len(requests), failed=dropped)
+        if mix:
+            result.workload["adapters"] = dict(mix)
+            result.adapters = tuple(name for name, _ in mix)
+            result.fixed_loads = loop.lora.total_loads
+            for k, name in enumerate((prof.model, *result.adapters)):
+                mine = [r for r in requests if r.lora == k]
+                lost = sum(1 for r in mine if r.state == DROPPED)
+                result.by_model[name] = summarize(mine, issued=len(mine), failed=lost)
+        return result
 
 
 def _adapter_mix(prof: Profile, adapters: dict[str, float] | None) -> tuple[tuple[str, float], ...]:

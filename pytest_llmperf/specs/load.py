@@ -36,12 +36,14 @@ __all__ = [
     "DEFAULT_MAX_THROUGHPUT_CONCURRENCY",
     "LOAD_PATTERNS",
     "OPEN_LOOP",
+    "PACING_MODES",
     "SAMPLE_ORDERS",
     "TRACE_TAKES",
     "UNTIL_DECIDED",
     "CancelSpec",
     "LoadPattern",
     "LoadSpec",
+    "PacingMode",
     "SampleOrderMode",
     "TraceSpec",
 ]
@@ -62,6 +64,15 @@ class LoadPattern(StrEnum):
         return self in OPEN_LOOP
 
 
+class PacingMode(StrEnum):
+    """The open loop's ``llm_load(pacing=)`` (:mod:`~pytest_llmperf.loadgen.issue.pacing`):
+    ``default`` yields to the event loop until the planned instant; ``precise`` spins
+    the last stretch of it (CPU for a send within about 0.1 ms of its plan)."""
+
+    DEFAULT = "default"
+    PRECISE = "precise"
+
+
 class SampleOrderMode(StrEnum):
     """The orders ``llm_load(sample_order=)`` takes (:mod:`~.loadgen.plan.sample_order`)."""
 
@@ -72,17 +83,34 @@ class SampleOrderMode(StrEnum):
 
 LOAD_PATTERNS: tuple[LoadPattern, ...] = tuple(LoadPattern)
 SAMPLE_ORDERS: tuple[SampleOrderMode, ...] = tuple(SampleOrderMode)
+PACING_MODES: tuple[PacingMode, ...] = tuple(PacingMode)
 OPEN_LOOP: tuple[LoadPattern, ...] = (LoadPattern.POISSON, LoadPattern.CONSTANT, LoadPattern.TRACE)
 DEFAULT_MAX_THROUGHPUT_CONCURRENCY = 256
 UNTIL_DECIDED = "decided"  # llm_load(..., until="decided")
 TRACE_TAKES = ("path", "format", "time_scale", "start", "limit")
 _COMMON = ("seed", "sample_order", "cancel")
 _TAKES: dict[LoadPattern, tuple[str, ...]] = {
-    LoadPattern.POISSON: ("rate", "stages", "ramp", "burstiness", "max_concurrency", *_COMMON),
-    LoadPattern.CONSTANT: ("rate", "stages", "ramp", "burstiness", "max_concurrency", *_COMMON),
+    LoadPattern.POISSON: (
+        "rate",
+        "stages",
+        "ramp",
+        "burstiness",
+        "max_concurrency",
+        "pacing",
+        *_COMMON,
+    ),
+    LoadPattern.CONSTANT: (
+        "rate",
+        "stages",
+        "ramp",
+        "burstiness",
+        "max_concurrency",
+        "pacing",
+        *_COMMON,
+    ),
     LoadPattern.CONCURRENCY: ("concurrency", "stages", "ramp", *_COMMON),
     LoadPattern.MAX_THROUGHPUT: ("concurrency", *_COMMON),
-    LoadPattern.TRACE: (*TRACE_TAKES, "max_concurrency", "seed", "cancel"),
+    LoadPattern.TRACE: (*TRACE_TAKES, "max_concurrency", "pacing", "seed", "cancel"),
 }
 
 
@@ -197,8 +225,9 @@ class LoadSpec:
     with levels on the clock (the run lasts their total duration);
     ``burstiness`` is the shape of gamma-distributed gaps (1.0 = Poisson,
     smaller = burstier, None = the pattern's own gaps); ``max_concurrency``
-    caps an open loop's requests in flight; ``cancel`` abandons a share of
-    requests mid-stream; ``trace`` is the trace pattern's file.
+    caps an open loop's requests in flight; ``pacing`` is how an open loop waits for
+    each planned instant; ``cancel`` abandons a share of requests mid-stream;
+    ``trace`` is the trace pattern's file.
     """
 
     pattern: LoadPattern
@@ -209,6 +238,7 @@ class LoadSpec:
     stages: tuple[Stage, ...] = ()
     burstiness: float | None = None
     max_concurrency: int | None = None
+    pacing: PacingMode = PacingMode.DEFAULT
     cancel: CancelSpec | None = None
     trace: TraceSpec | None = None
     ramped: bool = False  # the stages came from ramp= (reported as its windows)
@@ -222,6 +252,7 @@ class LoadSpec:
         object.__setattr__(self, "pattern", LoadPattern(self.pattern))
         if self.sample_order is not None:
             object.__setattr__(self, "sample_order", SampleOrderMode(self.sample_order))
+        object.__setattr__(self, "pacing", PacingMode(self.pacing))
 
     @property
     def open_loop(self) -> bool:
@@ -298,12 +329,19 @@ class LoadSpec:
             raise LlmPerfUsageError(
                 f"{where}: max_concurrency must be an integer >= 1, got {cap!r}"
             )
+        pacing = params.get("pacing", PacingMode.DEFAULT)
+        if pacing not in PACING_MODES:
+            raise LlmPerfUsageError(
+                f"{where}: unknown pacing {pacing!r}; use one of {', '.join(PACING_MODES)}"
+            )
         common: dict[str, Any] = {
             "seed": seed,
             "sample_order": order,
             "cancel": cancel,
             "max_concurrency": cap,
         }
+        if kind.open_loop:
+            common["pacing"] = PacingMode(pacing)
         if kind is LoadPattern.TRACE:
             return cls(kind, trace=TraceSpec.parse(params), **common)
         stages = _levels(kind, params)
@@ -356,6 +394,8 @@ class LoadSpec:
                 out[key] = value
         if self.sample_order is not None:
             out["sample_order"] = self.sample_order.value
+        if self.pacing is not PacingMode.DEFAULT:  # (absent by default: old reports compare)
+            out["pacing"] = self.pacing.value
         if self.stages:
             out["stages"] = [stage.describe() for stage in self.stages]
             if self.ramped:

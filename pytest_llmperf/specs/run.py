@@ -55,6 +55,7 @@ class _LoadLevel(TypedDict, total=False):
 class _LoadShape(TypedDict, total=False):
     burstiness: float  # gamma-shaped gaps (1.0 = Poisson)
     max_concurrency: int  # an open loop's cap on requests in flight
+    pacing: str  # an open loop's wait for each planned instant ("default", "precise")
     cancel: Mapping[str, Any]  # {"share", "after_tokens"/"after_ms"}
 
 
@@ -91,6 +92,7 @@ _LOAD_KEYS = {
     "ramp",
     "burstiness",
     "max_concurrency",
+    "pacing",
     "cancel",
 }
 # an override of one of these replaces the others (they all set the load level)

@@ -9,6 +9,7 @@ its last chunks; a :class:`ChunkReader` must say of every chunk exactly what
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,10 @@ from hypothesis import strategies as st
 
 from pytest_llmperf.client.apis import chunk_parser
 from pytest_llmperf.client.chunk_shapes import ChunkReader
+from pytest_llmperf.client.endpoint import Timeouts
 from pytest_llmperf.client.openai import ChunkInfo, parse_chunk
+from pytest_llmperf.client.records import RequestRecord
+from pytest_llmperf.client.request import _on_event, _Reading
 
 Compact = Callable[[Any], str]
 
@@ -167,3 +171,51 @@ def test_any_texts_any_shape_the_same_answers(texts: list[str], name: str, spaci
     for text in ["seed", *texts]:
         data = dump(SHAPES[name](text))
         assert same(reader(data), parse_chunk(data)), data
+
+
+RECORD_FIELDS = (
+    "t_first", "t_last", "t_out", "gaps_ns", "token_events", "has_output", "finish_reason",
+    "reasoning_events", "error", "usage_completion_tokens", "usage_prompt_tokens",
+)  # fmt: skip
+
+
+def read_in_pieces(payloads: list[str], cuts: list[int]) -> tuple[RequestRecord, RequestRecord]:
+    """The record a response sink makes of ``payloads`` arriving in reads split at ``cuts``
+    (runs of the common chunk taken at once), and the one the full parser makes of each
+    event in turn, at the same read instants."""
+    reads: list[list[str]] = []
+    at = 0
+    for cut in [*sorted(set(cuts)), len(payloads)]:
+        if at < cut <= len(payloads):
+            reads.append(payloads[at:cut])
+            at = cut
+
+    async def sink_record() -> RequestRecord:
+        record = RequestRecord(index=0, t_sched=1)
+        sink = _Reading(record, Timeouts.from_seconds(10), 1, api="chat")
+        for k, read in enumerate(reads):
+            sink.on_body("".join(f"data: {d}\n\n" for d in read).encode(), 1_000 * (k + 2))
+        return record
+
+    record = asyncio.run(sink_record())
+    reference = RequestRecord(index=0, t_sched=1)
+    for k, read in enumerate(reads):
+        for data in read:
+            _on_event(data, 1_000 * (k + 2), reference, parse_chunk)
+    return record, reference
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    texts=st.lists(st.sampled_from([*TEXTS[:-1], "ab", " c", "d e"]), min_size=1, max_size=30),
+    cuts=st.lists(st.integers(min_value=0, max_value=34), max_size=8),
+    name=st.sampled_from(sorted(SHAPES)),
+)
+def test_a_reads_run_of_common_chunks_makes_the_record_event_by_event_would(
+    texts: list[str], cuts: list[int], name: str
+) -> None:
+    shape = SHAPES[name]
+    payloads = [compact(shape(t)) for t in ["seed", *texts]] + stream(shape, compact)[-2:]
+    record, reference = read_in_pieces(payloads, cuts)
+    for field in RECORD_FIELDS:
+        assert getattr(record, field) == getattr(reference, field), field

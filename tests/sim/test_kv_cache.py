@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_llmperf.sim.kv_cache import KVCache, prompt_block_hashes
+from pytest_llmperf.sim.kv_cache import FreedRun, KVCache, prompt_block_hashes
 from pytest_llmperf.sim.request import Request
 
 
@@ -107,3 +107,43 @@ def test_random_operations_keep_conservation(ops: list[tuple[str, int, int, int]
     for r in live.values():
         kv.release(r)
     assert kv.allocated == 0 and kv.free == kv.total
+
+
+def test_an_ended_requests_own_blocks_wait_as_one_anonymous_run() -> None:
+    kv = KVCache(num_blocks=12, block_size=4)
+    a = Request(1, 0.0, 16, 4, (1, 2, 3, 4), own_from=1)  # block 1 shared, 2..4 its own
+    assert kv.allocate_new(a, 0, 16)
+    kv.publish(a, 16)
+    kv.release(a, final=True)
+    run, shared = kv.lru
+    assert isinstance(run, FreedRun) and run.blocks == 3 and shared == 1  # tail first
+    assert kv.refs == {1: 0} and kv.free == 12 and kv.lru_blocks == 4
+    kv.check([])
+    b = Request(2, 0.0, 40, 4)
+    assert kv.allocate_new(b, 0, 40)  # 10 blocks: 8 fresh, then 2 of the run (oldest)
+    assert [type(k) for k in kv.lru] == [FreedRun, int] and kv.lru_blocks == 2
+    assert kv.grow(b, 1)  # the run's last block
+    assert list(kv.lru) == [1] and kv.refs == {1: 0}
+    kv.check([b])
+
+
+def test_own_blocks_are_listed_only_once_their_request_was_preempted() -> None:
+    kv = KVCache(num_blocks=12, block_size=4)
+    a = Request(1, 0.0, 16, 4, (1, 2, 3, 4), own_from=1)
+    assert kv.allocate_new(a, 0, 16)
+    kv.publish(a, 16)
+    assert a.held == [1, 2, 3, 4] and kv.refs == {1: 1}  # 2..4: held, nobody can look up
+    kv.check([a])
+    kv.release(a)  # preempted: its own blocks become findable, for its recompute
+    a.preemptions += 1
+    assert kv.refs == {1: 0, 2: 0, 3: 0, 4: 0} and list(kv.lru) == [4, 3, 2, 1]
+    assert kv.match_prefix(a, 16) == 3  # the last block is recomputed
+    assert kv.allocate_new(a, 3, 4)
+    kv.publish(a, 16)  # block 4's old copy is still cached: ours stays private
+    assert kv.refs == {1: 1, 2: 1, 3: 1, 4: 0} and a.held == [1, 2, 3]
+    kv.check([a])
+    kv.release(a, final=True)
+    old, run, shared = kv.lru
+    assert (old, shared) == (4, 1) and isinstance(run, FreedRun) and run.blocks == 2
+    assert kv.refs == {1: 0, 4: 0}
+    kv.check([])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import os
@@ -262,3 +263,15 @@ def test_fixed_profile_in_virtual_time() -> None:
         ttft_per_active_ms=2,
     ).to_dict()
     assert c["metrics"]["ttft"]["p99"] == pytest.approx(14)
+
+
+def test_virtual_run_leaves_the_collector_as_it_found_it() -> None:
+    assert gc.isenabled()
+    run_virtual("tiny", load="constant", rate=5, duration=2, seed=1)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        run_virtual("tiny", load="constant", rate=5, duration=2, seed=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

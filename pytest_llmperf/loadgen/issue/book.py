@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
+from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
-from pytest_llmperf.client.request import send_request
+from pytest_llmperf.client.request import send_request, start_request
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.loadgen.issue.concurrency_cap import SlotGate
 from pytest_llmperf.loadgen.issue.delivery import Delivery
@@ -27,6 +28,7 @@ from pytest_llmperf.loadgen.issue.gc_pauses import collect_if_due
 from pytest_llmperf.loadgen.issue.pacing import Pacer
 from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.specs.load import PacingMode
 from pytest_llmperf.workloads.base import Sample
 
 if TYPE_CHECKING:  # the book is handed a plan; it never builds one
@@ -49,7 +51,7 @@ class IssueBook:
         self.stats = stats
         self.stop_reason: StopReason | None = None
         self.stopping = asyncio.Event()
-        self.pacer = Pacer()
+        self.pacer = Pacer(precise=plan.load.pacing is PacingMode.PRECISE)
         self.inflight: dict[asyncio.Task[Any], RequestRecord] = {}
         self.issued = 0  # requests issued in this process, warm-up included
         self.closed_loop_over: asyncio.Future[None] | None = None
@@ -118,19 +120,38 @@ class IssueBook:
         sample: Sample,
         record: RequestRecord,
         cancel: CancelAt | None,
+        data: bytes | None = None,
     ) -> asyncio.Task[RequestRecord]:
-        """Open loop: the request runs in a task of its own (many overlap)."""
-        if self.gate is None:
-            coro = send_request(http, endpoint, sample, record, cancel=cancel)
+        """Open loop: send now and read the response in a task of its own (many overlap).
+
+        The request is written here, in the caller's step, when a connection is idle
+        and (under ``max_concurrency``) a slot is free: not a loop turn later, when
+        its task would first run (:func:`~pytest_llmperf.client.request.start_request`).
+        ``data``: its bytes, built before its planned instant.
+        """
+        gate = self.gate
+        coro: Coroutine[Any, Any, RequestRecord]
+        if gate is not None and not gate.try_acquire():
+            coro = self.send_queued(gate, http, endpoint, sample, record, cancel)
         else:
-            coro = self.send_capped(self.gate, http, endpoint, sample, record, cancel)
+            if gate is not None:
+                record.queue_wait_ns = 0
+            try:
+                coro = start_request(http, endpoint, sample, record, cancel=cancel, data=data)
+            except Exception as exc:  # a client bug: this request fails, the run goes on
+                record.fail(
+                    ErrorKind.CLIENT, f"{type(exc).__name__}: {exc}", now=time.monotonic_ns()
+                )
+                coro = _as_is(record)
+            if gate is not None:
+                coro = _releasing(gate, coro)
         task = asyncio.create_task(coro)
         self.inflight[task] = record
         task.add_done_callback(self.finished)
         return task
 
     @staticmethod
-    async def send_capped(
+    async def send_queued(
         gate: SlotGate,
         http: StreamClient,
         endpoint: Endpoint,
@@ -139,22 +160,31 @@ class IssueBook:
         cancel: CancelAt | None,
     ) -> RequestRecord:
         """Wait for a slot under ``max_concurrency`` (the wait is ``queue_wait``), then send."""
-        if gate.try_acquire():
-            record.queue_wait_ns = 0
-        else:
-            queued = time.monotonic_ns()
-            await gate.acquire()
-            record.queue_wait_ns = time.monotonic_ns() - queued
+        queued = time.monotonic_ns()
+        await gate.acquire()
+        record.queue_wait_ns = time.monotonic_ns() - queued
         try:
             return await send_request(http, endpoint, sample, record, cancel=cancel)
         finally:
             gate.release()
 
     def finished(self, task: asyncio.Task[RequestRecord]) -> None:
-        record = self.inflight.pop(task)
         if task.cancelled():
-            return  # recorded by the drain as incomplete
+            return  # left in flight: the drain records it as incomplete
+        record = self.inflight.pop(task)
         exc = task.exception()
         if exc is not None:
             record.fail(ErrorKind.CLIENT, f"{type(exc).__name__}: {exc}", now=time.monotonic_ns())
         self.delivery.deliver(record)
+
+
+async def _releasing(gate: SlotGate, sending: Awaitable[RequestRecord]) -> RequestRecord:
+    """``sending``, then its ``max_concurrency`` slot freed."""
+    try:
+        return await sending
+    finally:
+        gate.release()
+
+
+async def _as_is(record: RequestRecord) -> RequestRecord:
+    return record

@@ -14,7 +14,10 @@ things from each slot, but keep time the same way:
   the book's in-flight map under the slot's task, so a stop leaves it to
   the drain, and past the drain's cap it is recorded as incomplete;
 - a slot that raises (a workload that fails to build) stops every slot and
-  fails the run.
+  fails the run;
+- slots freed together send, and account for their finished requests, a few per
+  turn of the event loop (:mod:`~pytest_llmperf.loadgen.issue.turn_budget`), so the
+  reads of the answers already coming are not held behind the burst.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import StreamClient
+from pytest_llmperf.loadgen.issue.turn_budget import TurnBudget
 from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.workloads.base import Sample
 
@@ -69,6 +73,7 @@ class ClosedLoop:
         self.levels = list(stage_concurrency or ())
         self.ends: list[int] = []  # each stage's end, from the stages' start
         self.slots = max(1, concurrency)
+        self.budget = TurnBudget()
         if self.staged:
             durations = (st.duration_s for st in plan.load.stages)
             self.ends = [round(e * 1e9) for e in itertools.accumulate(durations)]
@@ -91,6 +96,7 @@ class ClosedLoop:
     async def admit(self, j: int) -> int | None:
         """When slot ``j`` may send: the current stage (-1: no stages, or warm-up), or None
         when it must stop (the stages are over, or the run is stopping)."""
+        await self.budget.take()
         if not self.staged:
             return None if self.book.stopping.is_set() else -1
         levels, ends, deadline = self.levels, self.ends, self.deadline
@@ -151,8 +157,11 @@ class ClosedLoop:
             await send_request(http, endpoint, sample, record, cancel=cancel)
         except Exception as exc:  # a client bug: this request fails, the run goes on
             record.fail(ErrorKind.CLIENT, f"{type(exc).__name__}: {exc}", now=time.monotonic_ns())
-        del inflight[task]  # (cancelled: the drain records it as incomplete)
-        book.delivery.deliver(record)
+        try:
+            await self.budget.take()  # its accounting waits its turn, not the reads
+        finally:  # (cancelled meanwhile: it ended all the same; the drain leaves it)
+            del inflight[task]
+            book.delivery.deliver(record)
 
     # -- the slots ---------------------------------------------------------------
 

@@ -4,7 +4,9 @@ Open-loop sends are paced against absolute planned times (``t0 +
 offset_i``), never "previous send + delay", so the schedule cannot drift; a
 send that happens late still counts its latency from its planned time
 (:mod:`~pytest_llmperf.loadgen.issue.pacing` wakes up early and finishes on the
-monotonic clock, because asyncio's timers are only millisecond-accurate).
+monotonic clock, because asyncio's timers are only millisecond-accurate). Each
+request's bytes are built before its planned instant and written at it, by the
+issuing coroutine itself when a kept-alive connection is idle.
 Closed-loop slots (``concurrency``, ``max-throughput``) issue the next
 request as soon as their previous one ends.
 
@@ -37,6 +39,7 @@ from collections.abc import Iterator, Sequence
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import ErrorKind
+from pytest_llmperf.client.request import request_data
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.loadgen.issue.book import IssueBook
 from pytest_llmperf.loadgen.issue.closed_loop import ClosedLoop
@@ -111,12 +114,16 @@ class Issuer:
                 break
             assert item.offset_ns is not None
             planned = t0 + item.offset_ns
-            sample = workload.sample(item.sample_index)  # prepared before the wait
+            sample = workload.sample(item.sample_index)  # prepared before the wait,
+            try:
+                data: bytes | None = request_data(http, endpoint, sample)  # with its bytes
+            except ValueError:  # a bad per-request header: the send reports it
+                data = None
             behind = await pacer.due(planned, behind)
             if behind < 0:
                 break
             record = book.new_record(item, sample, planned)
-            book.launch(http, endpoint, sample, record, item.cancel)
+            book.launch(http, endpoint, sample, record, item.cancel, data)
 
     async def issue_closed_loop(
         self,
@@ -187,7 +194,9 @@ class Issuer:
         if leftovers:
             await asyncio.wait([t for t, _ in leftovers])
         now = time.monotonic_ns()
-        for _, record in leftovers:
+        for task, record in leftovers:
+            if inflight.pop(task, None) is None:
+                continue  # it ended as it was cancelled, and was delivered then
             if record.tracked:
                 record.fail(ErrorKind.INCOMPLETE, "still in flight when the run ended", now=now)
                 delivery.deliver(record)

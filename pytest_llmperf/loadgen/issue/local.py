@@ -111,7 +111,7 @@ class ShareRun:
         # Open loop: no pool cap below the descriptor budget (a wait for a connection
         # would count against the server's TTFT); a max_concurrency cap needs no more.
         pool = max(64, concurrency) if concurrency else load.max_concurrency
-        async with StreamClient(self.endpoint, max_connections=pool) as http:
+        async with StreamClient(self.endpoint, max_connections=pool, spares=load.open_loop) as http:
             try:
                 plan.workload.sample(0)  # loads corpora and datasets before the clock starts
                 await http.open_connections(plan.warm_connections(concurrency))
@@ -128,4 +128,5 @@ class ShareRun:
                 self.stop(StopReason.CANCELLED)
             finally:
                 await self.issuer.drain(drain_cap_s(self.endpoint, self.stop_reason))
+                self.stats.spin_s += self.issuer.book.pacer.spun_ns / 1e9
         return interrupted

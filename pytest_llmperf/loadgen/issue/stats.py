@@ -24,6 +24,7 @@ class IssueStats:
     first_planned_ns: int = 0
     last_planned_ns: int = 0
     cpu_s: float = 0.0
+    spin_s: float = 0.0  # of which spent spinning to planned instants (pacing="precise")
     wall_s: float = 0.0
     worker_cpu_s: list[float] = field(default_factory=list)
     stage_sends: list[int] = field(default_factory=list)  # tracked sends on each stage's clock
@@ -53,6 +54,7 @@ class IssueStats:
         for k, n in enumerate(other.stage_sends):
             self.stage_sends[k] += n
         self.cpu_s += other.cpu_s
+        self.spin_s += other.spin_s
         self.worker_cpu_s.append(round(other.cpu_s, 4))
 
     def to_state(self) -> dict[str, Any]:

@@ -253,13 +253,17 @@ class RunPlan:
                 yield PlannedRequest(position, index, offset, tracked, stage, cancel)
 
     def warm_connections(self, concurrency: int) -> int:
-        """Connections to open before the clock starts: ~50 ms of arrivals for an open loop.
+        """Connections to open before the clock starts: ~50 ms of arrivals for an open loop,
+        a closed loop's first slots.
 
         An open loop counts latency from the plan, so a connect (measured: 15-25 ms
         for a burst of 32 on a 2-core machine) that a warm client would not have
         paid lands in schedule_lag and TTFT as if the server had been slow. A
         closed loop counts from ``t_send``, the socket write, which comes after
-        the connect: one connection (name resolution, TLS set-up) is enough.
+        the connect; but its slots all start at once, and hundreds of connects then
+        take the client's CPU while the first answers arrive (each first token read
+        late is a TTFT measured long): its slots (the first stage's, when staged)
+        are connected before the clock too.
         """
         load = self.load
         rate = load.peak_rate
@@ -270,6 +274,9 @@ class RunPlan:
         if load.open_loop and rate:
             want = max(1, min(WARM_CONNECTIONS_MAX, int(rate * 0.05)))
             return min(want, load.max_concurrency) if load.max_concurrency else want
+        if not load.open_loop:
+            levels = self.stage_levels
+            return max(1, levels[0] if levels else concurrency)
         return 1
 
     def worker_share(self, index: int, count: int) -> ScheduleShare:
