@@ -99,7 +99,7 @@ VARYING_KEYS = {
     "minimum_report",  # prose with the run's latencies in it
 }
 VARYING_SUFFIXES = ("_at", "_s", "_ms", "_ns", "time", "duration", "version", "elapsed")
-NUMBER = re.compile(r"\d+\.\d+|127\.0\.0\.1:\d+")
+NUMBER = re.compile(r"127\.0\.0\.1:\d+|\d+\.\d+")  # the address first: its port varies
 
 
 def normalise(value: Any, key: str = "") -> Any:

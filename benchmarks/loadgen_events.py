@@ -57,10 +57,12 @@ over the rounds, and the per-round ratio to bare aiohttp. The machine is
 shared: figures are indicative.
 
 Reading the errors: a closed loop of equal-length streams sends in waves (all
-slots finish together and send again together). At ITL 0 every client is
-CPU-bound and reads each socket about once per wave, so its TTFT error is the
-time to get through a wave (hundreds of ms to seconds, for every client); at
-ITL 10 ms it includes the client's own burst of sends at the wave's start.
+slots finish together and send again together). The bare loops send a wave in
+one turn of the event loop; ``LoadRun`` sends and accounts 8 slots a turn
+(``loadgen/issue/turn_budget.py``) so the first answers are read as they come.
+At ITL 0 every client is CPU-bound and reads each socket about once per wave,
+so its TTFT error is the time to get through a wave (tens to hundreds of ms); at
+ITL 10 ms it includes the server reading a wave's requests late.
 At ITL 10 ms the server writes once per token per stream, and from 512 streams
 on a 2-core machine it is the bottleneck itself (see its achieved ITL on the
 "server truth" line): a run then lasts as long as the server takes (2,048

@@ -32,3 +32,26 @@ def test_cyclic_garbage_made_inside_is_reclaimed_on_exit() -> None:
             a.other, b.other = b, a  # a cycle only a collection can free
         del a, b
     assert not any(isinstance(o, Node) for o in gc.get_objects())
+
+
+def test_held_young_collections_come_back_when_the_block_ends() -> None:
+    before = gc.get_threshold()
+    with gc_pauses.young_collections_held():
+        assert gc.get_threshold()[0] > 1_000_000  # none runs by itself
+        assert gc.get_threshold()[1:] == before[1:]
+    assert gc.get_threshold() == before
+
+
+def test_the_pacer_takes_young_collections_when_it_has_time_or_they_are_long_overdue() -> None:
+    collections = gc_pauses.YoungCollections(threshold=50)
+    with gc_pauses.young_collections_held():
+        gc.collect(0)
+        garbage = [[i] for i in range(100)]  # 100 allocations: past 50, short of 500
+        collections.collect(spare=False)
+        assert collections.taken == 0  # no time to spare, not long overdue
+        collections.collect(spare=True)
+        assert collections.taken == 1 and gc.get_count()[0] < 50
+        garbage += [[i] for i in range(600)]  # past ten times the threshold
+        collections.collect(spare=False)
+        assert collections.taken == 2
+    del garbage

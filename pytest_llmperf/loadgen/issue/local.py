@@ -13,6 +13,7 @@ worker (:mod:`~pytest_llmperf.loadgen.scale_out.worker_share`) directly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -22,7 +23,10 @@ from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.loadgen.issue.delivery import Delivery, RecordObserver
 from pytest_llmperf.loadgen.issue.drain import drain_cap_s
-from pytest_llmperf.loadgen.issue.gc_pauses import full_collections_deferred
+from pytest_llmperf.loadgen.issue.gc_pauses import (
+    full_collections_deferred,
+    young_collections_held,
+)
 from pytest_llmperf.loadgen.issue.issuer import Issuer
 from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.plan.planner import RunPlan
@@ -96,12 +100,17 @@ class ShareRun:
             recorder = EventRecorder(events_file, meta=meta())
             self.delivery.recorder = recorder
         try:
-            with full_collections_deferred():
+            with full_collections_deferred(), self._young_collections():
                 return await self._issue_and_drain()
         finally:
             if recorder is not None:
                 recorder.set_meta({"summary": self.accumulator.summary()})
                 await asyncio.get_running_loop().run_in_executor(None, recorder.close)
+
+    def _young_collections(self) -> contextlib.AbstractContextManager[None]:
+        """Under ``pacing="precise"`` the pacer takes the young collections itself."""
+        precise = self.issuer.book.pacer.collections is not None
+        return young_collections_held() if precise else contextlib.nullcontext()
 
     async def _issue_and_drain(self) -> bool:
         plan = self.plan

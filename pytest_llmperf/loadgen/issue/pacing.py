@@ -21,7 +21,10 @@ decaying) and spins the rest on the clock: the send then leaves within
 microseconds of its plan, at the price of that spin in CPU (counted in
 :attr:`Pacer.spun_ns`, reported by the self-check) and of reads held back by
 as long (their timestamps are taken when they are read, so a stream's
-measured gap can grow by up to a spin). The send itself is written in the
+measured gap can grow by up to a spin), and it takes the young garbage
+collections itself when it has time to spare
+(:class:`~pytest_llmperf.loadgen.issue.gc_pauses.YoungCollections`), which would
+otherwise land on whatever send is due. The send itself is written in the
 pacer's own step (:func:`~pytest_llmperf.client.request.start_request`), in
 both modes.
 """
@@ -30,6 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+
+from pytest_llmperf.loadgen.issue.gc_pauses import YoungCollections
 
 __all__ = ["PRECISE_WAKE_EARLY_NS", "SPIN_MAX_NS", "WAKE_EARLY_NS", "YIELD_EVERY", "Pacer"]
 
@@ -41,6 +46,7 @@ PRECISE_WAKE_EARLY_NS = 2_000_000
 YIELD_EVERY = 32  # when behind schedule, still let responses be read this often
 SPIN_MAX_NS = 500_000  # precise pacing never spins longer than this per send
 _SPIN_MIN_NS = 20_000  # nor expects a turn of the loop to be shorter than this
+_COLLECT_SPARE_NS = 3_000_000  # precise: time to spare for a young collection (under 1 ms)
 
 
 class Pacer:
@@ -54,12 +60,17 @@ class Pacer:
         self._sleeping: asyncio.Future[None] | None = None
         self.cancelled = False
         self.precise = precise
+        # precise: the young collections, taken here (gc_pauses.young_collections_held)
+        self.collections = YoungCollections() if precise else None
         self.spun_ns = 0
         self._turn_ns = _SPIN_MIN_NS  # how long a turn of the loop may take, recently
 
     async def wait_until(self, planned_ns: int) -> bool:
         """Return at ``planned_ns`` (monotonic) or later; False if cancelled meanwhile."""
         now = time.monotonic_ns()
+        if self.collections is not None:
+            self.collections.collect(spare=planned_ns - now > _COLLECT_SPARE_NS)
+            now = time.monotonic_ns()
         early = planned_ns - (PRECISE_WAKE_EARLY_NS if self.precise else WAKE_EARLY_NS) - now
         if early > 0:
             loop = asyncio.get_running_loop()

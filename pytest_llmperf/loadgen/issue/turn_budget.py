@@ -26,7 +26,7 @@ from collections import deque
 
 __all__ = ["WORK_PER_TURN", "TurnBudget"]
 
-WORK_PER_TURN = 16
+WORK_PER_TURN = 8
 
 
 class TurnBudget:
