@@ -58,7 +58,7 @@ shared: figures are indicative.
 
 Reading the errors: a closed loop of equal-length streams sends in waves (all
 slots finish together and send again together). The bare loops send a wave in
-one turn of the event loop; ``LoadRun`` sends and accounts 8 slots a turn
+one turn of the event loop; ``LoadRun`` sends and accounts 4 slots a turn
 (``loadgen/issue/turn_budget.py``) so the first answers are read as they come.
 At ITL 0 every client is CPU-bound and reads each socket about once per wave,
 so its TTFT error is the time to get through a wave (tens to hundreds of ms); at

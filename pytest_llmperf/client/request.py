@@ -138,7 +138,7 @@ def start_request(
     conn = client.take_idle()
     if conn is None:
         return _connect_and_send(client, endpoint, data, reading)
-    _write(conn, data, reading)
+    _write_or_release(client, endpoint, conn, data, reading)
     return _response(client, endpoint, conn, data, reading)
 
 
@@ -184,12 +184,23 @@ def _reading_for(
     return reading
 
 
-def _write(conn: Http1Connection, data: bytes, reading: _Reading) -> None:
-    """The request's first write: ``t_send`` is its instant; the limits' timer starts."""
-    if conn.reused:
-        reading.resend_on = conn
-    reading.record.t_send = conn.send(data, reading)
-    reading.watch()
+def _write_or_release(
+    client: StreamClient,
+    endpoint: Endpoint,
+    conn: Http1Connection,
+    data: bytes,
+    reading: _Reading,
+) -> None:
+    """The request's first write: ``t_send`` is its instant; the limits' timer starts.
+    Should it raise (a bug), the connection goes back before the error goes on."""
+    try:
+        if conn.reused:
+            reading.resend_on = conn
+        reading.record.t_send = conn.send(data, reading)
+        reading.watch()
+    except BaseException:
+        _ended(client, endpoint, conn, reading)
+        raise
 
 
 async def _connect_and_send(
@@ -206,7 +217,7 @@ async def _connect_and_send(
     except BaseException:  # cancelled while connecting
         _ended(client, endpoint, None, reading)
         raise
-    _write(conn, data, reading)
+    _write_or_release(client, endpoint, conn, data, reading)
     return await _response(client, endpoint, conn, data, reading)
 
 

@@ -148,6 +148,7 @@ class StreamClient:
         self.broken_promises = 0  # closes right after a kept-alive response (see above)
         self.keeps_connections = True  # until BROKEN_PROMISES of them
         self.spares = spares  # take_idle() dials a spare on a miss
+        self.kept_one = False  # a connection carried a response and was kept for another
         self._spare: asyncio.Future[None] | None = None
 
     async def __aenter__(self) -> StreamClient:
@@ -224,8 +225,10 @@ class StreamClient:
         With ``spares``, taking the last idle connection (or finding none) dials one in
         the background (one at a time), so that the next request finds one: an open
         loop's pool then grows ahead of its load, not inside its requests' measured
-        time. Not for a server that does not keep connections (every request
-        connects; so does every user).
+        time. Only once the server has kept a connection after a response, and not
+        once it has broken that promise (:data:`BROKEN_PROMISES`): for a server that
+        keeps none (``Connection: close``, HTTP/1.0, llama-server) every request
+        connects, as every user's does.
         """
         conn = None
         if self._idle and self._slots.try_acquire():
@@ -248,6 +251,8 @@ class StreamClient:
 
     def _dial_spare(self) -> None:
         if self._spare is not None or self._closed or not self.keeps_connections:
+            return
+        if not self.kept_one:  # a server that has kept none may close every one (close)
             return
         if len(self._open) >= self.max_connections:
             return
@@ -282,6 +287,7 @@ class StreamClient:
         ):
             conn.idle_since = time.monotonic()
             self._idle.append(conn)
+            self.kept_one = self.kept_one or conn.requests > 0
         else:
             conn.close()
         self._slots.release()

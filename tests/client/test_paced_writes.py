@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from closing_servers import ClosingServer, serving
+from closing_servers import After, ClosingServer, serving
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url
 from pytest_llmperf.client.records import RequestRecord
@@ -70,7 +70,9 @@ async def test_an_open_loop_pool_dials_a_spare_when_its_last_idle_connection_goe
     with serving(ClosingServer()) as server:
         endpoint = _endpoint(server)
         async with StreamClient(endpoint, spares=True) as client:
-            await client.open_connections(1)
+            first = RequestRecord(index=0, t_sched=time.monotonic_ns())
+            assert (await start_request(client, endpoint, SAMPLE, first)).error is None
+            assert client.kept_one and client.idle == 1  # the server keeps connections
             taken = client.take_idle()
             assert taken is not None and client.dialling_spare
             deadline = time.monotonic() + 30.0
@@ -81,6 +83,19 @@ async def test_an_open_loop_pool_dials_a_spare_when_its_last_idle_connection_goe
             client.release(taken)
             client.release(spare)
         assert server.accepted >= 2
+
+
+async def test_no_spare_for_a_server_that_closes_every_connection() -> None:
+    # "Connection: close" on every answer: each request connects, as every user's does
+    with serving(ClosingServer(after=After.CLOSE, headers={"Connection": "close"})) as server:
+        endpoint = _endpoint(server)
+        async with StreamClient(endpoint, spares=True) as client:
+            for index in range(3):
+                record = RequestRecord(index=index, t_sched=time.monotonic_ns())
+                done = await start_request(client, endpoint, SAMPLE, record)
+                assert done.error is None and done.output_tokens == 3
+                assert client.take_idle() is None and not client.dialling_spare
+    assert server.accepted == 3
 
 
 async def test_no_spare_for_a_server_that_keeps_no_connection_nor_without_spares() -> None:

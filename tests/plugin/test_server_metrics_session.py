@@ -122,7 +122,9 @@ def test_a_baseline_keeps_the_servers_metrics_and_compares_those_named(
     assert stored["fingerprint"]["server"]["family"] == "sim"
     result = pytester.runpytest(
         "--llm-baseline-compare=b.json",
-        "--llm-baseline-threshold=server.queue_time.p50=50%,server.e2e.mean=50%,10%",
+        # the comparison is what is tested, not this machine: a busy one moves the
+        # bucketed queue time's p50 across a bucket (10 -> 20 ms, seen) and TTFT by 10%
+        "--llm-baseline-threshold=server.queue_time.p50=1000%,server.e2e.mean=1000%,1000%",
         "--llm-json=out.json",
     )
     result.assert_outcomes(passed=1)

@@ -66,7 +66,8 @@ def collect_if_due(issued: int) -> None:
 def young_collections_held() -> Iterator[None]:
     """Within the block no young collection runs by itself (:class:`YoungCollections`)."""
     young, middle, old = gc.get_threshold()
-    gc.set_threshold(_HELD, middle, old)
+    if young:  # (0: the user turned collections off; leave it so)
+        gc.set_threshold(_HELD, middle, old)
     try:
         yield
     finally:
@@ -82,11 +83,13 @@ class YoungCollections:
     """
 
     def __init__(self, threshold: int | None = None) -> None:
-        self.threshold = threshold or gc.get_threshold()[0]
+        self.threshold = gc.get_threshold()[0] if threshold is None else threshold
         self.taken = 0
 
     def collect(self, *, spare: bool) -> None:
         """Collect if due (``spare``: the caller has time), or long overdue (``spare`` or not)."""
+        if not self.threshold or not gc.isenabled():  # the user turned collections off
+            return
         pending = gc.get_count()[0]
         if pending >= (self.threshold if spare else 10 * self.threshold):
             self.taken += 1

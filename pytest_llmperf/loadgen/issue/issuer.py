@@ -117,7 +117,7 @@ class Issuer:
             sample = workload.sample(item.sample_index)  # prepared before the wait,
             try:
                 data: bytes | None = request_data(http, endpoint, sample)  # with its bytes
-            except ValueError:  # a bad per-request header: the send reports it
+            except Exception:  # (a bad header, a payload bug): its send fails and says why
                 data = None
             behind = await pacer.due(planned, behind)
             if behind < 0:
@@ -188,6 +188,9 @@ class Issuer:
             all_done.cancel()
             if not self._abort_drain.done():
                 self._abort_drain.cancel()
+        # A task launched in this turn has not run yet, and one cancelled before its first
+        # step never runs its cleanup (its request may be written already: start_request).
+        await asyncio.sleep(0)
         leftovers = list(inflight.items())
         for task, _ in leftovers:
             task.cancel()

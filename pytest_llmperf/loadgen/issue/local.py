@@ -100,7 +100,7 @@ class ShareRun:
             recorder = EventRecorder(events_file, meta=meta())
             self.delivery.recorder = recorder
         try:
-            with full_collections_deferred(), self._young_collections():
+            with full_collections_deferred():
                 return await self._issue_and_drain()
         finally:
             if recorder is not None:
@@ -126,12 +126,13 @@ class ShareRun:
                 await http.open_connections(plan.warm_connections(concurrency))
                 t0 = plan.share.t0_ns or time.monotonic_ns()
                 planned = plan.planned()
-                if load.open_loop:
-                    await self.issuer.issue_open_loop(http, self.endpoint, planned, t0)
-                else:
-                    await self.issuer.issue_closed_loop(
-                        http, self.endpoint, planned, concurrency, t0, plan.stage_levels
-                    )
+                with self._young_collections():  # (held while issuing, not in the drain)
+                    if load.open_loop:
+                        await self.issuer.issue_open_loop(http, self.endpoint, planned, t0)
+                    else:
+                        await self.issuer.issue_closed_loop(
+                            http, self.endpoint, planned, concurrency, t0, plan.stage_levels
+                        )
             except asyncio.CancelledError:
                 interrupted = True
                 self.stop(StopReason.CANCELLED)

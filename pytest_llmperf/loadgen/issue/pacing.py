@@ -119,8 +119,12 @@ class Pacer:
         if planned_ns > time.monotonic_ns():
             return 0 if await self.wait_until(planned_ns) else -1
         late += 1
+        if self.collections is not None:  # behind: no time to spare, unless long overdue
+            self.collections.collect(spare=False)
         if late % YIELD_EVERY == 0:
             await asyncio.sleep(0)
+            if self.cancelled:  # stopped meanwhile: send nothing more
+                return -1
         return late
 
     def cancel(self) -> None:

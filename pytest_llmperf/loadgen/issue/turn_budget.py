@@ -26,7 +26,7 @@ from collections import deque
 
 __all__ = ["WORK_PER_TURN", "TurnBudget"]
 
-WORK_PER_TURN = 8
+WORK_PER_TURN = 4
 
 
 class TurnBudget:
