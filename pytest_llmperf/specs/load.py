@@ -89,25 +89,10 @@ DEFAULT_MAX_THROUGHPUT_CONCURRENCY = 256
 UNTIL_DECIDED = "decided"  # llm_load(..., until="decided")
 TRACE_TAKES = ("path", "format", "time_scale", "start", "limit")
 _COMMON = ("seed", "sample_order", "cancel")
+_OPEN_TAKES = ("rate", "stages", "ramp", "burstiness", "max_concurrency", "pacing", *_COMMON)
 _TAKES: dict[LoadPattern, tuple[str, ...]] = {
-    LoadPattern.POISSON: (
-        "rate",
-        "stages",
-        "ramp",
-        "burstiness",
-        "max_concurrency",
-        "pacing",
-        *_COMMON,
-    ),
-    LoadPattern.CONSTANT: (
-        "rate",
-        "stages",
-        "ramp",
-        "burstiness",
-        "max_concurrency",
-        "pacing",
-        *_COMMON,
-    ),
+    LoadPattern.POISSON: _OPEN_TAKES,
+    LoadPattern.CONSTANT: _OPEN_TAKES,
     LoadPattern.CONCURRENCY: ("concurrency", "stages", "ramp", *_COMMON),
     LoadPattern.MAX_THROUGHPUT: ("concurrency", *_COMMON),
     LoadPattern.TRACE: (*TRACE_TAKES, "max_concurrency", "pacing", "seed", "cancel"),
