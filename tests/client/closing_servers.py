@@ -237,6 +237,7 @@ def serving(server: ClosingServer) -> Iterator[ClosingServer]:
             yield
         finally:
             srv.close()
+            await asyncio.sleep(0)  # a connection accepted just now: its handler starts
             for task in list(handlers):
                 task.cancel()
             if handlers:

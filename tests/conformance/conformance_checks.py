@@ -200,9 +200,14 @@ def check_timing_order(m: dict[str, Any], one_read_replies_ok: bool = False) -> 
     llama-server makes the tiny model's 32 tokens in about 5 ms, and with
     the machine's cores busy elsewhere the client is not scheduled in
     between, so every request has ``ttft == e2e`` (seen in a whole run at
-    concurrency 1). With ``one_read_replies_ok`` that run is reported as a
-    warning, not checked; the vLLM and transformers cases check the same
-    plugin code.
+    concurrency 1). And vLLM CPU on a busy 2-core machine, whose API server
+    process can be starved while its engine decodes: a whole run of 40
+    completions each read in one piece (seen in CI: the server's own timings
+    said 3.7 ms to the first token and 36 ms of decode; all 32 tokens were read
+    at 44 ms and the finish 84 ms later, so the client was reading). With
+    ``one_read_replies_ok`` such a run is reported as a warning, not checked;
+    a run with any reply read in pieces is still checked, and transformers
+    serve and the unit tests' strict servers check the same plugin code.
     """
     ttft, e2e, tpot = m["ttft"], m["e2e"], m["tpot"]
     if one_read_replies_ok and ttft["mean"] == e2e["mean"]:
