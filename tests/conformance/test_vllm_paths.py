@@ -330,6 +330,28 @@ def greedy_sessions(
     return found
 
 
+LATENCIES = ("ttft", "ttfo", "tpot", "itl", "e2e")
+
+
+def passed_but_for_latency(s: Session) -> None:
+    """The session passed, or failed only on latency against its baseline: these sessions
+    compare outputs. vLLM CPU on 2 busy cores sometimes sends a whole run's replies each
+    in one burst (docs/servers.md, "Latency figures"): a baseline whose tpot and itl p50
+    are then 0 ms makes any streamed run's a change without bound, which the
+    ``10000%`` allowance cannot absorb (seen in CI: 0 -> 1.3 ms "regressed")."""
+    if s.returncode == 0:
+        return
+    assert s.report is not None, s.explain()
+    (test,) = s.report["tests"]
+    regressed = [c for c in test.get("baseline") or [] if c["verdict"] == "regressed"]
+    assert regressed, s.explain()
+    assert all(c["name"].split(".")[0] in LATENCIES for c in regressed), s.explain()
+    warnings.warn(
+        f"latency against the greedy baseline: {[c['name'] for c in regressed]} (bursts)",
+        stacklevel=2,
+    )
+
+
 def test_greedy_outputs_against_their_baseline(greedy_sessions: dict[str, Session]) -> None:
     """Issue 28, done when: a greedy run against its own baseline reports ``output_match``:
     100% at concurrency 1; at 8 the figure is reported (and printed), not assumed; and
@@ -344,7 +366,7 @@ def test_greedy_outputs_against_their_baseline(greedy_sessions: dict[str, Sessio
     figures = {}
     for key in ("c1", "c8"):
         s = greedy_sessions[key]
-        assert s.returncode == 0, s.explain()
+        passed_but_for_latency(s)
         match = check_run_complete(s.run, GREEDY_REQUESTS, key)["output_match"]
         assert match["against"] == "baseline" and match["compared"] == GREEDY_REQUESTS, match
         figures[key] = match["share"]
@@ -370,8 +392,7 @@ def test_greedy_outputs_with_adapters_mixed_in(greedy_sessions: dict[str, Sessio
     adapter's sample (something else) is a warning.
     """
     for key in ("adapters-saved", "adapters-c8"):
-        s = greedy_sessions[key]
-        assert s.returncode == 0, s.explain()
+        passed_but_for_latency(greedy_sessions[key])
     run = check_run_complete(greedy_sessions["adapters-c8"].run, GREEDY_REQUESTS, "mixed c8")
     match = run["output_match"]
     assert match["against"] == "baseline" and match["compared"] == GREEDY_REQUESTS, match
