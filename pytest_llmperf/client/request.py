@@ -148,20 +148,24 @@ def request_data(client: StreamClient, endpoint: Endpoint, sample: Sample) -> by
     ``json.dumps`` of a long prompt takes tens of µs: an open loop builds them
     before the planned instant and hands them to :func:`start_request`.
     """
-    if endpoint.model is None:
-        raise RuntimeError("endpoint model is not resolved; call resolve_model() first")
     api = endpoint.api
     body = json.dumps(
-        build_payload(api, request_model(sample, endpoint.model), sample, endpoint.fields)
+        build_payload(api, _served_model(endpoint, sample), sample, endpoint.fields)
     ).encode()
     return client.request_bytes(api, body, sample.headers)
 
 
+def _served_model(endpoint: Endpoint, sample: Sample) -> str:
+    """The model ``sample`` is sent to (its own, an adapter, or the endpoint's)."""
+    if endpoint.model is None:
+        raise RuntimeError("endpoint model is not resolved; call resolve_model() first")
+    return request_model(sample, endpoint.model)
+
+
 def _note_sample(endpoint: Endpoint, sample: Sample, record: RequestRecord) -> None:
     """What the record keeps of the sample sent: its served model, its images."""
-    assert endpoint.model is not None
     if sample.model is not None:
-        record.model = request_model(sample, endpoint.model)
+        record.model = _served_model(endpoint, sample)
     if sample.images and sends_images(endpoint.api, sample):
         record.images = len(sample.images)
         record.image_bytes = sum(image.nbytes for image in sample.images)
