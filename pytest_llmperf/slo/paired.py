@@ -22,7 +22,9 @@ candidate, ...), the same seeds on both sides
 A candidate better beyond the threshold under the same rules is ``improved``
 (reported, never failed); statistics under the minimum-sample rule on either
 side are ``inconclusive`` (reported, never failed: the test's own SLOs judge
-sample sizes). The per-block log ratios are reported too.
+sample sizes), as is one that is 0 ms on the reference and above 0 on the
+candidate (a change relative to 0 is undefined). The per-block log ratios are
+reported too.
 """
 
 from __future__ import annotations
@@ -209,7 +211,7 @@ def paired_checks(
             sizes = (_requests(reference), _requests(candidate))
         compared = compare_stat(
             ref_h, cand_h, stat, sides=("reference", "candidate"),
-            resamples=resamples, seed=seed, sizes=sizes,
+            resamples=resamples, seed=seed, sizes=sizes, metric=metric,
         )  # fmt: skip
         outcome = compared.outcome(
             limit,

@@ -33,7 +33,10 @@ States written before that histogram existed fall back to the TPOT count
 
 A run that got *faster* beyond the threshold (and significantly) is
 ``improved``: reported, never failed. Percentiles under the minimum-sample
-rule on either side are ``inconclusive``.
+rule on either side are ``inconclusive``, and so is a statistic that is 0 ms in
+the baseline and above 0 now (a change relative to 0 is undefined; TPOT and ITL
+are 0 when a server sends each reply in one read): a note, never a failure.
+Both 0 is no change.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind
 from pytest_llmperf.specs.slo import STATS, percentile_of, stat_problem
 
 __all__ = [
+    "BURST_METRICS",
     "BY_REQUEST",
     "COMPARED_METRICS",
     "COMPARED_STATS",
@@ -74,6 +78,7 @@ __all__ = [
     "compare_stat",
     "inconclusive_check",
     "request_count",
+    "zero_baseline",
 ]
 
 DEFAULT_THRESHOLD = 0.10
@@ -83,6 +88,7 @@ MIN_TAIL = 10  # resamples in a tail below which its p-value is the normal appro
 COMPARED_METRICS = ("ttft", "tpot", "itl", "e2e")
 COMPARED_STATS = ("p50", "p99")
 BY_REQUEST = ("itl",)  # resampled by request: their samples within one request are correlated
+BURST_METRICS = ("tpot", "itl")  # 0 ms when a server sends a whole reply in one read
 _CHUNK = 250  # resamples per numpy batch: bounds memory at B × buckets
 _ITEM = re.compile(
     r"^\s*(?:(?P<key>(?:server\.)?[a-z_][a-z0-9_]*(?:\.p[\d.]+|\.mean)?)\s*=\s*)?"
@@ -303,7 +309,7 @@ def compare_accumulators(
         }
         compared = compare_stat(
             base_h, cur_h, stat, sides=("baseline", "current"),
-            resamples=resamples, seed=seed, sizes=sizes,
+            resamples=resamples, seed=seed, sizes=sizes, metric=metric,
         )  # fmt: skip
         checks.append(
             RegressionCheck(
@@ -392,9 +398,12 @@ def compare_stat(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     sizes: tuple[int | None, int | None] = (None, None),
+    metric: str = "",
 ) -> StatComparison:
     """``stat`` of ``after`` against ``before``: inconclusive under the minimum-sample rule
-    (the reason names the two ``sides``), else the change and the bootstrap's p-values."""
+    (the reason names the two ``sides``) or when ``before``'s value is 0 and ``after``'s
+    is not (a relative change is undefined: :func:`zero_baseline`, naming ``metric``),
+    else the change and the bootstrap's p-values. Both 0: no change."""
     needed = min_samples(_percentile(stat))
     if min(before.count, after.count) < needed:
         return StatComparison(
@@ -404,12 +413,26 @@ def compare_stat(
             f"have {before.count} ({sides[0]}) and {after.count} ({sides[1]})",
         )
     b, c = before.stat(stat), after.stat(stat)
-    change = (c / b - 1.0) if b > 0 else (0.0 if c == 0 else math.inf)
+    if b <= 0 < c:
+        return StatComparison(
+            round(b, 4),
+            round(c, 4),
+            reason=zero_baseline(f"{metric}.{stat}" if metric else stat, sides[0]),
+        )
+    change = (c / b - 1.0) if b > 0 else 0.0  # both 0: no change
     p_slower, p_faster, sd = bootstrap_test(
         before, after, stat, resamples=resamples, seed=seed, sizes=sizes
     )
     spread = sd / b if b > 0 else None
     return StatComparison(round(b, 4), round(c, 4), change, p_slower, p_faster, spread=spread)
+
+
+def zero_baseline(name: str, side: str) -> str:
+    """Why ``name`` (``tpot.p50``) is inconclusive when ``side``'s value is 0 and the other's
+    is not: a change relative to 0 is undefined, not infinite. TPOT and ITL are 0 when a
+    server sends each reply in one read (llama-server; vLLM CPU under load)."""
+    hint = " (every token in one read?)" if name.split(".")[0] in BURST_METRICS else ""
+    return f"{name}: {side} is 0 ms: a relative change is undefined{hint}"
 
 
 def inconclusive_check(run: str, reason: str, *, compared_with: str = "") -> RegressionCheck:

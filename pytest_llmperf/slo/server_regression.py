@@ -7,7 +7,9 @@ change counts only when the buckets say so on their own: *regressed* when the
 value grew beyond the threshold **and** the current bucket lies wholly above the
 baseline's value (its lower bound at or above the baseline's upper bound), and
 *improved* the other way round. A mean (exact: a sum over a count) needs only the
-threshold. Each side needs the sample count a client percentile needs.
+threshold. Each side needs the sample count a client percentile needs, and a baseline
+value of 0 against a current one above it is inconclusive, as for the client's checks (a
+change relative to 0 is undefined).
 
 Only the statistics named in ``--llm-baseline-threshold`` are compared: a server's
 buckets are its own choice, and a default comparison of every one would mostly
@@ -20,7 +22,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_llmperf.server_metrics.summary import ServerMetrics
-from pytest_llmperf.slo.regression import RegressionCheck, RegressionVerdict, Thresholds
+from pytest_llmperf.slo.regression import (
+    RegressionCheck,
+    RegressionVerdict,
+    Thresholds,
+    zero_baseline,
+)
 from pytest_llmperf.slo.verdicts import min_samples
 from pytest_llmperf.specs.slo import percentile_of
 
@@ -70,7 +77,7 @@ def compare_server_metrics(
             )
             continue
         assert b is not None and c is not None
-        change = c / b - 1.0 if b > 0 else (0.0 if c == 0 else float("inf"))
+        change = c / b - 1.0 if b > 0 else 0.0  # both 0 (0 against more: _why_not)
         verdict = RegressionVerdict.UNCHANGED
         if stat == "mean":
             above, below = True, True
@@ -86,7 +93,7 @@ def compare_server_metrics(
             RegressionCheck(
                 baseline=round(float(b), 4),
                 current=round(float(c), 4),
-                change=round(change, 6) if change != float("inf") else None,
+                change=round(change, 6),
                 p_value=None,
                 verdict=verdict,
                 **common,
@@ -117,4 +124,6 @@ def _why_not(
             f"{stat} needs >= {needed} samples on both sides, "
             f"have {counts[0]} (baseline) and {counts[1]} (current)"
         )
+    if float(b) <= 0 < float(c):
+        return zero_baseline(f"{name}.{stat}", "baseline")
     return ""

@@ -9,7 +9,14 @@ import pytest
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.slo.regression import Thresholds, bootstrap_p_value, compare_accumulators
+from pytest_llmperf.slo.paired import paired_checks
+from pytest_llmperf.slo.regression import (
+    RegressionVerdict,
+    Thresholds,
+    bootstrap_p_value,
+    compare_accumulators,
+    worst,
+)
 
 Draw = Callable[..., np.ndarray]
 MakeAcc = Callable[..., MetricsAccumulator]
@@ -79,6 +86,66 @@ def test_percentiles_under_the_minimum_sample_rule_are_inconclusive(make_acc: Ma
     by = {c.name: c for c in checks}
     assert by["ttft.p99"].verdict == "inconclusive" and "1000" in by["ttft.p99"].reason
     assert by["ttft.p50"].verdict == "regressed"
+
+
+def test_a_zero_baseline_against_a_nonzero_run_is_inconclusive_naming_stat_and_side(
+    make_acc: MakeAcc, lognormal: Draw
+) -> None:
+    """A baseline whose replies each came in one read (TPOT and ITL 0 ms) against a streamed
+    run: a change relative to 0 is undefined, so a note, not a failure (it was an infinite
+    change, "regressed"); TTFT, nonzero on both sides, is still judged."""
+    ttft = lognormal(100, 1500, seed=1)
+    base = make_acc(ttft, tpot_ms=0.0)
+    cur = make_acc(ttft * 1.3, tpot_ms=1.3)
+    by = {c.name: c for c in compare_accumulators(base, cur)}
+    for name in ("tpot.p50", "tpot.p99", "itl.p50", "itl.p99"):
+        c = by[name]
+        assert c.verdict == "inconclusive", c
+        assert c.reason == (
+            f"{name}: baseline is 0 ms: a relative change is undefined (every token in one read?)"
+        )
+        assert (c.baseline, c.current) == (0.0, 1.3)
+        assert c.change is None and c.p_value is None and c.spread is None
+    assert by["ttft.p50"].verdict == "regressed"  # the other statistics are judged as ever
+    gaps = [c for c in by.values() if c.metric in ("tpot", "itl")]
+    assert worst(gaps) is RegressionVerdict.INCONCLUSIVE
+
+
+def test_zero_against_zero_is_no_change(make_acc: MakeAcc, lognormal: Draw) -> None:
+    base = make_acc(lognormal(100, 1500, seed=1), tpot_ms=0.0)
+    cur = make_acc(lognormal(100, 1500, seed=2), tpot_ms=0.0)
+    by = {c.name: c for c in compare_accumulators(base, cur)}
+    for name in ("tpot.p50", "tpot.p99", "itl.p50", "itl.p99"):
+        c = by[name]
+        assert (c.verdict, c.change, c.reason) == ("unchanged", 0.0, ""), c
+        assert (c.baseline, c.current) == (0.0, 0.0) and c.p_value is not None
+
+
+def test_a_tiny_nonzero_baseline_is_still_compared(make_acc: MakeAcc, lognormal: Draw) -> None:
+    """10 µs is not 0: the change is finite (huge) and judged as any other."""
+    ttft = lognormal(100, 1500, seed=1)
+    by = {
+        c.name: c
+        for c in compare_accumulators(make_acc(ttft, tpot_ms=0.01), make_acc(ttft, tpot_ms=1.3))
+    }
+    c = by["tpot.p50"]
+    assert (c.baseline, c.current) == (0.01, 1.3) and c.reason == ""
+    assert c.verdict == "regressed" and c.change == pytest.approx(129.0)
+
+
+def test_a_zero_reference_in_an_ab_comparison_is_inconclusive_naming_the_reference(
+    make_acc: MakeAcc, lognormal: Draw
+) -> None:
+    """The A/B comparison shares the rule (and the code): the side named is the reference."""
+    reference = [make_acc(lognormal(100, 300, seed=k), tpot_ms=0.0) for k in range(4)]
+    candidate = [make_acc(lognormal(100, 300, seed=10 + k), tpot_ms=1.3) for k in range(4)]
+    (check,) = paired_checks(candidate, reference, [("tpot", "p50")])
+    assert check.verdict == "inconclusive" and check.change is None
+    assert check.reason == (
+        "tpot.p50: reference is 0 ms: a relative change is undefined (every token in one read?)"
+    )
+    (same,) = paired_checks(reference, reference, [("tpot", "p50")])
+    assert (same.verdict, same.change) == ("unchanged", 0.0)
 
 
 def test_bootstrap_p_values_are_one_sided(make_acc: MakeAcc, lognormal: Draw) -> None:

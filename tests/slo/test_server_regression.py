@@ -64,6 +64,24 @@ def test_missing_sides_and_small_samples_are_inconclusive_with_the_reason() -> N
     )
 
 
+def test_a_zero_baseline_against_a_nonzero_run_is_inconclusive() -> None:
+    """A server that queued nothing in the baseline (mean 0 ms): any queueing now is a
+    change relative to 0, undefined, so a note (it was an infinite change, "regressed");
+    0 against 0 is no change."""
+    checks = compare_server_metrics(
+        side(**queue(20, 10, mean=0.0)).to_dict(), side(**queue(20, 10, mean=0.4)), THRESHOLDS
+    )
+    (mean,) = [c for c in checks if c.stat == "mean"]
+    assert (mean.verdict, mean.change) == (RegressionVerdict.INCONCLUSIVE, None)
+    assert mean.reason == "server.queue_time.mean: baseline is 0 ms: a relative change is undefined"
+    assert (mean.baseline, mean.current) == (0.0, 0.4)
+    zero = queue(0, 0, mean=0.0)
+    both = compare_server_metrics(side(**zero).to_dict(), side(**zero), THRESHOLDS)
+    assert {(c.verdict, c.change, c.reason) for c in both} == {
+        (RegressionVerdict.UNCHANGED, 0.0, "")
+    }
+
+
 def test_nothing_is_compared_unless_named() -> None:
     assert (
         compare_server_metrics(side(**queue(20, 10)).to_dict(), side(**queue(90, 50)), Thresholds())
