@@ -3,7 +3,7 @@
 Every failure mode of a real server ends here as ``record.error`` with a
 reason category; nothing raises out of :func:`send_request` except
 cancellation. The connection (:mod:`~pytest_llmperf.client.http1`) takes one
-``monotonic_ns`` reading per read from the socket, in ``data_received``, and
+``monotonic_ns`` reading per read from the socket, in ``buffer_updated``, and
 every event that read completed is stamped with it: that is when the client
 could first have seen those bytes. ``t_send`` is taken as the request's bytes
 are handed to the socket.
@@ -277,7 +277,7 @@ async def _settled(record: RequestRecord) -> RequestRecord:
 class _Reading:
     """The response sink of one request (see :class:`~pytest_llmperf.client.http1.ResponseSink`).
 
-    Runs inside the connection's ``data_received``: it must not raise (a
+    Runs inside the connection's ``buffer_updated``: it must not raise (a
     bug becomes a ``client_error`` of this request) and it resolves
     :attr:`done` once the request's outcome is known, with ``False``. The one
     exception: while ``resend_on`` is the (reused) connection the request went
@@ -316,6 +316,7 @@ class _Reading:
         "_start_ns",
         "_timeouts",
         "_timer",
+        "_whole_reads",
         "done",
         "embedding_inputs",
         "last_read_ns",
@@ -365,6 +366,8 @@ class _Reading:
         self._per_event = (
             bool(self._cancel_tokens) or record.reply is not None or contract is not None
         )
+        # a read that is a run of the common chunk, taken from its bytes (not per event)
+        self._whole_reads = None if self._per_event else self._reader
 
     # -- limits ------------------------------------------------------------------
 
@@ -441,6 +444,11 @@ class _Reading:
             return
         self.last_read_ns = now_ns
         if self._mode == _STREAM:
+            reader = self._whole_reads
+            if reader is not None and self._parser.idle and (count := reader.sse_run(data)):
+                # the read is nothing but text tokens of the stream's common chunk
+                _text_events(self.record, count, now_ns, reader.text_info)  # type: ignore[arg-type]
+                return
             try:
                 if self._per_event:
                     self._events_watched(self._parser.feed(data), now_ns)

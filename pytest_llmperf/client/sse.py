@@ -33,6 +33,9 @@ class SSEParser:
         self.max_line_bytes = max_line_bytes
         self._data: list[str] = []
         self.last_event_type = ""
+        # nothing of an earlier read is held (no partial line, no event without its blank
+        # line): the next read begins an event, so its bytes can be read on their own
+        self.idle = True
 
     def feed(self, chunk: bytes) -> list[str]:
         if (
@@ -53,6 +56,7 @@ class SSEParser:
                 events.append(block[6:] if block[5:6] == " " else block[5:])
             else:
                 return events
+        self.idle = False  # until this read is parsed: below, or a mid-line read
         if b"\n" not in chunk and b"\r" not in chunk:
             # Mid-line (a huge chunk arriving in reads): collect without re-copying the
             # buffer on every read, which would cost O(n^2) and stall the event loop.
@@ -86,6 +90,7 @@ class SSEParser:
             elif pending:
                 events.append(pending[0] if len(pending) == 1 else "\n".join(pending))
                 pending = self._data = []
+        self.idle = not (self._buffer or self._data)
         return events
 
     def close(self) -> list[str]:
@@ -99,6 +104,7 @@ class SSEParser:
             self._line(self._buffer, events)
             self._buffer = b""
         self._line(b"", events)
+        self.idle = True
         return events
 
     def _line(self, raw: bytes, events: list[str]) -> None:

@@ -10,6 +10,7 @@ its last chunks; a :class:`ChunkReader` must say of every chunk exactly what
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,7 @@ from pytest_llmperf.client.apis import chunk_parser
 from pytest_llmperf.client.chunk_shapes import ChunkReader
 from pytest_llmperf.client.endpoint import Timeouts
 from pytest_llmperf.client.openai import ChunkInfo, parse_chunk
-from pytest_llmperf.client.records import RequestRecord
+from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import _on_event, _Reading
 
 Compact = Callable[[Any], str]
@@ -219,3 +220,85 @@ def test_a_reads_run_of_common_chunks_makes_the_record_event_by_event_would(
     record, reference = read_in_pieces(payloads, cuts)
     for field in RECORD_FIELDS:
         assert getattr(record, field) == getattr(reference, field), field
+
+
+def read_at_byte_cuts(payloads: list[str], cuts: list[int]) -> tuple[RequestRecord, RequestRecord]:
+    """As :func:`read_in_pieces`, but the stream's bytes are cut anywhere (mid-event,
+    mid-character): an event belongs to the read that brings its blank line."""
+    wire = b"".join(f"data: {d}\n\n".encode() for d in payloads)
+    bounds = sorted({c % (len(wire) + 1) for c in cuts} | {0, len(wire)})
+    reads = [wire[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+    async def sink_record() -> RequestRecord:
+        record = RequestRecord(index=0, t_sched=1)
+        sink = _Reading(record, Timeouts.from_seconds(10), 1, api="chat")
+        for k, read in enumerate(reads):
+            sink.on_body(read, 1_000 * (k + 2))
+        return record
+
+    record = asyncio.run(sink_record())
+    reference = RequestRecord(index=0, t_sched=1)
+    end = 0
+    for data in payloads:
+        end += len(f"data: {data}\n\n".encode())
+        k = next(i for i, b in enumerate(bounds[1:]) if b >= end)  # the read with its end
+        _on_event(data, 1_000 * (k + 2), reference, parse_chunk)
+    return record, reference
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.one_of(st.sampled_from(TEXTS), st.text(max_size=6)), min_size=1, max_size=30),
+    cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=12),
+    name=st.sampled_from(sorted(SHAPES)),
+)
+def test_reads_cut_anywhere_make_the_record_event_by_event_would(
+    texts: list[str], cuts: list[int], name: str
+) -> None:
+    """The whole-read path (``ChunkReader.sse_run`` on a read's bytes, when the SSE parser
+    holds nothing) and the parser's path agree for any texts and any cuts of the bytes."""
+    shape = SHAPES[name]
+    payloads = [compact(shape(t)) for t in ["seed", *texts]] + stream(shape, compact)[-2:]
+    record, reference = read_at_byte_cuts(payloads, cuts)
+    for field in RECORD_FIELDS:
+        assert getattr(record, field) == getattr(reference, field), field
+
+
+def test_a_read_of_whole_common_chunks_is_counted_from_its_bytes() -> None:
+    """The reads that the whole-read path takes, and those it leaves to the SSE parser."""
+    reader = ChunkReader()
+    for text in ["seed", "Hello"]:
+        reader(compact(vllm_chat(text)))
+    one = f"data: {compact(vllm_chat(' world'))}\n\n".encode()
+    assert reader.sse_run(one) == 1
+    assert reader.sse_run(one * 3) == 3
+    assert reader.sse_run(f"data: {compact(vllm_chat(''))}\n\n".encode()) == 0  # empty text
+    quoted = compact(vllm_chat('a"b'))
+    assert reader.sse_run(f"data: {quoted}\n\n".encode()) == 0  # an escape
+    assert reader.sse_run(one + b": keep-alive\n\n") == 0  # a comment: the parser's
+    assert reader.sse_run(one[:-1]) == 0  # no blank line yet
+    assert reader.sse_run(one.replace(b"data: ", b"data:")) == 0  # other framing
+    finish = f"data: {compact(vllm_chat('x', 'stop'))}\n\n".encode()
+    assert reader.sse_run(one + finish) == 0  # the finish is parsed in full
+    assert ChunkReader().sse_run(one) == 0  # nothing learned yet
+
+
+def test_a_read_after_an_unfinished_event_goes_through_the_sse_parser() -> None:
+    """A read that looks like whole common chunks but continues an event the parser holds
+    (here a first ``data:`` line, no blank line yet) is that event's second line: the
+    event is the two lines joined, not JSON, and the request fails as the parser says."""
+    chunk = compact(vllm_chat(" world"))
+
+    async def reads() -> RequestRecord:
+        record = RequestRecord(index=0, t_sched=1)
+        sink = _Reading(record, Timeouts.from_seconds(10), 1, api="chat")
+        for k, text in enumerate(["seed", "Hello"]):
+            sink.on_body(f"data: {compact(vllm_chat(text))}\n\n".encode(), 10 + k)
+        sink.on_body(f"data: {chunk}\n".encode(), 20)
+        sink.on_body(f"data: {chunk}\n\n".encode(), 30)
+        return record
+
+    record = asyncio.run(reads())
+    assert record.token_events == 2
+    assert record.error is ErrorKind.PROTOCOL, record.error_detail
+    assert "malformed stream chunk" in record.error_detail
