@@ -11,6 +11,11 @@ Server: ``benchmarks/streaming_server.py`` with first token after 20 ms and
 read while the pacer waits.
 
     python benchmarks/loadgen_poisson.py [--rate 500] [--duration 30] [--workers 1]
+        [--pacing precise] [--pin]
+
+``--pin`` gives the client (this process and its workers) the first CPU and the
+server the others: on a 2-core machine the server's wake-ups otherwise land on
+the client's core now and then, and the send due then waits for them.
 """
 
 from __future__ import annotations
@@ -40,12 +45,21 @@ def main() -> None:
         "--pacing", default="default", choices=("default", "precise"), help="llm_load(pacing=)"
     )
     ap.add_argument("--events", default=None, help="also keep the event log in this directory")
+    ap.add_argument(
+        "--pin", action="store_true", help="the client on the first CPU, the server on the rest"
+    )
     args = ap.parse_args()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
         f", load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     server = start_server(20.0, 5.0, record=False)
+    if args.pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            raise SystemExit("--pin needs two CPUs")
+        os.sched_setaffinity(server.proc.pid, cpus[1:])
+        os.sched_setaffinity(0, cpus[:1])
     try:
         spec = RunSpec(
             "synthetic",
@@ -66,7 +80,7 @@ def main() -> None:
     vs_nominal = c["achieved_rate"] / c["planned_rate"]
     print(
         f"poisson {args.rate:g} req/s for {args.duration:g} s, workers={args.workers}, "
-        f"pacing={args.pacing}: "
+        f"pacing={args.pacing}{', pinned' if args.pin else ''}: "
         f"{result.counts['issued']} issued, {result.counts['completed']} completed"
     )
     print(

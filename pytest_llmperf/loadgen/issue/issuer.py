@@ -5,7 +5,8 @@ offset_i``), never "previous send + delay", so the schedule cannot drift; a
 send that happens late still counts its latency from its planned time
 (:mod:`~pytest_llmperf.loadgen.issue.pacing` wakes up early and finishes on the
 monotonic clock, because asyncio's timers are only millisecond-accurate). Each
-request's bytes are built before its planned instant and written at it, by the
+request's bytes are built before its planned instant, while it is still far off
+(:mod:`~pytest_llmperf.loadgen.issue.prepared`), and written at it, by the
 issuing coroutine itself when a kept-alive connection is idle.
 Closed-loop slots (``concurrency``, ``max-throughput``) issue the next
 request as soon as their previous one ends.
@@ -39,7 +40,6 @@ from collections.abc import Iterator, Sequence
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import ErrorKind
-from pytest_llmperf.client.request import request_data
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.loadgen.issue.book import IssueBook
 from pytest_llmperf.loadgen.issue.closed_loop import ClosedLoop
@@ -49,6 +49,7 @@ from pytest_llmperf.loadgen.issue.conversations import (
 )
 from pytest_llmperf.loadgen.issue.delivery import Delivery
 from pytest_llmperf.loadgen.issue.drain import DRAIN_GRACE_S, INTERRUPT_DRAIN_S
+from pytest_llmperf.loadgen.issue.prepared import PreparedRequests
 from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.plan.planner import PlannedRequest, RunPlan
 from pytest_llmperf.loadgen.result import StopReason
@@ -105,25 +106,18 @@ class Issuer:
             )
             return
         book.t0 = t0
-        workload = self.plan.workload
         pacer = book.pacer
         stopping = book.stopping
+        ready = PreparedRequests(plan, t0, self.plan.workload, http, endpoint)
         behind = 0
-        for item in plan:
+        while (request := ready.next()) is not None:  # built before its wait, with its bytes
             if stopping.is_set():
                 break
-            assert item.offset_ns is not None
-            planned = t0 + item.offset_ns
-            sample = workload.sample(item.sample_index)  # prepared before the wait,
-            try:
-                data: bytes | None = request_data(http, endpoint, sample)  # with its bytes
-            except Exception:  # (a bad header, a payload bug): its send fails and says why
-                data = None
-            behind = await pacer.due(planned, behind)
+            behind = await pacer.due(request.planned, behind)
             if behind < 0:
                 break
-            record = book.new_record(item, sample, planned)
-            book.launch(http, endpoint, sample, record, item.cancel, data)
+            record = book.new_record(request.item, request.sample, request.planned)
+            book.launch(http, endpoint, request.sample, record, request.item.cancel, request.data)
 
     async def issue_closed_loop(
         self,
