@@ -725,6 +725,54 @@ def micro(tokens: int, repeat: int) -> None:
     )
     for label, fn in rows:
         print(f"  {per_event(fn, len(payloads)):6.3f} µs/event  {label}")
+    print(f"  {_one_read_per_event(srv, tokens, repeat):6.3f} µs/event  {_ONE_READ}")
+
+
+_ONE_READ = "a read per event, HTTP framing to record (buffer_updated + the response's sink)"
+
+
+def _one_read_per_event(srv: StreamingServer, tokens: int, repeat: int) -> float:
+    """The connection's whole per-read path at a 10 ms stream's one event a read."""
+    from pytest_llmperf.client.endpoint import Timeouts
+    from pytest_llmperf.client.http1 import Http1Connection
+    from pytest_llmperf.client.records import RequestRecord
+    from pytest_llmperf.client.request import _Reading
+
+    frames = [srv.token(i, i == tokens - 1) for i in range(tokens)]  # HTTP chunks
+    head = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+
+    class _Transport:  # what the connection asks of one: nothing is sent
+        def write(self, data: bytes) -> None:
+            pass
+
+        def get_extra_info(self, name: str) -> None:
+            return None
+
+    # each read's bytes stand ready in a buffer of their own, as recv_into leaves them in
+    # the connection's: the time is the connection's and the sink's, not a copy's
+    reads = [memoryview(bytearray(frame)) for frame in frames]
+
+    async def stream() -> float:
+        conn = Http1Connection()
+        conn.connection_made(_Transport())  # type: ignore[arg-type]
+        record = RequestRecord(0, 1)
+        conn.send(b"", _Reading(record, Timeouts.from_seconds(100), 1, api="chat"))
+        conn._buffer = memoryview(bytearray(head))
+        conn.buffer_updated(len(head))
+        started = time.perf_counter()
+        for view in reads:
+            conn._buffer = view
+            conn.buffer_updated(len(view))
+        elapsed = time.perf_counter() - started
+        assert record.token_events >= tokens - 1 and record.error is None, record.error_detail
+        return elapsed / tokens * 1e6
+
+    async def best() -> float:
+        return min([await stream() for _ in range(repeat)])
+
+    return asyncio.run(best())
 
 
 def main() -> None:
