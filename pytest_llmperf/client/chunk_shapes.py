@@ -21,6 +21,10 @@ the learned one with other text, and :func:`parse_chunk` would say the same of i
 usage, an escape, a field that changes per chunk, is parsed in full, so a server
 whose chunks differ in more than their text costs one failed prefix comparison
 per chunk and gets exactly what it got before.
+
+A read of a 10 ms token stream holds one event, so there the cost per event is the cost
+per read: :meth:`ChunkReader.sse_run` takes a read that is nothing but whole events of the
+learned shape from its bytes, before the SSE parser splits and decodes it.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ class ReportsPart(PluginBase):
     """The header, and at session end the session verdicts and every report."""
 
     markdown_error = ""  # the Markdown summary could not be written (a red line, not a crash)
+    stopped = ""  # pytest stopped the session early, not interrupted: its words (the reason)
     multiple_comparisons: dict[str, Any] | None = None  # the session's comparisons, corrected
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -85,8 +86,17 @@ class ReportsPart(PluginBase):
             lines.append(f"llmperf: ruleset {self.ruleset.name} ({self.ruleset.source})")
         return lines
 
-    def pytest_keyboard_interrupt(self) -> None:
-        self.data.interrupted = True
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """Ctrl-C, SIGTERM (plugin/interrupts.py) or a KeyboardInterrupt in a test: the
+        session is interrupted. pytest calls this hook too when it stops the session itself
+        (``Session.Interrupted``: errors during collection, a plugin's stop) or on
+        ``pytest.exit`` (a usage error found mid-session): nobody interrupted the runs, so
+        the session is not marked interrupted, and only why it stopped is kept."""
+        error = excinfo.value
+        if isinstance(error, pytest.Session.Interrupted | pytest.exit.Exception):
+            self.stopped = _stop_reason(error)
+        else:
+            self.data.interrupted = True
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -267,11 +277,20 @@ class ReportsPart(PluginBase):
             errors=[f.message() for f in self.hook_failures]
             + ([self.markdown_error] if self.markdown_error else [])
             + ([self.history.error] if self.history and self.history.error else []),
+            stopped=self.stopped,
         )
         if self.history and self.history.note:
             terminalreporter.write_line(self.history.note)
         if self.multiple_comparisons:
             terminalreporter.write_line(multiple_comparisons_line(self.multiple_comparisons))
+
+
+def _stop_reason(error: BaseException) -> str:
+    """Why pytest stopped the session, its first line: ``1 error during collection``,
+    ``stopping after 1 failures`` (xdist), a ``pytest.exit`` reason."""
+    msg = getattr(error, "msg", None)  # pytest.exit's reason
+    text = str(msg if msg is not None else error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _report_trends(target: str, report: Any) -> Any:

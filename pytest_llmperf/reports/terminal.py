@@ -8,7 +8,10 @@ A/B comparison with ``--llm-reference-endpoint`` (one line per run, passed or
 not: the statistics compared and the largest change), and its baseline
 comparisons when they say something (regressed, improved, or could not
 compare); then per endpoint and model the session's merged figures and one
-line per session-wide ruleset target; then the paths of reports written.
+line per session-wide ruleset target; then, when the session did not run to its
+end, one line saying so (:func:`stop_note`: interrupted, with or without runs
+measured, or stopped early by pytest after runs were measured); then the paths
+of reports written.
 A run with ``connection_retries`` (requests sent once more on a new
 connection, docs/measurement.md "Connections") gets a ``!`` line saying how
 many, and the figures of a run or group name them; at 0, the normal case,
@@ -70,6 +73,7 @@ __all__ = [
     "DEFAULT_WIDTH",
     "MAX_STAGE_LINES",
     "endpoint_label",
+    "stop_note",
     "summary_lines",
     "write_terminal_summary",
 ]
@@ -87,10 +91,15 @@ def endpoint_label(endpoint: Mapping[str, Any] | None) -> str:
 
 
 def summary_lines(
-    data: SessionData, session_verdicts: Sequence[SloVerdict], *, width: int | None = None
+    data: SessionData,
+    session_verdicts: Sequence[SloVerdict],
+    *,
+    width: int | None = None,
+    stopped: str = "",
 ) -> list[str]:
     """The section's lines; ``width`` (the terminal's) breaks longer ones, None keeps each
-    whole (a merged group's figures then take one line)."""
+    whole (a merged group's figures then take one line). ``stopped``: why pytest ended
+    the session early when nobody interrupted it (:func:`stop_note`)."""
     lines: list[str] = []
     tests = data.measured_tests()
     several = len({endpoint_label(t.endpoint) for t in tests if t.endpoint}) > 1
@@ -160,9 +169,28 @@ def summary_lines(
             for verdict in session_verdicts:
                 if verdict.run == f"session {key}":
                     lines.append("    " + _slo_line({**verdict.to_dict(), "run": ""}))
-    if data.interrupted:
-        lines.append("session was interrupted: figures cover what was measured until then")
+    if note := stop_note(data, stopped):
+        lines.extend(prose(note, width))
     return lines
+
+
+def stop_note(data: SessionData, stopped: str = "") -> str:
+    """The last line when the session did not run to its end ("" when it did).
+
+    Interrupted (``data.interrupted``: Ctrl-C, SIGTERM, a KeyboardInterrupt in a test):
+    the figures cover what was measured until then, or nothing was measured. Stopped by
+    pytest or a plugin, not interrupted (``stopped``: pytest's words, such as ``1 error
+    during collection``, or a ``pytest.exit`` reason, which pytest prints itself): named
+    only when runs were measured before it; with none measured there is nothing to add.
+    """
+    measured = any(t.runs for t in data.tests.values())
+    if data.interrupted:
+        if measured:
+            return "session was interrupted: figures cover what was measured until then"
+        return "session was interrupted before any run was measured"
+    if stopped and measured:
+        return f"session stopped early ({stopped}): figures cover what was measured until then"
+    return ""
 
 
 def _stage_lines(run: Mapping[str, Any], slos: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -382,11 +410,14 @@ def write_terminal_summary(
     written: Sequence[str],
     *,
     errors: Sequence[str] = (),
+    stopped: str = "",
 ) -> None:
-    """``errors``: extension hooks that failed (pytest_llmperf.hook_calls), shown last, in red."""
+    """``errors``: extension hooks that failed (pytest_llmperf.hook_calls), shown last, in red;
+    ``stopped``: why pytest ended the session early without an interrupt (:func:`stop_note`)."""
     tw = getattr(terminalreporter, "_tw", None)  # pytest's writer knows the terminal's width
     width = getattr(tw, "fullwidth", DEFAULT_WIDTH) if tw is not None else DEFAULT_WIDTH
-    lines = summary_lines(data, session_verdicts, width=width if width >= 40 else DEFAULT_WIDTH)
+    width = width if width >= 40 else DEFAULT_WIDTH
+    lines = summary_lines(data, session_verdicts, width=width, stopped=stopped)
     if not lines and not written and not errors:
         return
     # end the last test file's progress line first: write_line would do it after the
