@@ -101,9 +101,10 @@ class PluginBase:
         return endpoint
 
     def check_comparability(self, endpoint: dict[str, Any]) -> None:
-        """Once, before the first baseline comparison: is the baseline's (or the history's)
-        server and machine this session's? Flagged on every comparison; with
-        ``--llm-baseline-strict`` a difference stops the session (exit 4), naming it."""
+        """Once, as the first test that could be compared gets its load generator (before
+        it measures anything): is the baseline's (or the history's) server and machine
+        this session's? Flagged on every comparison; with ``--llm-baseline-strict`` a
+        difference stops the session (exit 4), naming it, before a run is spent."""
         if self.baseline is None or self.comparability is not None:
             return
         try:

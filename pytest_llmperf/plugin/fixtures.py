@@ -64,6 +64,8 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
             pytrace=False,
         )
     item.stash[INCONCLUSIVE_KEY] = policy
+    if plugin.baseline is not None:  # before anything is measured: a --llm-baseline-strict
+        plugin.check_comparability(plugin.endpoints.describe(endpoint))  # stop wastes no run
     reference = plugin.reference_endpoint(endpoint.api)
     # greedy outputs: the alone pass when asked for, or when nothing else compares them
     consistency = any(slo.metric == "output_consistency" for slo in spec.slos) or (

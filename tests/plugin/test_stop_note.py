@@ -102,14 +102,20 @@ def test_a_collection_error_is_no_interruption(pytester: pytest.Pytester) -> Non
 
 def test_a_usage_error_mid_session_is_no_interruption(pytester: pytest.Pytester) -> None:
     """``--llm-baseline-strict`` against another server's baseline: the plugin's
-    ``pytest.exit`` (exit status 4) at the first comparison, nothing kept."""
+    ``pytest.exit`` (exit status 4) as the first test gets its load generator, before it
+    measures anything (no run finishes), so nothing measured is dropped."""
     pytester.makepyfile(test_measured=MEASURED)
     saved = run(pytester, "--llm-baseline-save=b.json")
     assert saved.ret == pytest.ExitCode.OK, saved.stdout.str()
     baseline = json.loads((pytester.path / "b.json").read_text())
     baseline["fingerprint"]["model"]["max_model_len"] = 7  # "measured on another server"
     (pytester.path / "b.json").write_text(json.dumps(baseline))
+    pytester.makeconftest(
+        "def pytest_llmperf_run_finished(item, result):\n"
+        "    open('runs.txt', 'a').write(result.label + '\\n')\n"
+    )
     result = run(pytester, "--llm-baseline-compare=b.json", "--llm-baseline-strict")
+    assert not (pytester.path / "runs.txt").exists()  # stopped before its run
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines(["*Exit: pytest-llmperf: baseline b.json: measured on a diff*"])
     section = llmperf_section(result)
