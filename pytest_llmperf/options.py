@@ -245,6 +245,9 @@ class LlmPerfOptions:
     ab_blocks: int = 4
     server_metrics: str = "auto"  # --llm-server-metrics: auto, off, a URL or seconds (checked)
     reset_cache: bool = True  # --llm-reset-cache=auto
+    # --llm-reset-cache set on the command line or in the ini file (not the default): a
+    # reset that could not be done is then said even where no prefix cache is known
+    reset_cache_given: bool = False
     baseline_strict: bool = False
     markdown: str | None = None  # --llm-markdown=PATH
     step_summary: bool = True  # append to $GITHUB_STEP_SUMMARY when set (not --llm-markdown=off)
@@ -324,6 +327,7 @@ class LlmPerfOptions:
             server_metrics=_server_metrics(raw["llm_server_metrics"]),
             reset_cache=_choice("--llm-reset-cache", raw["llm_reset_cache"], ("auto", "off"))
             == "auto",
+            reset_cache_given=_given(get, "--llm-reset-cache"),
             baseline_strict=_switch("--llm-baseline-strict", raw["llm_baseline_strict"]),
             markdown=_markdown(raw["llm_markdown"]),
             step_summary=str(raw["llm_markdown"] or "").strip().lower() != "off",
@@ -432,6 +436,13 @@ def _request_extra(value: Any) -> dict[str, Any]:
         return check_extra_body(parsed, "the value")
     except LlmPerfUsageError as exc:
         raise exc.located("--llm-request-extra") from None
+
+
+def _given(get: Callable[[OptionDef], Any], flag: str) -> bool:
+    """Whether option ``flag`` was set (command line or ini), not left at its default."""
+    option = next(o for o in OPTIONS if o.flag == flag)
+    value = get(option)
+    return value is not None and str(value).strip() != ""
 
 
 def _value(get: Callable[[OptionDef], Any], option: OptionDef) -> Any:

@@ -40,6 +40,7 @@ from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.run import Decider, LoadRun
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.metrics.event_log import read_records
+from pytest_llmperf.server_metrics.cache_reset import with_run_evidence
 from pytest_llmperf.server_metrics.source import ServerMetricsSource
 from pytest_llmperf.specs.load import UNTIL_DECIDED, LoadPattern, SampleOrderMode
 from pytest_llmperf.specs.perf import PerfSpec
@@ -186,7 +187,8 @@ class LoadGenerator:
         result = await self.execute_spec(
             spec, label=label, observers=observers, workers=workers, decide=decide
         )
-        result.cache_reset = cache_reset
+        # the run's own prefix-cache counters tell whether there was a cache to reset
+        result.cache_reset = with_run_evidence(cache_reset, result.server_metrics)
         self.keep(result, gate=gate)
         if result.stop_reason is StopReason.SIGINT:
             # The run drained gracefully and its result is kept; now stop the session.

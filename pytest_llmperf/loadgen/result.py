@@ -32,14 +32,22 @@ class StopReason(StrEnum):
 
 
 def token_length_warnings(
-    lengths: Mapping[str, Any], request_fields: Mapping[str, Any]
+    lengths: Mapping[str, Any],
+    request_fields: Mapping[str, Any],
+    workload: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """Why the lengths the server saw are not the ones the workload asked for.
+    """Why the lengths the server saw are not the ones the workload asked for, each
+    with what to do about it.
 
     A prompt off by more than 10% means the tokenizer is not the model's (or
     the chat template was not accounted for): every "N-token prompt" SLO
     then measures something else. Output shorter than asked means the model
-    stopped early, which is expected where the server refused ``ignore_eos``.
+    stopped early: said only where ``max_tokens`` was meant as the length
+    (``workload["output_control"]`` with ``ignore_eos``). Where it is a cap (a
+    structured or tool-call output, which ends where its JSON or call ends, or a
+    workload with ``ignore_eos=False``), an output that ends at its natural end
+    is what was asked for; ``token_lengths`` still records the lengths. Output
+    longer than asked is always said: the server did not honour ``max_tokens``.
     """
     out: list[str] = []
     dev = lengths.get("input_deviation")
@@ -53,12 +61,23 @@ def token_length_warnings(
             "set --llm-tokenizer to the model's tokenizer"
         )
     dev = lengths.get("output_deviation")
-    if dev is not None and abs(dev) > TOKEN_LENGTH_TOLERANCE:
-        why = (
-            "the server refused ignore_eos, so the model may stop early"
-            if request_fields.get("ignore_eos") is False
-            else "the model stopped early or the server capped max_tokens"
-        )
+    control = str((workload or {}).get("output_control") or "max_tokens + ignore_eos")
+    capped = "ignore_eos" not in control  # max_tokens is a cap, not the length
+    if dev is not None and abs(dev) > TOKEN_LENGTH_TOLERANCE and not (capped and dev < 0):
+        if dev > 0:
+            why = "the server generated past max_tokens: check that it honours the length field"
+        elif request_fields.get("ignore_eos") is False:
+            why = (
+                "the server refused ignore_eos, so the model stops where it likes; to measure "
+                "its own lengths say so with llm_workload(..., ignore_eos=False), for fixed "
+                "lengths use a server that takes ignore_eos (vLLM, SGLang)"
+            )
+        else:
+            why = (
+                "the model stopped early or the server capped max_tokens; check the server's "
+                "output limit (a context or max_tokens cap), or set "
+                "llm_workload(..., ignore_eos=False) if the model's own lengths are wanted"
+            )
         out.append(
             f"outputs were {dev * 100:+.0f}% off the requested length "
             f"({lengths['output_server_mean']:g} vs {lengths['output_requested_mean']:g} "
@@ -153,7 +172,9 @@ class RunResult:
         served, asked = out.get("input_server_mean"), out.get("input_requested_mean")
         if self.accumulator.images and served is not None and asked is not None:
             out["image_tokens_mean"] = round(served - asked, 3)  # per request, by difference
-        out["warnings"] = token_length_warnings(out, self.endpoint.get("request_fields") or {})
+        out["warnings"] = token_length_warnings(
+            out, self.endpoint.get("request_fields") or {}, self.workload
+        )
         return out
 
     @property

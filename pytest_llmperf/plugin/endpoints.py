@@ -38,7 +38,7 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.options import DEFAULT_SIM_PROFILE, LlmPerfOptions
 from pytest_llmperf.reports.server_identity import probe_server_identity
 from pytest_llmperf.server_metrics.cache_reset import reset_prefix_cache
-from pytest_llmperf.server_metrics.fingerprint import session_fingerprint
+from pytest_llmperf.server_metrics.fingerprint import prefix_caching, session_fingerprint
 from pytest_llmperf.server_metrics.source import ServerMetricsSource, resolve_source
 from pytest_llmperf.session_tokenizer import session_tokenizer
 from pytest_llmperf.workloads.apis import Api, parse_api
@@ -172,10 +172,23 @@ class EndpointPool:
 
     def cache_resetter(self, endpoint: Endpoint) -> Callable[[Endpoint], dict[str, Any]] | None:
         """What resets the prefix cache before each gated run (None: ``--llm-reset-cache=off``);
-        a server without a reset is asked once (cache_reset.py remembers per server)."""
+        a server without a reset is asked once (cache_reset.py remembers per server). Its
+        record says whether the user set the option (``asked``) and what the server's
+        fingerprint tells of its prefix cache (``prefix_cache``), which decide whether a
+        reset not done is said or only recorded (``cache_reset.reset_said``)."""
         if not self.options.reset_cache:
             return None
-        return _reset_cache
+        asked = self.options.reset_cache_given
+
+        def reset(target: Endpoint) -> dict[str, Any]:
+            record = reset_prefix_cache(target).to_dict()
+            if record["prefix_cache"] is None:
+                fingerprint = self._identity.get(target.base_url, {}).get("fingerprint")
+                record["prefix_cache"] = prefix_caching(fingerprint)
+            record["asked"] = asked
+            return record
+
+        return reset
 
     def tokenizer(self, endpoint: Endpoint) -> Tokenizer | None:
         """The tokenizer that sizes prompts for ``endpoint`` (None before it is prepared;
@@ -284,10 +297,6 @@ class EndpointPool:
             fields=RequestFields(extra=opts.request_extra),
         )
         return preflight_sync(endpoint, self._user_fields)
-
-
-def _reset_cache(endpoint: Endpoint) -> dict[str, Any]:
-    return reset_prefix_cache(endpoint).to_dict()
 
 
 def several_endpoints(described: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

@@ -247,6 +247,15 @@ def _run_view(
     }
 
 
+def _server_latency_cell(entry: Mapping[str, Any], stat: str) -> str:
+    """One cell of a server latency histogram: ``≤ 40.0 ms`` for a statistic read at its
+    bucket's upper bound (``{stat}_lo`` beside it), as the terminal says it."""
+    if stat == "count":
+        return _cell(entry.get(stat))
+    figure = format_value(entry.get(stat), "ms")
+    return f"≤ {figure}" if entry.get(f"{stat}_lo") is not None else figure
+
+
 def _server_view(server: Mapping[str, Any]) -> dict[str, Any]:
     """A run's ``server_metrics`` as tables of formatted cells: latency histograms (ms),
     gauges (max, mean, min), counts and ratios (value), an unknown family's raw ones."""
@@ -258,10 +267,7 @@ def _server_view(server: Mapping[str, Any]) -> dict[str, Any]:
         entry = metrics[name] if isinstance(metrics[name], Mapping) else {}
         kind = metric_kind(name)
         if kind is MetricKind.LATENCY:
-            cells = [
-                _cell(entry.get(s)) if s == "count" else format_value(entry.get(s), "ms")
-                for s in _SERVER_LATENCY_STATS
-            ]
+            cells = [_server_latency_cell(entry, s) for s in _SERVER_LATENCY_STATS]
             latency.append({"name": name, "cells": cells})
         elif kind is MetricKind.GAUGE:
             cells = [format_server_value(name, entry.get(s)) for s in _SERVER_GAUGE_STATS]

@@ -17,7 +17,7 @@ from pytest_llmperf.reports.model_view import issued_share, model_entries, model
 from pytest_llmperf.reports.output_words import validity
 from pytest_llmperf.reports.table import format_value, stage_level, stage_mark
 from pytest_llmperf.reports.time_split import (
-    cache_reset_word,
+    cache_reset_note,
     ms_figure,
     server_figures,
     server_head,
@@ -105,8 +105,7 @@ def server_line(nodeid: str, run: Mapping[str, Any]) -> str | None:
     if split is not None:
         parts = " + ".join(f"{p.label} {ms_figure(p.values.get('p99'))}" for p in split.parts)
         line += text(f"; ttft p99 {ms_figure(split.ttft.get('p99'))} ≈ {parts} ms")
-    reset = cache_reset_word(run.get("cache_reset"))
-    if reset and run.get("cache_reset", {}).get("done"):
+    if reset := cache_reset_note(run.get("cache_reset")):
         line += f"; {text(reset)}"
     return line
 

@@ -59,13 +59,14 @@ from pytest_llmperf.reports.table import (
 )
 from pytest_llmperf.reports.terminal_outputs import invalid_lines, output_lines, valid_part
 from pytest_llmperf.reports.time_split import (
-    cache_reset_word,
+    cache_reset_note,
     explains_time,
     metric_unit,
     scope_of,
     server_figures,
     server_head,
 )
+from pytest_llmperf.server_metrics.cache_reset import reset_said
 from pytest_llmperf.slo.regression import RegressionVerdict
 from pytest_llmperf.slo.verdicts import SloVerdict
 
@@ -147,7 +148,7 @@ def summary_lines(
             lines.extend(invalid_lines(run, width))
             for warning in (run.get("token_lengths") or {}).get("warnings", ()):
                 lines.append(f"    ! {run['label']}: {warning}")
-            if run.get("server_metrics") is not None or run.get("cache_reset"):
+            if run.get("server_metrics") is not None or reset_said(run.get("cache_reset")):
                 lines.extend(wrap_parts(_server_parts(run), width))
             if retried := (run.get("counts") or {}).get("connection_retries"):
                 lines.extend(_retries_lines(run["label"], retried, width))
@@ -258,7 +259,7 @@ def _server_parts(run: Mapping[str, Any]) -> list[str]:
     head = f"server [{run.get('label')}]: " + (
         server_head(server) if server is not None else "metrics off"
     )
-    reset = cache_reset_word(run.get("cache_reset"))
+    reset = cache_reset_note(run.get("cache_reset"))
     return [head, *(server_figures(server) if server else ()), *([reset] if reset else [])]
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.server_metrics.cache_reset import reset_said
 from pytest_llmperf.specs.server_names import COMMON_METRICS
 from pytest_llmperf.specs.slo import parse_slo
 
@@ -34,6 +35,8 @@ __all__ = [
     "SPLIT_METRICS",
     "SplitPart",
     "TimeSplit",
+    "bounded_ms",
+    "cache_reset_note",
     "cache_reset_word",
     "explains_time",
     "format_server_value",
@@ -253,10 +256,27 @@ def server_head(server: Mapping[str, Any], *, scrapes: bool = False) -> str:
     return where + (f", {n} scrapes" if scrapes and n else "")
 
 
+def bounded_ms(entry: Mapping[str, Any], stat: str) -> str:
+    """One statistic of a server latency histogram: ``≤ 40.0 ms (bucket 20.0–40.0)`` where
+    it comes from Prometheus bucket deltas (``{stat}_lo`` beside it: the value is only
+    known to lie in that bucket, and is reported at its upper bound), ``21.5 ms``
+    where it is exact to the histogram's resolution (per-request timings); ``- ms``
+    when absent (beyond the last finite bucket)."""
+    value = entry.get(stat)
+    if value is None:
+        return "- ms"
+    hi, lo = ms_figure(float(value)), entry.get(f"{stat}_lo")
+    if lo is None:
+        return f"{hi} ms"
+    return f"≤ {hi} ms (bucket {ms_figure(float(lo))}–{hi})"
+
+
 def server_figures(server: Mapping[str, Any]) -> list[str]:
-    """The key figures, a few words each: ``ttft p50 40.0 p99 120.0 ms``, ``queue p99
-    50.0 ms``, ``KV max 93.5%``, ``preemptions 3``, ``prefix hits 41.0%``, …; then a
-    partial view's missing reason, and an unknown family's raw metric count."""
+    """The key figures, a few words each: ``ttft p50 ≤ 40.0 ms (bucket 20.0–40.0), p99
+    ≤ 160.0 ms (bucket 80.0–160.0)`` (percentiles of Prometheus histograms are bucket
+    bounds, :func:`bounded_ms`), ``queue p99 ≤ 50.0 ms (…)``, ``KV max 93.5%``,
+    ``preemptions 3``, ``prefix hits 41.0%``, …; then a partial view's missing reason,
+    and an unknown family's raw metric count."""
     metrics = server.get("metrics") or {}
     out: list[str] = []
 
@@ -267,10 +287,10 @@ def server_figures(server: Mapping[str, Any]) -> list[str]:
 
     # A histogram that observed nothing in the run (an embeddings run's TTFT) says nothing.
     if stat("server.ttft", "count"):
-        p50, p99 = stat("server.ttft", "p50"), stat("server.ttft", "p99")
-        out.append(f"ttft p50 {ms_figure(p50)} p99 {ms_figure(p99)} ms")
+        ttft = metrics["server.ttft"]
+        out.append(f"ttft p50 {bounded_ms(ttft, 'p50')}, p99 {bounded_ms(ttft, 'p99')}")
     if stat("server.queue_time", "count"):
-        out.append(f"queue p99 {ms_figure(stat('server.queue_time', 'p99'))} ms")
+        out.append(f"queue p99 {bounded_ms(metrics['server.queue_time'], 'p99')}")
     if metrics.get("server.kv_cache_usage"):
         kv = stat("server.kv_cache_usage", "max")
         out.append(f"KV max {format_server_value('server.kv_cache_usage', kv)}")
@@ -287,6 +307,24 @@ def server_figures(server: Mapping[str, Any]) -> list[str]:
     if raw:
         out.append(f"{len(raw)} raw metric(s) under the server's own names")
     return out
+
+
+def cache_reset_note(reset: Mapping[str, Any] | None) -> str:
+    """What the terminal and Markdown say of a run's cache reset: the reset done, or one
+    not done with what to do about it, where that matters (``reset_said``: the server has
+    a prefix cache, or the user set ``--llm-reset-cache``); ``""`` otherwise (a server
+    with nothing to reset: the JSON, JUnit and HTML still record it)."""
+    if not reset or not reset_said(reset):
+        return ""
+    word = cache_reset_word(reset)
+    if reset.get("done"):
+        return word
+    if reset.get("prefix_cache") is False:
+        return f"{word} (the server's prefix caching is off: nothing to reset)"
+    return (
+        f"{word}; so this run may reuse prefixes cached before it: make the reset "
+        "available, or set --llm-reset-cache=off to accept a warm cache"
+    )
 
 
 def cache_reset_word(reset: Mapping[str, Any] | None) -> str:

@@ -32,6 +32,16 @@ Every call is a metadata call (:mod:`pytest_llmperf.client.metadata`) bounded
 by ``timeout`` in total (default 5 s), never retried by the client itself; the
 result names the endpoint without credentials and the server's words scrubbed
 of the key. Nothing here raises: whatever happens is a :class:`CacheReset`.
+
+**Said, or only recorded.** A server without a prefix cache (the simulator's
+``fixed`` profiles, llama.cpp without one) has nothing to reset: its "no cache
+reset" is kept in the report's JSON but is no warning. A reset that was not done
+is *said* (terminal, Markdown) only where that matters (:func:`reset_said`): the
+server has a prefix cache (``prefix_cache``: its reset route answered as one that
+is there, its engine configuration says prefix caching is on
+(:func:`~pytest_llmperf.server_metrics.fingerprint.prefix_caching`), or its
+prefix-cache counters moved during the run, :func:`with_run_evidence`), or the
+user set ``--llm-reset-cache`` (``asked``) rather than leaving its default.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +65,7 @@ from pytest_llmperf.client.metadata import (
     server_root,
 )
 from pytest_llmperf.redaction import scrub
+from pytest_llmperf.server_metrics.summary import ServerMetrics
 
 __all__ = [
     "RESETS",
@@ -62,6 +74,8 @@ __all__ = [
     "forget_cache_resets",
     "reset_prefix_cache",
     "reset_prefix_cache_async",
+    "reset_said",
+    "with_run_evidence",
 ]
 
 RESET_TIMEOUT_S = 5.0  # the whole reset, every call and wait included
@@ -96,17 +110,26 @@ class CacheReset:
     """What a reset did: ``done``; ``how`` it was asked (``"POST /reset_prefix_cache"``,
     empty when nothing was asked); ``why`` it was not done (empty when done).
     ``remembered``: the answer came from an earlier run's (this server is not asked
-    again); ``tries``: the calls this reset made."""
+    again); ``tries``: the calls this reset made. ``prefix_cache``: True where the
+    answer shows the server has a prefix cache (reset, or refused while it is in use);
+    None where it does not tell."""
 
     done: bool
     how: str = ""
     why: str = ""
     remembered: bool = False
     tries: int = 0
+    prefix_cache: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"done", "how", "why"}`` for the JSON report (``why`` None when done)."""
-        return {"done": self.done, "how": self.how or None, "why": self.why or None}
+        """``{"done", "how", "why", "prefix_cache"}`` for the JSON report (``why`` None
+        when done; ``prefix_cache`` None where unknown)."""
+        return {
+            "done": self.done,
+            "how": self.how or None,
+            "why": self.why or None,
+            "prefix_cache": True if self.done else self.prefix_cache,
+        }
 
     @property
     def text(self) -> str:
@@ -271,7 +294,7 @@ class _Plan:
                 f"the server refused while its cache is in use (running or waiting "
                 f"requests): {route.how} answered {said}{times}"
             )
-            self.outcome = CacheReset(False, route.how, why, tries=self.tries)
+            self.outcome = CacheReset(False, route.how, why, tries=self.tries, prefix_cache=True)
             return None
         why = f"{route.how} answered HTTP {status}{self._words(answer)}"
         self.outcome = CacheReset(False, route.how, why, tries=self.tries)
@@ -320,3 +343,27 @@ def _busy(route: ResetRoute, answer: Answer) -> bool:
             return False  # SGLang: a text body when flushed
         return isinstance(body, dict) and body.get("success") is False
     return route.path == "/flush_cache" and answer.status == 400
+
+
+def with_run_evidence(
+    reset: dict[str, Any] | None, server: ServerMetrics | None
+) -> dict[str, Any] | None:
+    """``reset`` (a :meth:`CacheReset.to_dict`, maybe with ``asked``) with what the run
+    showed of the server's prefix cache: ``prefix_cache`` True where its prefix-cache
+    lookups moved during the run (``server.prefix_cache_hit_rate`` has a value: vLLM
+    counts a lookup per prompt only while prefix caching is on). None stays None."""
+    if reset is None or server is None or reset.get("prefix_cache") is True:
+        return reset
+    if server.stat("server.prefix_cache_hit_rate", None) is not None:
+        return {**reset, "prefix_cache": True}
+    return reset
+
+
+def reset_said(reset: Mapping[str, Any] | None) -> bool:
+    """Whether a run's ``cache_reset`` is worth a line in the terminal and Markdown: a
+    reset done, or one not done where the server has a prefix cache (``prefix_cache``)
+    or the user set ``--llm-reset-cache`` (``asked``). A server with no cache to reset,
+    under the option's default, is recorded in the JSON and said nowhere else."""
+    if not reset:
+        return False
+    return bool(reset.get("done")) or bool(reset.get("asked")) or reset.get("prefix_cache") is True

@@ -82,6 +82,7 @@ __all__ = [
     "comparability",
     "comparability_text",
     "fingerprint_diff",
+    "prefix_caching",
     "session_fingerprint",
 ]
 
@@ -481,6 +482,23 @@ async def _rendered_template(probe: _Prober, out: dict[str, Any]) -> None:
 
 
 # -- comparing ---------------------------------------------------------------------------
+
+
+def prefix_caching(fingerprint: Mapping[str, Any] | None) -> bool | None:
+    """Whether the server's engine configuration says prefix caching is on: vLLM's
+    ``engine.cache_config.enable_prefix_caching`` (a label: ``"True"``/``"False"``),
+    SGLang's ``engine.disable_radix_cache`` (its prefix cache is the radix cache); None
+    where the fingerprint does not say (llama.cpp, TGI, the simulator, nothing read)."""
+    engine = (fingerprint or {}).get("engine")
+    if not isinstance(engine, Mapping):
+        return None
+    config = engine.get("cache_config")
+    if isinstance(config, Mapping) and "enable_prefix_caching" in config:
+        return str(config["enable_prefix_caching"]).strip().lower() == "true"
+    disabled = engine.get("disable_radix_cache")
+    if isinstance(disabled, bool):
+        return not disabled
+    return None
 
 
 def _flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
