@@ -288,7 +288,8 @@ def server_figures(server: Mapping[str, Any]) -> list[str]:
     # A histogram that observed nothing in the run (an embeddings run's TTFT) says nothing.
     if stat("server.ttft", "count"):
         ttft = metrics["server.ttft"]
-        out.append(f"ttft p50 {bounded_ms(ttft, 'p50')}, p99 {bounded_ms(ttft, 'p99')}")
+        # two parts: a line breaks between them, never inside a bucket
+        out += [f"ttft p50 {bounded_ms(ttft, 'p50')}", f"p99 {bounded_ms(ttft, 'p99')}"]
     if stat("server.queue_time", "count"):
         out.append(f"queue p99 {bounded_ms(metrics['server.queue_time'], 'p99')}")
     if metrics.get("server.kv_cache_usage"):

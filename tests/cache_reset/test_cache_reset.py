@@ -74,7 +74,8 @@ def test_a_server_without_a_reset_says_so_once_and_is_not_asked_again(serve: Ser
     again = reset_prefix_cache(ep)
     assert again == CacheReset(False, why=first.why, remembered=True, tries=0)
     assert len(seen.calls) == 2  # the next run asks nothing
-    assert first.to_dict() == {"done": False, "how": None, "why": first.why}
+    # no route tells nothing of a prefix cache (the simulator's fixed profile has none)
+    assert first.to_dict() == {"done": False, "how": None, "why": first.why, "prefix_cache": None}
     assert first.text == f"prefix cache not reset: {first.why}"
 
 
@@ -84,7 +85,12 @@ def test_vllm_in_development_mode_is_reset_and_remembered(serve: Serve) -> None:
     ep = endpoint(serve(seen.app(route)))
     done = reset_prefix_cache(ep)
     assert done == CacheReset(True, "POST /reset_prefix_cache", tries=1)
-    assert done.to_dict() == {"done": True, "how": "POST /reset_prefix_cache", "why": None}
+    assert done.to_dict() == {
+        "done": True,
+        "how": "POST /reset_prefix_cache",
+        "why": None,
+        "prefix_cache": True,
+    }
     assert done.text == "prefix cache reset (POST /reset_prefix_cache)"
     again = reset_prefix_cache(ep)
     assert again.done and again.remembered and again.how == "POST /reset_prefix_cache"
@@ -122,6 +128,7 @@ def test_vllm_refusing_while_blocks_are_held_is_said_and_asked_again(serve: Serv
     assert not refused.done and refused.how == "POST /reset_prefix_cache"
     assert "cache is in use" in refused.why and "success=false 3 times" in refused.why
     assert seen.calls == ["POST /reset_prefix_cache"] * 3
+    assert refused.to_dict()["prefix_cache"] is True  # a cache in use is a cache
     reset_prefix_cache(ep)
     assert len(seen.calls) == 6  # busy is not absent: asked again next run
 
@@ -133,6 +140,7 @@ def test_a_server_error_is_reported_and_not_remembered(serve: Serve) -> None:
     failed = reset_prefix_cache(ep)
     assert not failed.done and failed.why == "POST /reset_prefix_cache answered HTTP 500: boom"
     assert failed.tries == 1  # no retries: a reset is not worth a wait
+    assert failed.prefix_cache is None  # an error says nothing of a cache
     reset_prefix_cache(ep)
     assert len(seen.calls) == 2
 

@@ -30,6 +30,7 @@ from pytest_llmperf.server_metrics.fingerprint import (
     comparability,
     comparability_text,
     fingerprint_diff,
+    prefix_caching,
     session_fingerprint,
 )
 from pytest_llmperf.sim import start_sim_process
@@ -101,6 +102,21 @@ def test_a_vllm_server_its_cache_config_and_rendered_template(serve: Serve) -> N
     assert fp["engine"]["engines"] == 1
     assert fp["chat_template"]["from"].startswith("POST /tokenize")
     assert calls.seen == ["GET /v1/models", "GET /version", "GET /metrics", "POST /tokenize"]
+
+
+def test_prefix_caching_is_read_from_the_engine_config(serve: Serve) -> None:
+    """Whether a cache reset that failed is worth a warning: vLLM's cache_config says."""
+    on = session_fingerprint(endpoint(serve(vllm_app(Calls("uvicorn")))))
+    off = session_fingerprint(
+        endpoint(serve(vllm_app(Calls("uvicorn"), enable_prefix_caching="False")))
+    )
+    assert prefix_caching(on) is True and prefix_caching(off) is False
+    sglang = {"engine": {"disable_radix_cache": True}}
+    assert prefix_caching(sglang) is False
+    assert prefix_caching({"engine": {"disable_radix_cache": False}}) is True
+    # the simulator, llama.cpp, nothing read: not said
+    assert prefix_caching({"engine": {"profile": "fixed"}}) is None
+    assert prefix_caching(None) is None
 
 
 def test_metrics_the_caller_has_are_not_fetched_again(serve: Serve) -> None:

@@ -26,6 +26,7 @@ from pytest_llmperf.reports.json_report import build_report
 from pytest_llmperf.reports.markdown import build_markdown
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import format_change, format_interval, format_value
+from pytest_llmperf.reports.time_split import bounded_ms
 from pytest_llmperf.sim import SimProcess, start_sim_process
 
 markdown_it = pytest.importorskip("markdown_it")
@@ -238,7 +239,9 @@ def test_a_session_writes_markdown_whose_tables_read_back_as_the_json_report(
     server = [b[1] for b in found if b[0] == "p" and b[1].startswith(meets["nodeid"] + " [run0]")]
     (line,) = server
     sm = meets["runs"][0]["server_metrics"]
-    assert f"sim: ttft p50 {sm['metrics']['server.ttft']['p50']:.1f}" in line
+    ttft = sm["metrics"]["server.ttft"]  # a bucket's upper bound, said as a bound
+    assert f"sim: ttft p50 ≤ {ttft['p50']:.1f} ms (bucket " in line  # p50 on 10 ms and up
+    assert f"sim: ttft p50 {bounded_ms(ttft, 'p50')}, p99 {bounded_ms(ttft, 'p99')}" in line
     assert "queue p99" in line and "preemptions 0" in line
     items = [b[1] for b in found if b[0] == "p"]
     assert f"model: {report['endpoint']['model']}" in items

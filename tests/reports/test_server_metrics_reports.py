@@ -34,16 +34,22 @@ NODEID = "tests/test_chat.py::test_latency"
 
 
 def latency(p50: float, p99: float, mean: float, count: int = 1200) -> dict[str, float]:
-    return {
+    """A scraped histogram's statistics: each percentile (and the max) at its bucket's
+    upper bound, ``{stat}_lo`` the bucket's lower one (here half the upper)."""
+    bounds = {
         "p50": p50,
         "p90": p99 * 0.8,
         "p95": p99 * 0.9,
         "p99": p99,
         "p99.9": p99 * 1.5,
-        "mean": mean,
         "max": p99 * 2,
+    }
+    return {
+        **bounds,
+        **{f"{stat}_lo": value / 2 for stat, value in bounds.items()},
+        "mean": mean,
         "count": count,
-        "bucket_ms": 5.0,
+        "bucket_ms": p50 / 2,
     }
 
 
@@ -252,8 +258,10 @@ def test_terminal_explains_a_failing_latency_slo_and_names_the_servers_figures()
         "✗ server.preemptions == 0 [run0]: observed 3, target 0, n=31",
         "✗ server.kv_cache_usage.max < 90% [run0]: observed 93.50%, target 90.00%",
         "server [run0]: vllm at http://10.0.0.7:8000/metrics",
-        "ttft p50 40.0 p99 120.0 ms",
-        "queue p99 50.0 ms",
+        # percentiles of bucket histograms are bounds, the bucket named: never a bare
+        # 40.0 ms beside the client's own p50 as if the two disagreed
+        "ttft p50 ≤ 40.0 ms (bucket 20.0–40.0), p99 ≤ 120.0 ms (bucket 60.0–120.0)",
+        "queue p99 ≤ 50.0 ms (bucket 25.0–50.0)",
         "KV max 93.5%",
         "preemptions 3",
         "prefix hits 41.0%",
@@ -353,7 +361,7 @@ def test_the_failure_table_adds_where_the_time_went_given_the_runs() -> None:
     block = text[text.index("Where the time went:") :].splitlines()
     assert block[1] == "  [run0] (ms; per request, n=1200):"
     assert block[4].split()[:3] == ["p99", "128.0", "="]
-    assert block[5].startswith("    server: ttft p50 40.0 p99 120.0 ms, queue p99 50.0 ms")
+    assert block[5].startswith("    server: ttft p50 ≤ 40.0 ms (bucket 20.0–40.0), p99 ≤ 120.0 ms")
     assert text.count("[run0] (ms;") == 1  # once per run, not per failing SLO
 
 
@@ -411,7 +419,12 @@ def test_html_has_a_server_section_with_units_plots_and_the_split() -> None:
     section = html[html.index('<section class="server-metrics">') :]
     section = section[: section.index("</section>")]
     assert "vllm at http://10.0.0.7:8000/metrics · 31 scrape(s)" in section
-    assert re.search(r"<th>server.queue_time</th><td class=\"num\">5.000 ms</td>", section)
+    # a percentile of a bucket histogram is its bucket's upper bound, said as a bound
+    queue = re.search(r"<th>server.queue_time</th>((?:<td[^>]*>[^<]*</td>)+)", section)
+    assert queue is not None, section
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", queue.group(1))
+    assert cells[:2] == ["≤ 5.000 ms", "≤ 40.0 ms"], cells  # p50, p90
+    assert cells[5] == "9.500 ms", cells  # the mean: exact, no bound
     assert re.search(r"<th>server.kv_cache_usage</th><td class=\"num\">93.5%</td>", section)
     assert re.search(r"<th>server.running</th><td class=\"num\">12</td>", section)
     assert re.search(r"<th>server.preemptions</th><td class=\"num\">3</td>", section)
@@ -440,7 +453,8 @@ def test_html_stage_table_gains_each_stages_server_figures() -> None:
     table = html[html.index('<table class="stages">') :]
     table = table[: table.index("</table>")]
     assert "<th>server</th>" in table
-    assert '<td class="stage-server">ttft p50 40.0 p99 120.0 ms, queue p99 50.0 ms' in table
+    figures = "ttft p50 ≤ 40.0 ms (bucket 20.0–40.0), p99 ≤ 120.0 ms (bucket 60.0–120.0)"
+    assert f'<td class="stage-server">{figures}, queue p99 ≤ 50.0 ms' in table
     assert '<td class="stage-server">-</td>' in table  # a stage the server said nothing of
 
 

@@ -128,13 +128,14 @@ def test_a_sentence_in_a_runs_server_line_breaks_at_spaces_within_the_width() ->
     data = ab_session("unchanged", [0.01])
     run = data.tests["t.py::test_x"].runs[0]
     run.pop("reference")
-    run["cache_reset"] = {"done": False, "how": "", "why": why}
+    # a vLLM with a prefix cache (its engine config says so) whose reset is not served
+    run["cache_reset"] = {"done": False, "how": "", "why": why, "prefix_cache": True}
     run["server_metrics"] = {"source": "http://h:8000/metrics", "family": "vllm", "metrics": {}}
     lines = summary_lines(data, [], width=80)
     at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("server [run0]"))
     block = lines[at:]
     assert all(len(line) <= 80 for line in block), block
     text = " ".join(line.strip() for line in block)
-    assert f"cache not reset: {why}" in text
+    assert f"cache not reset: {why}; so this run may reuse prefixes cached before it" in text
     assert len(block) >= 3 and all(line.startswith("      ") for line in block[1:])
-    assert summary_lines(data, [], width=None)[at].endswith("(VLLM_SERVER_DEV_MODE=1)")
+    assert summary_lines(data, [], width=None)[at].endswith("to accept a warm cache")
