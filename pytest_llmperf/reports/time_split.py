@@ -323,8 +323,8 @@ def cache_reset_note(reset: Mapping[str, Any] | None) -> str:
     if reset.get("prefix_cache") is False:
         return f"{word} (the server's prefix caching is off: nothing to reset)"
     return (
-        f"{word}; so this run may reuse prefixes cached before it: make the reset "
-        "available, or set --llm-reset-cache=off to accept a warm cache"
+        f"{word}; so this run may reuse prefixes cached before it "
+        "(--llm-reset-cache=off to accept a warm cache)"
     )
 
 

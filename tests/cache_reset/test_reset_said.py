@@ -56,7 +56,7 @@ def test_a_reset_the_user_asked_for_is_said_with_what_to_do(pytester: pytest.Pyt
     text, reset = _run(pytester, "--llm-endpoint=sim", "--llm-reset-cache=auto")
     said = " ".join(text.split())  # the server line wraps at the terminal's width
     assert f"cache not reset: {NO_RESET}" in said, text
-    assert "set --llm-reset-cache=off to accept a warm cache" in said, text
+    assert "(--llm-reset-cache=off to accept a warm cache)" in said, text
     assert reset["asked"] is True and reset["done"] is False, reset
 
 

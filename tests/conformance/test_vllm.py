@@ -392,6 +392,8 @@ def test_the_cache_reset_leaves_the_second_run_nothing_to_hit(
             "done": True,
             "how": "POST /reset_prefix_cache",
             "why": None,
+            "prefix_cache": True,
+            "asked": True,  # --llm-reset-cache=auto given, not left at its default
         }, run.get("cache_reset")
     for run in kept:
         assert run.get("cache_reset") is None, run.get("cache_reset")

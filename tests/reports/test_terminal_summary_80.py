@@ -138,4 +138,4 @@ def test_a_sentence_in_a_runs_server_line_breaks_at_spaces_within_the_width() ->
     text = " ".join(line.strip() for line in block)
     assert f"cache not reset: {why}; so this run may reuse prefixes cached before it" in text
     assert len(block) >= 3 and all(line.startswith("      ") for line in block[1:])
-    assert summary_lines(data, [], width=None)[at].endswith("to accept a warm cache")
+    assert summary_lines(data, [], width=None)[at].endswith("to accept a warm cache)")
