@@ -42,6 +42,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_llmperf.loadgen.result import TOKEN_LENGTH_TOLERANCE
 from pytest_llmperf.reports.line_breaks import fit, prose, wrap_parts
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import (
@@ -108,6 +109,8 @@ def summary_lines(
     for test in tests:
         where = f"endpoint {endpoint_label(test.endpoint)}" if several else "endpoint"
         for note in ((test.endpoint or {}).get("request_fields") or {}).get("notes", ()):
+            if "ignore_eos" in note and not _outputs_fell_short(test.runs):
+                continue  # the refusal changed no length this test measured: nothing to do
             notes[f"{where}: {note}"] = None
         on = f" on {endpoint_label(test.endpoint)}" if several and test.endpoint else ""
         lines.append(f"{test.nodeid} [{test.outcome}]{on}")
@@ -173,6 +176,17 @@ def summary_lines(
     if note := stop_note(data, stopped):
         lines.extend(prose(note, width))
     return lines
+
+
+def _outputs_fell_short(runs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether some run's outputs came out shorter than requested (beyond the tolerance
+    of ``token_lengths``): where a server's refusal of ``ignore_eos`` shows. Where none
+    did, the JSON's ``request_fields`` still records the refusal."""
+    for run in runs:
+        deviation = (run.get("token_lengths") or {}).get("output_deviation")
+        if deviation is not None and deviation < -TOKEN_LENGTH_TOLERANCE:
+            return True
+    return False
 
 
 def stop_note(data: SessionData, stopped: str = "") -> str:

@@ -85,6 +85,8 @@ def test_only_outputs_meant_to_be_long_are_warned_of(
     assert "llm_workload(..., ignore_eos=False)" in warning, warning  # what to do
     text = result.stdout.str()
     assert text.count("off the requested length") == 2, text  # its terminal line, its warning
+    # where outputs fell short, the endpoint's refusal of ignore_eos is said once too
+    assert text.count("endpoint: server refused ignore_eos") == 1, text
     result.stdout.fnmatch_lines(["*LlmPerfTokenLengthWarning: run0: outputs were -*"])
 
 
