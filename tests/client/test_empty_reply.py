@@ -86,7 +86,11 @@ BLANK_STREAMS = {
         [ROLE, chat_chunk(None, finish="stop", usage=_usage(1)), DONE],
         0,
     ),
-    "one-empty-delta-no-usage": ("chat", [chat_chunk(""), chat_chunk(None, finish="stop"), DONE], 1),
+    "one-empty-delta-no-usage": (
+        "chat",
+        [chat_chunk(""), chat_chunk(None, finish="stop"), DONE],
+        1,
+    ),
     "empty-deltas-usage-claims-3": (
         "chat",
         [*[chat_chunk("")] * 3, chat_chunk(None, finish="length", usage=_usage(3)), DONE],
@@ -194,7 +198,9 @@ DELIVERED_STREAMS = {
 
 def _whole_chat(message: dict[str, Any], usage: Any = None) -> dict[str, Any]:
     answer: dict[str, Any] = {
-        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}]
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}
+        ]
     }
     if usage is not None:
         answer["usage"] = usage
@@ -213,7 +219,9 @@ BLANK_WHOLE = {
 EMPTY_WHOLE = {
     "chat-empty-content-no-usage": _whole_chat({"content": ""}),
     "chat-empty-content-usage-0": _whole_chat({"content": ""}, _usage(0)),
-    "completions-empty-text-no-usage": {"choices": [{"index": 0, "text": "", "finish_reason": None}]},
+    "completions-empty-text-no-usage": {
+        "choices": [{"index": 0, "text": "", "finish_reason": None}]
+    },
 }
 
 DELIVERED_WHOLE = {
@@ -239,7 +247,9 @@ def _whole_api(answer: dict[str, Any]) -> str:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(("api", "events", "tokens"), BLANK_STREAMS.values(), ids=list(BLANK_STREAMS))
+@pytest.mark.parametrize(
+    ("api", "events", "tokens"), BLANK_STREAMS.values(), ids=list(BLANK_STREAMS)
+)
 async def test_a_stream_generated_but_blank_completes_and_is_counted_blank(
     api: str, events: list[bytes], tokens: int
 ) -> None:

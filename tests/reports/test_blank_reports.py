@@ -51,7 +51,9 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (where / "test_session.py").write_text(SESSION)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GITHUB_"))}
     env["COLUMNS"] = "80"
-    sim = start_sim_process("fixed", overrides={"ttft_ms": 2, "itl_ms": 1, "blank_reply_rate": 0.35})
+    sim = start_sim_process(
+        "fixed", overrides={"ttft_ms": 2, "itl_ms": 1, "blank_reply_rate": 0.35}
+    )
     try:
         args = [
             f"--llm-endpoint={sim.url}",
