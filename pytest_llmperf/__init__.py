@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from pytest_llmperf.client.endpoint import Endpoint, Timeouts
     from pytest_llmperf.client.records import ErrorKind, RequestRecord
     from pytest_llmperf.errors import (
+        LlmPerfBlankWarning,
         LlmPerfInconclusiveWarning,
         LlmPerfTokenLengthWarning,
         LlmPerfUsageError,
@@ -97,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     # errors and warnings (for pytest.raises, pytest.warns, filterwarnings)
     "LlmPerfUsageError": "pytest_llmperf.errors",
     "LlmPerfHookError": "pytest_llmperf.hook_calls",
+    "LlmPerfBlankWarning": "pytest_llmperf.errors",
     "LlmPerfInconclusiveWarning": "pytest_llmperf.errors",
     "LlmPerfTokenLengthWarning": "pytest_llmperf.errors",
     "TokenizerFallbackWarning": "pytest_llmperf.session_tokenizer",
@@ -107,6 +109,7 @@ __all__ = [
     "ErrorKind",
     "LatencyHistogram",
     "LlmLoadgen",
+    "LlmPerfBlankWarning",
     "LlmPerfHookError",
     "LlmPerfInconclusiveWarning",
     "LlmPerfTokenLengthWarning",

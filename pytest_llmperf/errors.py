@@ -10,7 +10,12 @@ The library's warnings live here too, so importing them never imports pytest.
 
 from __future__ import annotations
 
-__all__ = ["LlmPerfInconclusiveWarning", "LlmPerfTokenLengthWarning", "LlmPerfUsageError"]
+__all__ = [
+    "LlmPerfBlankWarning",
+    "LlmPerfInconclusiveWarning",
+    "LlmPerfTokenLengthWarning",
+    "LlmPerfUsageError",
+]
 
 
 class LlmPerfUsageError(ValueError):
@@ -35,6 +40,11 @@ class LlmPerfUsageError(ValueError):
 
 class LlmPerfInconclusiveWarning(UserWarning):
     """An SLO could not be judged (too few samples, or the load generator was the bottleneck)."""
+
+
+class LlmPerfBlankWarning(UserWarning):
+    """Every completed reply of a run was blank: tokens generated, none visible (the model
+    or its weights output nothing; a ``blank_rate`` SLO gates on it)."""
 
 
 class LlmPerfTokenLengthWarning(UserWarning):

@@ -263,12 +263,12 @@ class ChunkInfo:
     true when the event carries non-empty answer content or a tool call
     (``ttfo``); ``reasoning`` when it carries reasoning text; ``output`` when
     it carries a non-empty piece of the reply — answer text, reasoning text or
-    tool-call arguments — the evidence that something was generated, which an
-    empty-string delta never is (a stream with no such piece is
-    ``empty_response``, whatever its usage claims). ``blank_finish``
-    marks that last case: vLLM also ends so when its last token is a partial
-    character, and only the usage at the end of the stream can tell the two
-    apart (:mod:`pytest_llmperf.client.request` settles it there).
+    tool-call arguments — which an empty-string delta never is (a stream with no
+    such piece is a *blank* reply where a token event or the usage says tokens were
+    generated, ``empty_response`` where nothing does). ``blank_finish`` marks
+    an empty string beside the finish: llama.cpp ends so, and vLLM when its last
+    token is a partial character; only the usage at the end of the stream can
+    tell the two apart (:mod:`pytest_llmperf.client.request` settles it there).
     ``timing`` is the server's own timing object of the request (vLLM's
     ``metrics``, llama.cpp's ``timings``; :mod:`pytest_llmperf.client.server_timing`),
     looked for only on a chunk with ``usage`` or a ``finish_reason``: the end of a

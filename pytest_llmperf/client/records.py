@@ -63,7 +63,10 @@ class RequestRecord:
     write, which every time of the request counts from, and ``t_resend`` is the
     second (0 when there was none). ``has_output`` is set by the first
     non-empty piece of the reply (answer text, reasoning text, tool-call
-    arguments): a stream that ends without one is ``empty_response``.
+    arguments). A reply that ends without one is ``blank`` — still completed —
+    when something says tokens were generated (a token event, empty deltas
+    included, or a usage that counts output tokens), and ``empty_response``
+    when nothing does (docs/measurement.md, "Blank replies").
 
     The server's own timings of the request, where its response says them
     (:mod:`~pytest_llmperf.client.server_timing`; None where it does not), in
@@ -126,6 +129,7 @@ class RequestRecord:
     connection_retries: int = 0
     t_resend: int = 0
     has_output: bool = False
+    blank: bool = False
     server_queue_ms: float | None = None
     server_ttft_ms: float | None = None
     server_decode_ms: float | None = None

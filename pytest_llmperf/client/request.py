@@ -500,11 +500,13 @@ class _Reading:
                     self._output.mark("")
             if not self._finished:
                 record.fail(ErrorKind.TRUNCATED, f"stream ended without {STREAM_END[self._api]}")
-            elif not record.has_output:
-                # Nothing counts as generated unless something was: empty deltas and a
-                # usage that claims tokens are no evidence of text (DESIGN.md).
+            elif not record.has_output and not _generated(record):
+                # Nothing says a token was generated: no event, and no usage counting one.
                 record.fail(ErrorKind.EMPTY, _empty_detail(record))
             else:
+                # Generated but blank (tokens that decode to no visible text) is completed,
+                # and counted blank (docs/measurement.md, "Blank replies").
+                record.blank = not record.has_output
                 self._settle()
         self._resolve()
 
@@ -691,19 +693,23 @@ def _apply_whole(
     _apply_usage(record, info.usage)
     if info.timing is not None:
         apply_server_timing(record, info.timing)
-    if not info.output:  # no text, reasoning or tool-call arguments, whatever the usage says
+    if not info.output and not _generated(record):  # no text, and no usage counting tokens
         record.fail(ErrorKind.EMPTY, _empty_detail(record, whole=True), now=now)
         return
-    record.has_output = True
     if info.answer and record.reply is not None and (answer := answer_text(text)):
         record.reply.append(answer)
     if output is not None:
         output.whole(text)
+    record.finish_reason = info.finish_reason
+    if not info.output:  # blank: the usage counts tokens, none visible; no event to time
+        record.blank = True
+        record.t_end = now
+        return
+    record.has_output = True
     record.t_first = record.t_last = record.t_end = now
     if info.answer:
         record.t_out = now
     record.token_events = 1
-    record.finish_reason = info.finish_reason
 
 
 def _apply_embeddings(raw: bytes, now: int, record: RequestRecord, inputs: int) -> None:
@@ -725,14 +731,27 @@ def _apply_embeddings(raw: bytes, now: int, record: RequestRecord, inputs: int) 
     record.has_output = True
 
 
+def _generated(record: RequestRecord) -> bool:
+    """Whether anything says the server generated tokens for a reply with no visible text:
+    its usage's count of output tokens where it gave one (0 outweighs empty deltas: the
+    server's own count says nothing was generated), else a token event (empty included)."""
+    counted = record.usage_completion_tokens
+    if counted is not None:
+        return counted > 0
+    return record.token_events > 0
+
+
 def _empty_detail(record: RequestRecord, *, whole: bool = False) -> str:
-    """Why a reply is ``empty_response``, with what the server claimed beside it."""
+    """Why a reply is ``empty_response``: no text, and nothing that says tokens were
+    generated (no token event and no usage, or a usage that counts none)."""
     what = "response" if whole else "stream"
     detail = f"{what} carried no generated text (no text, reasoning or tool-call arguments"
-    if record.token_events:
-        detail += f"; {record.token_events} empty delta(s)"
-    if record.usage_completion_tokens:
-        detail += f"; its usage claims {record.usage_completion_tokens} completion token(s)"
+    if record.usage_completion_tokens is not None:
+        detail += f"; its usage counts {record.usage_completion_tokens} completion tokens"
+        if record.token_events:
+            detail += f" beside {record.token_events} empty delta(s)"
+    else:
+        detail += "; no token event and no usage"
     return detail + ")"
 
 

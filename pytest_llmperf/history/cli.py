@@ -190,7 +190,7 @@ def show_session(store: HistoryStore, session_id: int) -> str:
         lines.append(
             f"  issued {c.get('issued', 0)}  completed {c.get('completed', 0)}  "
             f"failed {c.get('failed', 0)}  incomplete {c.get('incomplete', 0)}  "
-            f"cancelled {c.get('cancelled', 0)}"
+            f"cancelled {c.get('cancelled', 0)}  blank {c.get('blank', 0)}"
         )
         for name in _DETAIL_METRICS:
             h = m.get(name) or {}

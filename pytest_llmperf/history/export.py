@@ -21,7 +21,15 @@ from pytest_llmperf.history.store import HistoryStore
 __all__ = ["CSV_ID_COLUMNS", "export_csv", "export_json", "export_markdown", "flatten_metrics"]
 
 CSV_ID_COLUMNS = ("session_id", "when", "tag", "test", "label", "key", "outcome")
-COUNT_COLUMNS = ("issued", "completed", "failed", "incomplete", "cancelled", "connection_retries")
+COUNT_COLUMNS = (
+    "issued",
+    "completed",
+    "failed",
+    "incomplete",
+    "cancelled",
+    "connection_retries",
+    "blank",  # completed with no visible text ("" in runs stored before it was counted)
+)
 
 
 def _run_dict(run: StoredRun) -> dict[str, Any]:

@@ -115,7 +115,7 @@ def unit_of(metric: str) -> str:
         return "" if unit == "count" else unit
     if metric.endswith("throughput"):
         return "/s"
-    if metric in ("error_rate", "goodput"):
+    if metric in ("error_rate", "blank_rate", "goodput"):
         return "fraction"
     return ""
 

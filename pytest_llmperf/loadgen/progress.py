@@ -95,7 +95,8 @@ class ProgressSnapshot:
     then says how long issuing lasts). ``rate`` is requests finished per
     second over the last :data:`RATE_WINDOW_S` seconds (None before any
     sample), ``stage`` is 1-based (0 without stages), ``eta_s`` None when
-    unknown.
+    unknown. ``errors`` counts failed requests, ``blank`` completed ones with no
+    visible text (generated but blank).
     """
 
     label: str
@@ -108,6 +109,7 @@ class ProgressSnapshot:
     rate: float | None = None
     in_flight: int = 0
     errors: int = 0
+    blank: int = 0
     eta_s: float | None = None
     stage: int = 0
     stages: int = 0
@@ -191,6 +193,7 @@ class ProgressSampler:
             rate=rate,
             in_flight=in_flight,
             errors=run.accumulator.failed,
+            blank=run.accumulator.blank,
             eta_s=eta,
             stage=_stage_at(run, measure_s) if stages and tracked_sent else 0,
             stages=stages,

@@ -26,11 +26,16 @@ counts its vectors (``embedding_inputs``, their mean ``embedding_dimensions`` an
 ``embedding_inputs_per_s`` over the window). Images in prompts are counted as
 sent, whatever became of the request (``images``, ``image_bytes``).
 
-A completed request that streamed no token event counts as completed with
-its tokens and has no latency samples (a non-streamed answer has one event;
-a stream that delivered no text, reasoning or tool-call arguments is failed,
-``empty_response``, so this is left for records read back from older event
-logs).
+A *blank* request (``record.blank``: completed, its tokens generated but no
+visible text, reasoning or tool-call arguments; docs/measurement.md, "Blank
+replies") is a completed request like any other, counted in ``blank`` too:
+``blank_rate = blank / completed`` (0 with nothing completed; its SLO is then
+inconclusive). Its empty deltas are token events, timed as any (``ttft``,
+``itl``, ``tpot``); one with no event at all (``transformers serve`` streams
+nothing for such tokens, a non-streamed blank answer has none) has ``e2e``
+alone, to the end of its stream (``t_end``), and no other latency sample.
+Another completed request without a token event has no latency samples (a
+record read back from an older event log).
 
 ``connection_retries`` counts the requests (issued, whatever their outcome)
 that were lost on a reused connection before any byte of their response and
@@ -147,6 +152,7 @@ LATENCY_METRICS: tuple[str, ...] = (
 MAX_TURN_BREAKDOWN = 32  # turns from the 32nd on share one breakdown
 RATE_METRICS: tuple[str, ...] = (
     "error_rate",
+    "blank_rate",
     "goodput",
     "request_throughput",
     "output_throughput",
@@ -211,6 +217,7 @@ _COUNTERS = (
     "embedding_values",  # their numbers (inputs x dimensions): the mean dimension
     "checked",  # completed requests whose output was checked (schema or tools)
     "invalid",  # ... and failed the check
+    "blank",  # completed requests with no visible output (generated but blank)
 )
 
 
@@ -253,6 +260,7 @@ class MetricsAccumulator:
         self.embedding_values = 0
         self.checked = 0
         self.invalid = 0
+        self.blank = 0
         self.invalid_samples = InvalidSamples()
         self.outputs = SampleOutputs()  # greedy: sample index -> output fingerprint
         self.errors: Counter[str] = Counter()
@@ -309,6 +317,8 @@ class MetricsAccumulator:
                 self.incomplete += 1
             return
         self.completed += 1
+        if record.blank:
+            self.blank += 1
         n_out = record.output_tokens
         if record.output_checked:
             self.checked += 1
@@ -337,8 +347,11 @@ class MetricsAccumulator:
         if record.usage_cached_tokens:
             self.cached_tokens += record.usage_cached_tokens
         if not record.t_first:
-            if record.t_last:  # an answer without a token stream (embeddings): e2e alone
-                e2e = record.t_last - record.t_sched
+            # an answer without a token stream (embeddings), or a blank reply without a
+            # token event (to the end of its stream): e2e alone
+            last = record.t_last or (record.t_end if record.blank else 0)
+            if last:
+                e2e = last - record.t_sched
                 self.histograms["e2e"].record_ns(e2e)
                 self.embedding_inputs += record.embedding_inputs
                 self.embedding_values += record.embedding_inputs * record.embedding_dimensions
@@ -487,11 +500,14 @@ class MetricsAccumulator:
         return max(0, self.window_end_ns - self.window_start_ns) / 1e9
 
     def rate(self, name: str) -> float:
-        """A rate metric: fractions for error_rate/goodput, per second for throughputs."""
+        """A rate metric: fractions for error_rate/blank_rate/goodput, per second for
+        throughputs."""
         window = self.window_s
         judged = self.issued - self.cancelled  # abandoned on purpose: neither good nor failed
         if name == "error_rate":
             return self.failed / judged if judged else 0.0
+        if name == "blank_rate":  # of the completed replies: a failed one is no reply
+            return self.blank / self.completed if self.completed else 0.0
         if name == "goodput":
             return self.good / judged if judged else 0.0
         if name == "request_throughput":
@@ -572,6 +588,7 @@ class MetricsAccumulator:
             "cancelled": self.cancelled,
             "connection_retries": self.connection_retries,
             "invalid": self.invalid,
+            "blank": self.blank,
             **({"checked": self.checked} if self.checked else {}),
         }
 

@@ -86,6 +86,7 @@ def _finish(record: RequestRecord, kind: str, t_ns: int, info: Mapping[str, Any]
     record.usage_prompt_tokens = info.get("in")
     record.usage_cached_tokens = info.get("cached")
     record.finish_reason = info.get("finish")
+    record.blank = bool(info.get("blank"))
     record.status = info.get("status")
     record.category = info.get("category", "")
     record.connection_retries = int(info.get("retries", 0))

@@ -27,7 +27,8 @@ same JSON, in milliseconds: ``queue_ms``, ``ttft_ms``, ``decode_ms``,
 it), e.g. ``json_extract(info, '$.server.ttft_ms')``. A request that named a
 served model (``adapters=``) has it as ``model``; a checked or greedy output has
 ``output``: ``checked``, ``invalid``, ``detail``, ``digest``, ``marks`` (each only
-where set), so a replay gives the same per-model results, validity and outputs.
+where set), so a replay gives the same per-model results, validity and outputs. A
+completed reply with no visible text has ``blank`` (1) in its ``complete`` row's JSON.
 
 ``phase`` is 0 for warm-up requests and 1 for the tracked performance phase.
 The ``meta`` table holds the run's description (JSON). Rows are appended in
@@ -227,6 +228,8 @@ def event_rows(record: RequestRecord, position: int) -> list[tuple[Any, ...]]:
         info["cached"] = record.usage_cached_tokens
     if record.finish_reason:
         info["finish"] = record.finish_reason
+    if record.blank:  # completed with no visible text (generated but blank)
+        info["blank"] = 1
     if record.status is not None:
         info["status"] = record.status
     if record.category:

@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.errors import (
+    LlmPerfBlankWarning,
     LlmPerfInconclusiveWarning,
     LlmPerfTokenLengthWarning,
 )
 from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.metrics.blank import all_blank_note
 from pytest_llmperf.metrics.outputs import MatchedAgainst, SampleOutputs
 from pytest_llmperf.options import InconclusivePolicy
 from pytest_llmperf.plugin.base import PluginBase
@@ -166,6 +168,8 @@ class JudgingPart(PluginBase):
             for r in results:
                 for warning in r.token_lengths["warnings"]:
                     warnings.warn(LlmPerfTokenLengthWarning(f"{r.label}: {warning}"), stacklevel=1)
+                if blank := all_blank_note(r.counts):
+                    warnings.warn(LlmPerfBlankWarning(f"{r.label}: {blank}"), stacklevel=1)
         if not raise_failures:
             return
         outcome = judge_test(

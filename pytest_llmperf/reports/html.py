@@ -17,6 +17,7 @@ import jinja2
 from markupsafe import Markup
 
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.metrics.blank import all_blank_note
 from pytest_llmperf.reports import plots
 from pytest_llmperf.reports.html_outputs import is_path_key, outputs_view, path_config_rows
 from pytest_llmperf.reports.session_data import SessionData
@@ -240,6 +241,8 @@ def _run_view(
         "latency_rows": latency_rows,
         "stats": _stat_columns(metrics.get(name) for name in latency_rows),
         "cancelled": (run.get("counts") or {}).get("cancelled", 0),
+        "blank": (run.get("counts") or {}).get("blank", 0),
+        "blank_note": all_blank_note(run.get("counts") or {}),
         "server_view": _server_view(server) if server is not None else None,
         "split_view": _split_view(run),
         "stage_server": any(row["server"] is not None for row in stage_rows),

@@ -4,10 +4,12 @@ Latencies are in milliseconds, throughputs per second, rates as fractions,
 verdicts ``pass | fail | inconclusive``. Keys may be added, never renamed.
 
 A run's entry is :meth:`RunResult.to_dict() <pytest_llmperf.loadgen.result.RunResult.to_dict>`:
-with the request paths of ``llm_workload(structured=, tools=, adapters=, greedy=)`` it
-carries ``counts.invalid`` (``counts.checked``), ``metrics.valid_rate``,
-``invalid_samples``, ``by_model`` (per served model: counts, metrics), ``outputs``
-(greedy: per sample its digest, tokens and marks), ``output_match`` and
+every run's ``counts.blank`` and ``metrics.blank_rate`` count its completed replies that
+were blank (generated, nothing visible; docs/measurement.md); with the request paths of
+``llm_workload(structured=, tools=, adapters=, greedy=)`` it carries ``counts.invalid``
+(``counts.checked``), ``metrics.valid_rate``, ``invalid_samples``, ``by_model`` (per
+served model: counts, metrics), ``outputs`` (greedy: per sample its digest, tokens and
+marks), ``output_match`` and
 ``output_consistency`` (share, compared, mismatched, the first mismatches with the
 token where each parts, against what) and ``output_notes`` (why one was not made);
 a verdict judged on one model names it (``model``).
@@ -47,7 +49,7 @@ REPORT_VERSION = 1
 UNITS = {
     "latency": "ms",
     "throughput": "per second (req/s, tok/s)",
-    "rates": "fraction (error_rate, goodput)",
+    "rates": "fraction (error_rate, blank_rate, goodput)",
     "durations": "s (keys ending _s)",
 }
 

@@ -109,7 +109,8 @@ def _figures(name: str, where: str, entry: Mapping[str, Any]) -> list[tuple[str,
     counts = entry.get("counts") or {}
     metrics = entry.get("metrics") or {}
     cancelled = ("cancelled",) if counts.get("cancelled") else ()
-    for key in (*_RUN_COUNTS, *cancelled):
+    blank = ("blank",) if counts.get("blank") else ()
+    for key in (*_RUN_COUNTS, *cancelled, *blank):
         props.append((f"{name}{where}.{key}", str(int(counts.get(key) or 0))))
     checked = validity(entry)
     if checked is not None or counts.get("invalid"):
@@ -121,6 +122,10 @@ def _figures(name: str, where: str, entry: Mapping[str, Any]) -> list[tuple[str,
         props.append((f"{name}[{metric}.{stat}]{where}", format_value(value, "ms")))
     for rate, unit in _RUN_RATES:
         props.append((f"{name}[{rate}]{where}", format_value(metrics.get(rate), unit)))
+    if blank:
+        props.append(
+            (f"{name}[blank_rate]{where}", format_value(metrics.get("blank_rate"), "fraction"))
+        )
     if checked is not None:
         props.append((f"{name}[valid_rate]{where}", format_value(checked[2], "fraction")))
     return props
@@ -129,8 +134,9 @@ def _figures(name: str, where: str, entry: Mapping[str, Any]) -> list[tuple[str,
 def run_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """``(name, value)`` per run (report dicts, ``RunResult.to_dict()``): its counts and
     key figures, formatted as every report formats them, e.g.
-    ``llm_run[run0].issued`` = ``80`` (``.completed``, ``.failed``, ``.cancelled`` when
-    any), ``llm_run[ttft.p99][run0]`` = ``22.4 ms`` (ttft, tpot, itl at p50 and p99),
+    ``llm_run[run0].issued`` = ``80`` (``.completed``, ``.failed``, ``.cancelled`` and
+    ``.blank`` with ``llm_run[blank_rate][run0]`` when any),
+    ``llm_run[ttft.p99][run0]`` = ``22.4 ms`` (ttft, tpot, itl at p50 and p99),
     ``llm_run[request_throughput][run0]`` = ``171.48 req/s``,
     ``llm_run[output_throughput][run0]`` = ``1371.83 tok/s``,
     ``llm_run[error_rate][run0]`` = ``8.75%``, ``llm_run[goodput][run0]``.

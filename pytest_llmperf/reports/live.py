@@ -73,12 +73,13 @@ def status_line(snap: ProgressSnapshot, width: int, *, test: str = "") -> str:
     The name shrinks first: the node id, the test's name without its file, a
     procedure's run label alone (``[sweep rate=8]``), the tail of the name;
     then, if it still does not fit, the least useful fields (in flight,
-    errors, the clock) go one by one.
+    errors, blank replies, the clock) go one by one; blank replies show once there are some.
     """
     limit = max(20, width - 1)
     fields = [_where(snap)]
     if snap.phase is not Phase.REMOTE:
         fields += [_rate(snap), f"{snap.in_flight} in flight", f"{snap.errors} err"]
+        fields += [f"{snap.blank} blank"] if snap.blank else []
     fields.append(_clock(snap))
     optional = fields[2:] if snap.phase is not Phase.REMOTE else []
     while True:
@@ -110,6 +111,7 @@ def plain_line(snap: ProgressSnapshot, *, test: str = "") -> str:
         parts.append(f"req/s at the end (issued by {snap.workers} workers)")
     else:
         parts += [_rate(snap), f"{snap.in_flight} in flight", f"{snap.errors} errors"]
+        parts += [f"{snap.blank} blank"] if snap.blank else []
     parts.append(f"elapsed {format_seconds(snap.elapsed_s)}")
     if snap.eta_s is not None:
         parts.append(f"ETA {format_seconds(snap.eta_s)}")

@@ -145,7 +145,11 @@ def _counts_line(report: Mapping[str, Any], views: Sequence[TestView]) -> str:
     ]
     issued = sum(int((r.get("counts") or {}).get("issued") or 0) for r in runs)
     completed = sum(int((r.get("counts") or {}).get("completed") or 0) for r in runs)
-    parts.append(f"{_plural(len(runs), 'gated run')}, {completed}/{issued} requests completed")
+    blank = sum(int((r.get("counts") or {}).get("blank") or 0) for r in runs)
+    parts.append(
+        f"{_plural(len(runs), 'gated run')}, {completed}/{issued} requests completed"
+        + (f" ({blank} blank)" if blank else "")
+    )
     policy = (session.get("options") or {}).get("inconclusive")
     if kinds.get("inconclusive") and policy:
         parts.append(f"`--llm-inconclusive={text(policy)}`")

@@ -28,6 +28,7 @@ __all__ = [
     "RUN_HEADER",
     "identity_lines",
     "model_table",
+    "ok_cell",
     "run_row",
     "runs_table_head",
     "self_check_lines",
@@ -54,6 +55,13 @@ RUN_HEADER = (
 _RUN_RIGHT = tuple(range(2, len(RUN_HEADER)))
 
 
+def ok_cell(counts: Mapping[str, Any]) -> str:
+    """``completed/issued``, and the blank replies among the completed where there are
+    any: ``40/40 (7 blank)`` (completed with no visible text, docs/measurement.md)."""
+    cell = f"{counts.get('completed', 0)}/{counts.get('issued', 0)}"
+    return cell + (f" ({blank} blank)" if (blank := counts.get("blank")) else "")
+
+
 def run_row(nodeid: str, run: Mapping[str, Any]) -> list[str]:
     """The gated-runs table's row (:data:`RUN_HEADER`) of one run."""
     m = run.get("metrics") or {}
@@ -70,7 +78,7 @@ def run_row(nodeid: str, run: Mapping[str, Any]) -> list[str]:
     return [
         code(nodeid),
         text(run.get("label") or "-"),
-        f"{counts.get('completed', 0)}/{counts.get('issued', 0)}",
+        ok_cell(counts),
         lat("ttft", "p50"),
         lat("ttft", "p99"),
         lat("tpot", "p50"),
@@ -127,7 +135,7 @@ def stage_table(run: Mapping[str, Any], slos: Sequence[Mapping[str, Any]]) -> st
                 str(stage.get("index")),
                 text(stage_level(stage)),
                 format_value(stage.get("achieved_rate"), "req/s"),
-                f"{counts.get('completed', 0)}/{counts.get('issued', 0)}",
+                ok_cell(counts),
                 format_value((m.get("ttft") or {}).get("p50"), "ms"),
                 format_value((m.get("ttft") or {}).get("p99"), "ms"),
                 format_value((m.get("tpot") or {}).get("p50"), "ms"),
@@ -166,7 +174,7 @@ def model_table(run: Mapping[str, Any], slos: Sequence[Mapping[str, Any]]) -> st
             [
                 code(name),
                 "-" if share is None else f"{share * 100:.1f}%",
-                f"{counts.get('completed', 0)}/{counts.get('issued', 0)}",
+                ok_cell(counts),
                 format_value((m.get("ttft") or {}).get("p50"), "ms"),
                 format_value((m.get("ttft") or {}).get("p99"), "ms"),
                 format_value((m.get("tpot") or {}).get("p50"), "ms"),
@@ -202,7 +210,7 @@ def turn_table(run: Mapping[str, Any]) -> str:
         rows.append(
             [
                 str(turn.get("turn")),
-                f"{counts.get('completed', 0)}/{counts.get('issued', 0)}",
+                ok_cell(counts),
                 str(counts.get("failed", 0)),
                 format_value((m.get("ttft") or {}).get("p50"), "ms"),
                 format_value((m.get("ttft") or {}).get("p99"), "ms"),

@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmperf.loadgen.result import TOKEN_LENGTH_TOLERANCE
+from pytest_llmperf.metrics.blank import all_blank_note
 from pytest_llmperf.reports.line_breaks import fit, prose, wrap_parts
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import (
@@ -151,6 +152,8 @@ def summary_lines(
             lines.extend(invalid_lines(run, width))
             for warning in (run.get("token_lengths") or {}).get("warnings", ()):
                 lines.append(f"    ! {run['label']}: {warning}")
+            if blank := all_blank_note(run.get("counts") or {}):
+                lines.append(f"    ! {run['label']}: {blank}")
             if run.get("server_metrics") is not None or reset_said(run.get("cache_reset")):
                 lines.extend(wrap_parts(_server_parts(run), width))
             if retried := (run.get("counts") or {}).get("connection_retries"):
@@ -387,6 +390,7 @@ def _brief_parts(
     # Why requests failed, most frequent first (categories: docs/fault-matrix.md).
     why = ", ".join(f"{k} {n}" for k, n in sorted((errors or {}).items(), key=lambda kv: -kv[1]))
     retried = counts.get("connection_retries", 0)
+    blank = counts.get("blank", 0)  # completed with no visible text: beside the errors
     if metrics.get("embedding_inputs") and not ttft.get("count"):  # no token stream: e2e
         e2e = metrics["e2e"]
         latency = [
@@ -409,6 +413,7 @@ def _brief_parts(
         *latency,
         *([f"{images} images ({_kib(metrics['image_bytes'])})"] if images else []),
         f"errors {metrics['error_rate'] * 100:.2f}%" + (f" ({why})" if why else ""),
+        *([f"blank {blank} ({metrics.get('blank_rate', 0) * 100:.2f}%)"] if blank else []),
         *([valid] if (valid := valid_part({"metrics": metrics, "counts": counts})) else []),
         *([f"connection retries {retried}"] if retried else []),
     ]

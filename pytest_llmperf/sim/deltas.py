@@ -65,31 +65,44 @@ class DeltaPlan:
     so no text moves across the parts; the very last token may be, and then the
     text held back is never sent, as vLLM never sends a trailing partial
     character (the streamed text is a word or more short of ``completion_tokens``)
-    — unless every token would be empty: then the last is not, since a reply
-    without any text is a failed request (``empty_response``), not a shape.
+    — unless every token would be empty: then the last is not, as a partial
+    character's bytes come with a later token. A *blank* reply (``blank``,
+    ``blank_reply_rate``) is one whose every token is empty: a random-weight model
+    repeating a token that decodes to nothing; its usage still counts every token.
     """
 
     n: int
     n_reasoning: int
     empty: bytes
     separate_finish: bool
+    blank: bool = False
 
 
 def plan_deltas(profile: Profile, seed: int, index: int, n_out: int, api: str) -> DeltaPlan | None:
     """The delta plan of request ``index``, or None when the profile shapes nothing."""
     p = profile
-    if not (p.reasoning_tokens or p.empty_delta_rate or p.separate_finish_chunk):
+    if not (
+        p.reasoning_tokens or p.empty_delta_rate or p.separate_finish_chunk or p.blank_reply_rate
+    ):
         return None
     # The completions API has no reasoning field: reasoning streams as text (vLLM).
     n_reasoning = min(p.reasoning_tokens, n_out) if api != "completions" else 0
+    if p.blank_reply_rate and random.Random(f"blank:{seed}:{index}").random() < p.blank_reply_rate:
+        return DeltaPlan(
+            n=n_out,
+            n_reasoning=n_reasoning,
+            empty=b"\x01" * n_out,
+            separate_finish=p.separate_finish_chunk,
+            blank=True,
+        )
     if p.empty_delta_rate:
         rand = random.Random(f"empty:{seed}:{index}").random
         rate = p.empty_delta_rate
         mask = bytearray(1 if rand() < rate else 0 for _ in range(n_out))
         if 0 < n_reasoning < n_out:
             mask[n_reasoning - 1] = 0
-        if mask and all(mask):  # a reply with no text at all is a failed request
-            mask[-1] = 0  # (empty_response): the last token carries what was held back
+        if mask and all(mask):  # the bytes of a partial character come with a later token:
+            mask[-1] = 0  # the last carries what was held back (blank replies: blank_reply_rate)
         empty = bytes(mask)
     else:
         empty = bytes(n_out)
@@ -112,6 +125,8 @@ def split_text(
 ) -> tuple[str | None, str]:
     """``(reasoning, answer)`` text of a whole response (non-streaming bodies); each
     token's text from ``pieces`` when given (outputs.py), else the filler words."""
+    if plan is not None and plan.blank:  # every token decodes to nothing
+        return None, ""
     if pieces is not None:
         words = [json.loads(b'"' + p + b'"') for p in pieces[:n_out]]
     else:

@@ -77,6 +77,7 @@ class Profile:
     reasoning_tokens: int
     reasoning_field: str
     empty_delta_rate: float
+    blank_reply_rate: float
     separate_finish_chunk: bool
     strict_fields: bool
     reject_fields: tuple[str, ...]
@@ -125,6 +126,7 @@ _PROB_KEYS = {
     "multi_token_rate",
     "keepalive_rate",
     "empty_delta_rate",
+    "blank_reply_rate",
     "output_change_rate",
 }
 

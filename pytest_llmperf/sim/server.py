@@ -371,7 +371,13 @@ class SimApp:
             return self._error(500, str(exc), api=api)
         self.counters.prompt_tokens += parsed.num_prompt_tokens
         deltas = plan_deltas(self.profile, self.seed, index, n_out, parsed.api)
-        if deltas is not None and out.text is not None and n_out and deltas.empty[-1]:
+        if (
+            deltas is not None
+            and out.text is not None
+            and n_out
+            and deltas.empty[-1]
+            and not deltas.blank
+        ):
             # JSON and tool arguments are ASCII: no partial character is held back at the
             # end (outputs.py), so their last token always sends its text
             deltas = dataclasses.replace(deltas, empty=deltas.empty[:-1] + b"\x00")

@@ -13,7 +13,8 @@
   its bucket. ``pN == target`` keeps the point rule: the nearest-rank value
   compared with the target, given at least ``10 × 100/(100 − p)`` samples;
 - ``mean`` and rates (``error_rate``, throughputs, goodput) are compared as
-  observed (at least one sample); ``max`` is exact and compared as observed;
+  observed (at least one sample: an issued request; for ``blank_rate``, a
+  completed one); ``max`` is exact and compared as observed;
 - a run where the load generator, not the server, was the bottleneck
   (``self_check.generator_bound``) cannot judge latency or throughput.
 
@@ -217,8 +218,8 @@ def evaluate(
         hist = acc.histograms[slo.metric]
         samples = hist.count
         observed = hist.stat(slo.stat or "") if samples else None
-    else:
-        samples = acc.issued
+    else:  # blank_rate's are the completed replies: with none, nothing to rate
+        samples = acc.completed if slo.metric == "blank_rate" else acc.issued
         observed = acc.rate(slo.metric) if samples else None
 
     def judged(verdict: Verdict, observed: float | None, reason: str = "") -> SloVerdict:
@@ -245,7 +246,7 @@ def evaluate(
             observed,
             f"needs >= {min_duration_s:g} s measured, run has {acc.window_s:.1f} s",
         )
-    if result.self_check.get("generator_bound") and slo.metric != "error_rate":
+    if result.self_check.get("generator_bound") and slo.metric not in ("error_rate", "blank_rate"):
         why = "; ".join(result.self_check.get("reasons", [])) or "load generator was the bottleneck"
         return judged(Verdict.INCONCLUSIVE, observed, f"load generator bound: {why}")
     if bounded:

@@ -30,7 +30,7 @@ __all__ = [
 
 # Metrics measured on a token stream: nothing to measure on an API without one.
 TOKEN_STREAM_METRICS = frozenset(
-    {"ttft", "ttfo", "tpot", "itl", "tpot_token_weighted", "output_throughput"}
+    {"ttft", "ttfo", "tpot", "itl", "tpot_token_weighted", "output_throughput", "blank_rate"}
 )
 # The APIs with a JSON Schema response format, with tools, and that generate text.
 STRUCTURED_APIS = frozenset({Api.CHAT, Api.RESPONSES})

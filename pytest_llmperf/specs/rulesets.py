@@ -74,6 +74,7 @@ _TOP_KEYS = ("name", "description", "min_samples", "min_duration", "targets", "s
 # Direction implied when a rate target is written without an operator.
 _RATE_DEFAULT_OP = {
     "error_rate": "<",
+    "blank_rate": "<",
     "goodput": ">=",
     "request_throughput": ">=",
     "output_throughput": ">=",

@@ -61,6 +61,7 @@ STATS = ("p50", "p90", "p95", "p99", "p99.9", "mean", "max")
 # metric -> (canonical unit, {accepted unit: factor to canonical}); "" = no unit written
 RATE_SLO_METRICS: dict[str, tuple[str, dict[str, float]]] = {
     "error_rate": ("fraction", {"%": 0.01, "": 1.0}),
+    "blank_rate": ("fraction", {"%": 0.01, "": 1.0}),  # completed replies with no visible text
     "goodput": ("fraction", {"%": 0.01, "": 1.0}),
     "request_throughput": ("req/s", {"req/s": 1.0, "": 1.0}),
     "output_throughput": ("tok/s", {"tok/s": 1.0, "": 1.0}),

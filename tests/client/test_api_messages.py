@@ -270,10 +270,22 @@ async def test_an_error_event_fails_the_request_with_its_message_and_not_the_key
 
 
 @pytest.mark.asyncio
-async def test_a_stream_with_only_a_signature_is_empty() -> None:
+async def test_a_stream_with_only_a_signature_is_blank_where_its_usage_counts_tokens() -> None:
+    """No token event, but the usage counts 4 output tokens: generated, nothing visible
+    (completed, blank); with a usage of 0 nothing says a token was made (empty_response)."""
     with serve(ApiServer(lambda _p, _b: _stream(0, [("signature_delta", "sig")]))) as srv:
         record = await _send(srv.url)
-    assert record.error is ErrorKind.EMPTY
+    assert record.ok and record.blank and record.token_events == 0, record.error_detail
+    assert record.usage_completion_tokens == 4
+
+    def nothing(_path: str, _body: dict[str, Any]) -> Reply:
+        steps = [event(start()), event(BLOCK_START), event(block_delta("signature_delta", "s"))]
+        steps += [event(BLOCK_STOP), event(stop_delta("end_turn", output=0)), event(STOP)]
+        return Reply([(0.0, step) for step in steps])
+
+    with serve(ApiServer(nothing)) as srv:
+        record = await _send(srv.url)
+    assert record.error is ErrorKind.EMPTY and "usage counts 0" in record.error_detail
 
 
 @pytest.mark.asyncio

@@ -259,6 +259,34 @@ async def test_a_text_answer_is_valid_only_where_the_model_may_choose(
         assert record.invalid_detail.endswith("called no tool (answered in text: 'It is sunny.')")
 
 
+@pytest.mark.parametrize(
+    ("contract", "kind"),
+    [
+        (STRUCTURED, InvalidKind.NOT_JSON),
+        (REQUIRED, InvalidKind.NO_TOOL_CALL),
+        (NAMED, InvalidKind.NO_TOOL_CALL),
+        (AUTO, ""),
+    ],
+)
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_a_blank_reply_is_checked_as_the_empty_output_it_is(
+    contract: OutputContract, kind: str, api: ApiKind
+) -> None:
+    """Generated but blank (empty deltas, a usage counting them; or only the usage): a
+    completed request, counted blank, whose output is empty: not JSON for a schema, no
+    call where one is required; allowed where the model may answer without a call."""
+    if api == "chat":
+        reply = chat_text(["", "", ""])
+    else:  # vLLM's adapter drops the empty deltas: the usage alone says 3
+        reply = responses_text([])
+        reply.steps = [*reply.steps[:-1], (0.0, _responses_completed(3))]
+    record = await send(reply, api, contract)
+    assert _verdict(record) == (True, True, kind)
+    assert record.blank and record.token_events == (3 if api == "chat" else 0)
+    if kind == InvalidKind.NOT_JSON:
+        assert record.invalid_detail == "the answer is empty (no JSON)"
+
+
 async def test_a_responses_function_call_is_collected_from_its_item_and_deltas() -> None:
     record = await send(responses_call("search", GOOD_ARGS), "responses", NAMED)
     assert _verdict(record) == (True, True, "")

@@ -90,15 +90,19 @@ def test_one_token_event_per_generated_token(session: Session) -> None:
     log, can: never more events than tokens, one ITL gap per event after the
     first, and at least one request whose every token was its own event. A third
     of this model's tokens are partial characters streamed as ``""``, so a
-    client that did not count empty deltas could not reach that.
+    client that did not count empty deltas could not reach that. A reply whose
+    every token decodes to nothing (random weights) streams them all as ``""``:
+    completed, counted blank, its events timed like any other's.
     """
-    check_completed(session, one_read_replies_ok=True)
+    run = check_completed(session, one_read_replies_ok=True)
     records = [r for r in _logged(session) if r.tracked]
     assert len(records) == 40, len(records)
     for r in records:
         assert r.usage_completion_tokens == OUTPUT_TOKENS, r
         assert 1 <= r.token_events <= OUTPUT_TOKENS, r
         assert len(r.gaps_ns) == r.token_events - 1, r
+    assert sum(r.blank for r in records) == run["counts"]["blank"], run["counts"]
+    assert run["metrics"]["ttft"]["count"] == 40, run["metrics"]["ttft"]  # blank ones too
     unmerged = sum(r.token_events == OUTPUT_TOKENS for r in records)
     assert unmerged >= 1, sorted(r.token_events for r in records)
 

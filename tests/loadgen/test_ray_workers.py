@@ -123,6 +123,7 @@ def test_ray_actors_issue_the_planned_schedule_and_merge_like_local_workers(
             "cancelled": 0,
             "connection_retries": 0,
             "invalid": 0,
+            "blank": 0,
         }
     )
     assert remote.stop_reason is StopReason.COMPLETED and not remote.interrupted

@@ -37,6 +37,7 @@ async def test_count_stop_and_warmup_is_not_tracked(
         "cancelled": 0,
         "connection_retries": 0,
         "invalid": 0,
+        "blank": 0,
     }
     assert sum(not r.tracked for r in seen) <= 6  # warm-up is not drained: some may be cut
     assert sum(r.tracked for r in seen) == 20
@@ -124,6 +125,7 @@ async def test_second_interrupt_abandons_the_drain_and_reports_incomplete(
         "cancelled": 0,
         "connection_retries": 0,
         "invalid": 0,
+        "blank": 0,
     }
     assert result.errors == {"incomplete_at_cap": 3}
     assert result.stop_reason == "SIGINT"

@@ -235,6 +235,7 @@ async def test_a_failed_turn_ends_its_session(tmp_path: Path) -> None:
         "issued": 5, "completed": 3, "failed": 2, "incomplete": 0, "cancelled": 0,
         "connection_retries": 0,
         "invalid": 0,
+        "blank": 0,
     }  # fmt: skip
 
 
@@ -482,6 +483,7 @@ async def test_a_failed_trace_turn_drops_the_rest_of_its_session(tmp_path: Path)
         "issued": 2, "completed": 1, "failed": 1, "incomplete": 0, "cancelled": 0,
         "connection_retries": 0,
         "invalid": 0,
+        "blank": 0,
     }  # fmt: skip
 
 

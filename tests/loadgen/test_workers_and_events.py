@@ -62,6 +62,7 @@ async def test_two_workers_issue_exactly_the_planned_schedule(
         "cancelled": 0,
         "connection_retries": 0,
         "invalid": 0,
+        "blank": 0,
     }
     assert result.self_check["workers"] == 2
     assert len(result.self_check["worker_cpu_s"]) == 2

@@ -71,6 +71,7 @@ def test_failures_stay_out_of_latencies_and_count_in_error_rate() -> None:
         "cancelled": 0,
         "connection_retries": 0,
         "invalid": 0,
+        "blank": 0,
     }
     assert acc.histograms["ttft"].count == 1
     assert acc.histograms["schedule_lag"].count == 3
@@ -121,4 +122,47 @@ def test_state_round_trip_and_merge() -> None:
         "cancelled": 0,
         "connection_retries": 0,
         "invalid": 0,
+        "blank": 0,
     }
+
+
+def _blank_without_events(sched_ms: float, end_ms: float, tokens: int) -> RequestRecord:
+    """A reply whose usage counts ``tokens`` and that streamed no event (transformers
+    serve's shape for tokens that decode to nothing): completed, blank, ended at end_ms."""
+    r = RequestRecord(index=0, t_sched=int((sched_ms + BASE_MS) * MS))
+    r.t_send = r.t_sched
+    r.t_end = int((end_ms + BASE_MS) * MS)
+    r.usage_completion_tokens = tokens
+    r.blank = True
+    return r
+
+
+def test_blank_replies_are_completed_counted_blank_and_timed_where_they_had_events() -> None:
+    acc = MetricsAccumulator(request_limits_ms={"e2e": 1000.0})
+    acc.add(record(0, 0, 40, [50, 60], tokens=3))  # text
+    with_events = record(0, 0, 30, [35], tokens=2)  # vLLM: empty deltas, each an event
+    with_events.blank = True
+    acc.add(with_events)
+    acc.add(_blank_without_events(0, 80, tokens=32))
+    acc.add(record(0, 0, 20, [], error=ErrorKind.EMPTY))  # nothing generated: failed
+    counts = acc.counts()
+    assert (counts["completed"], counts["failed"], counts["blank"]) == (3, 1, 2)
+    assert acc.rate("blank_rate") == pytest.approx(2 / 3)  # of the completed: not the issued
+    assert acc.rate("error_rate") == pytest.approx(1 / 4)
+    assert acc.summary()["blank_rate"] == round(2 / 3, 6)
+    h = acc.histograms
+    assert h["ttft"].count == 2  # the no-event blank has no first token
+    assert h["e2e"].count == 3 and h["e2e"].max == pytest.approx(80.0, rel=0.01)
+    assert acc.output_tokens == 3 + 2 + 32 and acc.good == 3
+
+
+def test_blank_counts_merge_and_survive_the_state_and_no_completion_rates_zero() -> None:
+    assert MetricsAccumulator().rate("blank_rate") == 0.0
+    a, b = MetricsAccumulator(), MetricsAccumulator()
+    a.add(_blank_without_events(0, 10, tokens=4))
+    b.add(record(0, 0, 10, [20], tokens=2))
+    b.add(_blank_without_events(0, 30, tokens=4))
+    a.merge(b)
+    assert a.blank == 2 and a.completed == 3
+    again = MetricsAccumulator.from_state(a.to_state())
+    assert again.counts() == a.counts() and again.rate("blank_rate") == pytest.approx(2 / 3)

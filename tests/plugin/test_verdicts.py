@@ -73,6 +73,7 @@ def test_json_report_core(pytester: pytest.Pytester) -> None:
         "cancelled": 0,
         "connection_retries": 0,
         "invalid": 0,
+        "blank": 0,
     }
     assert run["load"] == {"pattern": "concurrency", "concurrency": 8, "seed": 3}
     assert run["workload"]["name"] == "synthetic" and run["workload"]["requests"] == 40

@@ -85,3 +85,14 @@ def test_worker_runs_show_no_counts_they_cannot_see() -> None:
     plain = plain_line(remote, test="t.py::test_a")
     assert "req/s at the end (issued by 4 workers)" in plain and "in flight" not in plain
     assert "running on 1 worker " in status_line(snap(phase=Phase.REMOTE, workers=1), 80)
+
+
+def test_blank_replies_show_beside_the_errors_once_there_are_some() -> None:
+    """Completed replies with no visible text (generated but blank) are counted live as
+    errors are: shown once there is one, the first field to go for width after errors."""
+    assert "blank" not in status_line(snap(), 120) and "blank" not in plain_line(snap())
+    line = status_line(snap(blank=7), 120, test="t.py::test_a")
+    assert "3 err  7 blank  1m15s" in line
+    assert ", 3 errors, 7 blank, elapsed" in plain_line(snap(blank=7))
+    narrow = status_line(snap(blank=7), 60, test="t.py::test_a")
+    assert len(narrow) <= 59 and "212/500" in narrow

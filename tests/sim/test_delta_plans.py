@@ -80,13 +80,41 @@ def test_a_final_empty_delta_drops_its_text_as_vllm_does() -> None:
     ]
 
 
-def test_a_plan_is_never_all_empty() -> None:
-    """A reply without any text is a failed request (empty_response), not a shape: the
-    last token of an all-empty draw carries the text held back."""
+def test_empty_deltas_alone_never_make_a_plan_all_empty() -> None:
+    """Partial characters are a shape, not a blank reply: the last token of an all-empty
+    draw carries the text held back (a blank reply is blank_reply_rate's)."""
     profile = load_profile("fixed", empty_delta_rate=1.0)
     for n in (1, 3):
         plan = plan_deltas(profile, 0, 0, n, "chat")
         assert plan is not None and list(plan.empty) == [1] * (n - 1) + [0]
+        assert not plan.blank
+
+
+def test_blank_reply_rate_is_the_share_of_replies_with_every_token_empty() -> None:
+    profile = load_profile("fixed", blank_reply_rate=0.25, reasoning_tokens=2)
+    plans = [plan_deltas(profile, 7, i, 6, "chat") for i in range(400)]
+    blank = [p for p in plans if p is not None and p.blank]
+    assert 0.19 < len(blank) / 400 < 0.31
+    # a blank plan is empty to its last token, reasoning included; the others have text
+    assert all(list(p.empty) == [1] * 6 for p in blank)
+    assert all(not all(p.empty) for p in plans if p is not None and not p.blank)
+    # seeded: the same requests are blank on every draw
+    again = [plan_deltas(profile, 7, i, 6, "chat") for i in range(400)]
+    assert [p.blank for p in plans if p] == [p.blank for p in again if p]
+
+
+def test_a_blank_plan_streams_empty_deltas_and_a_blank_finish() -> None:
+    """vLLM's shape of a token that decodes to nothing: one "" delta per token, the last
+    on the finishing chunk; the usage (not here) still counts every token."""
+    w = ChunkWriter("chat", "m")
+    plan = plan_deltas(load_profile("fixed", blank_reply_rate=1.0), 0, 0, 3, "chat")
+    assert plan is not None and plan.blank
+    shaped = ShapedChunks(w, plan, 0, "length")
+    assert [shaped.chunk(k) for k in range(3)] == [
+        w.token_chunk(""),
+        w.token_chunk(""),
+        w.token_chunk("", "length"),
+    ]
 
 
 def test_completions_plans_have_no_reasoning_part() -> None:

@@ -52,6 +52,7 @@ targets:
   ttft: {p50: 200ms, p99: 0.5s}
   tpot: {p99: "<= 50ms"}
   error_rate: 1%
+  blank_rate: 5%
   goodput: 95%
   output_throughput: 1000 tok/s
 slos:
@@ -67,6 +68,7 @@ slos:
         ("ttft.p99", "<", 500.0, "ms"),
         ("tpot.p99", "<=", 50.0, "ms"),
         ("error_rate", "<", 0.01, "fraction"),
+        ("blank_rate", "<", 0.05, "fraction"),
         ("goodput", ">=", 0.95, "fraction"),
         ("output_throughput", ">=", 1000.0, "tok/s"),
         ("itl.p99", "<", 100.0, "ms"),

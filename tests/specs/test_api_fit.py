@@ -24,6 +24,7 @@ def spec(*slos: str, **workload: object) -> PerfSpec:
         "tpot.mean < 20ms",
         "ttfo.max < 1s",
         "output_throughput > 10 tok/s",
+        "blank_rate < 5%",  # embeddings generate no text to be blank
     ],
 )
 def test_a_token_stream_slo_on_embeddings_names_the_test_the_slo_and_the_api(slo: str) -> None:
@@ -36,7 +37,7 @@ def test_a_token_stream_slo_on_embeddings_names_the_test_the_slo_and_the_api(slo
 
 @pytest.mark.parametrize("api", sorted(TOKEN_STREAM_APIS))
 def test_token_stream_slos_fit_every_streaming_api(api: Api) -> None:
-    check_api_fit(spec("ttft.p99 < 500ms", "itl.p99 < 50ms"), api, where=WHERE)
+    check_api_fit(spec("ttft.p99 < 500ms", "itl.p99 < 50ms", "blank_rate < 5%"), api, where=WHERE)
 
 
 def test_embeddings_take_the_metrics_an_answer_has() -> None:

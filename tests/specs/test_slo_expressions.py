@@ -13,6 +13,7 @@ from pytest_llmperf.specs.slo import parse_slo, request_limits
         ("itl.mean < 800us", "itl", "mean", "<", 0.8, "ms"),
         ("e2e.max < 2 s", "e2e", "max", "<", 2000.0, "ms"),
         ("error_rate < 1%", "error_rate", None, "<", 0.01, "fraction"),
+        ("blank_rate < 5%", "blank_rate", None, "<", 0.05, "fraction"),
         ("goodput >= 0.95", "goodput", None, ">=", 0.95, "fraction"),
         ("request_throughput > 10 req/s", "request_throughput", None, ">", 10.0, "req/s"),
         ("output_throughput > 1e3 tok/s", "output_throughput", None, ">", 1000.0, "tok/s"),
