@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmperf.reports.line_breaks import fit, prose, wrap_parts
+from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import (
     MARKS,
@@ -110,6 +111,10 @@ def summary_lines(
             notes[f"{where}: {note}"] = None
         on = f" on {endpoint_label(test.endpoint)}" if several and test.endpoint else ""
         lines.append(f"{test.nodeid} [{test.outcome}]{on}")
+        if test.nothing_measured:  # the test's failure, in its own words
+            lines.extend(
+                fit(f"  {MARKS['fail']} {NOTHING_MEASURED}: {test.nothing_measured}", width)
+            )
         # a run of many stages (a fine ramp) shows only its stages that did not pass
         many = {r["label"] for r in test.runs if len(r.get("stages") or ()) > MAX_STAGE_LINES}
         hidden = 0
