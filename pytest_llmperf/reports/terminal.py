@@ -174,6 +174,10 @@ def summary_lines(
             for verdict in session_verdicts:
                 if verdict.run == f"session {key}":
                     lines.append("    " + _slo_line({**verdict.to_dict(), "run": ""}))
+    unjudged = [v for v in session_verdicts if v.run == "session"]
+    if unjudged:  # a ruleset over no measured group (slo/session.py): one line for all
+        targets = ", ".join(v.expr for v in unjudged)
+        lines.extend(fit(f"{MARKS['fail']} {unjudged[0].reason} (targets {targets})", width))
     if note := stop_note(data, stopped):
         lines.extend(prose(note, width))
     return lines

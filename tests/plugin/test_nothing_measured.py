@@ -189,3 +189,40 @@ def test_sweeps_and_searches_count_where_they_confirm_with_a_gated_run(
     tests = _json(pytester.path / "r.json")
     assert tests["test_sweep_only"]["nothing_measured"].startswith("its only runs were gate=False")
     assert tests["test_search_confirmed"]["nothing_measured"] is None
+
+
+def test_a_session_ruleset_over_nothing_measured_fails_the_session(
+    pytester: pytest.Pytester,
+) -> None:
+    """``--llm-ruleset`` judges the session's merged gated runs, not any one test: the
+    tests keep their outcomes (a test without SLOs is not judged), the session fails."""
+    pytester.makefile(".yaml", rules="name: team\ntargets:\n  ttft: {p90: 5s}\n")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.llm_workload("synthetic", input_tokens=8, output_tokens=2, requests=4)
+        async def test_probe(llm_loadgen):
+            await llm_loadgen.run(gate=False)
+
+        def test_plain():
+            pass
+        """
+    )
+    result = pytester.runpytest("--llm-ruleset=rules.yaml", "--llm-json=r.json", "--junitxml=j.xml")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    why = (
+        "--llm-ruleset team declared but no gated run measured anything: "
+        "no test made a gated llm_loadgen.run()"
+    )
+    result.stdout.fnmatch_lines([f"✗ {why}", "*(targets ttft.p90 < 5s)"])
+    session = json.loads((pytester.path / "r.json").read_text())["session"]
+    assert session["exitstatus"] == 1
+    assert [(v["verdict"], v["run"], v["reason"]) for v in session["slos"]] == [
+        ("fail", "session", why)
+    ]
+    props = {
+        p.get("name"): p.get("value") for p in ET.parse(pytester.path / "j.xml").iter("property")
+    }
+    assert props["llm_session[ttft.p90 < 5s][session].verdict"] == "fail"
