@@ -10,11 +10,15 @@ The library's warnings live here too, so importing them never imports pytest.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 __all__ = [
     "LlmPerfBlankWarning",
     "LlmPerfInconclusiveWarning",
     "LlmPerfTokenLengthWarning",
     "LlmPerfUsageError",
+    "did_you_mean",
 ]
 
 
@@ -36,6 +40,13 @@ class LlmPerfUsageError(ValueError):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """``" (did you mean llm_slo?)"`` when one of ``known`` is close to ``word``, else ``""``:
+    a misspelt name is fixed from the message alone."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 class LlmPerfInconclusiveWarning(UserWarning):

@@ -1,5 +1,5 @@
-"""Collection: every test's markers become a spec (a bad one is a usage error naming the
-test), then a real endpoint is preflighted once.
+"""Collection: every test's markers become a spec (a bad one, or an ``llm_*`` marker we do
+not know, is a usage error naming the test), then a real endpoint is preflighted once.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from pytest_llmperf.plugin.markers import (
     SPEC_KEY,
     api_of_test,
     marked_inconclusive,
+    registered_elsewhere,
     spec_for,
+    unknown_marks,
 )
 from pytest_llmperf.specs.api_fit import check_api_fit
 
@@ -27,7 +29,12 @@ class CollectionPart(PluginBase):
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         errors: list[str] = []
+        registered = registered_elsewhere(self.config)
         for item in items:
+            unknown = unknown_marks(item, registered)
+            if unknown:
+                errors += [f"{item.nodeid}: {line}" for line in unknown]
+                continue
             if not any(item.iter_markers(name) for name in LLM_MARKERS):
                 continue
             try:

@@ -40,7 +40,7 @@ from pytest_llmperf.reports.junit import (
     run_properties,
     server_properties,
 )
-from pytest_llmperf.reports.outcome import judge_test
+from pytest_llmperf.reports.outcome import judge_test, nothing_measured
 from pytest_llmperf.slo.multiplicity import judge_family, test_level
 from pytest_llmperf.slo.output_match import OtherOutputs, judge_output_match
 from pytest_llmperf.slo.regression import DEFAULT_ALPHA, RegressionCheck
@@ -55,11 +55,13 @@ def payload_for_test(
     verdicts: list[SloVerdict],
     checks: list[RegressionCheck],
     compared_with: str | None,
+    unmeasured: str = "",
 ) -> dict[str, Any]:
     """What one test's report carries to the session (also across xdist): its endpoint,
     runs (with their A/B reference, if any), SLO verdicts, lossless accumulator states,
-    analyses, baseline checks and JUnit properties (each run's counts and key figures
-    among them)."""
+    analyses, baseline checks, why its SLOs judged nothing (``unmeasured``:
+    :func:`~pytest_llmperf.reports.outcome.nothing_measured`) and JUnit properties (each
+    run's counts and key figures among them)."""
     comparisons = list(getattr(generator, "comparisons", ()))
     runs = [r.to_dict() for r in results]
     props = (
@@ -70,6 +72,7 @@ def payload_for_test(
         + ab_properties(comparisons)
         + error_properties((r.label, r.error_samples) for r in results)
         + server_properties(runs)
+        + ([("llm_nothing_measured", unmeasured)] if unmeasured else [])
     )
     payload: dict[str, Any] = {
         "endpoint": endpoint,
@@ -80,6 +83,8 @@ def payload_for_test(
         "baseline": [c.to_dict() for c in checks],
         "junit": props,
     }
+    if unmeasured:
+        payload["nothing_measured"] = unmeasured
     by_run = {c.run: c for c in comparisons}  # --llm-reference-endpoint: A/B runs
     for run in payload["runs"]:
         if run["label"] in by_run:
@@ -145,6 +150,8 @@ class JudgingPart(PluginBase):
             confidence=self.options.confidence,
         )
         checks: list[RegressionCheck] = []
+        # said only where the verdict is ours: a body that raised or skipped keeps its own
+        unmeasured = nothing_measured(results) if slos and raise_failures else ""
         if results or slos:
             endpoint = self.endpoints.describe(generator.endpoint if generator else self.endpoint())
             if self.baseline is not None and results:
@@ -159,7 +166,7 @@ class JudgingPart(PluginBase):
                 else None
             )
             payload = payload_for_test(
-                endpoint, generator, results, verdicts, checks, compared_with
+                endpoint, generator, results, verdicts, checks, compared_with, unmeasured
             )
             item.stash[PAYLOAD_KEY] = payload
             props = payload["junit"]

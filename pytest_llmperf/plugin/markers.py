@@ -2,6 +2,10 @@
 
 Bad marker arguments are usage errors that name the test and the bad word
 (collected in :mod:`~pytest_llmperf.plugin.collection`, before any request is sent).
+So is a marker named ``llm_*`` that is not one of ours (``llm_slos``, a typo that
+pytest would only warn about, and that would leave the test unjudged), unless the
+user registered it (the ini's ``markers``, or another plugin's): ``llm_*`` marks of
+their own are theirs.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import pytest
 
 from pytest_llmperf.errors import (
     LlmPerfUsageError,
+    did_you_mean,
 )
 from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.options import InconclusivePolicy
@@ -53,6 +58,26 @@ def pytest_pycollect_makeitem(collector: Any, name: str, obj: object) -> None:
     )
     if uses_llm and not any(getattr(m, "name", "") == "asyncio" for m in marks):
         pytest.mark.asyncio(obj)
+
+
+def registered_elsewhere(config: pytest.Config) -> frozenset[str]:
+    """The ``llm_*`` markers registered by the user's ini (``markers =``) or another
+    plugin, not by us: marks of the user's own, which collection leaves alone."""
+    lines: list[str] = config.getini("markers")
+    names = {line.split(":")[0].split("(")[0].strip() for line in lines}
+    return frozenset(n for n in names if n.startswith("llm_") and n not in MARKERS)
+
+
+def unknown_marks(item: pytest.Item, registered: frozenset[str]) -> list[str]:
+    """One line per ``llm_*`` mark on ``item`` (at any level) that is neither ours nor
+    ``registered``: its name, the nearest of ours, and all of ours."""
+    names = dict.fromkeys(m.name for m in item.iter_markers())  # first seen, once each
+    return [
+        f"unknown marker {name}{did_you_mean(name, MARKERS)}; pytest-llmperf's markers are "
+        f"{', '.join(MARKERS)} (register a marker of your own in the ini's markers)"
+        for name in names
+        if name.startswith("llm_") and name not in MARKERS and name not in registered
+    ]
 
 
 def endpoint_spec(item: pytest.Item, mark: pytest.Mark, default: EndpointSpec) -> EndpointSpec:

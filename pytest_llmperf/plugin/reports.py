@@ -103,7 +103,7 @@ class ReportsPart(PluginBase):
         if hasattr(self.config, "workerinput"):
             return  # an xdist worker: its reports travel to the controller, which aggregates
         groups = self.data.groups()
-        if self.ruleset:
+        if self.ruleset and not self.config.option.collectonly:  # --collect-only judges nothing
             self.session_verdicts = evaluate_session(
                 groups, self.ruleset, confidence=self.options.confidence
             )

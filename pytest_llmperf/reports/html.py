@@ -20,6 +20,7 @@ from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.blank import all_blank_note
 from pytest_llmperf.reports import plots
 from pytest_llmperf.reports.html_outputs import is_path_key, outputs_view, path_config_rows
+from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import (
     MARKS,
@@ -149,6 +150,11 @@ def _test_view(
         "baseline_rows": [c for c in test.get("baseline", []) if c.get("metric") != "*"],
         "baseline_notes": [c for c in test.get("baseline", []) if c.get("metric") == "*"],
         "trend_views": [_trend_view(s) for s in trend_sections],
+        "nothing_measured_line": (
+            f"{NOTHING_MEASURED}: {test['nothing_measured']}"
+            if test.get("nothing_measured")
+            else None
+        ),
     }
 
 

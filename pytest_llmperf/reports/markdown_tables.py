@@ -20,6 +20,7 @@ from typing import Any
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.gfm import code, table, text
 from pytest_llmperf.reports.markdown_outputs import outputs_block
+from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.table import (
     error_sample_lines,
     format_change,
@@ -57,7 +58,8 @@ def mark(verdict: Any) -> str:
 @dataclass(frozen=True)
 class TestView:
     """What a report test came to: ``kind`` ``fail`` (an SLO violated, a regression, a
-    worse A/B candidate, every request failed, or the body failed), ``inconclusive``,
+    worse A/B candidate, every request failed, SLOs over nothing measured, or the body
+    failed), ``inconclusive``,
     ``pass``, or its pytest outcome (``skipped``, ``interrupted``); ``why``: what made it
     fail, in words."""
 
@@ -103,7 +105,9 @@ def test_view(test: Mapping[str, Any]) -> TestView:
             why.append(f"{n} statistic(s) {worse}")
     runs = [r for r in test.get("runs") or [] if r.get("gated", True)]
     dead = [r for r in runs if (r.get("counts") or {}).get("issued") and not _completed(r)]
-    if slos and dead:
+    if unmeasured := test.get("nothing_measured"):  # the dead runs' words are in it
+        why.append(f"{NOTHING_MEASURED}: {unmeasured}")
+    elif slos and dead:
         why.append(f"every request failed in {', '.join(str(r.get('label')) for r in dead)}")
     outcome = str(test.get("outcome", ""))
     if why:

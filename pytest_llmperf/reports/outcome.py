@@ -4,14 +4,17 @@ The plugin maps the result onto pytest (``fail`` fails the test, an
 ``inconclusive`` one follows ``--llm-inconclusive``); the rules live here so
 they can be read, and tested, without pytest:
 
-- a test that declares SLOs but made no gated run fails (nothing was judged);
+- a test that declares SLOs but whose gated runs measured nothing fails (nothing was
+  judged): it never called ``llm_loadgen.run()``, ran only ``gate=False`` runs (a
+  sweep's or search's probes), or its gated runs completed no request
+  (:func:`nothing_measured` says which, in the one line that starts the message);
 - a violated SLO or a significant regression against the baseline fails;
 - with a reference endpoint, a candidate significantly worse than the
   reference beyond the threshold (``ab`` checks, :mod:`pytest_llmperf.slo.paired`)
   fails, with both sides in the message;
 - a gated run in which every request failed fails, even if its SLOs came out
-  inconclusive: the server failed, and ``--llm-inconclusive=warn`` must not
-  turn that into a pass;
+  inconclusive (and its test's other gated runs completed requests): the server
+  failed, and ``--llm-inconclusive=warn`` must not turn that into a pass;
 - otherwise any inconclusive verdict makes the test inconclusive.
 
 The message of a failing or inconclusive test ends with the failed requests in the
@@ -39,7 +42,9 @@ from pytest_llmperf.slo.regression import RegressionCheck, RegressionVerdict
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict
 from pytest_llmperf.specs.slo import Slo
 
-__all__ = ["Outcome", "judge_test"]
+__all__ = ["NOTHING_MEASURED", "Outcome", "judge_test", "nothing_measured"]
+
+NOTHING_MEASURED = "llm_slo declared but no gated run measured anything"
 
 
 @dataclass(frozen=True)
@@ -65,10 +70,9 @@ def judge_test(
     """The outcome of test ``nodeid``; ``baseline`` names the baseline compared against,
     ``ab`` are the A/B checks against the reference endpoint ``reference``; ``runs`` are
     ``results`` as report dicts where the caller has them already (else made here)."""
-    if slos and not any(r.gated for r in results):
-        return Outcome(
-            Verdict.FAIL, f"{nodeid} declares llm_slo but made no gated llm_loadgen.run()"
-        )
+    unmeasured = nothing_measured(results) if slos else ""
+    if unmeasured and not any(r.gated for r in results):
+        return Outcome(Verdict.FAIL, f"{NOTHING_MEASURED}: {unmeasured}")
     failed = any(v.verdict is Verdict.FAIL for v in verdicts)
     regressed = any(c.verdict is RegressionVerdict.REGRESSED for c in checks)
     worse = any(c.verdict is RegressionVerdict.REGRESSED for c in ab)
@@ -84,6 +88,8 @@ def judge_test(
             where = f" {reference}" if reference else ""
             parts.append(f"Worse than the reference endpoint{where} (A/B):\n{ab_table(ab)}")
         return Outcome(Verdict.FAIL, "\n\n".join(parts) + errors)
+    if unmeasured:  # gated runs, none of which completed a request
+        return Outcome(Verdict.FAIL, f"{NOTHING_MEASURED}: {unmeasured}{errors}")
     dead = [r for r in results if r.gated and r.counts["issued"] and not r.counts["completed"]]
     if slos and dead:
         why = "; ".join(
@@ -96,6 +102,34 @@ def judge_test(
         message = f"SLO inconclusive in {nodeid}:\n{verdict_table(verdicts)}{errors}"
         return Outcome(Verdict.INCONCLUSIVE, message)
     return Outcome(Verdict.PASS)
+
+
+def nothing_measured(results: Sequence[RunResult]) -> str:
+    """Why a test's gated runs measured nothing, in words (``""`` when one of them
+    completed a request): no run, only ``gate=False`` runs, or gated runs that completed
+    nothing (each with what became of its requests)."""
+    gated = [r for r in results if r.gated]
+    if not results:
+        return "llm_loadgen.run() was never called"
+    if not gated:
+        labels = ", ".join(r.label for r in results)
+        return f"its only runs were gate=False ({labels}), which are reported, not judged"
+    if any(r.counts["completed"] for r in gated):
+        return ""
+    return "; ".join(_nothing_completed(r) for r in gated)
+
+
+def _nothing_completed(run: RunResult) -> str:
+    """``run0: 20 issued, 0 completed: every request failed (http_error x20)``."""
+    issued = run.counts["issued"]
+    if not issued:
+        return f"{run.label}: no request was issued"
+    what = [f"{kind} x{n}" for kind, n in sorted(run.errors.items())]
+    if run.counts["cancelled"]:  # abandoned on purpose (cancel=): timed by no histogram
+        what.append(f"cancelled x{run.counts['cancelled']}")
+    why = f" ({', '.join(what)})" if what else ""
+    failed = "every request failed" if run.counts["failed"] >= issued else "none completed"
+    return f"{run.label}: {issued} issued, 0 completed: {failed}{why}"
 
 
 def _headline(verdicts: Sequence[SloVerdict]) -> str:

@@ -20,7 +20,8 @@ __all__ = ["SessionData", "TestEntry"]
 
 @dataclass
 class TestEntry:
-    """One test's contribution: outcome, runs (report dicts) and SLO verdicts."""
+    """One test's contribution: outcome, runs (report dicts) and SLO verdicts;
+    ``nothing_measured``: why its SLOs judged nothing, where that failed it."""
 
     __test__ = False  # not a pytest test class
 
@@ -32,6 +33,7 @@ class TestEntry:
     analyses: list[dict[str, Any]] = field(default_factory=list)
     endpoint: dict[str, Any] = field(default_factory=dict)
     baseline: list[dict[str, Any]] = field(default_factory=list)
+    nothing_measured: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -42,6 +44,7 @@ class TestEntry:
             "slos": self.slos,
             "analyses": self.analyses,
             "baseline": self.baseline,
+            "nothing_measured": self.nothing_measured,
         }
 
 
@@ -66,6 +69,7 @@ class SessionData:
             entry.analyses.extend(payload.get("analyses", []))
             entry.baseline.extend(payload.get("baseline", []))
             entry.endpoint = dict(payload.get("endpoint", entry.endpoint))
+            entry.nothing_measured = payload.get("nothing_measured") or entry.nothing_measured
 
     def groups(self) -> dict[str, SessionGroup]:
         """Gated runs merged per endpoint and model (see :mod:`pytest_llmperf.slo.session`)."""
@@ -76,4 +80,4 @@ class SessionData:
         return {key: group.accumulator for key, group in self.groups().items()}
 
     def measured_tests(self) -> list[TestEntry]:
-        return [t for t in self.tests.values() if t.runs or t.slos]
+        return [t for t in self.tests.values() if t.runs or t.slos or t.nothing_measured]

@@ -45,6 +45,7 @@ from typing import Any
 from pytest_llmperf.loadgen.result import TOKEN_LENGTH_TOLERANCE
 from pytest_llmperf.metrics.blank import all_blank_note
 from pytest_llmperf.reports.line_breaks import fit, prose, wrap_parts
+from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import (
     MARKS,
@@ -115,6 +116,10 @@ def summary_lines(
             notes[f"{where}: {note}"] = None
         on = f" on {endpoint_label(test.endpoint)}" if several and test.endpoint else ""
         lines.append(f"{test.nodeid} [{test.outcome}]{on}")
+        if test.nothing_measured:  # the test's failure, in its own words
+            lines.extend(
+                fit(f"  {MARKS['fail']} {NOTHING_MEASURED}: {test.nothing_measured}", width)
+            )
         # a run of many stages (a fine ramp) shows only its stages that did not pass
         many = {r["label"] for r in test.runs if len(r.get("stages") or ()) > MAX_STAGE_LINES}
         hidden = 0
@@ -176,6 +181,10 @@ def summary_lines(
             for verdict in session_verdicts:
                 if verdict.run == f"session {key}":
                     lines.append("    " + _slo_line({**verdict.to_dict(), "run": ""}))
+    unjudged = [v for v in session_verdicts if v.run == "session"]
+    if unjudged:  # a ruleset over no measured group (slo/session.py): one line for all
+        targets = ", ".join(v.expr for v in unjudged)
+        lines.extend(fit(f"{MARKS['fail']} {unjudged[0].reason} (targets {targets})", width))
     if note := stop_note(data, stopped):
         lines.extend(prose(note, width))
     return lines

@@ -20,11 +20,19 @@ from typing import Any
 
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.slo.verdicts import SloVerdict, evaluate
+from pytest_llmperf.slo.verdicts import SloVerdict, Verdict, evaluate
 from pytest_llmperf.specs.rulesets import Ruleset
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE
 
-__all__ = ["SessionGroup", "endpoint_key", "evaluate_session", "group_runs"]
+__all__ = [
+    "SESSION_NOTHING_MEASURED",
+    "SessionGroup",
+    "endpoint_key",
+    "evaluate_session",
+    "group_runs",
+]
+
+SESSION_NOTHING_MEASURED = "declared but no gated run measured anything"
 
 
 def endpoint_key(endpoint: Mapping[str, Any]) -> str:
@@ -115,7 +123,22 @@ def evaluate_session(
     groups: Mapping[str, SessionGroup], ruleset: Ruleset, *, confidence: float = DEFAULT_CONFIDENCE
 ) -> list[SloVerdict]:
     """Every ruleset target on every group, with the ruleset's sample and duration minimums
-    (a percentile target judged by its bounds at ``confidence``)."""
+    (a percentile target judged by its bounds at ``confidence``).
+
+    Where no gated run of the session completed a request (no test ran one, or all of
+    theirs failed), each target fails, ``run`` ``"session"``, saying so: a ruleset
+    judged over nothing is not a pass."""
+    if not any(group.accumulator.completed for group in groups.values()):
+        why = (
+            "every gated run completed no request"
+            if groups
+            else "no test made a gated llm_loadgen.run()"
+        )
+        reason = f"--llm-ruleset {ruleset.name} {SESSION_NOTHING_MEASURED}: {why}"
+        return [
+            SloVerdict(slo.expr, None, slo.target, slo.unit, Verdict.FAIL, "session", 0, reason)
+            for slo in ruleset.slos
+        ]
     verdicts: list[SloVerdict] = []
     for group in groups.values():
         result = group.as_result()

@@ -51,6 +51,12 @@ class PerfSpec:
                     f"llm_slo does not take {', '.join(unknown)}= "
                     "(takes ruleset=, confidence=, per_model=)"
                 )
+            if not args and "ruleset" not in kwargs:
+                # confidence= and per_model= apply to the marker's own objectives only
+                raise LlmPerfUsageError(
+                    "llm_slo declares no objective: give one or more like 'ttft.p99 < 500ms', "
+                    "or ruleset=NAME"
+                )
             per_model = kwargs.get("per_model", False)
             if not isinstance(per_model, bool):
                 raise LlmPerfUsageError(

@@ -98,6 +98,8 @@ _LOAD_KEYS = {
 # an override of one of these replaces the others (they all set the load level)
 _LEVEL_KEYS = ("rate", "concurrency", "stages", "ramp")
 _STOP_KEYS = {"requests", "duration", "warmup"}
+# what llm_workload takes besides its workload's own parameters (named when one is unknown)
+_RUN_WORKLOAD_KEYS = ("extra_body", "requests", "duration", "warmup", "seed")
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,12 @@ class RunSpec:
         object.__setattr__(
             self,
             "workload",
-            build_workload(self.workload_name, seed=self.workload_seed, **params),
+            build_workload(
+                self.workload_name,
+                seed=self.workload_seed,
+                also_takes=_RUN_WORKLOAD_KEYS,
+                **params,
+            ),
         )
 
     @property

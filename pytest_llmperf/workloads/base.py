@@ -8,11 +8,12 @@ the same requests in the same order), and a 200,000-request run never holds
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.errors import LlmPerfUsageError, did_you_mean
 from pytest_llmperf.workloads.output_contract import OutputContract
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "register_request_paths",
     "register_workload",
     "workload_names",
+    "workload_params",
 ]
 
 
@@ -150,8 +152,52 @@ def register_request_paths(hook: RequestPathsHook) -> RequestPathsHook:
     return hook
 
 
-def build_workload(name: str, *, seed: int = 0, **params: Any) -> Workload:
+def workload_params(name: str) -> tuple[str, ...] | None:
+    """The keyword parameters workload ``name`` takes: its factory's own, then the
+    request paths' (every workload's); ``None`` when its factory takes any (``**params``)."""
+    factory = _factory(name)
+    own: list[str] = []
+    for param in inspect.signature(factory).parameters.values():
+        if param.kind is param.VAR_KEYWORD:
+            return None
+        if param.kind in (param.KEYWORD_ONLY, param.POSITIONAL_OR_KEYWORD) and param.name != "seed":
+            own.append(param.name)
+    return (*own, *REQUEST_PATH_PARAMS)
+
+
+def _factory(name: str) -> WorkloadFactory:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise LlmPerfUsageError(
+            f"unknown workload {name!r}; known workloads: {', '.join(workload_names())}"
+        ) from None
+
+
+def _check_params(name: str, given: Sequence[str], also_takes: Sequence[str]) -> None:
+    """A usage error naming each parameter workload ``name`` does not take, the nearest
+    one it does, and every one it takes (``also_takes``: the caller's own, listed last)."""
+    takes = workload_params(name)
+    if takes is None:
+        return
+    unknown = [k for k in given if k not in takes]
+    if unknown:
+        valid = [*takes, *also_takes]
+        raise LlmPerfUsageError(
+            f"workload {name!r}: does not take "
+            + ", ".join(f"{k}={did_you_mean(k, valid)}" for k in unknown)
+            + f"; it takes {', '.join(f'{k}=' for k in valid)}"
+        )
+
+
+def build_workload(
+    name: str, *, seed: int = 0, also_takes: Sequence[str] = (), **params: Any
+) -> Workload:
     """The workload ``name`` with ``params``; bad names or values are usage errors.
+
+    A parameter the workload does not take is named with the nearest one it does and
+    the whole list (``also_takes``: parameters the caller took itself before passing the
+    rest here, such as ``llm_workload``'s ``requests=``, listed after the workload's own).
 
     ``structured=``, ``tools=``, ``tool_choice=``, ``adapters=`` and ``greedy=``
     are taken here, for every workload: checked before the workload is built
@@ -160,12 +206,8 @@ def build_workload(name: str, *, seed: int = 0, **params: Any) -> Workload:
     (:class:`~.request_paths.RequestPathsWorkload`). Without any of them the
     workload is returned as its factory built it.
     """
-    try:
-        factory = WORKLOADS[name]
-    except KeyError:
-        raise LlmPerfUsageError(
-            f"unknown workload {name!r}; known workloads: {', '.join(workload_names())}"
-        ) from None
+    factory = _factory(name)
+    _check_params(name, list(params), also_takes)
     given = {k: params.pop(k) for k in REQUEST_PATH_PARAMS if k in params}
     wrap = None
     if given:

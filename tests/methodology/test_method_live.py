@@ -22,7 +22,9 @@ pytestmark = pytest.mark.asyncio
 
 def generator(url: str, workload: dict, load: dict | None = None, slos=()) -> LlmLoadgen:
     spec = PerfSpec.from_markers(
-        (("synthetic",), workload), ((), load) if load else None, [(tuple(slos), {})]
+        (("synthetic",), workload),
+        ((), load) if load else None,
+        [(tuple(slos), {})] if slos else [],
     )
     return LlmLoadgen(Endpoint.from_env(url, api_key_env=None), spec)
 

@@ -213,7 +213,9 @@ def test_slo_without_a_run_fails(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*declares llm_slo but made no gated llm_loadgen.run()*"])
+    result.stdout.fnmatch_lines(
+        ["*llm_slo declared but no gated run measured anything: llm_loadgen.run() was never*"]
+    )
 
 
 def test_several_runs_per_test_each_judged(pytester: pytest.Pytester) -> None:

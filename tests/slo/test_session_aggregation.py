@@ -90,6 +90,33 @@ def test_session_ruleset_minimums_make_verdicts_inconclusive(make_acc: MakeAcc) 
     assert "needs >= 60 s measured" in by_time[0].reason
 
 
+def test_a_session_ruleset_over_nothing_measured_fails_each_target(make_acc: MakeAcc) -> None:
+    """No gated run (ungated ones stay out of the groups), or gated runs that completed
+    nothing: every target fails, saying why, so the session is never green unjudged."""
+    slos = [parse_slo("ttft.p50 < 1s"), parse_slo("error_rate < 1%")]
+    ungated = group_runs(
+        [("t.py::x", REAL_A, [run_dict(gated=False)], [make_acc([1.0]).to_state()])]
+    )
+    none = evaluate_session(ungated, Ruleset("team", slos))
+    assert [(v.expr, v.verdict, v.run, v.samples) for v in none] == [
+        ("ttft.p50 < 1s", "fail", "session", 0),
+        ("error_rate < 1%", "fail", "session", 0),
+    ]
+    assert none[0].reason == (
+        "--llm-ruleset team declared but no gated run measured anything: "
+        "no test made a gated llm_loadgen.run()"
+    )
+    dead = MetricsAccumulator()
+    dead.issued = dead.failed = 20
+    groups = group_runs([("t.py::x", REAL_A, [run_dict()], [dead.to_state()])])
+    (v, _) = evaluate_session(groups, Ruleset("team", slos))
+    assert v.verdict == "fail" and v.reason.endswith(": every gated run completed no request")
+    # one group that completed requests is something measured: judged as ever
+    alive = group_runs([("t.py::y", REAL_B, [run_dict()], [make_acc([10.0] * 50).to_state()])])
+    judged = evaluate_session({**groups, **alive}, Ruleset("team", slos))
+    assert all(v.run.startswith("session http://") for v in judged)
+
+
 def test_a_generator_bound_run_makes_session_latency_inconclusive(make_acc: MakeAcc) -> None:
     acc = make_acc([10.0] * 100)
     groups = group_runs([("t.py::x", REAL_A, [run_dict(bound=True)], [acc.to_state()])])

@@ -13,7 +13,8 @@ WHERE = "tests/test_x.py::test_embed"
 
 
 def spec(*slos: str, **workload: object) -> PerfSpec:
-    return PerfSpec.from_markers((("synthetic",), {"requests": 10, **workload}), None, [(slos, {})])
+    slo_markers: list[tuple[tuple[str, ...], dict[str, object]]] = [(slos, {})] if slos else []
+    return PerfSpec.from_markers((("synthetic",), {"requests": 10, **workload}), None, slo_markers)
 
 
 @pytest.mark.parametrize(

@@ -120,6 +120,8 @@ def test_perf_spec_collects_slos_and_rulesets() -> None:
     assert [s.expr for s in p.slos] == ["ttft.p50 < 1s", "ttft.p99 < 2000ms", "tpot.p99 < 100ms"]
     with pytest.raises(LlmPerfUsageError, match="takes ruleset"):
         PerfSpec.from_markers(None, None, [((), {"rulset": "x"})])
+    with pytest.raises(LlmPerfUsageError, match="llm_slo declares no objective"):
+        PerfSpec.from_markers(None, None, [((), {"per_model": True})])
 
 
 def test_constant_schedule_is_exact_and_cumulative() -> None:
