@@ -48,8 +48,21 @@ class CollectionPart(PluginBase):
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Under xdist the controller collects nothing and a worker's usage error is an
-        internal error, so the controller checks a given endpoint here, once."""
+        internal error, so the controller checks a given endpoint here, once. A stop is
+        raised as the controller's collection starts (:meth:`pytest_collection`): raised
+        here, pytest would end the session without ``pytest_sessionfinish``, and so
+        without a report saying why."""
         dist_controller = self.config.pluginmanager.getplugin("dsession") is not None
         given = self.options.endpoint_url or self.options.reference_url
         if dist_controller and given and not self.config.option.collectonly:
-            self._preflight_now()
+            try:
+                self._preflight_now()
+            except (pytest.UsageError, pytest.Session.Failed) as exc:
+                self._stop_at_collection = exc
+
+    _stop_at_collection: BaseException | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        if self._stop_at_collection is not None:
+            raise self._stop_at_collection
