@@ -30,6 +30,7 @@ __all__ = [
     "StateRow",
     "StopPhase",
     "did_not_run_line",
+    "exit_status_table",
     "junit_case",
     "markdown_table",
     "stop_state",
@@ -39,13 +40,15 @@ __all__ = [
 EXIT_STATUSES = {
     0: "every test passed (or was skipped) and the session's targets were met",
     1: "a test failed, or the gate failed: a judged failure, an inconclusive verdict under "
-    "--llm-inconclusive=fail (the default), nothing measured, a server that answers but "
-    "lets no request pass, a lost xdist worker",
+    "`--llm-inconclusive=fail` (the default), nothing measured, a server that answers but "
+    "lets no request pass (5xx or 429 after retries, a stall, empty replies, even the "
+    "plainest request refused), a lost xdist worker",
     2: "interrupted (Ctrl-C, SIGTERM), or pytest's own collection errors",
     3: "an internal error: a report, the history or an extension hook could not be written",
-    4: "a usage error: a bad option, marker or file; an address where nothing answers; "
-    "refused credentials; an unknown model or API; a request field of yours the server "
-    "refuses",
+    4: "a usage error: a bad option, marker or file; an address where nothing answers "
+    "(refused, DNS, TLS, not HTTP); refused credentials (401/403); an unknown model or API "
+    "(404); a request field of yours (`--llm-request-extra`, `extra_body=`) the server "
+    "refuses; `--llm-baseline-strict` against another server's baseline",
     5: "no test was collected",
 }
 
@@ -104,7 +107,10 @@ _STOP_JSON = (
     '"exit_status"}; `tests` empty'
 )
 _STOP_JUNIT = "one test case `pytest-llmperf` / `session stopped before load` with an `<error>`"
-_STOP_MD = "first line `## ⛔ pytest-llmperf: the gate did not run: …`, then the reason (the step summary too)"
+_STOP_MD = (
+    "first line `## ⛔ pytest-llmperf: the gate did not run: …`, then the reason "
+    "(the step summary too)"
+)
 _STOP_HTML = "a red banner `the gate did not run: …` under the title"
 _STOP_HISTORY = "a session row marked stopped (`sessions.stopped`), no runs; `list`, `show`"
 
@@ -140,7 +146,7 @@ GATE_STATES: dict[GateState, StateRow] = {
         json="`slos[].verdict` `inconclusive` with its reason; the outcome as pytest's",
         junit="a `<failure>` (or `<skipped>`) with the reason",
         html="the verdict marked inconclusive",
-        markdown="`❌ … failed`, or `⚠️ pytest-llmperf: inconclusive` under `warn`",
+        markdown="`⚠️ pytest-llmperf: inconclusive (N tests undecided)` and the test's table",
         history="its runs, with the test's outcome",
     ),
     GateState.NOT_COMPARABLE: StateRow(
@@ -281,6 +287,12 @@ def junit_case(session: Mapping[str, Any]) -> tuple[str, str, str] | None:
         )
         return "session interrupted", message, message
     return None
+
+
+def exit_status_table() -> str:
+    """The exit statuses' table of docs/gate-states.md, from :data:`EXIT_STATUSES`."""
+    rows = [f"| {status} | {words} |" for status, words in EXIT_STATUSES.items()]
+    return "\n".join(["| status | meaning |", "| --- | --- |", *rows])
 
 
 def markdown_table() -> str:

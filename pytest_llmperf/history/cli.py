@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.gate_states import did_not_run_line
 from pytest_llmperf.history.errors import HistoryError
 from pytest_llmperf.history.export import export_csv, export_json, export_markdown
-from pytest_llmperf.gate_states import did_not_run_line
 from pytest_llmperf.history.records import SessionInfo, StoredRun
 from pytest_llmperf.history.store import HistoryStore
 

@@ -207,7 +207,7 @@ class PluginBase:
         if given is None or self.config.option.collectonly:
             return
         if hasattr(self.config, "workerinput"):
-            return  # an xdist worker: the controller checked (see pytest_sessionstart)
+            return  # an xdist worker: the controller checked (see preflight_controller)
         if not any(
             {"llm_endpoint", "llm_loadgen"} & set(getattr(i, "fixturenames", ())) for i in items
         ):
