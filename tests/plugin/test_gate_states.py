@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from odd_servers import OddServer, always, serve_in_thread  # tests/hardening (conftest.py)
 
 from pytest_llmperf.gate_states import (
@@ -77,6 +76,10 @@ class Row:
     json_outcomes: dict[str, int] | None = None  # the JSON's session.outcomes
     xdist: bool = False
     history_runs: int = 1
+
+    @property
+    def id(self) -> str:
+        return self.state.name.lower() + ("_xdist" if self.xdist else "")
 
 
 @contextmanager
@@ -147,6 +150,19 @@ ROWS = [
         history_runs=0,
     ),
     Row(
+        GateState.STOPPED_SERVER_REFUSED,  # under xdist: the controller stops, no worker starts
+        1,
+        GATE,
+        {},
+        f"## {STOPPED} (server refused, exit status 1)",
+        args=("--llm-model=m",),
+        server=lambda: answering(429, "Too many requests"),
+        junit="session stopped before load",
+        says=("field probe POST /v1/chat/completions", "HTTP 429", "Too many requests"),
+        history_runs=0,
+        xdist=True,
+    ),
+    Row(
         GateState.STOPPED_UNREACHABLE,
         4,
         GATE,
@@ -202,7 +218,7 @@ def test_every_state_of_the_table_has_a_row() -> None:
     assert not {row.state for row in ROWS} & PENDING
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[row.state.name.lower() for row in ROWS])
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
 def test_the_table_says_each_states_exit_status(row: Row) -> None:
     assert GATE_STATES[row.state].exit_status == row.state.exit_status == row.exit_status
 
@@ -216,7 +232,7 @@ def test_the_docs_page_is_the_code_table() -> None:
     assert exit_status_table() in text, "paste gate_states.exit_status_table() there"
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[row.state.name.lower() for row in ROWS])
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
 def test_each_state_ends_and_is_recorded_as_the_table_says(
     pytester: pytest.Pytester, row: Row
 ) -> None:
@@ -306,6 +322,8 @@ def test_each_state_ends_and_is_recorded_as_the_table_says(
     assert (info.stopped is not None) is row.state.name.startswith("STOPPED")
     assert info.stopped == stopped
     assert len(runs) == row.history_runs
+    if row.xdist and stopped:
+        assert "bringing up nodes" not in out  # the stop was known before any worker
     if runs and row.outcome is not None:
         assert runs[0].outcome == row.outcome
 
