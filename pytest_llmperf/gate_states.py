@@ -68,10 +68,6 @@ class GateState(Enum):
     WORKER_LOST = "worker lost"
 
     @property
-    def row(self) -> StateRow:
-        return GATE_STATES[self]
-
-    @property
     def exit_status(self) -> int:
         """The session's exit status in this state (under the default options)."""
         return GATE_STATES[self].exit_status

@@ -178,6 +178,8 @@ class ReportsPart(PluginBase):
         an ``<error>`` to the JUnit file (``--junitxml``): without it the file reads
         ``tests="0" failures="0"``, green to a dashboard, though nothing was judged."""
         case = junit_case(session)
+        if case is not None and not session.get("stopped") and not self._measuring():
+            return  # an interrupted session of plain tests: not ours to mark
         xml = self._junit_xml()
         if case is not None and xml is not None:
             add_error_case(xml, JUNIT_CLASSNAME, *case)
@@ -211,7 +213,11 @@ class ReportsPart(PluginBase):
             return None
         session = report.get("session") or {}
         measured = report.get("tests") or session.get("slos") or session.get("stopped")
-        return path if measured or (session.get("interrupted") and self.measuring_tests) else None
+        return path if measured or (session.get("interrupted") and self._measuring()) else None
+
+    def _measuring(self) -> bool:
+        """The session measured, or had tests that could (an interrupt may come first)."""
+        return bool(self.data.tests or self.measuring_tests)
 
     def _write_markdown(self, report: dict[str, Any], step_summary: str | None) -> None:
         """``--llm-markdown=PATH``: the summary, written; and appended to the step summary.

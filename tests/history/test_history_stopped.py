@@ -14,6 +14,7 @@ from pytest_llmperf.history import SCHEMA_VERSION, HistoryStore
 from pytest_llmperf.history.backends import Query, open_database
 from pytest_llmperf.history.cli import list_runs, show_session
 from pytest_llmperf.history.export import export_json
+from pytest_llmperf.history.markdown import export_markdown
 from pytest_llmperf.history.schema import migrations
 from pytest_llmperf.history.session import build_session_record
 
@@ -37,6 +38,7 @@ def test_a_stopped_session_is_a_row_marked_stopped_between_the_others(target: st
         assert before.stopped is None and after.stopped is None
         assert broken.stopped == STOP and broken.run_count == 0
         exported = json.loads(export_json(store))
+        summary = export_markdown(store)
         listing = list_runs(store.runs(), [s for s in store.sessions() if s.stopped]).splitlines()
         shown = show_session(store, broken.id)
     assert [s["stopped"] for s in exported["sessions"]] == [None, STOP, None]
@@ -44,6 +46,7 @@ def test_a_stopped_session_is_a_row_marked_stopped_between_the_others(target: st
     said = "the gate did not run: stopped at preflight (server refused, exit status 1)"
     assert [said in line for line in listing[1:]] == [False, True, False]
     assert "the server says: HTTP 503: Loading model" in shown
+    assert summary.count("⛔ the gate did not run") == 1  # the sessions table's row
 
 
 def test_the_record_of_a_stop_is_scrubbed_of_credentials() -> None:

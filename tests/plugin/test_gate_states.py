@@ -348,3 +348,15 @@ def test_the_history_cli_shows_a_stopped_session(
     shown = capsys.readouterr().out
     assert "the gate did not run: stopped at preflight (server refused, exit status 1)" in shown
     assert "the server says: HTTP 503: Loading model" in shown
+
+
+def test_an_interrupted_session_of_plain_tests_is_not_marked_by_the_plugin(
+    pytester: pytest.Pytester,
+) -> None:
+    """The JUnit case of an interrupted session is the gate's: a session that had no test
+    able to measure (the plugin is installed everywhere pytest is) gets none."""
+    pytester.makepyfile("def test_plain():\n    raise KeyboardInterrupt\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--junitxml=j.xml", no_reraise_ctrlc=True)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    suite = ET.parse(pytester.path / "j.xml").getroot()
+    assert not [c for c in suite.iter("testcase") if c.get("classname") == JUNIT_CLASSNAME]
