@@ -12,31 +12,63 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from enum import Enum
 
 __all__ = [
     "LlmPerfBlankWarning",
     "LlmPerfInconclusiveWarning",
     "LlmPerfTokenLengthWarning",
     "LlmPerfUsageError",
+    "StopCause",
     "did_you_mean",
 ]
 
 
-class LlmPerfUsageError(ValueError):
-    """A bad marker, option, SLO expression or input file.
+class StopCause(Enum):
+    """Whose an error that stops a session before load is, decided where it is raised.
 
-    ``where`` names the source (a test id, ``--llm-timeout``, a file path); the
-    message names the bad value. ``str()`` joins the two.
+    The session's exit status follows (:mod:`pytest_llmperf.gate_states`): a server
+    that answers but so that no request can pass is a failed gate (exit status 1); a
+    mistake of the user's, or an address where nothing answers, is a usage error (4).
     """
 
-    def __init__(self, message: str, *, where: str | None = None) -> None:
+    USAGE = "usage error"  # a bad option, marker or file; 401/403; an unknown model or API
+    UNREACHABLE = "unreachable"  # nothing answered HTTP: refused, DNS, TLS, not HTTP, no SYN-ACK
+    SERVER_REFUSED = "server refused"  # it answered: 5xx/429 after retries, a stall, empty
+    # replies, a body past its cap, or even the plainest request refused
+
+
+class LlmPerfUsageError(ValueError):
+    """A bad marker, option, SLO expression or input file; or an endpoint that cannot
+    be measured at all (``cause`` says whose that is, :class:`StopCause`).
+
+    ``where`` names the source (a test id, ``--llm-timeout``, a file path); the
+    message names the bad value. ``str()`` joins the two. ``server_says``: the
+    server's own words, when one answered (what a report quotes).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        where: str | None = None,
+        cause: StopCause = StopCause.USAGE,
+        server_says: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.where = where
+        self.cause = cause
+        self.server_says = server_says
 
     def located(self, where: str) -> LlmPerfUsageError:
         """The same error attributed to ``where`` (kept if already set)."""
-        return LlmPerfUsageError(self.message, where=self.where or where)
+        return LlmPerfUsageError(
+            self.message,
+            where=self.where or where,
+            cause=self.cause,
+            server_says=self.server_says,
+        )
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message

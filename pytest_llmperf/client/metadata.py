@@ -48,7 +48,7 @@ from pytest_llmperf.client.failures import classify_transport_error
 from pytest_llmperf.client.openai import error_message
 from pytest_llmperf.client.records import ErrorKind
 from pytest_llmperf.client.unreachable import unreachable_message
-from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.errors import LlmPerfUsageError, StopCause
 from pytest_llmperf.redaction import scrub
 
 __all__ = [
@@ -173,7 +173,10 @@ class Answer:
 class MetadataCallError(LlmPerfUsageError):
     """A metadata call that settled nothing: one message, at ``--llm-endpoint``.
 
-    ``failure`` says how it ended; ``attempts`` what the server did each time.
+    ``failure`` says how it ended; ``attempts`` what the server did each time. Its
+    ``cause``: nothing answered HTTP (:attr:`CallFailure.UNREACHABLE`) is the address's,
+    the user's to fix; any other end means a server answered and is broken
+    (:attr:`~pytest_llmperf.errors.StopCause.SERVER_REFUSED`), quoted in ``server_says``.
     """
 
     def __init__(
@@ -184,10 +187,27 @@ class MetadataCallError(LlmPerfUsageError):
         failure: CallFailure,
         attempts: tuple[Attempt, ...] = (),
     ) -> None:
-        super().__init__(message, where="--llm-endpoint")
+        unreachable = failure is CallFailure.UNREACHABLE
+        super().__init__(
+            message,
+            where="--llm-endpoint",
+            cause=StopCause.UNREACHABLE if unreachable else StopCause.SERVER_REFUSED,
+            server_says=None if unreachable else _server_says(attempts),
+        )
         self.call = call
         self.failure = failure
         self.attempts = attempts
+
+
+def _server_says(attempts: tuple[Attempt, ...]) -> str | None:
+    """The server's last words: its message for the last status it answered, else what it
+    did (``never answered: no response head in 5.0 s``)."""
+    if not attempts:
+        return None
+    last = attempts[-1]
+    if last.status is not None:
+        return f"HTTP {last.status}" + (f": {last.message}" if last.message else "")
+    return last.what
 
 
 def is_transient(status: int) -> bool:

@@ -44,6 +44,7 @@ def model_from_listing(endpoint: Endpoint, answer: Answer) -> Endpoint:
         raise LlmPerfUsageError(
             f"GET {endpoint.label}/models answered HTTP {answer.status}{said}; {NAME_THE_MODEL}",
             where="--llm-endpoint",
+            server_says=f"HTTP {answer.status}{said}",
         )
     try:
         data = answer.json()["data"]

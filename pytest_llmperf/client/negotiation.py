@@ -20,7 +20,10 @@ refuses them stops the session before load with its own message
 passes without them: a strict server behind a gateway that adds fields of its
 own (vLLM's router adds ``continue_final_message``, ``echo``, ...) refuses even
 the plainest request, whatever the user added. That refusal stops the session
-too, before load, quoting the server and blaming nobody's field.
+too, before load, quoting the server and blaming nobody's field: the server is
+broken for this client, not the user's options, so the gate fails (exit status 1,
+:class:`~pytest_llmperf.errors.StopCause`), where the user's refused fields are a
+usage error (4).
 
 Which optional fields there are depends on the API
 (:meth:`~pytest_llmperf.client.openai.RequestFields.sends`): chat has all three
@@ -49,7 +52,7 @@ from pytest_llmperf.client.apis import build_payload
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.metadata import MetadataClient, Read
 from pytest_llmperf.client.openai import RequestFields
-from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.errors import LlmPerfUsageError, StopCause
 from pytest_llmperf.workloads.base import Sample
 
 __all__ = ["PROBE_SAMPLE", "FieldProbe", "UserFields", "negotiate_fields"]
@@ -88,6 +91,11 @@ class FieldProbe:
     def ok(self) -> bool:
         return 200 <= self.status < 300
 
+    @property
+    def says(self) -> str:
+        """The answer as a report quotes it: ``HTTP 422: Unexpected fields ...``."""
+        return f"HTTP {self.status}" + (f": {self.message}" if self.message else "")
+
 
 async def negotiate_fields(
     endpoint: Endpoint, meta: MetadataClient, user: Sequence[UserFields] = ()
@@ -108,10 +116,17 @@ async def negotiate_fields(
     the metadata client's usage error.
     """
     fields, base = await _drop_refused(endpoint, meta, replace(endpoint.fields, extra={}))
-    if base.refused:
-        raise LlmPerfUsageError(_plainest_refused(endpoint, fields, base), where="--llm-endpoint")
-    if base.status in _UNSERVED_STATUSES:
-        raise LlmPerfUsageError(_unserved(endpoint, base), where="--llm-endpoint")
+    if base.refused:  # no request can pass, whatever the user asks: the server's (exit 1)
+        raise LlmPerfUsageError(
+            _plainest_refused(endpoint, fields, base),
+            where="--llm-endpoint",
+            cause=StopCause.SERVER_REFUSED,
+            server_says=base.says,
+        )
+    if base.status in _UNSERVED_STATUSES:  # the URL, API or model asked for: the user's
+        raise LlmPerfUsageError(
+            _unserved(endpoint, base), where="--llm-endpoint", server_says=base.says
+        )
     session_extra = endpoint.fields.extra
     probed: set[str] = set()
     for given in user:
@@ -129,6 +144,7 @@ async def negotiate_fields(
                 f"{endpoint.label} refused the request fields {shown}: "
                 f"HTTP {probe.status}: {probe.message}",
                 where=given.where,
+                server_says=probe.says,
             )
     return endpoint.with_fields(replace(fields, extra=session_extra))
 

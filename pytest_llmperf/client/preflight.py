@@ -26,7 +26,7 @@ from pytest_llmperf.client.metadata import MetadataClient, Read
 from pytest_llmperf.client.models import list_models, model_from_listing
 from pytest_llmperf.client.negotiation import UserFields, negotiate_fields
 from pytest_llmperf.client.unreachable import unreachable_message
-from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.errors import LlmPerfUsageError, StopCause
 
 __all__ = ["preflight", "preflight_sync"]
 
@@ -40,6 +40,9 @@ async def preflight(endpoint: Endpoint, user_fields: Sequence[UserFields] = ()) 
     way) or even the plainest request; and one when the server refuses the
     user's own request fields (``user_fields``, plus the session's
     ``endpoint.fields.extra``). See :mod:`~pytest_llmperf.client.negotiation`.
+    Each says whose it is (:class:`~pytest_llmperf.errors.StopCause`): nothing
+    answering and refused credentials are the user's; a server that answers but
+    lets no request pass is the server's (the gate fails, exit status 1).
     """
     try:
         async with MetadataClient(endpoint) as meta:
@@ -47,8 +50,11 @@ async def preflight(endpoint: Endpoint, user_fields: Sequence[UserFields] = ()) 
                 listing = await list_models(meta)
             else:  # any answer proves a server is there: the head is enough
                 listing = await meta.call("GET", meta.url("/models"), read=Read.HEAD, retry=False)
-            if listing.status in (401, 403):
-                raise LlmPerfUsageError(_refused_message(endpoint, listing.status))
+            if listing.status in (401, 403):  # the credentials: the user's to fix
+                raise LlmPerfUsageError(
+                    _refused_message(endpoint, listing.status),
+                    server_says=_says(listing.status, listing.message),
+                )
             if endpoint.model is None:
                 endpoint = model_from_listing(endpoint, listing)
             user = [*user_fields]
@@ -61,8 +67,13 @@ async def preflight(endpoint: Endpoint, user_fields: Sequence[UserFields] = ()) 
         raise
     except (httpx.HTTPError, OSError) as exc:  # the metadata client names its calls' failures
         raise LlmPerfUsageError(
-            unreachable_message(endpoint, exc), where="--llm-endpoint"
+            unreachable_message(endpoint, exc), where="--llm-endpoint", cause=StopCause.UNREACHABLE
         ) from None
+
+
+def _says(status: int, message: str) -> str:
+    """A server's answer as a report quotes it: ``HTTP 401: invalid key``."""
+    return f"HTTP {status}" + (f": {message}" if message else "")
 
 
 def _refused_message(endpoint: Endpoint, status: int) -> str:

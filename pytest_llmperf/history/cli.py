@@ -3,8 +3,9 @@
 Commands:
 
 - ``list [--test TEST]``: one line per stored run and test: session, when, tag,
-  test, run label, key (short), completed/issued, ttft p50/p99
-- ``show SESSION``: a session's identity and its runs in detail
+  test, run label, key (short), completed/issued, ttft p50/p99; and one per session
+  that stopped before load (``the gate did not run: ...``, docs/gate-states.md)
+- ``show SESSION``: a session's identity and its runs in detail (or why it stopped)
 - ``trend TEST METRIC [--stat p50] [--html]`` and ``detect [--test T] [--metric M]
   [--stat S] [--alpha A]``: from :mod:`pytest_llmperf.history.trends`
 - ``export --format json|csv|markdown [--out FILE]``: every stored run (JSON: sessions
@@ -24,9 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.gate_states import did_not_run_line
 from pytest_llmperf.history.errors import HistoryError
 from pytest_llmperf.history.export import export_csv, export_json, export_markdown
-from pytest_llmperf.history.records import StoredRun
+from pytest_llmperf.history.records import SessionInfo, StoredRun
 from pytest_llmperf.history.store import HistoryStore
 
 __all__ = ["main", "main_entry"]
@@ -84,7 +86,8 @@ def _run(store: HistoryStore, args: argparse.Namespace) -> str:
     if args.command == "list":
         if args.test is not None and args.test not in store.tests():
             raise CommandError(f"no test {args.test!r} in {store.where}")
-        return list_runs(store.runs(args.test))
+        stopped = [] if args.test is not None else [s for s in store.sessions() if s.stopped]
+        return list_runs(store.runs(args.test), stopped)
     if args.command == "show":
         return show_session(store, args.session)
     if args.command == "export":
@@ -127,8 +130,9 @@ def _short(when: str) -> str:
     return when[:19].replace("T", " ")
 
 
-def list_runs(runs: Sequence[StoredRun]) -> str:
-    """The ``list`` table: one line per stored run."""
+def list_runs(runs: Sequence[StoredRun], stopped: Sequence[SessionInfo] = ()) -> str:
+    """The ``list`` table: one line per stored run, and per ``stopped`` session (one that
+    stopped before load, so stored no run) one saying so, in session order."""
     header = (
         "session",
         "when (UTC)",
@@ -140,27 +144,34 @@ def list_runs(runs: Sequence[StoredRun]) -> str:
         "ttft p50",
         "p99",
     )
-    rows = [header]
+    rows: list[tuple[int, tuple[str, ...]]] = []
     for run in runs:
         ttft = run.metrics.get("ttft") or {}
-        rows.append(
-            (
-                str(run.session_id),
-                _short(run.when),
-                run.tag or "-",
-                run.test,
-                run.label,
-                run.key[:8],
-                f"{run.counts.get('completed', 0)}/{run.counts.get('issued', 0)}",
-                _ms(ttft.get("p50")),
-                _ms(ttft.get("p99")),
-            )
+        cells = (
+            str(run.session_id),
+            _short(run.when),
+            run.tag or "-",
+            run.test,
+            run.label,
+            run.key[:8],
+            f"{run.counts.get('completed', 0)}/{run.counts.get('issued', 0)}",
+            _ms(ttft.get("p50")),
+            _ms(ttft.get("p99")),
         )
-    if len(rows) == 1:
+        rows.append((run.session_id, cells))
+    # a stopped session's line: its first three columns, then why (not a column's width)
+    rows += [
+        (s.id, (str(s.id), _short(s.started_at), s.tag or "-", did_not_run_line(s.stopped or {})))
+        for s in stopped
+    ]
+    if not rows:
         return "no runs stored"
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    table = [header, *(cells for _, cells in rows)]
+    widths = [max(len(r[i]) for r in table if len(r) == len(header)) for i in range(len(header))]
+    rows.sort(key=lambda pair: pair[0])  # stable: a session's runs keep their order
     return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip()
+        for r in [header, *(cells for _, cells in rows)]
     )
 
 
@@ -182,6 +193,11 @@ def show_session(store: HistoryStore, session_id: int) -> str:
         f"{info.machine.get('cpu_count', '-')} CPUs, Python {info.machine.get('python', '-')})",
         f"  options {info.options}",
     ]
+    if info.stopped:
+        said = info.stopped.get("server_says")
+        lines.append(f"  {did_not_run_line(info.stopped)}")
+        lines.append(f"    reason: {info.stopped.get('reason')}")
+        lines.append(f"    the server says: {said}" if said else "    the server said nothing")
     for run in store.runs(session_id=session_id):
         c = run.counts
         m = run.metrics

@@ -61,6 +61,7 @@ def export_json(store: HistoryStore) -> str:
             "machine": s.machine,
             "options": s.options,
             "fingerprint": s.fingerprint,
+            "stopped": s.stopped,
             "runs": runs.get(s.id, []),
         }
         for s in store.sessions()

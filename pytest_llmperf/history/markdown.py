@@ -279,7 +279,8 @@ def export_markdown(store: HistoryStore, *, last: int = TREND_LAST, limit: int =
                     code(s.tag) if s.tag else "-",
                     code(s.endpoint.get("url") or s.endpoint.get("simulator") or "-"),
                     code(s.endpoint.get("model") or "-"),
-                    str(s.run_count),
+                    # a session that stopped before load stored no run: say why none
+                    f"{s.run_count} (⛔ the gate did not run)" if s.stopped else str(s.run_count),
                 ]
             )
             + " |\n",

@@ -107,20 +107,24 @@ class SessionRecord(_SessionFields):
     """One session, appended in one transaction by
     :meth:`~pytest_llmperf.history.store.HistoryStore.append_session`; ``fingerprint``:
     its server and machine fingerprint (:mod:`pytest_llmperf.server_metrics.fingerprint`), None
-    when it has none."""
+    when it has none; ``stopped``: why it stopped before load (the JSON report's
+    ``session.stopped``), None when it ran its tests."""
 
     runs: list[RunRecord] = field(default_factory=list)
     fingerprint: dict[str, Any] | None = None
+    stopped: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class SessionInfo(_SessionFields):
     """A stored session: its id (append order), what :class:`SessionRecord` held, and how
-    many runs it stored (``fingerprint`` None: stored without one)."""
+    many runs it stored (``fingerprint`` None: stored without one; ``stopped`` None: it ran
+    its tests, else why it stopped before load)."""
 
     id: int
     run_count: int
     fingerprint: dict[str, Any] | None = None
+    stopped: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,6 +18,8 @@ Versions:
 3. ``sessions.fingerprint`` (JSON, NULL for sessions stored before: no
    fingerprint, so their comparisons are ``comparable: null``): the session's
    server and machine fingerprint (:mod:`pytest_llmperf.server_metrics.fingerprint`).
+4. ``sessions.stopped`` (JSON, NULL for a session that ran its tests): why a session
+   stopped before load, as the JSON report's ``session.stopped`` (docs/gate-states.md).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ __all__ = [
 ]
 
 APP = "pytest-llmperf"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _PG_LOCK = 7_263_520_114  # pg_advisory_xact_lock key: "migrating an llmperf history"
 
 
@@ -62,6 +64,7 @@ def migrations(dialect: str) -> dict[int, list[str]]:
             "CREATE INDEX runs_by_session ON runs (session_id)",
         ],
         3: ["ALTER TABLE sessions ADD COLUMN fingerprint TEXT"],
+        4: ["ALTER TABLE sessions ADD COLUMN stopped TEXT"],
     }
 
 

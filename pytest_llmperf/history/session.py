@@ -73,12 +73,14 @@ def build_session_record(
     rootdir: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     fingerprint: Mapping[str, Any] | None = None,
+    stopped: Mapping[str, Any] | None = None,
 ) -> SessionRecord:
     """The record of a session: ``tests`` are the session data's measured tests
     (``SessionData.measured_tests()``), ``endpoint`` the report's endpoint, ``options``
     the plugin's run options, ``tag`` ``--llm-history-tag`` (else CI variables, else git
     in ``rootdir``), ``fingerprint`` the session's server and machine fingerprint
-    (:func:`~pytest_llmperf.server_metrics.fingerprint.session_fingerprint`)."""
+    (:func:`~pytest_llmperf.server_metrics.fingerprint.session_fingerprint`), ``stopped``
+    why the session stopped before load (JSON ``session.stopped``; its texts scrubbed)."""
     session_endpoint = clean_endpoint(endpoint)
     runs: list[RunRecord] = []
     for entry in tests:
@@ -110,7 +112,14 @@ def build_session_record(
         options=dict(options),
         runs=runs,
         fingerprint=dict(fingerprint) if fingerprint else None,
+        stopped=_clean_stop(stopped) if stopped else None,
     )
+
+
+def _clean_stop(stopped: Mapping[str, Any]) -> dict[str, Any]:
+    """A stop's record without credentials (its endpoint is already redacted; its texts,
+    which quote the server, are scrubbed once more)."""
+    return {k: scrub(v) if isinstance(v, str) else v for k, v in stopped.items()}
 
 
 @dataclass(frozen=True)
@@ -151,6 +160,7 @@ def history_at_session_end(
     tag: str | None,
     rootdir: str | os.PathLike[str] | None,
     fingerprint: Mapping[str, Any] | None = None,
+    stopped: Mapping[str, Any] | None = None,
 ) -> HistoryOutcome:
     """The plugin's one call: build the session's record and append it; never raises."""
     try:
@@ -162,6 +172,7 @@ def history_at_session_end(
             tag=tag,
             rootdir=rootdir,
             fingerprint=fingerprint,
+            stopped=stopped,
         )
     except Exception as exc:
         where = describe_target(target)

@@ -42,11 +42,14 @@ T = TypeVar("T")
 # A row becomes a SessionInfo or a StoredRun field by field, in the dataclass's order
 # (its base's fields first); these columns hold JSON text.
 _JSON_FIELDS = frozenset(
-    {"endpoint", "machine", "options", "counts", "metrics", "load", "workload", "fingerprint"}
+    {
+        *("endpoint", "machine", "options", "counts", "metrics", "load", "workload"),
+        *("fingerprint", "stopped"),
+    }
 )
 _SESSION_COLUMNS = (
     "s.started_at, s.finished_at, s.tag, s.endpoint, s.machine, s.options, s.id, "
-    "(SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id), s.fingerprint"
+    "(SELECT COUNT(*) FROM runs r WHERE r.session_id = s.id), s.fingerprint, s.stopped"
 )
 _RUN_COLUMNS = (
     "r.test, r.label, r.outcome, r.run_key, r.counts, r.metrics, "
@@ -120,6 +123,7 @@ class HistoryStore:
             _dumps(record.machine),
             _dumps(record.options),
             _dumps(record.fingerprint) if record.fingerprint else None,
+            _dumps(record.stopped) if record.stopped else None,
         )
         runs = [
             (
@@ -139,7 +143,7 @@ class HistoryStore:
         def append(q: Query) -> int:
             (row,) = q(
                 "INSERT INTO sessions (started_at, finished_at, tag, endpoint, machine, options, "
-                "fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                "fingerprint, stopped) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 session_row,
             )
             session_id = int(row[0])

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.client.endpoint import Endpoint, redact_url
 from pytest_llmperf.client.negotiation import UserFields
 from pytest_llmperf.errors import (
     LlmPerfUsageError,
 )
+from pytest_llmperf.gate_states import GateState, StopPhase, stop_state
 from pytest_llmperf.hook_calls import (
     HookFailure,
 )
@@ -68,6 +69,10 @@ class PluginBase:
         self.written: list[str] = []
         self.hook_failures: list[HookFailure] = []  # session hooks that raised (hook_calls.py)
         self.history: Any = None  # --llm-history's HistoryOutcome, at session end
+        # why the session stopped before load (JSON session.stopped; gate_states.py)
+        self.stop: dict[str, Any] | None = None
+        self.stop_said_here = False  # pytest does not print it: the llmperf section does
+        self.worker_lost: list[dict[str, str]] = []  # xdist workers that crashed mid-test
         self._started_at = _utc_now()  # the session's start, for the history
         self._user_fields: list[UserFields] = []  # tests' extra_body, probed at preflight
         self._restore_sigterm: Callable[[], None] = lambda: None
@@ -91,8 +96,30 @@ class PluginBase:
             try:
                 self._endpoint = self._start_endpoint()
             except LlmPerfUsageError as exc:  # one clear message for the whole session
-                pytest.exit(f"pytest-llmperf: {exc}", 4)
+                label = self.endpoints.default_spec.label
+                state = self.record_stop(exc, StopPhase.ENDPOINT_START, label)
+                pytest.exit(f"pytest-llmperf: {exc}", state.exit_status)
         return self._endpoint
+
+    def record_stop(
+        self, exc: LlmPerfUsageError, phase: StopPhase, endpoint: str | None, prefix: str = ""
+    ) -> GateState:
+        """Remember why the session stops before load (JSON ``session.stopped``, the JUnit
+        error, the first line of the Markdown and HTML, the history's session row) and
+        return its state, whose exit status the caller stops the session with: a server
+        that answers but is broken fails the gate (1), a mistake of the user's is a
+        usage error (4) (gate_states.py; ``exc.cause`` was decided where it was raised)."""
+        state = stop_state(exc.cause)
+        if self.stop is None:  # the first stop is the one that ended the session
+            self.stop = {
+                "phase": phase.value,
+                "reason": f"{prefix}{exc}",
+                "server_says": exc.server_says,
+                "endpoint": redact_url(endpoint) if endpoint else None,
+                "state": state.value,
+                "exit_status": state.exit_status,
+            }
+        return state
 
     def _start_endpoint(self) -> Endpoint:
         endpoint = self.endpoints.default()  # raises one LlmPerfUsageError (endpoints.py)
@@ -112,7 +139,9 @@ class PluginBase:
                 endpoint.get("fingerprint"), strict=self.options.baseline_strict
             )
         except LlmPerfUsageError as exc:
-            pytest.exit(f"pytest-llmperf: {exc}", 4)
+            url = endpoint.get("url") or endpoint.get("simulator")
+            state = self.record_stop(exc, StopPhase.COMPARABILITY, url)
+            pytest.exit(f"pytest-llmperf: {exc}", state.exit_status)
 
     def _arm_sigterm(self) -> None:
         # From here on the session measures: a CI timeout's SIGTERM acts as Ctrl-C (drain,
@@ -142,18 +171,23 @@ class PluginBase:
         opts = self.options
         if opts.reference_url is None and opts.reference_sim_profile is None:
             return None
+        label = opts.reference_url or f"sim:{opts.reference_sim_profile}"
         if self._reference is None:
             try:
                 self._reference = self._start_reference()
             except LlmPerfUsageError as exc:
-                pytest.exit(f"pytest-llmperf: --llm-reference-endpoint: {exc}", 4)
+                where = "--llm-reference-endpoint: "
+                state = self.record_stop(exc, StopPhase.REFERENCE, label, where)
+                pytest.exit(f"pytest-llmperf: {where}{exc}", state.exit_status)
         if api is None or api == self._reference.api:
             return self._reference
         if api not in self._reference_by_api:
             try:
                 self._reference_by_api[api] = self.endpoints.through_api(self._reference, api)
             except LlmPerfUsageError as exc:
-                pytest.exit(f"pytest-llmperf: --llm-reference-endpoint ({api}): {exc}", 4)
+                where = f"--llm-reference-endpoint ({api}): "
+                state = self.record_stop(exc, StopPhase.REFERENCE, label, where)
+                pytest.exit(f"pytest-llmperf: {where}{exc}", state.exit_status)
         return self._reference_by_api[api]
 
     def _start_reference(self) -> Endpoint:
@@ -173,7 +207,7 @@ class PluginBase:
         if given is None or self.config.option.collectonly:
             return
         if hasattr(self.config, "workerinput"):
-            return  # an xdist worker: the controller checked (see pytest_sessionstart)
+            return  # an xdist worker: the controller checked (see preflight_controller)
         if not any(
             {"llm_endpoint", "llm_loadgen"} & set(getattr(i, "fixturenames", ())) for i in items
         ):
@@ -181,16 +215,33 @@ class PluginBase:
         self._preflight_now()
 
     def _preflight_now(self) -> None:
+        """Raises what ends the session (:meth:`_stop_exception`), the stop recorded."""
+        opts = self.options
         try:
-            if self.options.endpoint_url is not None:
+            if opts.endpoint_url is not None:
                 self._endpoint = self._start_endpoint()
         except LlmPerfUsageError as exc:
-            raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
+            self.record_stop(exc, StopPhase.PREFLIGHT, opts.endpoint_url)
+            raise self._stop_exception() from None
         try:
-            if self.options.reference_url is not None:
+            if opts.reference_url is not None:
                 self._reference = self._start_reference()
         except LlmPerfUsageError as exc:
-            raise pytest.UsageError(f"pytest-llmperf: --llm-reference-endpoint: {exc}") from None
+            where = "--llm-reference-endpoint: "
+            self.record_stop(exc, StopPhase.PREFLIGHT, opts.reference_url, where)
+            raise self._stop_exception() from None
+
+    def _stop_exception(self) -> Exception:
+        """What ends a session stopped at preflight, during collection (its reports are
+        written: ``pytest_sessionfinish`` runs): a usage error (exit status 4) is pytest's
+        one ``ERROR: pytest-llmperf: ...`` line; a broken server fails the session (1),
+        said once in red at the end of the llmperf section (:attr:`stop_said_here`)."""
+        assert self.stop is not None
+        message = f"pytest-llmperf: {self.stop['reason']}"
+        if self.stop["exit_status"] == GateState.STOPPED_USAGE.exit_status:
+            return pytest.UsageError(message)
+        self.stop_said_here = True
+        return pytest.Session.Failed(message)
 
     def _junit_testcase_properties(self) -> bool:
         """xunit1 allows ``<properties>`` in a testcase; xunit2 (the default) only in the suite."""

@@ -53,10 +53,27 @@ class CollectionPart(PluginBase):
             raise pytest.UsageError("pytest-llmperf: bad markers\n" + "\n".join(errors))
         self._preflight(items)
 
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    def preflight_controller(self) -> None:
         """Under xdist the controller collects nothing and a worker's usage error is an
-        internal error, so the controller checks a given endpoint here, once."""
-        dist_controller = self.config.pluginmanager.getplugin("dsession") is not None
+        internal error, so the controller checks a given endpoint once, as the session is
+        configured (plugin/configure.py), before xdist starts any worker. A stop turns
+        the distribution off (no worker starts for a session that will not run) and is
+        raised as collection starts (:meth:`pytest_collection`): raised before the session
+        starts, pytest would end it without ``pytest_sessionfinish``, and so without a
+        report saying why."""
         given = self.options.endpoint_url or self.options.reference_url
-        if dist_controller and given and not self.config.option.collectonly:
+        if not given or self.config.option.collectonly:
+            return
+        try:
             self._preflight_now()
+        except (pytest.UsageError, pytest.Session.Failed) as exc:
+            self._stop_at_collection = exc
+            option = self.config.option  # read by xdist's pytest_configure, which runs last
+            option.dist, option.numprocesses, option.tx = "no", 0, []
+
+    _stop_at_collection: BaseException | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        if self._stop_at_collection is not None:
+            raise self._stop_at_collection

@@ -113,6 +113,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "llmperf-session")
+    if _under_xdist(config) and not hasattr(config, "workerinput"):
+        plugin.preflight_controller()  # before xdist's pytest_configure (trylast) starts workers
 
 
 def _under_xdist(config: pytest.Config) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, redact_url
+from pytest_llmperf.gate_states import JUNIT_CLASSNAME, junit_case, stop_words
 from pytest_llmperf.hook_calls import (
     call_session_finished,
     call_update_json,
@@ -24,6 +25,7 @@ from pytest_llmperf.reports.baseline import (
 from pytest_llmperf.reports.html import write_html_report
 from pytest_llmperf.reports.json_report import build_report, write_json_report
 from pytest_llmperf.reports.junit import (
+    add_error_case,
     junit_properties,
 )
 from pytest_llmperf.reports.markdown import (
@@ -134,6 +136,8 @@ class ReportsPart(PluginBase):
             "fingerprint": endpoint.get("fingerprint"),
             "options": self._run_options(),
             "exitstatus": int(session.exitstatus),
+            "stopped": self.stop,  # a stop before load (gate_states.py), else None
+            "worker_lost": list(self.worker_lost),
         }
         if self.options.baseline_save:
             document = build_baseline(
@@ -146,6 +150,7 @@ class ReportsPart(PluginBase):
         report, failure = call_update_json(
             self.config, lambda: build_report(self.data, endpoint=endpoint, session=session_info)
         )
+        self._junit_session_case(report["session"])
         step_summary = self._step_summary(report)
         trends = None
         if self.options.history and (
@@ -168,6 +173,25 @@ class ReportsPart(PluginBase):
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         self._append_history(session)
 
+    def _junit_session_case(self, session: dict[str, Any]) -> None:
+        """A session that stopped before load, or was interrupted, adds one test case with
+        an ``<error>`` to the JUnit file (``--junitxml``): without it the file reads
+        ``tests="0" failures="0"``, green to a dashboard, though nothing was judged."""
+        case = junit_case(session)
+        if case is not None and not session.get("stopped") and not self._measuring():
+            return  # an interrupted session of plain tests: not ours to mark
+        xml = self._junit_xml()
+        if case is not None and xml is not None:
+            add_error_case(xml, JUNIT_CLASSNAME, *case)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: Any, sched: Any) -> None:
+        """pytest-xdist: the worker running ``crashitem`` died (its test fails, xdist says
+        so); the session's reports name it (JSON ``session.worker_lost``)."""
+        node = getattr(report, "node", None)
+        worker = getattr(getattr(node, "gateway", None), "id", None)
+        self.worker_lost.append({"nodeid": crashitem, "worker": str(worker or "?")})
+
     def _multiple_comparisons(self) -> dict[str, Any] | None:
         """The session's baseline and A/B comparisons under Holm and BH (None: none made)."""
         checks, tests = session_comparisons(
@@ -187,8 +211,13 @@ class ReportsPart(PluginBase):
         path = os.environ.get(STEP_SUMMARY_ENV, "").strip()
         if not path or not self.options.step_summary or self.config.option.collectonly:
             return None
-        measured = report.get("tests") or (report.get("session") or {}).get("slos")
-        return path if measured else None
+        session = report.get("session") or {}
+        measured = report.get("tests") or session.get("slos") or session.get("stopped")
+        return path if measured or (session.get("interrupted") and self._measuring()) else None
+
+    def _measuring(self) -> bool:
+        """The session measured, or had tests that could (an interrupt may come first)."""
+        return bool(self.data.tests or self.measuring_tests)
 
     def _write_markdown(self, report: dict[str, Any], step_summary: str | None) -> None:
         """``--llm-markdown=PATH``: the summary, written; and appended to the step summary.
@@ -226,6 +255,7 @@ class ReportsPart(PluginBase):
             tag=self.options.history_tag,
             rootdir=self.config.rootpath,
             fingerprint=self._report_endpoint().get("fingerprint"),
+            stopped=self.stop,
         )
         if self.history.error and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
@@ -276,7 +306,12 @@ class ReportsPart(PluginBase):
             self.written,
             errors=[f.message() for f in self.hook_failures]
             + ([self.markdown_error] if self.markdown_error else [])
-            + ([self.history.error] if self.history and self.history.error else []),
+            + ([self.history.error] if self.history and self.history.error else [])
+            + (
+                [f"pytest-llmperf: {stop_words(self.stop)}"]
+                if self.stop_said_here and self.stop
+                else []
+            ),
             stopped=self.stopped,
         )
         if self.history and self.history.note:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 from markupsafe import Markup
 
+from pytest_llmperf.gate_states import did_not_run_line
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.blank import all_blank_note
 from pytest_llmperf.reports import plots
@@ -99,7 +100,17 @@ def build_html_report(
         session=report.get("session", {}),
         multiplicity=_multiplicity(report),
         tests=tests,
+        stopped=_stopped_view(report),
     )
+
+
+def _stopped_view(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A session that stopped before load: the banner under the title (gate_states.py's
+    words, as the Markdown's first line), else None."""
+    stopped = (report.get("session") or {}).get("stopped")
+    if not stopped:
+        return None
+    return {**stopped, "line": did_not_run_line(stopped)}
 
 
 def _multiplicity(report: Mapping[str, Any]) -> str:

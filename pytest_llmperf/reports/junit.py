@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+from xml.etree import ElementTree
 
 from pytest_llmperf.methodology.reference import AbComparison
 from pytest_llmperf.reports.model_view import model_entries
@@ -46,12 +47,38 @@ from pytest_llmperf.specs.server_names import MetricKind, metric_kind
 
 __all__ = [
     "ab_properties",
+    "add_error_case",
     "error_properties",
     "junit_properties",
     "regression_properties",
     "run_properties",
     "server_properties",
 ]
+
+# A JUnit <error> message attribute is kept short (pytest shortens its own the same way);
+# the whole text is the element's body.
+_MESSAGE_LIMIT = 1000
+
+
+def add_error_case(xml: Any, classname: str, name: str, message: str, detail: str) -> None:
+    """Add a test case ``classname``/``name`` holding one ``<error>`` to pytest's JUnit
+    writer ``xml`` (its ``LogXML``, before it writes the file at session end): a session
+    that judged nothing (stopped before load, interrupted) must not read green. The
+    counts follow (``tests``, ``errors``), as for pytest's own internal-error case."""
+    reporter = xml.node_reporter(f"{classname}::{name}")
+    reporter.attrs.update(classname=classname, name=name)
+    short = message if len(message) <= _MESSAGE_LIMIT else message[: _MESSAGE_LIMIT - 1] + "…"
+    error = ElementTree.Element("error", message=_xml_text(short))
+    error.text = _xml_text(detail)
+    reporter.append(error)
+
+
+def _xml_text(text: str) -> str:
+    """``text`` without the characters XML 1.0 cannot hold (a server may send any byte)."""
+    return "".join(
+        c for c in text if c in "\t\n\r" or " " <= c <= "\ud7ff" or "\ue000" <= c <= "\U0010ffff"
+    )
+
 
 # per server metric kind, the statistics a run's properties carry (all of them: the JSON)
 _SERVER_STATS = {MetricKind.LATENCY: ("p50", "p99"), MetricKind.GAUGE: ("max", "mean")}

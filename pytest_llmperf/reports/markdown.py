@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.gate_states import did_not_run_line
 from pytest_llmperf.gfm import CHAR_LIMIT, Block, Document, Section, code, details, table, text
 from pytest_llmperf.history.markdown import TREND_HEADER, trend_rows
 from pytest_llmperf.reports.markdown_outputs import paths_line
@@ -88,14 +89,17 @@ def _plural(n: int, word: str) -> str:
 
 def verdict_line(report: Mapping[str, Any]) -> str:
     """The first line: ``## ❌ pytest-llmperf: 2 tests failed`` (``passed``,
-    ``inconclusive``, ``interrupted``, ``session targets missed``)."""
+    ``inconclusive``, ``interrupted``, ``session targets missed``; a session that stopped
+    before load: ``the gate did not run: ...``)."""
     views = [test_view(t) for t in report.get("tests") or []]
     session = report.get("session") or {}
     failed = sum(1 for v in views if v.kind == "fail") + _other_failures(report, views)
     inconclusive = sum(1 for v in views if v.kind == "inconclusive")
     session_failed = any(v.get("verdict") == "fail" for v in session.get("slos") or [])
     exitstatus = session.get("exitstatus")
-    if session.get("interrupted"):
+    if session.get("stopped"):  # nothing was judged: never green (gate_states.py)
+        head = f"⛔ pytest-llmperf: {did_not_run_line(session['stopped'])}"
+    elif session.get("interrupted"):
         said = f" ({_plural(failed, 'test')} failed)" if failed else ""
         head = f"⏹️ pytest-llmperf: interrupted{said}"
     elif failed:
@@ -160,6 +164,26 @@ def _counts_line(report: Mapping[str, Any], views: Sequence[TestView]) -> str:
     if summary:  # how the session's many comparisons hold its false-failure rate
         line += "\n" + text(multiple_comparisons_line(summary).removeprefix("llmperf: ")) + "\n"
     return line
+
+
+def _stop_lines(session: Mapping[str, Any]) -> str:
+    """Why nothing was judged (a stop before load: the reason, the endpoint, the server's
+    words) and the tests whose xdist worker was lost."""
+    lines = []
+    stopped = session.get("stopped")
+    if stopped:
+        said = stopped.get("server_says")
+        lines += [
+            f"- **why**: {text(stopped.get('reason') or '-')}",
+            f"- **endpoint**: {code(stopped.get('endpoint') or '-', cell=False)}",
+            f"- **the server says**: {text(said)}" if said else "- the server said nothing",
+        ]
+    for lost in session.get("worker_lost") or []:
+        lines.append(
+            f"- **worker lost**: `{text(lost.get('worker') or '?')}` crashed while running "
+            f"{code(lost.get('nodeid') or '-', cell=False)}"
+        )
+    return "\n".join(lines) + "\n\n" if lines else ""
 
 
 def _test_section(view: TestView, rank: int, what: str) -> Section:
@@ -331,6 +355,9 @@ def build_markdown(report: Mapping[str, Any], *, limit: int = CHAR_LIMIT) -> str
     views = [test_view(t) for t in report.get("tests") or []]
     doc = Document(note=_note, note_at=1)
     doc.sections.append(Section(verdict_line(report) + "\n" + _counts_line(report, views) + "\n"))
+    ended = _stop_lines(report.get("session") or {})
+    if ended:
+        doc.sections.append(Section(ended))
     for view in views:
         if view.kind == "fail":
             doc.sections.append(_test_section(view, _FAILING, "failing"))

@@ -27,7 +27,7 @@ from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.negotiation import UserFields
 from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.client.preflight import preflight
-from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.errors import LlmPerfUsageError, StopCause
 
 OPENAI_CHAT = {
     *("model", "messages", "max_tokens", "max_completion_tokens", "stream", "stream_options"),
@@ -95,6 +95,8 @@ def test_the_plainest_request_refused_stops_before_load_quoting_the_server(
         posts = _posts(server)
     text = str(error)
     assert error.where == "--llm-endpoint", text  # not --llm-request-extra, not the test
+    assert error.cause is StopCause.SERVER_REFUSED  # no request can pass: the gate fails (1)
+    assert error.server_says is not None and "continue_final_message" in error.server_says
     assert "refused even the plainest request" in text
     assert "continue_final_message" in text  # the server's own words, naming the gateway's field
     if style == "openai":
@@ -112,6 +114,7 @@ def test_a_user_field_is_blamed_when_the_request_passes_without_it() -> None:
     with serve_in_thread(OddServer(strict_behind_gateway(gateway=False))) as server:
         error = _preflight(server.url, {"top_k": 5}, [])
     assert error.where == "--llm-request-extra"
+    assert error.cause is StopCause.USAGE  # the user's own field: a usage error (4)
     assert "Unrecognized request argument supplied: top_k" in str(error)
 
 
@@ -145,7 +148,7 @@ def test_a_session_behind_the_gateway_ends_before_load_without_blaming_the_users
         elapsed = time.monotonic() - started
         posts = _posts(server)
     out = (proc.stdout + proc.stderr).decode(errors="replace")
-    assert proc.returncode == 4, out
+    assert proc.returncode == 1, out  # the server refuses every request: the gate fails
     assert elapsed < 60, f"{elapsed:.1f} s"  # a few probes; Python and pytest start-up dominate
     lines = [line for line in out.splitlines() if "pytest-llmperf" in line]
     assert len(lines) == 1, out

@@ -10,7 +10,7 @@ retry or a short read can fix) or end in one usage error naming the endpoint,
 the call and what the server did, within its limit plus 10 s — a bound no busy
 machine's scheduling noise comes near; the point is that nothing hangs.
 A whole session against a server whose every answer streams forever ends at
-preflight, with exit status 4, instead of hanging.
+preflight, with exit status 1 (a broken server fails the gate), instead of hanging.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.metadata import CallFailure, MetadataCallError
 from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.client.preflight import preflight
-from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.errors import LlmPerfUsageError, StopCause
 from pytest_llmperf.session_tokenizer import choose_tokenizer
 
 LIMIT_S = 2.0
@@ -133,6 +133,8 @@ def test_a_server_that_never_finishes_ends_the_call_in_time(call_id: str, fault_
     text = _one_message(error, name, url)
     assert said in text and "from --llm-timeout" in text, text
     assert error.failure is CallFailure.OUT_OF_TIME  # type: ignore[union-attr]
+    # a server answered (the connection, the head) and is broken: the gate fails (exit 1)
+    assert error.cause is StopCause.SERVER_REFUSED  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("call_id", list(CALLS))
@@ -164,6 +166,8 @@ def test_a_server_that_always_answers_503_is_one_message_listing_each_answer(
     assert "three times" in text or "no time was left to retry" in text, text
     assert len(seen) == 3 and elapsed < BOUND_S
     assert error.failure is CallFailure.GAVE_UP  # type: ignore[union-attr]
+    assert error.cause is StopCause.SERVER_REFUSED  # type: ignore[union-attr]
+    assert error.server_says.startswith("HTTP 503: Loading model")  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("call_id", list(CALLS))
@@ -255,7 +259,8 @@ def test_a_session_against_a_server_that_streams_forever_ends_at_preflight(
     tmp_path: Path,
 ) -> None:
     """Every route streams forever, ``GET /v1/models`` included: the session stops at its
-    first call with one message, exit status 4, no test run and no hang."""
+    first call with one message, no test run and no hang; the server answers but is
+    broken, so the gate fails (exit status 1, not a usage error)."""
     (tmp_path / "test_session.py").write_text(SESSION)
     with serve_in_thread(OddServer(streams_forever, models=False)) as server:
         started = time.monotonic()
@@ -272,7 +277,7 @@ def test_a_session_against_a_server_that_streams_forever_ends_at_preflight(
         elapsed = time.monotonic() - started
         posts = [r for r in server.requests if r.method == "POST"]
     out = (proc.stdout + proc.stderr).decode(errors="replace")
-    assert proc.returncode == 4, out
+    assert proc.returncode == 1, out
     # the call's 5 s + 10 s, and up to 15 s more to start Python and pytest on a busy machine
     assert elapsed < 5 + 10 + 15, f"{elapsed:.1f} s"
     lines = [line for line in out.splitlines() if "pytest-llmperf" in line]

@@ -24,7 +24,7 @@ from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_ur
 from pytest_llmperf.client.failures import classify_transport_error
 from pytest_llmperf.client.preflight import preflight
 from pytest_llmperf.client.records import ErrorKind
-from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.errors import LlmPerfUsageError, StopCause
 
 SHORT = Timeouts(connect=0.5, first_token=0.5, stall=0.5, total=1.0)
 
@@ -134,3 +134,5 @@ async def test_preflight_against_a_dead_port_is_one_connect_error_message() -> N
     assert text.startswith("--llm-endpoint: cannot reach")
     assert f"127.0.0.1:{port}" in text and "connect_error" in text and "running" in text
     assert "GET /v1/models: connect_error" in text  # the call that failed is named
+    # nothing answered: the address is the user's to fix (a usage error, exit status 4)
+    assert info.value.cause is StopCause.UNREACHABLE and info.value.server_says is None

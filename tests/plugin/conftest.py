@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "hardening"))  # odd_servers: misbehaving servers
 
 # A small, fast workload against the default embedded simulator ("fixed" profile).
 FAST = (
