@@ -133,7 +133,9 @@ ROWS = [
         module(gated("ttft.max < 60s", body="    pass\n")),
         {"failed": 1},
         "## ❌ pytest-llmperf: 1 test failed",
-        says=("declares llm_slo but made no gated llm_loadgen.run()",),
+        says=(
+            "llm_slo declared but no gated run measured anything: llm_loadgen.run() was never called",
+        ),
         json_outcomes={"failed": 1},
         history_runs=0,
     ),
