@@ -1,0 +1,233 @@
+"""A percentile against a baseline's, by order statistics: significant, and beyond the threshold.
+
+Two questions decide whether a run's ``pN`` regressed against a baseline's, and
+each is answered by order statistics, with no minimum sample count and no
+resampling:
+
+1. **Is it slower at all, beyond the baseline's own noise?** The exceedance
+   test (a control-quantile test): with ``m`` baseline samples, let ``X_b(s)``
+   be the baseline's nearest-rank ``pN`` (the ``s``-th smallest), and ``M`` the
+   number of the run's ``n`` samples above it. When nothing changed, all
+   ``m + n`` samples are exchangeable, and ``M`` follows, whatever the latency
+   distribution::
+
+       P(M = k) = C(m - s + k, k) C(s - 1 + n - k, n - k) / C(m + n, n)
+
+   (above ``X_b(s)``: ``m - s`` baseline and ``k`` current samples, below it
+   ``s - 1`` and ``n - k``, every interleaving equally likely). The one-sided
+   p-value of "slower" is ``P(M >= k_obs)``, of "faster" ``P(M <= k_obs)``;
+   buckets are counted at their conservative edge (a sample in the same HDR
+   bucket as ``X_b(s)`` is never "above" for slower, always for faster).
+2. **Is the change beyond the threshold?** The run's ``pN`` has
+   distribution-free confidence bounds (issue 27,
+   :mod:`~pytest_llmperf.slo.quantile_bounds`, ``--llm-confidence``): the run
+   regressed only when its lower bound is above ``(1 + threshold)`` × the
+   baseline's ``pN`` (improved: its upper bound below ``(1 − threshold)`` ×),
+   as an SLO ``pN < (1 + threshold) × baseline`` would fail.
+
+So ``p99`` doubling with 200 samples on each side is decided: about 200 of
+the run's samples lie above the baseline's p99 where 2 or 3 would if nothing
+had changed (p far below 1e-10), and the 0.99 lower bound of the run's p99 (its
+194th sample) is well above 1.1 × the baseline's. What no test can do is bound
+the *baseline's* p99 from above with 200 samples (at 0.99 that needs 459):
+the exceedance test's null hypothesis is "the same distribution", the one every
+two-sample test of this gate (the bootstrap before it) tests; a change of shape
+that keeps p99 but moves the samples around it may read as significant.
+
+Where the samples cannot decide, :func:`samples_to_decide_change` says how many
+on each side would, if the distributions stay as observed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.metrics.sample_size import nearest_rank
+from pytest_llmperf.slo.quantile_bounds import rank_bounds, samples_to_decide
+
+__all__ = [
+    "PercentileChange",
+    "compare_percentile",
+    "exceedance_tail",
+    "samples_to_decide_change",
+]
+
+_CAP = 1_000_000  # samples_to_decide_change looks no further (per side)
+
+
+def _log_choose(a: int, b: int) -> float:
+    return math.lgamma(a + 1) - math.lgamma(b + 1) - math.lgamma(a - b + 1)
+
+
+def exceedance_tail(m: int, n: int, s: int, k: int, *, upper: bool) -> float:
+    """``P(M >= k)`` (``upper``) or ``P(M <= k)`` when nothing changed: ``M`` the number
+    of ``n`` current samples above the ``s``-th smallest of ``m`` baseline samples."""
+    if (upper and k <= 0) or (not upper and k >= n):
+        return 1.0
+    if (upper and k > n) or (not upper and k < 0):
+        return 0.0
+    j = np.arange(n, dtype=np.float64)  # log pmf(j + 1) - log pmf(j), j = 0 .. n - 1
+    steps = np.log(m - s + j + 1) - np.log(j + 1) + np.log(n - j) - np.log(s - 1 + n - j)
+    first = _log_choose(s - 1 + n, n) - _log_choose(m + n, n)
+    log_pmf = np.concatenate(([first], first + np.cumsum(steps)))
+    tail = log_pmf[k:] if upper else log_pmf[: k + 1]
+    top = float(max(np.max(tail), np.max(log_pmf)))
+    share = np.sum(np.exp(tail - top)) / np.sum(np.exp(log_pmf - top))
+    return float(min(1.0, share))
+
+
+def _slower_p(size: int, share_above: float, percentile: float) -> float:
+    """The exceedance p-value with ``size`` samples on each side and ``share_above`` of
+    the run's above the baseline's percentile."""
+    s = nearest_rank(percentile, size)
+    return exceedance_tail(size, size, s, math.floor(share_above * size), upper=True)
+
+
+def _smallest(decides: object, start: int) -> int | None:
+    """The smallest size >= ``start`` at which ``decides(size)`` holds (doubling, then
+    bisection), None beyond :data:`_CAP`."""
+    assert callable(decides)
+    lo, hi = max(1, start), max(1, start)
+    while not decides(hi):
+        lo, hi = hi, hi * 2
+        if hi > _CAP:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if decides(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def samples_to_decide_change(
+    share_above: float,
+    percentile: float,
+    alpha: float,
+    *,
+    start: int = 1,
+    at_least: int = 0,
+) -> int | None:
+    """About how many samples on each side would make a slowdown with ``share_above`` of
+    the run's samples above the baseline's ``percentile`` significant at ``alpha`` (and
+    at least ``at_least``, what the threshold's bounds need); None when no number would
+    (the run is not above the baseline's percentile more than chance makes it)."""
+    if share_above <= 1 - percentile / 100:
+        return None
+    found = _smallest(lambda size: _slower_p(size, share_above, percentile) < alpha, start)
+    return None if found is None else max(found, at_least)
+
+
+@dataclass(frozen=True)
+class PercentileChange:
+    """What the order statistics say of one percentile, baseline against run."""
+
+    p_slower: float
+    p_faster: float
+    lower: float  # the run's percentile: its lower confidence bound (ms)
+    upper: float  # and upper (inf: none)
+    slower_beyond: bool  # lower > (1 + threshold) x the baseline's value
+    faster_beyond: bool  # upper < (1 - threshold) x the baseline's value
+    decidable: bool  # the most extreme run of these sizes would be decided
+    needed: int | None  # samples on each side that would decide it (undecided slowdowns)
+    sizes: tuple[int, int]
+
+
+def _bounds(
+    hist: LatencyHistogram, n: int, percentile: float, confidence: float
+) -> tuple[float, float]:
+    """The run's percentile bounds at ``confidence`` over ``n`` independent samples (the
+    histogram's count, or fewer: ITL's requests), read at the conservative bucket edge."""
+    r_lo, r_hi = rank_bounds(n, percentile, confidence)
+    scale = hist.count / n
+    lower = hist.rank_range_ms(max(1, math.floor(r_lo * scale)))[0] if r_lo else 0.0
+    upper = hist.rank_range_ms(min(hist.count, math.ceil(r_hi * scale)))[1] if r_hi else math.inf
+    return lower, upper
+
+
+def compare_percentile(
+    before: LatencyHistogram,
+    after: LatencyHistogram,
+    percentile: float,
+    *,
+    limit: float,
+    alpha: float,
+    confidence: float,
+    sizes: tuple[int | None, int | None] = (None, None),
+) -> PercentileChange:
+    """``percentile`` of ``after`` (the run) against ``before`` (the baseline), both with
+    samples; ``sizes`` the effective sample counts where samples are not independent (ITL:
+    the request counts), None the histogram's count."""
+    m = max(1, min(int(sizes[0] or before.count), before.count))
+    n = max(1, min(int(sizes[1] or after.count), after.count))
+    base = before.stat(f"p{percentile:g}")
+    lo_b, hi_b = before.rank_range_ms(nearest_rank(percentile, before.count))
+    _, above = after.split_at_ms(hi_b)  # surely above the baseline's percentile's bucket
+    below, _ = after.split_at_ms(lo_b)  # surely below it
+    k_slow = math.floor(above * n / after.count)
+    k_fast = n - math.floor(below * n / after.count)
+    s = nearest_rank(percentile, m)
+    p_slower = exceedance_tail(m, n, s, k_slow, upper=True)
+    p_faster = exceedance_tail(m, n, s, k_fast, upper=False)
+    lower, upper = _bounds(after, n, percentile, confidence)
+    decidable = (
+        exceedance_tail(m, n, s, n, upper=True) < alpha
+        and rank_bounds(n, percentile, confidence)[0] is not None
+    )
+    needed = None
+    if not decidable or (
+        after.stat(f"p{percentile:g}") > (1 + limit) * base
+        and not (p_slower < alpha and lower > (1 + limit) * base)
+    ):
+        needed = _needed(
+            after, n, percentile, base, limit, alpha, confidence, k_slow / n, decidable
+        )
+    return PercentileChange(
+        p_slower=p_slower,
+        p_faster=p_faster,
+        lower=lower,
+        upper=upper,
+        slower_beyond=lower > (1 + limit) * base,
+        faster_beyond=upper < (1 - limit) * base,
+        decidable=decidable,
+        needed=needed,
+        sizes=(m, n),
+    )
+
+
+def _needed(
+    after: LatencyHistogram,
+    n: int,
+    percentile: float,
+    base: float,
+    limit: float,
+    alpha: float,
+    confidence: float,
+    share_above: float,
+    decidable: bool,
+) -> int | None:
+    """Samples on each side that would decide: for runs too small to ever decide, the
+    least size at which the most extreme run would; else the size at which the observed
+    shares would be significant and put the threshold outside the run's bounds."""
+    if not decidable:
+        return _smallest(
+            lambda size: (
+                exceedance_tail(size, size, nearest_rank(percentile, size), size, upper=True)
+                < alpha
+                and rank_bounds(size, percentile, confidence)[0] is not None
+            ),
+            n,
+        )
+    below, above = after.split_at_ms((1 + limit) * base)
+    scale = n / after.count
+    bound = samples_to_decide(
+        n, math.floor(below * scale), math.floor(above * scale), percentile, confidence
+    )
+    if bound is None:
+        return None
+    return samples_to_decide_change(share_above, percentile, alpha, start=n, at_least=bound)
