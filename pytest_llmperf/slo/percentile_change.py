@@ -47,7 +47,7 @@ import numpy as np
 
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 from pytest_llmperf.metrics.sample_size import nearest_rank
-from pytest_llmperf.slo.quantile_bounds import rank_bounds, samples_to_decide
+from pytest_llmperf.slo.quantile_bounds import rank_bounds
 
 __all__ = [
     "PercentileChange",
@@ -106,21 +106,15 @@ def _smallest(decides: object, start: int) -> int | None:
 
 
 def samples_to_decide_change(
-    share_above: float,
-    percentile: float,
-    alpha: float,
-    *,
-    start: int = 1,
-    at_least: int = 0,
+    share_above: float, percentile: float, alpha: float, *, start: int = 1
 ) -> int | None:
     """About how many samples on each side would make a slowdown with ``share_above`` of
-    the run's samples above the baseline's ``percentile`` significant at ``alpha`` (and
-    at least ``at_least``, what the threshold's bounds need); None when no number would
-    (the run is not above the baseline's percentile more than chance makes it)."""
+    the run's samples above the baseline's ``percentile`` significant at ``alpha``; None
+    when no number would (the run is not above the baseline's percentile more than
+    chance makes it)."""
     if share_above <= 1 - percentile / 100:
         return None
-    found = _smallest(lambda size: _slower_p(size, share_above, percentile) < alpha, start)
-    return None if found is None else max(found, at_least)
+    return _smallest(lambda size: _slower_p(size, share_above, percentile) < alpha, start)
 
 
 @dataclass(frozen=True)
@@ -131,8 +125,7 @@ class PercentileChange:
     p_faster: float
     lower: float  # the run's percentile: its lower confidence bound (ms)
     upper: float  # and upper (inf: none)
-    slower_beyond: bool  # lower > (1 + threshold) x the baseline's value
-    faster_beyond: bool  # upper < (1 - threshold) x the baseline's value
+    beyond: bool  # lower > (1 + threshold) x the baseline's value: surely beyond it
     decidable: bool  # the most extreme run of these sizes would be decided
     needed: int | None  # samples on each side that would decide it (undecided slowdowns)
     sizes: tuple[int, int]
@@ -175,59 +168,19 @@ def compare_percentile(
     p_slower = exceedance_tail(m, n, s, k_slow, upper=True)
     p_faster = exceedance_tail(m, n, s, k_fast, upper=False)
     lower, upper = _bounds(after, n, percentile, confidence)
-    decidable = (
-        exceedance_tail(m, n, s, n, upper=True) < alpha
-        and rank_bounds(n, percentile, confidence)[0] is not None
-    )
+    decidable = exceedance_tail(m, n, s, n, upper=True) < alpha
     needed = None
-    if not decidable or (
-        after.stat(f"p{percentile:g}") > (1 + limit) * base
-        and not (p_slower < alpha and lower > (1 + limit) * base)
-    ):
-        needed = _needed(
-            after, n, percentile, base, limit, alpha, confidence, k_slow / n, decidable
-        )
+    if not decidable:
+        needed = _smallest(lambda size: _slower_p(size, 1.0, percentile) < alpha, n)
+    elif after.stat(f"p{percentile:g}") > (1 + limit) * base and p_slower >= alpha:
+        needed = samples_to_decide_change(k_slow / n, percentile, alpha, start=n)
     return PercentileChange(
         p_slower=p_slower,
         p_faster=p_faster,
         lower=lower,
         upper=upper,
-        slower_beyond=lower > (1 + limit) * base,
-        faster_beyond=upper < (1 - limit) * base,
+        beyond=lower > (1 + limit) * base,
         decidable=decidable,
         needed=needed,
         sizes=(m, n),
     )
-
-
-def _needed(
-    after: LatencyHistogram,
-    n: int,
-    percentile: float,
-    base: float,
-    limit: float,
-    alpha: float,
-    confidence: float,
-    share_above: float,
-    decidable: bool,
-) -> int | None:
-    """Samples on each side that would decide: for runs too small to ever decide, the
-    least size at which the most extreme run would; else the size at which the observed
-    shares would be significant and put the threshold outside the run's bounds."""
-    if not decidable:
-        return _smallest(
-            lambda size: (
-                exceedance_tail(size, size, nearest_rank(percentile, size), size, upper=True)
-                < alpha
-                and rank_bounds(size, percentile, confidence)[0] is not None
-            ),
-            n,
-        )
-    below, above = after.split_at_ms((1 + limit) * base)
-    scale = n / after.count
-    bound = samples_to_decide(
-        n, math.floor(below * scale), math.floor(above * scale), percentile, confidence
-    )
-    if bound is None:
-        return None
-    return samples_to_decide_change(share_above, percentile, alpha, start=n, at_least=bound)

@@ -335,10 +335,8 @@ class StatComparison:
     judged): values rounded as reported, the relative ``change`` and the one-sided
     p-values (a percentile's from the exceedance test, a mean's from the bootstrap);
     ``reason`` instead when the sides cannot be compared (``note_only``: a note, not a
-    verdict). A percentile's ``slower_beyond`` / ``faster_beyond``: the run's
-    order-statistic bounds put it beyond the threshold (a mean has no bounds: True);
-    ``undecided``: why a change beyond the threshold was not decided, and how many
-    samples would decide it."""
+    verdict). ``undecided``: why a slowdown beyond the threshold was not decided, and
+    how many samples would decide it."""
 
     before: float | None
     after: float | None
@@ -347,8 +345,6 @@ class StatComparison:
     p_faster: float = 1.0
     reason: str = ""
     spread: float | None = None  # SD of the bootstrap's relative change (power)
-    slower_beyond: bool = True
-    faster_beyond: bool = True
     undecided: str = ""
     note_only: bool = False
 
@@ -359,13 +355,12 @@ class StatComparison:
     def judge(
         self, limit: float, alpha: float, *, slower_too: bool = True, faster_too: bool = True
     ) -> tuple[RegressionVerdict, float]:
-        """Regressed (improved) when slower (faster) beyond ``limit`` with p < ``alpha``, the
-        bounds beyond the threshold too (percentiles), and ``slower_too`` (``faster_too``):
-        a further test's agreement, where there is one."""
+        """Regressed (improved) when slower (faster) beyond ``limit`` with p < ``alpha`` and
+        ``slower_too`` (``faster_too``): a further test's agreement, where there is one."""
         change = self.change
-        if change > limit and self.p_slower < alpha and self.slower_beyond and slower_too:
+        if change > limit and self.p_slower < alpha and slower_too:
             return RegressionVerdict.REGRESSED, self.p_slower
-        if change < -limit and self.p_faster < alpha and self.faster_beyond and faster_too:
+        if change < -limit and self.p_faster < alpha and faster_too:
             return RegressionVerdict.IMPROVED, self.p_faster
         return RegressionVerdict.UNCHANGED, (self.p_slower if change >= 0 else self.p_faster)
 
@@ -473,17 +468,18 @@ def compare_stat(
             f"{n} ({sides[1]}) samples, whatever they show: {would}",
         )
     undecided = ""
-    if change > limit and not (found.p_slower < alpha and found.slower_beyond):
+    if change > limit and found.p_slower >= alpha:
         would = (
             f"about {found.needed} samples on each side would decide it (if the "
             "distributions stay as observed)"
             if found.needed
-            else "more samples would not decide it (the change sits at the threshold)"
+            else "more samples would not decide it"
         )
+        sure = "" if found.beyond else f", {(1 + limit) * b:.4g} ms within the run's bounds"
         undecided = (
-            f"{stat} {change:+.1%} is beyond the {limit:.0%} threshold but not decided "
-            f"(exceedance p={found.p_slower:.3g}, the run's {confidence:g} lower bound "
-            f"{found.lower:.4g} ms against {(1 + limit) * b:.4g} ms) with {m} and {n} "
+            f"{stat} {change:+.1%} is beyond the {limit:.0%} threshold but not significant "
+            f"(exceedance p={found.p_slower:.3g} >= {alpha:g}; the run's {confidence:g} "
+            f"bounds {found.lower:.4g}..{found.upper:.4g} ms{sure}) with {m} and {n} "
             f"samples: {would}"
         )
     return StatComparison(
@@ -493,8 +489,6 @@ def compare_stat(
         found.p_slower,
         found.p_faster,
         spread=spread,
-        slower_beyond=found.slower_beyond,
-        faster_beyond=found.faster_beyond,
         undecided=undecided,
     )
 
