@@ -20,7 +20,10 @@ per user message"), and ``tokenizer_identity`` is what comparisons read
   template, BOS) that the workload took out of each prompt's budget.
 
 Two identities name the same tokenizer when the hash and the framing agree:
-the prompts they size are the same. The kinds may differ (that is the point).
+the prompts they size have the lengths the server counts alike (their text may
+be cut from other places of the corpus: a local tokenizer and a server's
+calibrated tables pick window starts differently). The kinds may differ (that
+is the point).
 """
 
 from __future__ import annotations
