@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.slo.comparable_runs import comparable_workload
+from pytest_llmperf.slo.comparable_runs import SIZE_KEYS, comparable_workload
 
 __all__ = [
+    "SIZE_KEYS",  # the workload keys --llm-scale changes (slo/comparable_runs.py)
     "RunRecord",
     "SeriesPoint",
     "SessionInfo",

@@ -4,8 +4,11 @@ Why histograms, not samples: HDR states are lossless for every percentile at
 3 significant digits, a few KB per run, and merge exactly. The file also
 records *what* was measured (endpoint identity: URL without credentials,
 model, server version when the server tells; the options that shape a run),
-so a comparison against a different model or load is refused as
-inconclusive instead of failing or passing on apples against oranges.
+so a comparison against a different model, API, load or workload is refused
+as inconclusive, naming every differing field with both values
+(:mod:`~pytest_llmperf.slo.comparable_runs`; the tokenizer by identity), instead
+of failing or passing on apples against oranges; an inconclusive comparison
+follows ``--llm-inconclusive`` (it fails by default).
 
 A greedy run's state carries its per-sample output fingerprints (``state.outputs``,
 :mod:`pytest_llmperf.metrics.outputs`): :meth:`Baseline.other_outputs` gives them

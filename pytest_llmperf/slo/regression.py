@@ -4,39 +4,49 @@ A run *regressed* on a statistic (say ``ttft.p99``) when both hold:
 
 1. the change ``current / baseline − 1`` exceeds the threshold (default
    10%, configurable per metric or per statistic), and
-2. the slowdown is statistically significant: a one-sided bootstrap over the
-   two stored HDR histograms gives p < alpha (default 0.01).
+2. the slowdown is statistically significant (p < alpha, default 0.01, then
+   Holm over the test's comparisons: :mod:`.multiplicity`):
+
+   - a **percentile** by its order statistics, whatever the sample count
+     (:mod:`.percentile_change`): the exceedance test counts the run's samples
+     above the baseline's percentile, whose law when nothing changed is exact
+     and distribution-free; the run's confidence bounds (issue 27's,
+     ``confidence``) are quoted when a change beyond the threshold is not
+     significant, with about how many samples would decide it;
+   - a **mean** by a one-sided bootstrap over the two stored HDR histograms:
+     each histogram's buckets resampled (multinomial with the observed bucket
+     shares, same sample count), the mean recomputed on both, and
+     ``p = (1 + #{resampled change <= 0}) / (B + 1)``.
 
 Why both: a threshold alone fails on noise in small runs, significance alone
-fails on real but irrelevant 1% shifts in large ones. The bootstrap
-resamples each histogram's buckets (multinomial with the observed bucket
-shares, same sample count; for percentiles drawn exactly via the order
-statistic's Beta distribution), recomputes the statistic on both, and takes
-``p = (1 + #{resampled change <= 0}) / (B + 1)``. Per-request metrics (TTFT,
-TPOT, E2E) are resampled as independent samples.
+fails on real but irrelevant 1% shifts in large ones. The bootstrap's spread
+(for a percentile, drawn exactly through its order statistic's Beta
+distribution) is kept for every statistic: the power figure (``mde``).
 
-ITL is resampled by request, not by gap: the gaps of one request share its
-speed (its batch, its sequence length), so they are correlated and a
-bootstrap over gaps is far too sure of itself (measured in
-tests/slo/test_regression_itl.py: 30-35% false alarms at alpha 0.01 on two
-runs of one process, against 0% here). The draw uses the pooled ITL
-histogram's shape but only as many samples as requests contributed gaps
-(``itl_request_mean``'s count): for a percentile, the order statistic of m
-draws, m the request count; for the mean, a multinomial of m. A cluster
-bootstrap's variance is the independent one times the design effect
-``1 + (g - 1) rho`` (g gaps per request, rho their intra-request correlation,
-0 <= rho <= 1), so ``n / deff`` lies between m (rho = 1) and n (rho = 0):
-m samples give the cluster bootstrap's spread when gaps within a request are
-fully correlated and a wider one otherwise — conservative, never optimistic.
-States written before that histogram existed fall back to the TPOT count
-(the requests with two or more tokens), with a note.
+ITL is counted by request, not by gap: the gaps of one request share its speed
+(its batch, its sequence length), so they are correlated and a test over gaps
+is far too sure of itself (measured in tests/slo/test_regression_itl.py: 30-35%
+false alarms at alpha 0.01 on two runs of one process, against 0% here). The
+pooled ITL histogram gives the shape, and the sample size is the number of
+requests that contributed gaps (``itl_request_mean``'s count, m): the
+exceedance test takes m and the run's share of gaps above the baseline's
+percentile of m; the bootstrap draws m values (a percentile: the order
+statistic of m draws; the mean: a multinomial of m). A cluster bootstrap's
+variance is the independent one times the design effect ``1 + (g - 1) rho`` (g
+gaps per request, rho their intra-request correlation, 0 <= rho <= 1), so
+``n / deff`` lies between m (rho = 1) and n (rho = 0): m samples are
+conservative, never optimistic. States written before that histogram existed
+fall back to the TPOT count (the requests with two or more tokens), with a
+note.
 
 A run that got *faster* beyond the threshold (and significantly) is
-``improved``: reported, never failed. Percentiles under the minimum-sample
-rule on either side are ``inconclusive``, and so is a statistic that is 0 ms in
-the baseline and above 0 now (a change relative to 0 is undefined; TPOT and ITL
-are 0 when a server sends each reply in one read): a note, never a failure.
-Both 0 is no change.
+``improved``: reported, never failed. A statistic that runs of these sizes
+could never decide, or that one side did not measure, is ``inconclusive``: an
+inconclusive verdict of the test, which follows ``--llm-inconclusive``. Two
+inconclusive cases are notes (``note_only``), never a verdict: a statistic
+neither side measured, and one that is 0 ms in the baseline and above 0 now (a
+change relative to 0 is undefined; TPOT and ITL are 0 when a server sends each
+reply in one read). Both 0 is no change.
 """
 
 from __future__ import annotations
