@@ -12,8 +12,7 @@ candidate, ...), the same seeds on both sides
 2. it is significant, by the baseline gate's rule and code
    (:func:`pytest_llmperf.slo.regression.compare_stat`) over the two merged
    HDR histograms: for a percentile, the exceedance test over the order
-   statistics gives p < alpha (0.01) and the candidate's order-statistic bounds
-   put it beyond the threshold (:mod:`pytest_llmperf.slo.percentile_change`);
+   statistics gives p < alpha (0.01) (:mod:`pytest_llmperf.slo.percentile_change`);
    for a mean, the one-sided bootstrap gives p < alpha;
 3. it is consistent over time: a one-sided paired t-test on the block pairs'
    log ratios ``log(candidate_k / reference_k)`` gives p < 0.01. Blocks that ran
@@ -186,8 +185,8 @@ def paired_checks(
         raise ValueError("paired_checks needs as many candidate blocks as reference blocks")
     thresholds = thresholds or Thresholds(DEFAULT_AB_THRESHOLD)
     test = (
-        f"percentiles: one-sided exceedance test over the merged order statistics and the "
-        f"candidate's {confidence:g} bounds beyond the threshold; means: one-sided "
+        f"percentiles: one-sided exceedance test over the merged order statistics (the "
+        f"candidate's {confidence:g} bounds quoted where undecided); means: one-sided "
         f"bootstrap, {resamples} resamples of both merged HDR histograms; alpha {alpha:g}; "
         f"paired t-test on {len(candidate)} block log ratios, alpha {blocks_alpha:g}"
     )

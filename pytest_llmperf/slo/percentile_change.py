@@ -1,46 +1,44 @@
-"""A percentile against a baseline's, by order statistics: significant, and beyond the threshold.
+"""A percentile against a baseline's, by order statistics: is it slower, significantly?
 
-Two questions decide whether a run's ``pN`` regressed against a baseline's, and
-each is answered by order statistics, with no minimum sample count and no
-resampling:
+A run's ``pN`` regressed against a baseline's when the change is beyond the
+threshold (:mod:`.regression`) and the slowdown is significant. For a
+percentile the significance comes from order statistics, with no minimum
+sample count and no resampling: the **exceedance test** (a control-quantile
+test). With ``m`` baseline samples, let ``X_b(s)`` be the baseline's
+nearest-rank ``pN`` (the ``s``-th smallest), and ``M`` the number of the run's
+``n`` samples above it. When nothing changed, all ``m + n`` samples are
+exchangeable, and ``M`` follows, whatever the latency distribution::
 
-1. **Is it slower at all, beyond the baseline's own noise?** The exceedance
-   test (a control-quantile test): with ``m`` baseline samples, let ``X_b(s)``
-   be the baseline's nearest-rank ``pN`` (the ``s``-th smallest), and ``M`` the
-   number of the run's ``n`` samples above it. When nothing changed, all
-   ``m + n`` samples are exchangeable, and ``M`` follows, whatever the latency
-   distribution::
+    P(M = k) = C(m - s + k, k) C(s - 1 + n - k, n - k) / C(m + n, n)
 
-       P(M = k) = C(m - s + k, k) C(s - 1 + n - k, n - k) / C(m + n, n)
+(above ``X_b(s)``: ``m - s`` baseline and ``k`` current samples, below it
+``s - 1`` and ``n - k``, every interleaving equally likely). The one-sided
+p-value of "slower" is ``P(M >= k_obs)``, of "faster" ``P(M <= k_obs)``; buckets
+are counted at their conservative edge (a sample in the same HDR bucket as
+``X_b(s)`` is never "above" for slower, always for faster).
 
-   (above ``X_b(s)``: ``m - s`` baseline and ``k`` current samples, below it
-   ``s - 1`` and ``n - k``, every interleaving equally likely). The one-sided
-   p-value of "slower" is ``P(M >= k_obs)``, of "faster" ``P(M <= k_obs)``;
-   buckets are counted at their conservative edge (a sample in the same HDR
-   bucket as ``X_b(s)`` is never "above" for slower, always for faster).
-2. **Is the change beyond the threshold?** The run's ``pN`` has
-   distribution-free confidence bounds (issue 27,
-   :mod:`~pytest_llmperf.slo.quantile_bounds`, ``--llm-confidence``): the run
-   regressed only when its lower bound is above ``(1 + threshold)`` × the
-   baseline's ``pN`` (improved: its upper bound below ``(1 − threshold)`` ×),
-   as an SLO ``pN < (1 + threshold) × baseline`` would fail.
+So a p99 doubled with 200 samples on each side is decided: about 200 of the
+run's samples lie above the baseline's p99 where 2 or 3 would if nothing had
+changed (p far below 1e-10). Runs so small that even the most extreme outcome
+(every sample above) could not reach alpha are *undecidable* (3 a side for a
+p99 at 0.01: 1 chance in 20), and :func:`samples_to_decide_change` says how
+many samples on each side would decide an observed slowdown, if the
+distributions stay as observed. The run's distribution-free confidence bounds
+of the percentile (issue 27's, :mod:`~pytest_llmperf.slo.quantile_bounds`,
+``--llm-confidence``) are computed beside it, and quoted where a change beyond
+the threshold is left undecided.
 
-So ``p99`` doubling with 200 samples on each side is decided: about 200 of
-the run's samples lie above the baseline's p99 where 2 or 3 would if nothing
-had changed (p far below 1e-10), and the 0.99 lower bound of the run's p99 (its
-194th sample) is well above 1.1 × the baseline's. What no test can do is bound
-the *baseline's* p99 from above with 200 samples (at 0.99 that needs 459):
-the exceedance test's null hypothesis is "the same distribution", the one every
-two-sample test of this gate (the bootstrap before it) tests; a change of shape
-that keeps p99 but moves the samples around it may read as significant.
-
-Where the samples cannot decide, :func:`samples_to_decide_change` says how many
-on each side would, if the distributions stay as observed.
+The null hypothesis is "the same distribution", the one every two-sample test
+of this gate tests (the bootstrap before it too): a change of shape that keeps
+the percentile but moves the samples around it may read as significant. What no
+test can do is bound the *baseline's* p99 from above with 200 samples (at 0.99
+that needs 459): that is why the run's bounds alone do not decide.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,10 +85,9 @@ def _slower_p(size: int, share_above: float, percentile: float) -> float:
     return exceedance_tail(size, size, s, math.floor(share_above * size), upper=True)
 
 
-def _smallest(decides: object, start: int) -> int | None:
+def _smallest(decides: Callable[[int], bool], start: int) -> int | None:
     """The smallest size >= ``start`` at which ``decides(size)`` holds (doubling, then
     bisection), None beyond :data:`_CAP`."""
-    assert callable(decides)
     lo, hi = max(1, start), max(1, start)
     while not decides(hi):
         lo, hi = hi, hi * 2

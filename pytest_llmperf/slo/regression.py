@@ -292,8 +292,8 @@ def compare_accumulators(
     """
     thresholds = thresholds or Thresholds()
     test = (
-        f"percentiles: one-sided exceedance test over the order statistics, and the run's "
-        f"{confidence:g} bounds beyond the threshold; means: one-sided bootstrap, "
+        f"percentiles: one-sided exceedance test over the order statistics (the run's "
+        f"{confidence:g} bounds quoted where undecided); means: one-sided bootstrap, "
         f"{resamples} resamples of both HDR histograms (ITL by request); alpha {alpha:g}"
     )
     if compared_with:
