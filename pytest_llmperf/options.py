@@ -191,7 +191,8 @@ OPTIONS: tuple[OptionDef, ...] = (
         "--llm-confidence",
         "confidence of percentile SLO verdicts, strictly between 0.5 and 1 (default 0.99): "
         "a pN SLO passes or fails only when its distribution-free confidence bound is on "
-        "one side of the target (per SLO: llm_slo(..., confidence=))",
+        "one side of the target (per SLO: llm_slo(..., confidence=)); the bounds a "
+        "baseline comparison quotes",
         "0.99",
     ),
     OptionDef(
@@ -202,8 +203,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     ),
     OptionDef(
         "--llm-inconclusive",
-        "what an inconclusive SLO does to its test: fail (default), "
-        "warn (pass with a warning) or skip",
+        "what an inconclusive SLO or baseline comparison does to its test: fail "
+        "(default), warn (pass with a warning) or skip",
         "fail",
     ),
 )

@@ -15,9 +15,17 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["TOKEN_PATTERN", "count_tokens", "split_tokens"]
+__all__ = [
+    "SPACE_MARK",
+    "TOKEN_PATTERN",
+    "count_tokens",
+    "split_tokens",
+    "token_pieces",
+    "token_string",
+]
 
 TOKEN_PATTERN = re.compile(r"\w+|[^\w\s]")
+SPACE_MARK = "Ġ"  # byte-level BPE's mark of a leading space
 
 
 def count_tokens(text: str) -> int:
@@ -28,3 +36,17 @@ def count_tokens(text: str) -> int:
 def split_tokens(text: str) -> list[str]:
     """The approximate tokens of ``text``, in order."""
     return TOKEN_PATTERN.findall(text)
+
+
+def token_pieces(text: str) -> list[str]:
+    """The approximate tokens of ``text``, each with one leading space when whitespace
+    precedes it: the text each token stands for (the simulator's ``/tokenize``)."""
+    return [
+        " " + m.group() if m.start() and text[m.start() - 1].isspace() else m.group()
+        for m in TOKEN_PATTERN.finditer(text)
+    ]
+
+
+def token_string(piece: str) -> str:
+    """How a tokenizer shows ``piece``: a leading space as ``Ġ`` (byte-level BPE)."""
+    return SPACE_MARK + piece[1:] if piece.startswith(" ") else piece

@@ -3,7 +3,8 @@
 Each gated run of a test is judged against the merged accumulators of the
 last ``N`` (default 5) comparable runs in the ``--llm-history`` store: the
 same test and comparison key (endpoint model and API, load, workload less
-its size keys: :func:`~pytest_llmperf.history.records.comparison_key`).
+its size keys, its tokenizer by identity:
+:func:`~pytest_llmperf.history.records.comparison_key`).
 Merging is exact (HDR histograms add bucket by bucket, as a session group's
 do), and the judgement is the baseline file's: beyond the threshold
 (``--llm-baseline-threshold``) and significant
@@ -13,8 +14,10 @@ Only sessions stored before this one count: the gate notes the store's last
 session id when it opens (at configure time) and reads nothing newer, so a
 rerun of a test, or a parallel job that finishes meanwhile, never becomes
 its own baseline. Fewer than ``N`` comparable runs: compared with what there
-is; none: ``no history yet``, an inconclusive note (never a failure), like a
-test missing from a baseline file.
+is; none: ``no history yet``, an inconclusive check like a test missing from a
+baseline file, which follows ``--llm-inconclusive`` (fails by default: nothing was
+judged; a first session seeds the store with ``--llm-inconclusive=warn``). Runs
+stored before tokenizers were compared by identity are found by their old key.
 
 Server fingerprints (:mod:`pytest_llmperf.server_metrics.fingerprint`): once the
 plugin hands the gate this session's (:meth:`HistoryGate.check_comparability`),
@@ -246,10 +249,7 @@ class HistoryGate(BaselineSource):
         window = self.n * STRICT_WINDOW if strict else self.n
         with self._open() as store:
             for result in results:
-                key = comparison_key(
-                    endpoint.get("model"), endpoint.get("api"), result.load, result.workload
-                )
-                runs = store.comparable(nodeid, key, window, before_session=self.before_session)
+                runs = _comparable(store, nodeid, endpoint, result, window, self.before_session)
                 left_out: list[str] = []
                 if strict and current is not None:
                     found = [(r, _differs(r, current)) for r in runs]
@@ -283,11 +283,8 @@ class HistoryGate(BaselineSource):
     ) -> OtherOutputs:
         """The greedy outputs of the last good comparable run of ``nodeid`` (its test
         passed and it kept outputs); empty, with the reason, when there is none."""
-        key = comparison_key(
-            endpoint.get("model"), endpoint.get("api"), result.load, result.workload
-        )
         with self._open() as store:
-            runs = store.comparable(nodeid, key, OUTPUT_RUNS, before_session=self.before_session)
+            runs = _comparable(store, nodeid, endpoint, result, OUTPUT_RUNS, self.before_session)
         for run in reversed(runs):
             if run.outcome != "passed":
                 continue
@@ -300,6 +297,26 @@ class HistoryGate(BaselineSource):
             "outputs (same model, API, load and workload)"
         )
         return OtherOutputs(outputs_of_state(None), MatchedAgainst.HISTORY, reason=reason)
+
+
+def _comparable(
+    store: _Store,
+    nodeid: str,
+    endpoint: Mapping[str, Any],
+    result: RunResult,
+    n: int,
+    before_session: int | None,
+) -> list[StoredRun]:
+    """The last ``n`` stored runs of ``nodeid`` comparable with ``result``: by its
+    comparison key, else (none) by the key runs were stored under before tokenizers
+    were keyed by identity."""
+    model, api = endpoint.get("model"), endpoint.get("api")
+    for legacy in (False, True):
+        key = comparison_key(model, api, result.load, result.workload, legacy=legacy)
+        runs = store.comparable(nodeid, key, n, before_session=before_session)
+        if runs:
+            return runs
+    return []
 
 
 def _differs(run: StoredRun, current: Mapping[str, Any]) -> list[str]:

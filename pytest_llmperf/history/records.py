@@ -2,8 +2,10 @@
 
 A *comparison key* says which runs are comparable: the same test with the
 same key measured the same experiment (endpoint model and API, load, and
-workload less its size keys, which ``--llm-scale`` changes). It is a short
-stable hash, so it can be indexed and compared across sessions and machines.
+workload less its size keys, which ``--llm-scale`` changes, its tokenizer by
+identity: :func:`~pytest_llmperf.slo.comparable_runs.comparable_workload`). It
+is a short stable hash, so it can be indexed and compared across sessions and
+machines.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.slo.comparable_runs import SIZE_KEYS, comparable_workload
 
 __all__ = [
+    "SIZE_KEYS",  # the workload keys --llm-scale changes (slo/comparable_runs.py)
     "RunRecord",
     "SeriesPoint",
     "SessionInfo",
@@ -26,26 +30,24 @@ __all__ = [
     "metric_value",
 ]
 
-# Workload keys that --llm-scale changes; a scaled run is still the same experiment
-# (the same rule as a baseline's, reports/baseline.py).
-SIZE_KEYS = ("requests", "duration_s", "warmup")
-
 
 def comparison_key(
-    model: str | None, api: str | None, load: Mapping[str, Any], workload: Mapping[str, Any]
+    model: str | None,
+    api: str | None,
+    load: Mapping[str, Any],
+    workload: Mapping[str, Any],
+    *,
+    legacy: bool = False,
 ) -> str:
     """A 16-hex-digit hash of what makes runs comparable: model, API, load, workload
-    (less ``requests``, ``duration_s``, ``warmup``). Stable across processes and versions
-    of Python: canonical JSON (sorted keys), SHA-256."""
+    (less ``requests``, ``duration_s``, ``warmup``; its tokenizer by identity, or with
+    ``legacy`` by label, as runs stored before identities were keyed). Stable across
+    processes and versions of Python: canonical JSON (sorted keys), SHA-256."""
     described = {
         "model": model or "",
         "api": api or "",
         "load": json.loads(json.dumps(dict(load), default=str)),
-        "workload": {
-            k: v
-            for k, v in json.loads(json.dumps(dict(workload), default=str)).items()
-            if k not in SIZE_KEYS
-        },
+        "workload": comparable_workload(workload, legacy=legacy),
     }
     canonical = json.dumps(described, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]

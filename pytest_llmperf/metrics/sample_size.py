@@ -8,11 +8,12 @@ any percentile: p75 needs 40 samples, p99.9 10,000, p99.99 100,000.
 It is no longer how a percentile SLO (``<``, ``<=``, ``>``, ``>=``) is decided:
 those verdicts come from the percentile's confidence bounds
 (:mod:`pytest_llmperf.slo.quantile_bounds`, docs/measurement.md "Percentiles"),
-which decide as soon as the data do. :func:`min_samples` still gates where a
-point estimate itself is compared: ``pN == target`` SLOs (and a server
-percentile without bucket counts), baseline, history and A/B comparisons of a
-percentile (:mod:`pytest_llmperf.slo.regression`, ``server_regression``),
-the methodology report's flag; and the load generator's
+which decide as soon as the data do, nor how a baseline, history or A/B
+comparison of a client percentile is (its order statistics:
+:mod:`pytest_llmperf.slo.percentile_change`). :func:`min_samples` still gates
+where a point estimate itself is compared: ``pN == target`` SLOs (and a server
+percentile without bucket counts), a server percentile against a baseline's
+(``server_regression``), the methodology report's flag; and the load generator's
 self-check judges its schedule lag at the highest percentile the run can
 support (:func:`supported_percentile`).
 

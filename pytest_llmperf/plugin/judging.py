@@ -157,7 +157,11 @@ class JudgingPart(PluginBase):
             if self.baseline is not None and results:
                 self.check_comparability(endpoint)
                 checks = self.baseline.compare(
-                    item.nodeid, results, endpoint=endpoint, thresholds=self.thresholds
+                    item.nodeid,
+                    results,
+                    endpoint=endpoint,
+                    thresholds=self.thresholds,
+                    confidence=self.options.confidence,
                 )
             checks = self._judge_comparisons(checks, generator)
             compared_with = (

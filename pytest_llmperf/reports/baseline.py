@@ -4,8 +4,11 @@ Why histograms, not samples: HDR states are lossless for every percentile at
 3 significant digits, a few KB per run, and merge exactly. The file also
 records *what* was measured (endpoint identity: URL without credentials,
 model, server version when the server tells; the options that shape a run),
-so a comparison against a different model or load is refused as
-inconclusive instead of failing or passing on apples against oranges.
+so a comparison against a different model, API, load or workload is refused
+as inconclusive, naming every differing field with both values
+(:mod:`~pytest_llmperf.slo.comparable_runs`; the tokenizer by identity), instead
+of failing or passing on apples against oranges; an inconclusive comparison
+follows ``--llm-inconclusive`` (it fails by default).
 
 A greedy run's state carries its per-sample output fingerprints (``state.outputs``,
 :mod:`pytest_llmperf.metrics.outputs`): :meth:`Baseline.other_outputs` gives them
@@ -53,7 +56,13 @@ from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.server_metrics.fingerprint import comparability, comparability_text
-from pytest_llmperf.slo.comparison import BaselineSource, Reference
+from pytest_llmperf.slo.comparable_runs import run_differences
+from pytest_llmperf.slo.comparison import (
+    BaselineSource,
+    Reference,
+    not_comparable,
+    with_differences,
+)
 from pytest_llmperf.slo.output_match import MatchedAgainst, OtherOutputs, outputs_of_state
 from pytest_llmperf.slo.regression import inconclusive_check
 
@@ -69,8 +78,6 @@ __all__ = [
 ]
 
 BASELINE_VERSION = 1
-# Workload keys that --llm-scale changes; a scaled run is still the same experiment.
-_SIZE_KEYS = ("requests", "duration_s", "warmup")
 _HISTORY = re.compile(r"^history(:.*)?$")  # --llm-baseline-compare=history[:N]
 
 
@@ -179,25 +186,30 @@ class Baseline(BaselineSource):
     def references(
         self, nodeid: str, results: Sequence[RunResult], endpoint: Mapping[str, Any]
     ) -> Iterator[Reference]:
-        """Each run against the baseline run with the same label (inconclusive when there
-        is none, or the model, API, load or workload differ)."""
-        mismatch = self._identity_mismatch(endpoint)
+        """Each run against the baseline run with the same label: not compared (an
+        inconclusive check) when there is none, or the model, API, load or workload
+        differ, each differing field named with both values."""
+        noted = self._noted.get("comparability")
         for result in results:
             stored = self.run(nodeid, result.label)
             if stored is None:
                 reason = f"no baseline for {nodeid} [{result.label}] in {self.path}"
-            else:
-                reason = mismatch or _config_mismatch(stored, result)
-            noted = self._noted.get("comparability")
-            if stored is None or reason:
                 yield Reference(self.path, reason=reason, comparability=noted)
-            else:
+                continue
+            differs = self._differences(stored, result, endpoint)
+            if differs:
                 yield Reference(
-                    f"baseline {self.path} ({self.created_at})",
-                    MetricsAccumulator.from_state(stored["state"]),
-                    comparability=noted,
-                    server_metrics=stored.get("server_metrics"),
+                    self.path,
+                    reason=not_comparable(differs),
+                    comparability=with_differences(noted, differs),
                 )
+                continue
+            yield Reference(
+                f"baseline {self.path} ({self.created_at})",
+                MetricsAccumulator.from_state(stored["state"]),
+                comparability=noted,
+                server_metrics=stored.get("server_metrics"),
+            )
 
     def other_outputs(
         self, nodeid: str, result: RunResult, endpoint: Mapping[str, Any]
@@ -211,7 +223,8 @@ class Baseline(BaselineSource):
         if stored is None:
             reason = f"no baseline for {nodeid} [{result.label}] in {self.path}"
         else:
-            reason = self._identity_mismatch(endpoint) or _workload_mismatch(stored, result)
+            differs = self._differences(stored, result, endpoint, load=False)
+            reason = not_comparable(differs) if differs else ""
         outputs = outputs_of_state(stored.get("state")) if stored and not reason else None
         if outputs is not None and not outputs:
             reason = f"the baseline run {nodeid} [{result.label}] kept no greedy outputs"
@@ -219,12 +232,31 @@ class Baseline(BaselineSource):
             return OtherOutputs(outputs_of_state(None), MatchedAgainst.BASELINE, what, reason)
         return OtherOutputs(outputs, MatchedAgainst.BASELINE, what)
 
-    def _identity_mismatch(self, endpoint: Mapping[str, Any]) -> str:
-        stored = self.endpoint
-        for key in ("model", "api"):
-            if stored.get(key) and endpoint.get(key) and stored[key] != endpoint[key]:
-                return f"baseline {key} {stored[key]!r} differs from current {endpoint[key]!r}"
-        return ""
+    def _differences(
+        self,
+        stored: Mapping[str, Any],
+        result: RunResult,
+        endpoint: Mapping[str, Any],
+        *,
+        load: bool = True,
+    ) -> list[str]:
+        """What differs from the baseline run ``stored`` to ``result`` (model, API, load
+        unless not ``load``: greedy outputs match under any load, workload)."""
+        mine = self.endpoint
+        return run_differences(
+            {
+                "model": mine.get("model"),
+                "api": mine.get("api"),
+                "load": stored.get("load", {}) if load else {},
+                "workload": stored.get("workload", {}),
+            },
+            {
+                "model": endpoint.get("model"),
+                "api": endpoint.get("api"),
+                "load": result.load if load else {},
+                "workload": result.workload,
+            },
+        )
 
 
 def load_baseline(path: str | os.PathLike[str]) -> Baseline:
@@ -247,17 +279,3 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
             where=where,
         )
     return Baseline(where, document)
-
-
-def _config_mismatch(stored: Mapping[str, Any], result: RunResult) -> str:
-    if dict(stored.get("load", {})) != dict(result.load):
-        return f"load differs from the baseline's ({stored.get('load')} vs {result.load})"
-    return _workload_mismatch(stored, result)
-
-
-def _workload_mismatch(stored: Mapping[str, Any], result: RunResult) -> str:
-    a = {k: v for k, v in dict(stored.get("workload", {})).items() if k not in _SIZE_KEYS}
-    b = {k: v for k, v in json.loads(json.dumps(result.workload)).items() if k not in _SIZE_KEYS}
-    if a != b:
-        return "workload differs from the baseline's"
-    return ""

@@ -112,8 +112,18 @@ def test_view(test: Mapping[str, Any]) -> TestView:
     outcome = str(test.get("outcome", ""))
     if why:
         return TestView(test, "fail", why)
+    undecided = []
     if any(v.get("verdict") == "inconclusive" for v in slos):
-        return TestView(test, "inconclusive", ["SLO(s) not decided"])
+        undecided.append("SLO(s) not decided")
+    unjudged = [
+        c
+        for side, c in _comparisons(test)
+        if side != "reference" and c.get("verdict") == "inconclusive" and not c.get("note_only")
+    ]
+    if unjudged:  # judge_test: a baseline that judged nothing is inconclusive
+        undecided.append(f"{len(unjudged)} baseline comparison(s) not made")
+    if undecided:
+        return TestView(test, "inconclusive", undecided)
     if outcome in ("failed", "error"):
         return TestView(test, "fail", ["the test body failed (not an SLO): see its log"])
     if outcome == "passed":

@@ -91,7 +91,7 @@ def _workload(w: Mapping[str, Any]) -> str:
     its parameters, then what it asked of the server beyond plain text in words."""
     name = w.get("name", "?")
     paths = ("structured", "tools", "tool_choice", "adapters", "greedy")
-    skip = ("name", "requests", "duration_s", "warmup", "tokenizer", *paths)
+    skip = ("name", "requests", "duration_s", "warmup", "tokenizer", "tokenizer_identity", *paths)
     params = [f"{k}={_compact(v)}" for k, v in w.items() if k not in skip and v is not None]
     said = f"{name} ({', '.join(params)})" if params else str(name)
     return "; ".join([said, *path_parts(w)])

@@ -15,7 +15,9 @@ they can be read, and tested, without pytest:
 - a gated run in which every request failed fails, even if its SLOs came out
   inconclusive (and its test's other gated runs completed requests): the server
   failed, and ``--llm-inconclusive=warn`` must not turn that into a pass;
-- otherwise any inconclusive verdict makes the test inconclusive.
+- otherwise any inconclusive verdict makes the test inconclusive: an SLO's, or a
+  baseline's (a run not compared: no baseline run, another experiment, samples too
+  few ever to decide; not the notes, ``note_only``), each named with why.
 
 The message of a failing or inconclusive test ends with the failed requests in the
 server's words and the invalid outputs in the validator's.
@@ -98,9 +100,16 @@ def judge_test(
             for r in dead
         )
         return Outcome(Verdict.FAIL, f"every request failed in {nodeid} ({why}){errors}")
+    parts = []
     if any(v.verdict is Verdict.INCONCLUSIVE for v in verdicts):
-        message = f"SLO inconclusive in {nodeid}:\n{verdict_table(verdicts)}{errors}"
-        return Outcome(Verdict.INCONCLUSIVE, message)
+        parts.append(f"SLO inconclusive in {nodeid}:\n{verdict_table(verdicts)}")
+    unjudged = [
+        c for c in checks if c.verdict is RegressionVerdict.INCONCLUSIVE and not c.note_only
+    ]
+    if unjudged:
+        parts.append(_not_compared(nodeid, unjudged, baseline))
+    if parts:
+        return Outcome(Verdict.INCONCLUSIVE, "\n\n".join(parts) + errors)
     return Outcome(Verdict.PASS)
 
 
@@ -130,6 +139,19 @@ def _nothing_completed(run: RunResult) -> str:
     why = f" ({', '.join(what)})" if what else ""
     failed = "every request failed" if run.counts["failed"] >= issued else "none completed"
     return f"{run.label}: {issued} issued, 0 completed: {failed}{why}"
+
+
+def _not_compared(nodeid: str, checks: Sequence[RegressionCheck], baseline: str) -> str:
+    """Why a baseline judged nothing of ``nodeid``: every run or statistic not compared,
+    the first on the message's first line (pytest's short summary shows it)."""
+    lines = [
+        f"[{c.run}] {c.reason}" if c.metric == "*" else f"[{c.run}] {c.name}: {c.reason}"
+        for c in checks
+    ]
+    more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+    against = f"\ncompared with {baseline}" if baseline else ""
+    rest = "".join(f"\n  {line}" for line in lines[1:])
+    return f"baseline not compared in {nodeid}: {lines[0]}{more}{against}{rest}"
 
 
 def _headline(verdicts: Sequence[SloVerdict]) -> str:

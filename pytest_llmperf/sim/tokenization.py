@@ -32,27 +32,12 @@ from typing import Any
 
 from aiohttp import web
 
-from ..tokens import TOKEN_PATTERN
+from ..tokens import SPACE_MARK, token_pieces, token_string
 from .wire import WireError, chat_prompt_texts, error_body
 
 __all__ = ["FIRST_ID", "SPACE_MARK", "Tokenization", "Vocabulary", "token_pieces", "token_string"]
 
 FIRST_ID = 1000  # leave the low ids to the specials a real vocabulary starts with
-SPACE_MARK = "Ġ"  # byte-level BPE's mark of a leading space
-
-
-def token_pieces(text: str) -> list[str]:
-    """The approximate tokens of ``text`` (pytest_llmperf.tokens), each with one leading
-    space when whitespace precedes it: the text each token stands for."""
-    return [
-        " " + m.group() if m.start() and text[m.start() - 1].isspace() else m.group()
-        for m in TOKEN_PATTERN.finditer(text)
-    ]
-
-
-def token_string(piece: str) -> str:
-    """How a tokenizer shows ``piece``: a leading space as ``Ġ`` (byte-level BPE)."""
-    return SPACE_MARK + piece[1:] if piece.startswith(" ") else piece
 
 
 class Vocabulary:

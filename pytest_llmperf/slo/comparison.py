@@ -6,9 +6,13 @@ Two sources answer ``--llm-baseline-compare``: a baseline file
 each run's reference accumulator comes from (the file's run with the same label;
 the merged last N comparable stored runs), so that is all a source says
 (:meth:`BaselineSource.references`); :meth:`BaselineSource.compare` is shared:
-ungated runs skipped, a run without a reference an inconclusive note (never a
-failure), every other run judged by the threshold + significance rule
-(:func:`~pytest_llmperf.slo.regression.compare_accumulators`).
+ungated runs skipped, a run without a reference (none stored, or one that measured
+another experiment: :mod:`~pytest_llmperf.slo.comparable_runs`) an inconclusive
+check naming why and every differing field, every other run judged by the
+threshold + significance rule
+(:func:`~pytest_llmperf.slo.regression.compare_accumulators`). An inconclusive
+check is an inconclusive verdict of its test, which follows ``--llm-inconclusive``
+(it fails by default: a baseline that was not compared judged nothing).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.output_match import OtherOutputs
+from pytest_llmperf.slo.quantile_bounds import DEFAULT_CONFIDENCE
 from pytest_llmperf.slo.regression import (
     DEFAULT_ALPHA,
     RegressionCheck,
@@ -30,7 +35,20 @@ from pytest_llmperf.slo.regression import (
 )
 from pytest_llmperf.slo.server_regression import compare_server_metrics
 
-__all__ = ["BaselineSource", "Reference"]
+__all__ = ["BaselineSource", "Reference", "not_comparable", "with_differences"]
+
+
+def not_comparable(differs: Sequence[str]) -> str:
+    """The reason of a run not compared because it measured another experiment."""
+    return "not comparable: " + "; ".join(differs) + " (baseline -> now)"
+
+
+def with_differences(noted: Mapping[str, Any] | None, differs: Sequence[str]) -> dict[str, Any]:
+    """The fingerprint's comparability ``noted`` with the run's own ``differs`` first:
+    ``comparable`` false, every difference listed once."""
+    fingerprint = [str(d) for d in (noted or {}).get("differs") or ()]
+    both = list(dict.fromkeys([*differs, *fingerprint]))
+    return {**dict(noted or {}), "comparable": False, "differs": both}
 
 
 @dataclass(frozen=True)
@@ -106,8 +124,10 @@ class BaselineSource(ABC):
         endpoint: Mapping[str, Any],
         thresholds: Thresholds | None = None,
         alpha: float = DEFAULT_ALPHA,
+        confidence: float = DEFAULT_CONFIDENCE,
     ) -> list[RegressionCheck]:
-        """Each gated run of ``nodeid`` against its reference."""
+        """Each gated run of ``nodeid`` against its reference (``confidence``: that of a
+        percentile's order-statistic bounds, ``--llm-confidence``)."""
         gated = [r for r in results if r.gated]
         if not gated:  # nothing to judge: the source is not even read
             return []
@@ -125,6 +145,7 @@ class BaselineSource(ABC):
                     alpha=alpha,
                     run=result.label,
                     compared_with=ref.compared_with,
+                    confidence=confidence,
                 )
                 found += compare_server_metrics(
                     ref.server_metrics,

@@ -9,9 +9,11 @@ candidate, ...), the same seeds on both sides
    A/B allowance (``--llm-ab-threshold``, :data:`DEFAULT_AB_THRESHOLD` = 5%,
    per metric or statistic as for the baseline gate; not the baseline gate's
    own 10%: the pairing cancels the drift that allowance is for);
-2. it is significant: the one-sided bootstrap of
-   :func:`pytest_llmperf.slo.regression.bootstrap_p_value` over the two merged
-   HDR histograms gives p < alpha (0.01), the baseline gate's rule and code;
+2. it is significant, by the baseline gate's rule and code
+   (:func:`pytest_llmperf.slo.regression.compare_stat`) over the two merged
+   HDR histograms: for a percentile, the exceedance test over the order
+   statistics gives p < alpha (0.01) (:mod:`pytest_llmperf.slo.percentile_change`);
+   for a mean, the one-sided bootstrap gives p < alpha;
 3. it is consistent over time: a one-sided paired t-test on the block pairs'
    log ratios ``log(candidate_k / reference_k)`` gives p < 0.01. Blocks that ran
    next to each other saw the same machine, so a disturbance of one or two
@@ -20,8 +22,8 @@ candidate, ...), the same seeds on both sides
    a block-level disturbance; the pairing does.
 
 A candidate better beyond the threshold under the same rules is ``improved``
-(reported, never failed); statistics under the minimum-sample rule on either
-side are ``inconclusive`` (reported, never failed: the test's own SLOs judge
+(reported, never failed); statistics that blocks of these sizes could never
+decide are ``inconclusive`` (reported, never failed: the test's own SLOs judge
 sample sizes), as is one that is 0 ms on the reference and above 0 on the
 candidate (a change relative to 0 is undefined). The per-block log ratios are
 reported too.
@@ -38,6 +40,7 @@ from typing import Any
 from pytest_llmperf.analysis.stats import t_sf
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.slo.quantile_bounds import DEFAULT_CONFIDENCE
 from pytest_llmperf.slo.regression import (
     BY_REQUEST,
     DEFAULT_ALPHA,
@@ -98,6 +101,7 @@ class PairedCheck(StatCheckBase):
     level: float | None = None
     mde: float | None = None
     alone: str = ""
+    note_only: bool = False  # as on RegressionCheck: an inconclusive that is only a note
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -122,6 +126,7 @@ class PairedCheck(StatCheckBase):
             "level": self.level,
             "mde": self.mde,
             "alone": self.alone,
+            "note_only": self.note_only,
         }
 
 
@@ -169,6 +174,7 @@ def paired_checks(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     run: str = "",
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[PairedCheck]:
     """Judge each ``(metric, stat)`` of the candidate's blocks against the reference's.
 
@@ -179,9 +185,10 @@ def paired_checks(
         raise ValueError("paired_checks needs as many candidate blocks as reference blocks")
     thresholds = thresholds or Thresholds(DEFAULT_AB_THRESHOLD)
     test = (
-        f"one-sided bootstrap, {resamples} resamples of both merged HDR histograms, "
-        f"alpha {alpha:g}; paired t-test on {len(candidate)} block log ratios, "
-        f"alpha {blocks_alpha:g}"
+        f"percentiles: one-sided exceedance test over the merged order statistics (the "
+        f"candidate's {confidence:g} bounds quoted where undecided); means: one-sided "
+        f"bootstrap, {resamples} resamples of both merged HDR histograms; alpha {alpha:g}; "
+        f"paired t-test on {len(candidate)} block log ratios, alpha {blocks_alpha:g}"
     )
     checks: list[PairedCheck] = []
     for metric, stat in stats:
@@ -212,6 +219,7 @@ def paired_checks(
         compared = compare_stat(
             ref_h, cand_h, stat, sides=("reference", "candidate"),
             resamples=resamples, seed=seed, sizes=sizes, metric=metric,
+            limit=limit, alpha=alpha, confidence=confidence,
         )  # fmt: skip
         outcome = compared.outcome(
             limit,

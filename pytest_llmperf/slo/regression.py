@@ -4,39 +4,49 @@ A run *regressed* on a statistic (say ``ttft.p99``) when both hold:
 
 1. the change ``current / baseline − 1`` exceeds the threshold (default
    10%, configurable per metric or per statistic), and
-2. the slowdown is statistically significant: a one-sided bootstrap over the
-   two stored HDR histograms gives p < alpha (default 0.01).
+2. the slowdown is statistically significant (p < alpha, default 0.01, then
+   Holm over the test's comparisons: :mod:`.multiplicity`):
+
+   - a **percentile** by its order statistics, whatever the sample count
+     (:mod:`.percentile_change`): the exceedance test counts the run's samples
+     above the baseline's percentile, whose law when nothing changed is exact
+     and distribution-free; the run's confidence bounds (issue 27's,
+     ``confidence``) are quoted when a change beyond the threshold is not
+     significant, with about how many samples would decide it;
+   - a **mean** by a one-sided bootstrap over the two stored HDR histograms:
+     each histogram's buckets resampled (multinomial with the observed bucket
+     shares, same sample count), the mean recomputed on both, and
+     ``p = (1 + #{resampled change <= 0}) / (B + 1)``.
 
 Why both: a threshold alone fails on noise in small runs, significance alone
-fails on real but irrelevant 1% shifts in large ones. The bootstrap
-resamples each histogram's buckets (multinomial with the observed bucket
-shares, same sample count; for percentiles drawn exactly via the order
-statistic's Beta distribution), recomputes the statistic on both, and takes
-``p = (1 + #{resampled change <= 0}) / (B + 1)``. Per-request metrics (TTFT,
-TPOT, E2E) are resampled as independent samples.
+fails on real but irrelevant 1% shifts in large ones. The bootstrap's spread
+(for a percentile, drawn exactly through its order statistic's Beta
+distribution) is kept for every statistic: the power figure (``mde``).
 
-ITL is resampled by request, not by gap: the gaps of one request share its
-speed (its batch, its sequence length), so they are correlated and a
-bootstrap over gaps is far too sure of itself (measured in
-tests/slo/test_regression_itl.py: 30-35% false alarms at alpha 0.01 on two
-runs of one process, against 0% here). The draw uses the pooled ITL
-histogram's shape but only as many samples as requests contributed gaps
-(``itl_request_mean``'s count): for a percentile, the order statistic of m
-draws, m the request count; for the mean, a multinomial of m. A cluster
-bootstrap's variance is the independent one times the design effect
-``1 + (g - 1) rho`` (g gaps per request, rho their intra-request correlation,
-0 <= rho <= 1), so ``n / deff`` lies between m (rho = 1) and n (rho = 0):
-m samples give the cluster bootstrap's spread when gaps within a request are
-fully correlated and a wider one otherwise — conservative, never optimistic.
-States written before that histogram existed fall back to the TPOT count
-(the requests with two or more tokens), with a note.
+ITL is counted by request, not by gap: the gaps of one request share its speed
+(its batch, its sequence length), so they are correlated and a test over gaps
+is far too sure of itself (measured in tests/slo/test_regression_itl.py: 30-35%
+false alarms at alpha 0.01 on two runs of one process, against 0% here). The
+pooled ITL histogram gives the shape, and the sample size is the number of
+requests that contributed gaps (``itl_request_mean``'s count, m): the
+exceedance test takes m and the run's share of gaps above the baseline's
+percentile of m; the bootstrap draws m values (a percentile: the order
+statistic of m draws; the mean: a multinomial of m). A cluster bootstrap's
+variance is the independent one times the design effect ``1 + (g - 1) rho`` (g
+gaps per request, rho their intra-request correlation, 0 <= rho <= 1), so
+``n / deff`` lies between m (rho = 1) and n (rho = 0): m samples are
+conservative, never optimistic. States written before that histogram existed
+fall back to the TPOT count (the requests with two or more tokens), with a
+note.
 
 A run that got *faster* beyond the threshold (and significantly) is
-``improved``: reported, never failed. Percentiles under the minimum-sample
-rule on either side are ``inconclusive``, and so is a statistic that is 0 ms in
-the baseline and above 0 now (a change relative to 0 is undefined; TPOT and ITL
-are 0 when a server sends each reply in one read): a note, never a failure.
-Both 0 is no change.
+``improved``: reported, never failed. A statistic that runs of these sizes
+could never decide, or that one side did not measure, is ``inconclusive``: an
+inconclusive verdict of the test, which follows ``--llm-inconclusive``. Two
+inconclusive cases are notes (``note_only``), never a verdict: a statistic
+neither side measured, and one that is 0 ms in the baseline and above 0 now (a
+change relative to 0 is undefined; TPOT and ITL are 0 when a server sends each
+reply in one read). Both 0 is no change.
 """
 
 from __future__ import annotations
@@ -55,9 +65,9 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 from pytest_llmperf.metrics.sample_size import nearest_rank
-from pytest_llmperf.slo.verdicts import min_samples
+from pytest_llmperf.slo.percentile_change import compare_percentile
 from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind
-from pytest_llmperf.specs.slo import STATS, percentile_of, stat_problem
+from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, STATS, percentile_of, stat_problem
 
 __all__ = [
     "BURST_METRICS",
@@ -249,6 +259,9 @@ class RegressionCheck(StatCheckBase):
     level: float | None = None
     mde: float | None = None
     alone: str = ""
+    # an inconclusive check that is a note, never a verdict of its test: a statistic
+    # measured on neither side, or 0 ms in the baseline (a relative change is undefined)
+    note_only: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -269,16 +282,19 @@ def compare_accumulators(
     seed: int = 0,
     run: str = "",
     compared_with: str = "",
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[RegressionCheck]:
     """Compare every statistic of :meth:`Thresholds.stats` between two runs.
 
     ``compared_with`` says what the baseline is (e.g. ``history (last 5 runs, tags …)``);
-    it is kept on every check and named in its ``test``.
+    it is kept on every check and named in its ``test``. ``confidence`` is that of a
+    percentile's order-statistic bounds (``--llm-confidence``).
     """
     thresholds = thresholds or Thresholds()
     test = (
-        f"one-sided bootstrap, {resamples} resamples of both HDR histograms "
-        f"(ITL by request), alpha {alpha:g}"
+        f"percentiles: one-sided exceedance test over the order statistics (the run's "
+        f"{confidence:g} bounds quoted where undecided); means: one-sided bootstrap, "
+        f"{resamples} resamples of both HDR histograms (ITL by request); alpha {alpha:g}"
     )
     if compared_with:
         test += f"; compared with {compared_with}"
@@ -310,6 +326,7 @@ def compare_accumulators(
         compared = compare_stat(
             base_h, cur_h, stat, sides=("baseline", "current"),
             resamples=resamples, seed=seed, sizes=sizes, metric=metric,
+            limit=limit, alpha=alpha, confidence=confidence,
         )  # fmt: skip
         checks.append(
             RegressionCheck(
@@ -325,8 +342,11 @@ def compare_accumulators(
 @dataclass(frozen=True)
 class StatComparison:
     """One statistic on two sides (``before`` the baseline or reference, ``after`` the run
-    judged): values rounded as reported, the relative ``change`` and the bootstrap's
-    one-sided p-values; ``reason`` instead when a side has too few samples for it."""
+    judged): values rounded as reported, the relative ``change`` and the one-sided
+    p-values (a percentile's from the exceedance test, a mean's from the bootstrap);
+    ``reason`` instead when the sides cannot be compared (``note_only``: a note, not a
+    verdict). ``undecided``: why a slowdown beyond the threshold was not decided, and
+    how many samples would decide it."""
 
     before: float | None
     after: float | None
@@ -335,6 +355,8 @@ class StatComparison:
     p_faster: float = 1.0
     reason: str = ""
     spread: float | None = None  # SD of the bootstrap's relative change (power)
+    undecided: str = ""
+    note_only: bool = False
 
     @property
     def rounded_change(self) -> float | None:
@@ -361,10 +383,11 @@ class StatComparison:
         faster_too: bool = True,
         note: str = "",
     ) -> dict[str, Any]:
-        """A check's ``change``, ``p_value``, ``verdict`` and ``reason`` (keyword arguments
-        of :class:`RegressionCheck` and :class:`~pytest_llmperf.slo.paired.PairedCheck`
-        alike): inconclusive with the sample-size reason, else :meth:`judge`'s verdict and
-        ``note`` as the reason."""
+        """A check's ``change``, ``p_value``, ``verdict``, ``reason`` and ``note_only``
+        (keyword arguments of :class:`RegressionCheck` and
+        :class:`~pytest_llmperf.slo.paired.PairedCheck` alike): inconclusive with the
+        reason, else :meth:`judge`'s verdict and ``note`` (and, for a slowdown beyond the
+        threshold left undecided, how many samples would decide it) as the reason."""
         if self.reason:
             return {
                 "change": None,
@@ -372,14 +395,19 @@ class StatComparison:
                 "verdict": RegressionVerdict.INCONCLUSIVE,
                 "reason": self.reason,
                 "spread": None,
+                "note_only": self.note_only,
             }
         verdict, p = self.judge(limit, alpha, slower_too=slower_too, faster_too=faster_too)
+        why = note
+        if verdict is RegressionVerdict.UNCHANGED and self.undecided:
+            why = f"{note}; {self.undecided}" if note else self.undecided
         return {
             "change": self.rounded_change,
             "p_value": _rounded_p(p),
             "verdict": verdict,
-            "reason": note,
+            "reason": why,
             "spread": None if self.spread is None else round(self.spread, 6),
+            "note_only": False,
         }
 
 
@@ -399,32 +427,80 @@ def compare_stat(
     seed: int = 0,
     sizes: tuple[int | None, int | None] = (None, None),
     metric: str = "",
+    limit: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> StatComparison:
-    """``stat`` of ``after`` against ``before``: inconclusive under the minimum-sample rule
-    (the reason names the two ``sides``) or when ``before``'s value is 0 and ``after``'s
-    is not (a relative change is undefined: :func:`zero_baseline`, naming ``metric``),
-    else the change and the bootstrap's p-values. Both 0: no change."""
-    needed = min_samples(_percentile(stat))
-    if min(before.count, after.count) < needed:
+    """``stat`` of ``after`` against ``before``.
+
+    A note (``note_only``) when neither side measured it, or ``before``'s value is 0 and
+    ``after``'s is not (a relative change is undefined: :func:`zero_baseline`, naming
+    ``metric``); inconclusive when only one side measured it, or (a percentile) when
+    runs of these sizes could never decide it at ``alpha``, saying how many samples
+    would (the reason names the two ``sides``). Else the change and the p-values: a
+    percentile's from the order statistics (:mod:`.percentile_change`: the exceedance
+    test, and the run's bounds at ``confidence`` against ``limit``), a mean's from the
+    bootstrap. Both 0: no change."""
+    name = f"{metric}.{stat}" if metric else stat
+    if not before.count or not after.count:
+        have = f"have {before.count} ({sides[0]}) and {after.count} ({sides[1]})"
+        if not before.count and not after.count:
+            return StatComparison(None, None, reason=f"{name}: no samples on either side",
+                                  note_only=True)  # fmt: skip
         return StatComparison(
             _value(before, stat),
             _value(after, stat),
-            reason=f"{stat} needs >= {needed} samples on both sides, "
-            f"have {before.count} ({sides[0]}) and {after.count} ({sides[1]})",
+            reason=f"{name}: one side has no samples, {have}",
         )
     b, c = before.stat(stat), after.stat(stat)
     if b <= 0 < c:
         return StatComparison(
-            round(b, 4),
-            round(c, 4),
-            reason=zero_baseline(f"{metric}.{stat}" if metric else stat, sides[0]),
+            round(b, 4), round(c, 4), reason=zero_baseline(name, sides[0]), note_only=True
         )
     change = (c / b - 1.0) if b > 0 else 0.0  # both 0: no change
     p_slower, p_faster, sd = bootstrap_test(
         before, after, stat, resamples=resamples, seed=seed, sizes=sizes
     )
     spread = sd / b if b > 0 else None
-    return StatComparison(round(b, 4), round(c, 4), change, p_slower, p_faster, spread=spread)
+    percentile = _percentile(stat)
+    if percentile is None or b <= 0:
+        return StatComparison(round(b, 4), round(c, 4), change, p_slower, p_faster, spread=spread)
+    found = compare_percentile(
+        before, after, percentile, limit=limit, alpha=alpha, confidence=confidence, sizes=sizes
+    )
+    m, n = found.sizes
+    if not found.decidable:
+        would = f"about {found.needed} on each side would" if found.needed else "more would"
+        return StatComparison(
+            round(b, 4),
+            round(c, 4),
+            reason=f"{stat} cannot be decided at alpha {alpha:g} with {m} ({sides[0]}) and "
+            f"{n} ({sides[1]}) samples, whatever they show: {would}",
+        )
+    undecided = ""
+    if change > limit and found.p_slower >= alpha:
+        would = (
+            f"about {found.needed} samples on each side would decide it (if the "
+            "distributions stay as observed)"
+            if found.needed
+            else "more samples would not decide it"
+        )
+        sure = "" if found.beyond else f", {(1 + limit) * b:.4g} ms within the run's bounds"
+        undecided = (
+            f"{stat} {change:+.1%} is beyond the {limit:.0%} threshold but not significant "
+            f"(exceedance p={found.p_slower:.3g} >= {alpha:g}; the run's {confidence:g} "
+            f"bounds {found.lower:.4g}..{found.upper:.4g} ms{sure}) with {m} and {n} "
+            f"samples: {would}"
+        )
+    return StatComparison(
+        round(b, 4),
+        round(c, 4),
+        change,
+        found.p_slower,
+        found.p_faster,
+        spread=spread,
+        undecided=undecided,
+    )
 
 
 def zero_baseline(name: str, side: str) -> str:
@@ -436,8 +512,9 @@ def zero_baseline(name: str, side: str) -> str:
 
 
 def inconclusive_check(run: str, reason: str, *, compared_with: str = "") -> RegressionCheck:
-    """A run that could not be compared at all (``metric`` and ``stat`` ``*``): a note in
-    the reports, never a failure."""
+    """A run that could not be compared at all (``metric`` and ``stat`` ``*``: no baseline
+    run, or one that measured another experiment): an inconclusive verdict of its test,
+    which follows ``--llm-inconclusive``."""
     return RegressionCheck(
         metric="*",
         stat="*",

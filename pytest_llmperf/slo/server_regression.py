@@ -72,6 +72,7 @@ def compare_server_metrics(
                     p_value=None,
                     verdict=RegressionVerdict.INCONCLUSIVE,
                     reason=reason,
+                    note_only=reason == zero_baseline(f"{name}.{stat}", "baseline"),
                     **common,
                 )
             )

@@ -46,7 +46,12 @@ from pytest_llmperf.workloads.conversations import (
 )
 from pytest_llmperf.workloads.corpus import default_corpus
 from pytest_llmperf.workloads.params import fraction, output_controls, positive_int
-from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
+from pytest_llmperf.workloads.tokenizer import (
+    Tokenizer,
+    describe_tokenizer,
+    framing_tokens,
+    resolve_tokenizer,
+)
 
 __all__ = [
     "SAMPLE_FILE",
@@ -192,7 +197,7 @@ class ConversationWorkload:
             + (f", capped at {self.max_output_tokens}" if self.max_output_tokens else "")
             + f", at least {self.min_output_tokens}",
             "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
-            "tokenizer": self.tokenizer.label,
+            **describe_tokenizer(self.tokenizer),
             **self._describe_overheads(),
             **({"sessions": self.session_source.describe()} if self.session_source else {}),
         }

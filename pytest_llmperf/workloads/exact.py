@@ -24,6 +24,7 @@ from typing import Any
 
 from pytest_llmperf.workloads.corpus import Corpus, default_corpus
 from pytest_llmperf.workloads.segments import SegmentTable
+from pytest_llmperf.workloads.tokenizer_identity import PROBE_TEXT, make_identity, tokens_sha256
 
 __all__ = ["CHAT", "COMPLETIONS", "EMBEDDINGS", "VERIFY_MAX_TOKENS", "ExactTokenizer"]
 
@@ -54,6 +55,7 @@ class ExactTokenizer:
         self._tables: dict[str, SegmentTable] = {}
         self._framing: dict[tuple[str, ...], int | None] = {}
         self._lock = threading.Lock()
+        self._probe_sha: str | None = None  # tokenizer_identity's hash, measured once
 
     # -- what subclasses provide -----------------------------------------------------
 
@@ -73,6 +75,10 @@ class ExactTokenizer:
         """Which tokenizer this is, for :attr:`label` (the report names it)."""
         return self.name
 
+    def _token_strings(self, text: str) -> list[str] | None:
+        """Each token of ``text`` as the tokenizer shows it (None: it cannot say)."""
+        return None
+
     # -- the Tokenizer protocol ------------------------------------------------------
 
     @property
@@ -90,6 +96,19 @@ class ExactTokenizer:
         elif self.api == EMBEDDINGS:
             text += f"; special tokens: +{self._special_count()} per input"
         return text
+
+    @property
+    def identity(self) -> dict[str, Any] | None:
+        """What comparisons read (:mod:`.tokenizer_identity`): the hash of the probe
+        text's token strings and the framing of one user message; None when the token
+        strings cannot be had."""
+        if getattr(self, "_probe_sha", None) is None:
+            strings = self._token_strings(PROBE_TEXT)
+            if strings is None:
+                return None
+            self._probe_sha = tokens_sha256(strings)
+        assert self._probe_sha is not None
+        return make_identity(self.name, self._probe_sha, self.framing(("user",)))
 
     def count(self, text: str) -> int:
         return self._count_many([text])[0]

@@ -77,6 +77,9 @@ class HuggingFaceTokenizer(ExactTokenizer):
     def _describe(self) -> str:
         return f"Hugging Face tokenizer {self.source} (vocabulary {self._backend.get_vocab_size()})"
 
+    def _token_strings(self, text: str) -> list[str]:
+        return list(self._backend.encode(text, add_special_tokens=False).tokens)
+
     def _count_many(self, texts: Sequence[str]) -> list[int]:
         encoded = self._backend.encode_batch(list(texts), add_special_tokens=False)
         return [len(e.ids) for e in encoded]

@@ -24,7 +24,12 @@ from pytest_llmperf.workloads.base import Sample, register_workload
 from pytest_llmperf.workloads.budget import content_tokens, describe_overhead, joint_cost
 from pytest_llmperf.workloads.corpus import Corpus, default_corpus
 from pytest_llmperf.workloads.params import output_controls, positive_int
-from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
+from pytest_llmperf.workloads.tokenizer import (
+    Tokenizer,
+    describe_tokenizer,
+    framing_tokens,
+    resolve_tokenizer,
+)
 
 __all__ = ["DRAFT_CONTEXT_TOKENS", "QUESTION", "LongContextWorkload"]
 
@@ -93,7 +98,7 @@ class LongContextWorkload:
             "question_tokens": self.question_tokens,
             "output_tokens": self.output_tokens,
             "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
-            "tokenizer": self.tokenizer.label,
+            **describe_tokenizer(self.tokenizer),
             **describe_overhead(self.overhead, min(self.context_tokens)),
         }
 

@@ -222,6 +222,14 @@ class ServerTokenizer(ExactTokenizer):
             text += f" (windows checked within ±{self.window_error} tokens)"
         return text
 
+    def _token_strings(self, text: str) -> list[str] | None:
+        """The server's token strings (vLLM's ``token_strs``, llama.cpp's pieces); None
+        when it gives none (the identity is then unknown, never guessed)."""
+        try:
+            return self._pieces(text)
+        except TokenizeRouteError:
+            return None
+
     def _count_many(self, texts: Sequence[str]) -> list[int]:
         out = []
         for text in texts:
@@ -305,6 +313,7 @@ class ServerTokenizer(ExactTokenizer):
             text = self.window(corpus, 131 * k, n)
             worst = max(worst, abs(self.count(text) - n))
         self.window_error = worst
+        _ = self.identity  # its /tokenize call made here, at preflight, not mid-run
         return self
 
 

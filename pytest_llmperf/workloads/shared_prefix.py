@@ -33,7 +33,12 @@ from pytest_llmperf.workloads.params import (
     positive_int,
     token_range,
 )
-from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
+from pytest_llmperf.workloads.tokenizer import (
+    Tokenizer,
+    describe_tokenizer,
+    framing_tokens,
+    resolve_tokenizer,
+)
 
 __all__ = ["CODE_OUTPUT", "SharedPrefixWorkload", "zipf_weights"]
 
@@ -128,7 +133,7 @@ class SharedPrefixWorkload:
             "output_tokens": self.output_dist.describe(),
             "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
             "content": "prose from the bundled corpus",
-            "tokenizer": self.tokenizer.label,
+            **describe_tokenizer(self.tokenizer),
             **describe_overhead(
                 self.overhead + self.separator_tokens * (self.sharing_fraction > 0),
                 self.suffix_tokens[0],

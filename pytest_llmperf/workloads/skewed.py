@@ -30,7 +30,12 @@ from pytest_llmperf.workloads.images import DEFAULT_IMAGE_FORMAT, DEFAULT_IMAGE_
 from pytest_llmperf.workloads.lengths import LogNormalLength, log_normal_length
 from pytest_llmperf.workloads.params import TokenRange, output_controls, token_range
 from pytest_llmperf.workloads.synthetic import describe_inputs, distinct_windows, prompt_media
-from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
+from pytest_llmperf.workloads.tokenizer import (
+    Tokenizer,
+    describe_tokenizer,
+    framing_tokens,
+    resolve_tokenizer,
+)
 
 __all__ = [
     "FAIRNESS_CLASSES",
@@ -135,7 +140,7 @@ class SkewedWorkload:
             out["output_tokens"] = self.output_dist.describe()
             out["categories"] = f"short < {SHORT_BELOW} <= medium < {LONG_FROM} <= long (input)"
         out["output_control"] = "max_tokens" + ("" if self.controls else " + ignore_eos")
-        out["tokenizer"] = self.tokenizer.label
+        out.update(describe_tokenizer(self.tokenizer))
         out.update(describe_overhead(self.overhead, self._smallest_input()))
         out.update(self.images.describe())
         out.update(describe_inputs(self.inputs_per_request))

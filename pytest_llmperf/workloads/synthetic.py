@@ -38,7 +38,12 @@ from pytest_llmperf.workloads.params import (
     positive_int,
     token_range,
 )
-from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
+from pytest_llmperf.workloads.tokenizer import (
+    Tokenizer,
+    describe_tokenizer,
+    framing_tokens,
+    resolve_tokenizer,
+)
 
 __all__ = [
     "SyntheticWorkload",
@@ -148,7 +153,7 @@ class SyntheticWorkload:
             "input_tokens": list(self.input_tokens),
             "output_tokens": list(self.output_tokens),
             "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
-            "tokenizer": self.tokenizer.label,
+            **describe_tokenizer(self.tokenizer),
             **describe_overhead(self.overhead, self.input_tokens[0]),
             **self.images.describe(),
             **describe_inputs(self.inputs_per_request),

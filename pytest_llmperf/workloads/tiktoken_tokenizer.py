@@ -45,6 +45,10 @@ class TiktokenTokenizer(ExactTokenizer):
     def _count_many(self, texts: Sequence[str]) -> list[int]:
         return [len(ids) for ids in self._encoding.encode_ordinary_batch(list(texts))]
 
+    def _token_strings(self, text: str) -> list[str]:
+        pieces = self._encoding.decode_tokens_bytes(self._encoding.encode_ordinary(text))
+        return [p.decode("utf-8", "backslashreplace") for p in pieces]
+
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state.pop("_encoding", None)  # reloaded from the local cache by name

@@ -36,6 +36,7 @@ from pytest_llmperf.workloads.tiktoken_tokenizer import (
     TiktokenUnavailable,
     load_offline,
 )
+from pytest_llmperf.workloads.tokenizer_identity import approximate_identity, identity_of
 
 __all__ = [
     "APPROXIMATE",
@@ -44,6 +45,7 @@ __all__ = [
     "TiktokenTokenizer",
     "Tokenizer",
     "bind_api",
+    "describe_tokenizer",
     "framing_tokens",
     "is_tokenizer",
     "resolve_tokenizer",
@@ -60,7 +62,8 @@ class Tokenizer(Protocol):
     ``framing(roles)`` (optional: see :func:`framing_tokens`) is how many
     tokens the server adds to a prompt of messages with those roles (a chat
     template, a BOS token), so a workload can size content to a requested
-    total the server will count.
+    total the server will count. ``identity`` (optional:
+    :mod:`.tokenizer_identity`) is what baselines compare instead of the label.
     """
 
     @property
@@ -94,6 +97,17 @@ class ApproximateTokenizer:
 
     def for_api(self, api: str | None) -> ApproximateTokenizer:
         return self
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """The same whatever the label says (the simulator's, a fallback's reason)."""
+        return approximate_identity()
+
+
+def describe_tokenizer(tokenizer: Tokenizer) -> dict[str, Any]:
+    """A workload's ``describe()`` entries for its tokenizer: ``tokenizer`` (the label, for
+    the reader) and ``tokenizer_identity`` (what baselines and history compare)."""
+    return {"tokenizer": tokenizer.label, "tokenizer_identity": identity_of(tokenizer)}
 
 
 def is_tokenizer(value: object) -> TypeGuard[Tokenizer]:

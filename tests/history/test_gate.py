@@ -199,11 +199,17 @@ def test_three_sessions_then_a_gate_that_passes_and_one_that_fails(
     pytester.makepyfile(test_suite=SUITE)
     history = f"--llm-history={target}"
     gate = "--llm-baseline-compare=history:3"
+    # nothing to compare with yet: inconclusive, which fails by default (a gate that judged
+    # nothing is not green); a first session seeds the store with --llm-inconclusive=warn
     first = pytester.runpytest(
-        f"--llm-endpoint={fast_sim.url}", history, gate, "--llm-history-tag=s1"
+        f"--llm-endpoint={fast_sim.url}",
+        history,
+        gate,
+        "--llm-history-tag=s1",
+        "--llm-inconclusive=warn",
     )
-    first.assert_outcomes(passed=1)
-    first.stdout.fnmatch_lines(["*no history yet*"])
+    first.assert_outcomes(passed=1, warnings=1)
+    first.stdout.fnmatch_lines(["*no history yet*", "*LlmPerfInconclusiveWarning*"])
     for tag in ("s2", "s3"):
         pytester.runpytest(
             f"--llm-endpoint={fast_sim.url}", history, f"--llm-history-tag={tag}"

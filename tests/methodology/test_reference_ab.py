@@ -189,8 +189,15 @@ def test_the_paired_rule_on_known_blocks() -> None:
     assert paired_checks(two, [_block(20)] * 4, stats)[0].verdict == "unchanged"
     faster = paired_checks([_block(15)] * 4, [_block(20)] * 4, stats)
     assert faster[0].verdict == "improved"
-    few = paired_checks([_block(20, n=5)] * 2, [_block(20, n=5)] * 2, [("ttft", "p99")])
-    assert few[0].verdict == "inconclusive" and "needs >= 1000" in few[0].reason
+    # no minimum sample count (issue 36): 10 requests a side decide a p99 if they show it
+    ten = paired_checks([_block(20, n=5)] * 2, [_block(20, n=5)] * 2, [("ttft", "p99")])
+    assert ten[0].verdict == "unchanged" and ten[0].p_value is not None
+    # 2 a side never could: inconclusive, saying how many would
+    few = paired_checks([_block(20, n=1)] * 2, [_block(20, n=1)] * 2, [("ttft", "p99")])
+    assert few[0].verdict == "inconclusive" and not few[0].note_only
+    assert few[0].reason.startswith(
+        "p99 cannot be decided at alpha 0.01 with 2 (reference) and 2 (candidate) samples"
+    ), few[0].reason
 
 
 @pytest.mark.asyncio

@@ -51,15 +51,22 @@ def test_same_run_is_unchanged_slower_run_regresses(
 
 
 @pytest.mark.parametrize(
-    ("nodeid", "label", "endpoint", "rate", "why"),
+    ("nodeid", "label", "endpoint", "rate", "why", "differs"),
     [
-        (NODE, "run0", {**ENDPOINT, "model": "other"}, 40, "baseline model 'sim-model' differs"),
-        (NODE, "run9", ENDPOINT, 40, "no baseline for"),
-        ("tests/new.py::test_new", "run0", ENDPOINT, 40, "no baseline for"),
-        (NODE, "run0", ENDPOINT, 80, "load differs"),
+        (
+            NODE,
+            "run0",
+            {**ENDPOINT, "model": "other"},
+            40,
+            "not comparable: model:",
+            ["model: sim-model -> other"],
+        ),
+        (NODE, "run9", ENDPOINT, 40, "no baseline for", []),
+        ("tests/new.py::test_new", "run0", ENDPOINT, 40, "no baseline for", []),
+        (NODE, "run0", ENDPOINT, 80, "not comparable: load.rate:", ["load.rate: 40 -> 80"]),
     ],
 )
-def test_what_cannot_be_compared_is_inconclusive_not_failed(
+def test_what_cannot_be_compared_is_inconclusive_naming_what_differs(
     session_data: SessionData,
     tmp_path: Path,
     nodeid: str,
@@ -67,11 +74,17 @@ def test_what_cannot_be_compared_is_inconclusive_not_failed(
     endpoint: dict,
     rate: float,
     why: str,
+    differs: list[str],
 ) -> None:
+    """Inconclusive (the test's outcome follows --llm-inconclusive: it fails by default,
+    tests/plugin/test_baseline_not_compared.py), each differing field with both values."""
     baseline = load_baseline(saved(session_data, tmp_path))
     run = synthetic_run(90, 1200, seed=1, rate=rate, label=label)
     (check,) = baseline.compare(nodeid, [run], endpoint=endpoint)
-    assert check.verdict == "inconclusive" and why in check.reason
+    assert check.verdict == "inconclusive" and why in check.reason and not check.note_only
+    assert list(check.differs) == differs
+    if differs:
+        assert check.comparable is False and all(d in check.reason for d in differs)
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.paired import paired_checks
+from pytest_llmperf.slo.percentile_change import exceedance_tail
 from pytest_llmperf.slo.regression import (
     RegressionVerdict,
     Thresholds,
@@ -58,34 +61,77 @@ def test_a_small_real_shift_stays_under_the_threshold(make_acc: MakeAcc, lognorm
     assert verdicts(strict)["ttft"] == "regressed"
 
 
-def test_a_big_change_on_few_samples_is_not_significant(make_acc: MakeAcc) -> None:
-    base = make_acc([10.0, 200.0] * 15)  # 30 samples spread wide
-    cur = make_acc([12.0, 200.0] * 15)
-    (c,) = [c for c in compare_accumulators(base, cur) if c.name == "ttft.p50"]
-    assert c.change > 0.10
-    assert c.verdict == "unchanged" and c.p_value >= 0.01
+def test_a_big_change_on_few_samples_is_not_decided_and_says_how_many_would(
+    make_acc: MakeAcc, lognormal: Draw
+) -> None:
+    """+28% at p50 with 30 samples a side: beyond the threshold, not significant. Not a
+    failure (unchanged), and the reason says how many samples would decide it: that many
+    with the distributions as observed (each run's samples repeated) do, fewer do not."""
+    base_ms, cur_ms = lognormal(100, 30, seed=1, sigma=0.4), lognormal(120, 30, seed=101, sigma=0.4)
+    (c,) = [
+        c for c in compare_accumulators(make_acc(base_ms), make_acc(cur_ms)) if c.name == "ttft.p50"
+    ]
+    assert c.change > 0.10 and c.p_value >= 0.01 and c.verdict == "unchanged", c
+    found = re.search(r"about (\d+) samples on each side would decide it", c.reason)
+    assert found and "beyond the 10% threshold but not significant" in c.reason, c.reason
+    needed = int(found[1])
+    assert 30 < needed < 1000
+
+    def p50_at(reps: int) -> str:
+        base, cur = make_acc(np.tile(base_ms, reps)), make_acc(np.tile(cur_ms, reps))
+        return next(c.verdict for c in compare_accumulators(base, cur) if c.name == "ttft.p50")
+
+    assert p50_at(-(-needed // 30)) == "regressed"  # at least ``needed`` a side
+    assert p50_at(needed // 30 // 2 or 1) == "unchanged"  # half as many: not yet
 
 
 def test_false_alarm_rate_under_identical_distributions_is_near_alpha(
     make_acc: MakeAcc, lognormal: Draw
 ) -> None:
-    """With a negligible threshold only significance guards; alarms must be ~1% of trials."""
+    """With a negligible threshold only significance guards; alarms must be ~1% of trials,
+    at p50 and at p99 (the exceedance test, no minimum sample count: 400 a side)."""
     tiny = Thresholds.parse("0.01%")
-    alarms = trials = 0
-    for seed in range(150):
+    alarms = {"ttft.p50": 0, "ttft.p99": 0}
+    trials = 150
+    for seed in range(trials):
         base = make_acc(lognormal(50, 400, seed=2 * seed))
         cur = make_acc(lognormal(50, 400, seed=2 * seed + 1))
-        checks = [c for c in compare_accumulators(base, cur, thresholds=tiny, seed=seed)]
-        alarms += sum(c.verdict == "regressed" for c in checks if c.name == "ttft.p50")
-        trials += 1
-    assert alarms <= 6, f"{alarms} false regressions in {trials} null trials (alpha 0.01)"
+        for c in compare_accumulators(base, cur, thresholds=tiny, seed=seed):
+            if c.name in alarms:
+                alarms[c.name] += c.verdict == "regressed"
+    assert max(alarms.values()) <= 6, f"{alarms} false regressions in {trials} null trials"
 
 
-def test_percentiles_under_the_minimum_sample_rule_are_inconclusive(make_acc: MakeAcc) -> None:
-    checks = compare_accumulators(make_acc([10.0] * 500), make_acc([50.0] * 500))
+def test_p99_doubling_with_200_samples_a_side_is_decided(
+    make_acc: MakeAcc, lognormal: Draw
+) -> None:
+    """No 1,000-sample minimum: p99's order statistics decide a doubling at 200 a side
+    (about 200 of the run's samples above the baseline's p99 where 2 or 3 would be)."""
+    samples = lognormal(20, 200, seed=7)
+    checks = compare_accumulators(make_acc(samples), make_acc(2 * samples))
     by = {c.name: c for c in checks}
-    assert by["ttft.p99"].verdict == "inconclusive" and "1000" in by["ttft.p99"].reason
-    assert by["ttft.p50"].verdict == "regressed"
+    p99 = by["ttft.p99"]
+    assert p99.verdict == "regressed" and p99.samples == (200, 200), p99
+    assert p99.change == pytest.approx(1.0, abs=0.01) and p99.p_value < 1e-10
+    assert "exceedance" in p99.test
+    # the same 200 samples against themselves: nothing to report
+    same = {c.name: c for c in compare_accumulators(make_acc(samples), make_acc(samples))}
+    assert same["ttft.p99"].verdict == "unchanged" and same["ttft.p99"].change == 0
+
+
+def test_runs_too_small_to_ever_decide_are_inconclusive_saying_how_many_would(
+    make_acc: MakeAcc,
+) -> None:
+    """3 samples a side: even a run slower in every sample could not be significant at
+    0.01 (1 chance in 20 when nothing changed), so it is inconclusive, not unchanged."""
+    checks = compare_accumulators(make_acc([10.0, 11.0, 12.0]), make_acc([50.0, 51.0, 52.0]))
+    by = {c.name: c for c in checks}
+    for name, would in (("ttft.p99", 5), ("ttft.p50", 11)):
+        c = by[name]
+        assert c.verdict == "inconclusive" and not c.note_only, c
+        assert "cannot be decided at alpha 0.01 with 3 (baseline) and 3 (current)" in c.reason
+        assert f"about {would} on each side would" in c.reason, c.reason
+    assert worst(checks) is RegressionVerdict.INCONCLUSIVE
 
 
 def test_a_zero_baseline_against_a_nonzero_run_is_inconclusive_naming_stat_and_side(
@@ -106,6 +152,7 @@ def test_a_zero_baseline_against_a_nonzero_run_is_inconclusive_naming_stat_and_s
         )
         assert (c.baseline, c.current) == (0.0, 1.3)
         assert c.change is None and c.p_value is None and c.spread is None
+        assert c.note_only  # a note: never an inconclusive verdict of its test
     assert by["ttft.p50"].verdict == "regressed"  # the other statistics are judged as ever
     gaps = [c for c in by.values() if c.metric in ("tpot", "itl")]
     assert worst(gaps) is RegressionVerdict.INCONCLUSIVE
@@ -171,3 +218,25 @@ def test_bad_thresholds_name_the_option_and_the_value(bad: str) -> None:
     with pytest.raises(LlmPerfUsageError) as info:
         Thresholds.parse(bad)
     assert "--llm-baseline-threshold" in str(info.value) and bad.split("=")[0] in str(info.value)
+
+
+@pytest.mark.parametrize(("m", "n", "s"), [(4, 3, 3), (5, 5, 1), (6, 4, 6), (3, 6, 2)])
+def test_the_exceedance_law_is_every_interleaving_counted(m: int, n: int, s: int) -> None:
+    """When nothing changed every interleaving of the m baseline and n current samples is
+    equally likely: the law of M (current samples above the s-th baseline one) counted
+    over all of them is the one the p-values come from."""
+    counts = [0] * (n + 1)
+    for current in itertools.combinations(range(m + n), n):
+        is_current = [i in current for i in range(m + n)]
+        seen = 0
+        for i, flag in enumerate(is_current):
+            seen += not flag
+            if not flag and seen == s:
+                counts[sum(is_current[i + 1 :])] += 1
+                break
+    total = sum(counts)
+    for k in range(n + 1):
+        above = sum(counts[k:]) / total
+        below = sum(counts[: k + 1]) / total
+        assert exceedance_tail(m, n, s, k, upper=True) == pytest.approx(above, rel=1e-9)
+        assert exceedance_tail(m, n, s, k, upper=False) == pytest.approx(below, rel=1e-9)

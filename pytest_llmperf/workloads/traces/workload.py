@@ -42,7 +42,12 @@ from pytest_llmperf.workloads.conversations import think_time as parse_think_tim
 from pytest_llmperf.workloads.corpus import default_corpus
 from pytest_llmperf.workloads.images import check_image_file, image_file
 from pytest_llmperf.workloads.params import output_controls, positive_int
-from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens, resolve_tokenizer
+from pytest_llmperf.workloads.tokenizer import (
+    Tokenizer,
+    describe_tokenizer,
+    framing_tokens,
+    resolve_tokenizer,
+)
 from pytest_llmperf.workloads.traces.prompts import BlockPrompts
 from pytest_llmperf.workloads.traces.trace import Trace, TraceRow, read_trace
 
@@ -125,7 +130,7 @@ class TraceWorkload:
             "timing": "row i at timestamp_s[i] * time_scale after the start",
             "content": "prose runs from the bundled corpus; equal hash_ids, equal blocks",
             "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
-            "tokenizer": self.tokenizer.label,
+            **describe_tokenizer(self.tokenizer),
         }
         if self.start is not None:
             out["start_s"] = self.start
