@@ -134,7 +134,8 @@ ROWS = [
         {"failed": 1},
         "## ❌ pytest-llmperf: 1 test failed",
         says=(
-            "llm_slo declared but no gated run measured anything: llm_loadgen.run() was never called",
+            "llm_slo declared but no gated run measured anything: "
+            "llm_loadgen.run() was never called",
         ),
         json_outcomes={"failed": 1},
         history_runs=0,
