@@ -9,7 +9,8 @@
 # ~/.cache/pytest-llmperf/llama-server/), so a fresh DIR copies it. The model
 # is (re)built into DIR/model every time (deterministic, under a second),
 # written as GGUF into DIR/model-gguf for llama-server, and given two tiny
-# random LoRA adapters in DIR/lora (build_lora_adapters.py) for vLLM. The
+# random LoRA adapters in DIR/lora (build_lora_adapters.py) for vLLM; its
+# variant with blank replies goes to DIR/model-blank (build_blank_model.py). The
 # suite runs with the `pytest` on PATH, i.e. the environment that has
 # pytest-llmperf installed (CI's venv), and LLMPERF_CONFORMANCE=DIR, without
 # which tests/conformance skips itself.
@@ -76,7 +77,8 @@ t0=$(date +%s)
 "$dir/vllm/bin/python" conformance/build_tiny_model.py "$dir/model"
 "$dir/llama-server/venv/bin/python" conformance/build_gguf.py "$dir/model" "$dir/model-gguf/tiny-llama.gguf"
 "$dir/vllm/bin/python" conformance/build_lora_adapters.py "$dir/model" "$dir/lora"
-echo "conformance: model built (written as GGUF, two LoRA adapters) in $(( $(date +%s) - t0 )) s"
+"$dir/vllm/bin/python" conformance/build_blank_model.py "$dir/model-blank"
+echo "conformance: model built (written as GGUF, two LoRA adapters, the blank variant) in $(( $(date +%s) - t0 )) s"
 
 
 export LLMPERF_CONFORMANCE="$dir"

@@ -41,7 +41,9 @@ __all__ = [
     "start_llama_server",
     "start_llama_server_embeddings",
     "start_transformers",
+    "start_transformers_blank",
     "start_vllm",
+    "start_vllm_blank",
     "start_vllm_embeddings",
     "start_vllm_paths",
     "warm_up",
@@ -94,6 +96,11 @@ class Install:
         return self.root / "model"
 
     @property
+    def model_blank(self) -> Path:
+        """The tiny model with a designed path to blank replies (``build_blank_model.py``)."""
+        return self.root / "model-blank"
+
+    @property
     def gguf(self) -> Path:
         """The tiny model as one GGUF file (``build_gguf.py``), for llama-server."""
         return self.root / "model-gguf" / "tiny-llama.gguf"
@@ -135,9 +142,9 @@ class Install:
         path = self.root / "llama-server" / "build-info.json"
         return json.loads(path.read_text()) if path.exists() else {}
 
-    def problems(self) -> list[str]:
-        """What is missing for the tier to run (empty when all is there)."""
-        wanted = {
+    def pieces(self) -> dict[str, Path]:
+        """Each piece of the install by name, as :data:`NEEDS` names them."""
+        return {
             "vLLM venv": self.vllm_python,
             "transformers venv": self.transformers_bin,
             "model config": self.model / "config.json",
@@ -145,8 +152,38 @@ class Install:
             "llama-server binary": self.llama_server_bin,
             "model as GGUF": self.gguf,
             "LoRA adapters": self.lora / LORA_ADAPTERS[-1] / "adapter_model.safetensors",
+            "blank model": self.model_blank / "model.safetensors",
         }
-        return [f"{name}: {path} not found" for name, path in wanted.items() if not path.exists()]
+
+    def problems(self, *servers: str) -> list[str]:
+        """What is missing for the tiny model and ``servers`` (names in :data:`NEEDS`) to
+        run (empty when all is there); ``problems(*NEEDS)``: for the whole tier.
+
+        Per server, so that a module of the tier runs on an install that lacks another
+        server's pieces (a machine without llama-server, say): each server fixture fails
+        on its own missing pieces, never skips.
+        """
+        names = {"model config", "model tokenizer"}
+        for server in servers:
+            names.update(NEEDS[server])
+        return [
+            f"{name}: {path} not found"
+            for name, path in self.pieces().items()
+            if name in names and not path.exists()
+        ]
+
+
+# The install's pieces each server needs beside the tiny model (Install.pieces' names).
+NEEDS: dict[str, tuple[str, ...]] = {
+    "vllm": ("vLLM venv",),
+    "transformers": ("transformers venv",),
+    "llama-server": ("llama-server binary", "model as GGUF"),
+    "vllm-embeddings": ("vLLM venv",),
+    "vllm-paths": ("vLLM venv", "LoRA adapters"),
+    "llama-server-embeddings": ("llama-server binary", "model as GGUF"),
+    "vllm-blank": ("vLLM venv", "blank model"),
+    "transformers-blank": ("transformers venv", "blank model"),
+}
 
 
 @dataclass
@@ -336,7 +373,12 @@ REQUEST_LATENCY_BUCKETS_S = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.
 
 
 def start_vllm(
-    install: Install, port: int | None = None, *, max_model_len: int = 1024, paths: bool = False
+    install: Install,
+    port: int | None = None,
+    *,
+    max_model_len: int = 1024,
+    paths: bool = False,
+    blank: bool = False,
 ) -> Server:
     """vLLM's OpenAI server on the tiny model (CPU, float32, eager, 1024-token context).
 
@@ -348,15 +390,17 @@ def start_vllm(
     response (the TTFT split); ``max_model_len`` makes a second configuration
     for the comparability check.
 
-    ``paths``: also serve the request paths of issue 28 (:func:`start_vllm_paths`).
+    ``paths``: also serve the request paths of issue 28 (:func:`start_vllm_paths`);
+    ``blank``: serve the blank model instead (:func:`start_vllm_blank`).
     """
     port = port or free_port()
+    model = install.model_blank if blank else install.model
     argv = [
         str(install.vllm_python),
         "-m",
         "vllm.entrypoints.openai.api_server",
         "--model",
-        str(install.model),
+        str(model),
         "--dtype",
         "float32",
         "--enforce-eager",
@@ -375,9 +419,10 @@ def start_vllm(
         argv += vllm_paths_args(install)
     env = offline_env(install, VLLM_CPU_KVCACHE_SPACE="1", VLLM_SERVER_DEV_MODE="1")
     t0 = time.monotonic()
-    proc, log_path = launch("vllm-paths" if paths else "vllm", argv, env, install)
-    name = "vLLM (LoRA, tools)" if paths else "vLLM"
-    server = Server(name, port, str(install.model), proc, log_path, install)
+    log_name = "vllm-paths" if paths else "vllm-blank" if blank else "vllm"
+    proc, log_path = launch(log_name, argv, env, install)
+    name = "vLLM (LoRA, tools)" if paths else "vLLM (blank model)" if blank else "vLLM"
+    server = Server(name, port, str(model), proc, log_path, install)
     url = f"{server.url}/v1/models"
     wait_ready(server, lambda: http_json("GET", url, timeout=5.0)[0] == 200, VLLM_START_LIMIT_S, t0)
     _warm(server)
@@ -415,6 +460,13 @@ def start_vllm_paths(install: Install, port: int | None = None) -> Server:
     /v1/models`` answers 200; it lists the base model and both adapters.
     """
     return start_vllm(install, port, paths=True)
+
+
+def start_vllm_blank(install: Install, port: int | None = None) -> Server:
+    """:func:`start_vllm` serving the blank model (``build_blank_model.py``), whose replies
+    to some prompts are blank: every token ``<|start_header_id|>``, streamed as ``""``
+    deltas and counted in the usage. Same flags and readiness as :func:`start_vllm`."""
+    return start_vllm(install, port, blank=True)
 
 
 def start_vllm_embeddings(install: Install, port: int | None = None) -> Server:
@@ -460,14 +512,15 @@ def start_vllm_embeddings(install: Install, port: int | None = None) -> Server:
     return server
 
 
-def start_transformers(install: Install, port: int | None = None) -> Server:
+def start_transformers(install: Install, port: int | None = None, *, blank: bool = False) -> Server:
     """``transformers serve`` pinned to the tiny model (its FORCE_MODEL argument), on the CPU.
 
     ``/health`` answers as soon as uvicorn runs, before the model is loaded,
-    so readiness is a one-token chat request that succeeds.
+    so readiness is a one-token chat request that succeeds. ``blank``: pinned
+    to the blank model instead (:func:`start_transformers_blank`).
     """
     port = port or free_port()
-    model = str(install.model)
+    model = str(install.model_blank if blank else install.model)
     argv = [
         str(install.transformers_bin),
         "serve",
@@ -484,8 +537,10 @@ def start_transformers(install: Install, port: int | None = None) -> Server:
         "info",
     ]
     t0 = time.monotonic()
-    proc, log_path = launch("transformers-serve", argv, offline_env(install), install)
-    server = Server("transformers serve", port, model, proc, log_path, install)
+    log_name = "transformers-serve-blank" if blank else "transformers-serve"
+    proc, log_path = launch(log_name, argv, offline_env(install), install)
+    name = "transformers serve (blank model)" if blank else "transformers serve"
+    server = Server(name, port, model, proc, log_path, install)
     probe = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
     url = f"{server.url}/v1/chat/completions"
     wait_ready(
@@ -496,6 +551,13 @@ def start_transformers(install: Install, port: int | None = None) -> Server:
     )
     _warm(server)
     return server
+
+
+def start_transformers_blank(install: Install, port: int | None = None) -> Server:
+    """:func:`start_transformers` pinned to the blank model (``build_blank_model.py``): a
+    blank reply streams the role chunk and the finish chunk alone, its usage counting
+    every token."""
+    return start_transformers(install, port, blank=True)
 
 
 def start_llama_server(
@@ -569,6 +631,8 @@ STARTERS: dict[str, Callable[..., Server]] = {
     "vllm-embeddings": start_vllm_embeddings,
     "vllm-paths": start_vllm_paths,
     "llama-server-embeddings": start_llama_server_embeddings,
+    "vllm-blank": start_vllm_blank,
+    "transformers-blank": start_transformers_blank,
 }
 
 
@@ -576,8 +640,9 @@ def main() -> None:
     """``python conformance/servers.py DIR SERVER``: serve until Enter or Ctrl-C.
 
     SERVER is ``vllm``, ``transformers``, ``llama-server``, ``vllm-embeddings``
-    (a pooling vLLM), ``vllm-paths`` (LoRA adapters and tool calls) or
-    ``llama-server-embeddings`` (with ``--embeddings``). For looking at a
+    (a pooling vLLM), ``vllm-paths`` (LoRA adapters and tool calls),
+    ``llama-server-embeddings`` (with ``--embeddings``), ``vllm-blank`` or
+    ``transformers-blank`` (the blank model). For looking at a
     server by hand (curl, the plugin) with the tier's exact settings.
     """
     import argparse

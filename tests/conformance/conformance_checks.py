@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -273,6 +274,37 @@ def check_prompt_lengths(
 def check_no_traceback(s: Session) -> None:
     assert "Traceback" not in s.output, s.explain()
     assert "INTERNALERROR" not in s.output, s.explain()
+
+
+def terminal_warnings(output: str) -> list[str]:
+    """What a child session's terminal warns about, one entry per line: pytest's warnings
+    summary and its count, and the plugin's own (``!`` and ``✗`` lines, and the notes on
+    what an endpoint refused, ``endpoint: ...``). A green run should have none the user
+    cannot act on (issue 36: "a quiet green")."""
+    found: list[str] = []
+    in_summary = False
+    for line in output.splitlines():
+        if re.search(r" in [\d.]+s\b", line) and re.search(r"\b\d+ (passed|failed)", line):
+            in_summary = False  # pytest's last line, -q or not: warnings counted there
+            if re.search(r"\b\d+ warnings?\b", line):
+                found.append(line)
+            continue
+        if re.match(r"=+ ", line):
+            in_summary = "warnings summary" in line
+            if in_summary:
+                found.append(line)
+            continue
+        stripped = line.strip()
+        if (in_summary and stripped) or re.match(r"(! |✗ |endpoint\b[^:]*: )", stripped):
+            found.append(line)
+    return found
+
+
+def check_quiet(s: Session, expected: tuple[str, ...] = ()) -> None:
+    """No warning in the session's terminal (:func:`terminal_warnings`) but lines that
+    contain one of ``expected``, each of which a test has asserted on."""
+    unexpected = [w for w in terminal_warnings(s.output) if not any(e in w for e in expected)]
+    assert not unexpected, "warnings on a green run:\n" + "\n".join(unexpected) + s.explain()
 
 
 # -- the server's own metrics (issue 24) ---------------------------------------------------------

@@ -7,7 +7,9 @@ minutes when the binary is cached), so it runs only when
 ``LLMPERF_CONFORMANCE`` points at one, as ``bash conformance/run.sh`` does.
 Otherwise every test here is skipped with that reason, and ``pytest tests``
 stays fast. With the variable set, a missing piece of the install is an
-error, never a skip: CI must not pass a tier that did not run.
+error, never a skip: CI must not pass a tier that did not run. Each server's
+fixture checks its own pieces, so a module runs on an install that lacks
+another server (``pytest tests/conformance/test_vllm.py`` without llama-server).
 
 Servers are module-scoped and each module uses one, so at most one server
 runs at a time (two cores: they would slow each other and the measurements).
@@ -59,13 +61,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def install() -> Any:
-    """The install folder named by ``LLMPERF_CONFORMANCE``, checked complete."""
-    root = Path(os.environ[ENV]).resolve()
-    found = servers.Install(root)
-    problems = found.problems()
+    """The install folder named by ``LLMPERF_CONFORMANCE``, its tiny model checked there."""
+    return _checked(servers.Install(Path(os.environ[ENV]).resolve()))
+
+
+def _checked(install: Any, *names: str) -> Any:
+    """``install``, failing the test where it lacks the tiny model or what ``names`` need."""
+    problems = install.problems(*names)
     if problems:
-        pytest.fail(f"{ENV}={root} is not a complete install: " + "; ".join(problems))
-    return found
+        pytest.fail(f"{ENV}={install.root} is not a complete install: " + "; ".join(problems))
+    return install
 
 
 @pytest.fixture(scope="session")
@@ -73,9 +78,11 @@ def model_dir(install: Any) -> str:
     return str(install.model)
 
 
-def _serve(start: Any, install: Any) -> Iterator[Any]:
+def _serve(name: str, install: Any) -> Iterator[Any]:
+    """The server ``name`` (``servers.STARTERS``) while the fixture lasts, then stopped."""
+    start = servers.STARTERS[name]
     try:
-        server = start(install)
+        server = start(_checked(install, name))
     except servers.ServerError as exc:
         pytest.fail(str(exc), pytrace=False)
     print(f"\n{server.name} ready on {server.url} in {server.started_s:.1f} s")
@@ -87,32 +94,42 @@ def _serve(start: Any, install: Any) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def vllm(install: Any) -> Iterator[Any]:
-    yield from _serve(servers.start_vllm, install)
+    yield from _serve("vllm", install)
 
 
 @pytest.fixture(scope="module")
 def transformers_serve(install: Any) -> Iterator[Any]:
-    yield from _serve(servers.start_transformers, install)
+    yield from _serve("transformers", install)
 
 
 @pytest.fixture(scope="module")
 def llama_server(install: Any) -> Iterator[Any]:
-    yield from _serve(servers.start_llama_server, install)
+    yield from _serve("llama-server", install)
 
 
 @pytest.fixture(scope="module")
 def vllm_embeddings(install: Any) -> Iterator[Any]:
     """A pooling vLLM (``--runner pooling --convert embed``): a vLLM runs one runner."""
-    yield from _serve(servers.start_vllm_embeddings, install)
+    yield from _serve("vllm-embeddings", install)
 
 
 @pytest.fixture(scope="module")
 def llama_server_embeddings(install: Any) -> Iterator[Any]:
     """llama-server with ``--embeddings --pooling mean``: generation and embeddings in one."""
-    yield from _serve(servers.start_llama_server_embeddings, install)
+    yield from _serve("llama-server-embeddings", install)
 
 
 @pytest.fixture(scope="module")
 def vllm_paths(install: Any) -> Iterator[Any]:
     """vLLM with two LoRA adapters and a tool parser (``servers.start_vllm_paths``)."""
-    yield from _serve(servers.start_vllm_paths, install)
+    yield from _serve("vllm-paths", install)
+
+
+@pytest.fixture(scope="module", params=["vllm", "transformers"])
+def blank_server(request: pytest.FixtureRequest, install: Any) -> Iterator[Any]:
+    """vLLM, then ``transformers serve``, on the blank model (``build_blank_model.py``).
+
+    Module-scoped and parametrized: pytest runs the module's tests grouped by server
+    and stops the first before it starts the second, so one server runs at a time.
+    """
+    yield from _serve(f"{request.param}-blank", install)

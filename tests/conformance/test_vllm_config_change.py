@@ -33,6 +33,8 @@ USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR
 
 def _start(install: Any, max_model_len: int) -> Any:
     servers = sys.modules["llmperf_conformance_servers"]  # loaded by conftest.py
+    if problems := install.problems("vllm"):
+        pytest.fail(f"{install.root} is not a complete install: " + "; ".join(problems))
     try:
         server = servers.start_vllm(install, max_model_len=max_model_len)
     except servers.ServerError as exc:
