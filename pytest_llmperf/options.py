@@ -258,10 +258,8 @@ class LlmPerfOptions:
         endpoint = (raw["llm_endpoint"] or "").strip()
         url: str | None = None
         profile: str | None = None
-        if not endpoint or endpoint == "sim":
-            profile = DEFAULT_SIM_PROFILE
-        elif endpoint.startswith("sim:"):
-            profile = endpoint[4:] or DEFAULT_SIM_PROFILE
+        if not endpoint or endpoint == "sim" or endpoint.startswith("sim:"):
+            profile = _sim_profile("--llm-endpoint", endpoint)
         else:
             url = _checked("--llm-endpoint", endpoint, normalize_base_url)
         api: ApiKind = parse_api(raw["llm_api"], where="--llm-api").value
@@ -284,10 +282,8 @@ class LlmPerfOptions:
         reference = (raw["llm_reference_endpoint"] or "").strip()
         reference_url: str | None = None
         reference_profile: str | None = None
-        if reference == "sim":
-            reference_profile = DEFAULT_SIM_PROFILE
-        elif reference.startswith("sim:"):
-            reference_profile = reference[4:] or DEFAULT_SIM_PROFILE
+        if reference == "sim" or reference.startswith("sim:"):
+            reference_profile = _sim_profile("--llm-reference-endpoint", reference)
         elif reference:
             reference_url = _checked("--llm-reference-endpoint", reference, normalize_base_url)
         return cls(
@@ -460,6 +456,21 @@ def _checked_timeouts(value: Any) -> Timeouts:
         return Timeouts.parse(value)
     except LlmPerfUsageError as exc:
         raise exc.located("--llm-timeout") from None
+
+
+def _sim_profile(flag: str, value: str) -> str:
+    """``sim`` or ``sim:PROFILE`` (empty: the default): a shipped profile, checked here so
+    that a typo is one usage error naming ``flag``, not a simulator that fails to start."""
+    from pytest_llmperf.sim.profiles import profile_names
+
+    profile = value[4:].strip() or DEFAULT_SIM_PROFILE
+    if profile not in profile_names():
+        raise LlmPerfUsageError(
+            f"unknown simulator profile {profile!r} in {value!r}; "
+            f"known: {', '.join(profile_names())}",
+            where=flag,
+        )
+    return profile
 
 
 def _checked(flag: str, value: str, parse: Callable[[str], str]) -> str:
