@@ -29,6 +29,7 @@ __all__ = [
     "InconclusivePolicy",
     "LlmPerfOptions",
     "OptionDef",
+    "SummaryDetail",
     "WorkerBackend",
 ]
 
@@ -52,6 +53,14 @@ class InconclusivePolicy(StrEnum):
 
 
 INCONCLUSIVE_POLICIES: tuple[InconclusivePolicy, ...] = tuple(InconclusivePolicy)
+
+
+class SummaryDetail(StrEnum):
+    """``--llm-summary``: how much the terminal's llmperf section says of each test."""
+
+    AUTO = "auto"  # brief under -q, full otherwise
+    BRIEF = "brief"  # a line per passed test; every other test, and every warning, in full
+    FULL = "full"  # every test's SLO lines and runs
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,13 @@ OPTIONS: tuple[OptionDef, ...] = (
         "--llm-progress",
         "live progress while load runs: auto (default: an updating line on a terminal, a "
         "line every 10 s otherwise), off, or SECONDS between plain lines",
+        "auto",
+    ),
+    OptionDef(
+        "--llm-summary",
+        "the terminal's llmperf section: full (every test's SLOs and runs), brief (a line "
+        "per passed test; in full every test that did not pass, and every warning), or "
+        "auto (default: brief under -q, else full)",
         "auto",
     ),
     OptionDef(
@@ -250,6 +266,7 @@ class LlmPerfOptions:
     step_summary: bool = True  # append to $GITHUB_STEP_SUMMARY when set (not --llm-markdown=off)
     confidence: float = DEFAULT_CONFIDENCE  # --llm-confidence: of percentile verdicts
     until_decided: bool = False  # --llm-until-decided: stop each gated run once decided
+    summary: SummaryDetail = SummaryDetail.AUTO  # --llm-summary
 
     @classmethod
     def resolve(cls, get: Callable[[OptionDef], Any]) -> LlmPerfOptions:
@@ -325,6 +342,9 @@ class LlmPerfOptions:
             step_summary=str(raw["llm_markdown"] or "").strip().lower() != "off",
             confidence=_confidence(raw["llm_confidence"]),
             until_decided=_switch("--llm-until-decided", raw["llm_until_decided"]),
+            summary=SummaryDetail(
+                _choice("--llm-summary", raw["llm_summary"], tuple(SummaryDetail))
+            ),
         )
 
 

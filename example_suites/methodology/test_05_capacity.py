@@ -8,7 +8,7 @@ bisects. Fixed output length so every request lasts about as long.
 import pytest
 
 
-@pytest.mark.llm_workload("synthetic", input_tokens=128, output_tokens=32, requests=60)
+@pytest.mark.llm_workload("synthetic", input_tokens=128, output_tokens=32, requests=30)
 @pytest.mark.llm_load("concurrency", concurrency=4)
 @pytest.mark.llm_slo("ttft.p50 < 100ms", "error_rate < 1%")
 async def test_max_concurrency(llm_loadgen):
