@@ -22,7 +22,7 @@ import pytest
 async def test_quiet_then_busy(llm_loadgen):
     result = await llm_loadgen.run()
     quiet, busy = result.to_dict()["stages"]
-    assert busy["achieved_rate"] > 2 * quiet["achieved_rate"]
+    assert busy["achieved_rate"] > 1.5 * quiet["achieved_rate"]  # 40 vs 15 planned, Poisson
 
 
 @pytest.mark.llm_workload("synthetic-uniform", output_tokens=(16, 64), seed=4)
@@ -38,10 +38,10 @@ async def test_a_bursty_ramp(llm_loadgen):
     assert rates == sorted(rates)
 
 
-@pytest.mark.llm_workload("synthetic-uniform", output_tokens=(32, 128), requests=60, seed=5)
+@pytest.mark.llm_workload("synthetic-uniform", output_tokens=(16, 64), requests=60, seed=5)
 @pytest.mark.llm_load(
     "poisson",
-    rate=16,
+    rate=20,
     max_concurrency=16,  # a gateway's per-replica limit: arrivals beyond it queue
     cancel={"share": 0.1, "after_tokens": 8},  # one user in ten stops reading early
 )
