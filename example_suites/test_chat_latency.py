@@ -9,7 +9,7 @@ import pytest
 
 
 # 80 requests: a p90 is decided from 44 samples when every one is well under the target
-# (README.md "A percentile SLO..."); the draft's uniform lengths, shorter outputs
+# (example_suites/README.md); the draft's uniform input lengths, shorter outputs
 @pytest.mark.llm_workload("synthetic-uniform", output_tokens=(32, 128), requests=80, seed=42)
 @pytest.mark.llm_load("poisson", rate=40)
 @pytest.mark.llm_slo("ttft.p90 < 250ms", "tpot.p90 < 30ms", "error_rate < 1%")
