@@ -1,7 +1,7 @@
 """``--llm-summary``: a line per passed test, in full every test that did not pass, and
 every warning kept (what ``pytest example_suites`` prints: its ``pytest.ini`` says brief).
 
-Each session is real: the tests measure a simulator that fails one request in ten with
+Each session is real: the tests measure a simulator that fails one request in five with
 HTTP 500 (seeded), so a passing test has failures in the server's words to keep."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 FAST = pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=4, requests=30)
 
 @FAST
-@pytest.mark.llm_slo("ttft.p50 < 5s", "error_rate < 50%")
+@pytest.mark.llm_slo("ttft.p50 < 5s", "error_rate < 60%")
 async def test_green(llm_loadgen):
     await llm_loadgen.run()
 
@@ -37,7 +37,7 @@ async def test_ungated(llm_loadgen):
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[SimProcess]:
-    process = start_sim_process("fixed", overrides={"ttft_ms": 2, "itl_ms": 1, "error_rate": 0.1})
+    process = start_sim_process("fixed", overrides={"ttft_ms": 2, "itl_ms": 1, "error_rate": 0.2})
     yield process
     process.stop()
 
