@@ -12,8 +12,8 @@ import pytest
 
 
 @pytest.mark.llm_endpoint(api="responses")
-@pytest.mark.llm_workload("synthetic", input_tokens=(64, 256), output_tokens=64, requests=200)
-@pytest.mark.llm_load("poisson", rate=20)
+@pytest.mark.llm_workload("synthetic", input_tokens=(64, 256), output_tokens=64, requests=60)
+@pytest.mark.llm_load("poisson", rate=40)
 @pytest.mark.llm_slo("ttft.p90 < 250ms", "itl.p90 < 30ms", "error_rate < 1%")
 async def test_responses_api_latency(llm_loadgen):
     result = await llm_loadgen.run()
@@ -22,16 +22,16 @@ async def test_responses_api_latency(llm_loadgen):
 
 
 @pytest.mark.llm_endpoint(api="messages")
-@pytest.mark.llm_workload("synthetic", input_tokens=(64, 256), output_tokens=64, requests=200)
-@pytest.mark.llm_load("concurrency", concurrency=8)
+@pytest.mark.llm_workload("synthetic", input_tokens=(64, 256), output_tokens=64, requests=64)
+@pytest.mark.llm_load("concurrency", concurrency=16)
 @pytest.mark.llm_slo("ttft.p90 < 250ms", "tpot.p90 < 30ms", "error_rate < 1%")
 async def test_anthropic_messages_api_latency(llm_loadgen):
     await llm_loadgen.run()
 
 
 @pytest.mark.llm_endpoint(api="embeddings")
-@pytest.mark.llm_workload("synthetic", input_tokens=128, inputs_per_request=8, requests=200)
-@pytest.mark.llm_load("poisson", rate=20)
+@pytest.mark.llm_workload("synthetic", input_tokens=128, inputs_per_request=8, requests=50)
+@pytest.mark.llm_load("poisson", rate=25)
 @pytest.mark.llm_slo("e2e.p90 < 250ms", "input_throughput > 10000 tok/s", "error_rate < 1%")
 async def test_embeddings_latency_and_throughput(llm_loadgen):
     result = await llm_loadgen.run()
@@ -42,12 +42,12 @@ async def test_embeddings_latency_and_throughput(llm_loadgen):
     "synthetic",
     input_tokens=128,
     output_tokens=32,
-    requests=120,
+    requests=50,
     images=2,
-    image_size=(512, 512),
+    image_size=(256, 256),
     image_format="jpeg",
 )
-@pytest.mark.llm_load("poisson", rate=12)
+@pytest.mark.llm_load("poisson", rate=25)  # the client draws and encodes 50 images a second
 @pytest.mark.llm_slo("ttft.p90 < 500ms", "error_rate < 1%")
 async def test_chat_with_two_images_per_prompt(llm_loadgen):
     result = await llm_loadgen.run()

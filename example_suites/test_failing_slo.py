@@ -21,8 +21,8 @@ import pytest
 
 
 @pytest.mark.xfail(strict=True, reason="demonstrates a violated SLO")
-@pytest.mark.llm_workload("synthetic", input_tokens=128, output_tokens=16, requests=50)
-@pytest.mark.llm_load("poisson", rate=10)
+@pytest.mark.llm_workload("synthetic", input_tokens=128, output_tokens=16, requests=20)
+@pytest.mark.llm_load("poisson", rate=20)
 @pytest.mark.llm_slo("ttft.p50 < 1ms", "error_rate < 1%")
 async def test_impossible_ttft(llm_loadgen):
     await llm_loadgen.run()

@@ -14,8 +14,8 @@ import pytest
 
 
 @pytest.mark.llm_endpoint("sim:strict-reasoning")
-@pytest.mark.llm_workload("synthetic", input_tokens=(64, 256), output_tokens=128, requests=120)
-@pytest.mark.llm_load("poisson", rate=10)
+@pytest.mark.llm_workload("synthetic", input_tokens=(64, 256), output_tokens=64, requests=60)
+@pytest.mark.llm_load("poisson", rate=40)
 @pytest.mark.llm_slo("ttft.p90 < 250ms", "ttfo.p90 < 1.5s", "error_rate < 1%")
 async def test_time_to_first_output(llm_loadgen):
     result = await llm_loadgen.run()

@@ -10,25 +10,25 @@ See docs/load-shapes.md.
 import pytest
 
 
-@pytest.mark.llm_workload("synthetic-uniform", seed=3)
+@pytest.mark.llm_workload("synthetic-uniform", output_tokens=(16, 64), seed=3)
 @pytest.mark.llm_load(
     "poisson",
     stages=[
-        {"rate": 15, "duration": 8},
-        {"rate": 40, "duration": 8, "slo": "ttft.p90 < 400ms"},  # the busy hour's own bar
+        {"rate": 15, "duration": 2},
+        {"rate": 40, "duration": 2, "slo": "ttft.p90 < 400ms"},  # the busy hour's own bar
     ],
 )
 @pytest.mark.llm_slo("ttft.p50 < 250ms", "error_rate < 1%")
 async def test_quiet_then_busy(llm_loadgen):
     result = await llm_loadgen.run()
     quiet, busy = result.to_dict()["stages"]
-    assert busy["achieved_rate"] > 2 * quiet["achieved_rate"]
+    assert busy["achieved_rate"] > 1.5 * quiet["achieved_rate"]  # 40 vs 15 planned, Poisson
 
 
-@pytest.mark.llm_workload("synthetic-uniform", seed=4)
+@pytest.mark.llm_workload("synthetic-uniform", output_tokens=(16, 64), seed=4)
 @pytest.mark.llm_load(
     "poisson",
-    ramp={"from": 5, "to": 45, "duration": 12, "shape": "linear", "steps": 3},
+    ramp={"from": 10, "to": 50, "duration": 3, "shape": "linear", "steps": 3},
     burstiness=0.5,  # gamma gaps: twice Poisson's spread, the same mean rate
 )
 @pytest.mark.llm_slo("ttft.p50 < 300ms", "error_rate < 1%")
@@ -38,10 +38,10 @@ async def test_a_bursty_ramp(llm_loadgen):
     assert rates == sorted(rates)
 
 
-@pytest.mark.llm_workload("synthetic-uniform", requests=120, seed=5)
+@pytest.mark.llm_workload("synthetic-uniform", output_tokens=(16, 64), requests=60, seed=5)
 @pytest.mark.llm_load(
     "poisson",
-    rate=6,
+    rate=20,
     max_concurrency=16,  # a gateway's per-replica limit: arrivals beyond it queue
     cancel={"share": 0.1, "after_tokens": 8},  # one user in ten stops reading early
 )

@@ -25,9 +25,9 @@ TICKET = {
 
 
 @pytest.mark.llm_workload(
-    "synthetic", input_tokens=(64, 256), output_tokens=128, requests=200, structured=TICKET
+    "synthetic", input_tokens=(64, 256), output_tokens=128, requests=60, structured=TICKET
 )
-@pytest.mark.llm_load("poisson", rate=10)
+@pytest.mark.llm_load("poisson", rate=40)
 @pytest.mark.llm_slo("valid_rate >= 100%", "ttft.p90 < 300ms", "error_rate < 1%")
 async def test_json_tickets_are_valid_and_fast(llm_loadgen):
     result = await llm_loadgen.run()

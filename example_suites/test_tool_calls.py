@@ -14,7 +14,7 @@ import pytest
     "synthetic",
     input_tokens=(64, 256),
     output_tokens=96,
-    requests=200,
+    requests=60,
     tools="sample",
     tool_choice="get_weather",
 )
@@ -28,11 +28,11 @@ async def test_named_tool_calls_are_valid(llm_loadgen):
     "synthetic",
     input_tokens=128,
     output_tokens=96,
-    requests=200,
+    requests=60,
     tools="sample",
     tool_choice="auto",
 )
-@pytest.mark.llm_load("poisson", rate=10)
+@pytest.mark.llm_load("poisson", rate=40)
 @pytest.mark.llm_slo("valid_rate >= 99%", "ttfo.p90 < 300ms")
 async def test_auto_tool_choice(llm_loadgen):
     await llm_loadgen.run()

@@ -29,6 +29,7 @@ __all__ = [
     "InconclusivePolicy",
     "LlmPerfOptions",
     "OptionDef",
+    "SummaryDetail",
     "WorkerBackend",
 ]
 
@@ -52,6 +53,14 @@ class InconclusivePolicy(StrEnum):
 
 
 INCONCLUSIVE_POLICIES: tuple[InconclusivePolicy, ...] = tuple(InconclusivePolicy)
+
+
+class SummaryDetail(StrEnum):
+    """``--llm-summary``: how much the terminal's llmperf section says of each test."""
+
+    AUTO = "auto"  # brief under -q, full otherwise
+    BRIEF = "brief"  # a line per passed test; every other test, and every warning, in full
+    FULL = "full"  # every test's SLO lines and runs
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,13 @@ OPTIONS: tuple[OptionDef, ...] = (
         "--llm-progress",
         "live progress while load runs: auto (default: an updating line on a terminal, a "
         "line every 10 s otherwise), off, or SECONDS between plain lines",
+        "auto",
+    ),
+    OptionDef(
+        "--llm-summary",
+        "the terminal's llmperf section: full (every test's SLOs and runs), brief (a line "
+        "per passed test; in full every test that did not pass, and every warning), or "
+        "auto (default: brief under -q, else full)",
         "auto",
     ),
     OptionDef(
@@ -254,6 +270,7 @@ class LlmPerfOptions:
     step_summary: bool = True  # append to $GITHUB_STEP_SUMMARY when set (not --llm-markdown=off)
     confidence: float = DEFAULT_CONFIDENCE  # --llm-confidence: of percentile verdicts
     until_decided: bool = False  # --llm-until-decided: stop each gated run once decided
+    summary: SummaryDetail = SummaryDetail.AUTO  # --llm-summary
 
     @classmethod
     def resolve(cls, get: Callable[[OptionDef], Any]) -> LlmPerfOptions:
@@ -262,10 +279,8 @@ class LlmPerfOptions:
         endpoint = (raw["llm_endpoint"] or "").strip()
         url: str | None = None
         profile: str | None = None
-        if not endpoint or endpoint == "sim":
-            profile = DEFAULT_SIM_PROFILE
-        elif endpoint.startswith("sim:"):
-            profile = endpoint[4:] or DEFAULT_SIM_PROFILE
+        if not endpoint or endpoint == "sim" or endpoint.startswith("sim:"):
+            profile = _sim_profile("--llm-endpoint", endpoint)
         else:
             url = _checked("--llm-endpoint", endpoint, normalize_base_url)
         api: ApiKind = parse_api(raw["llm_api"], where="--llm-api").value
@@ -288,10 +303,8 @@ class LlmPerfOptions:
         reference = (raw["llm_reference_endpoint"] or "").strip()
         reference_url: str | None = None
         reference_profile: str | None = None
-        if reference == "sim":
-            reference_profile = DEFAULT_SIM_PROFILE
-        elif reference.startswith("sim:"):
-            reference_profile = reference[4:] or DEFAULT_SIM_PROFILE
+        if reference == "sim" or reference.startswith("sim:"):
+            reference_profile = _sim_profile("--llm-reference-endpoint", reference)
         elif reference:
             reference_url = _checked("--llm-reference-endpoint", reference, normalize_base_url)
         return cls(
@@ -334,6 +347,9 @@ class LlmPerfOptions:
             step_summary=str(raw["llm_markdown"] or "").strip().lower() != "off",
             confidence=_confidence(raw["llm_confidence"]),
             until_decided=_switch("--llm-until-decided", raw["llm_until_decided"]),
+            summary=SummaryDetail(
+                _choice("--llm-summary", raw["llm_summary"], tuple(SummaryDetail))
+            ),
         )
 
 
@@ -472,6 +488,21 @@ def _checked_timeouts(value: Any) -> Timeouts:
         return Timeouts.parse(value)
     except LlmPerfUsageError as exc:
         raise exc.located("--llm-timeout") from None
+
+
+def _sim_profile(flag: str, value: str) -> str:
+    """``sim`` or ``sim:PROFILE`` (empty: the default): a shipped profile, checked here so
+    that a typo is one usage error naming ``flag``, not a simulator that fails to start."""
+    from pytest_llmperf.sim.profiles import profile_names
+
+    profile = value[4:].strip() or DEFAULT_SIM_PROFILE
+    if profile not in profile_names():
+        raise LlmPerfUsageError(
+            f"unknown simulator profile {profile!r} in {value!r}; "
+            f"known: {', '.join(profile_names())}",
+            where=flag,
+        )
+    return profile
 
 
 def _checked(flag: str, value: str, parse: Callable[[str], str]) -> str:

@@ -2,14 +2,15 @@
 
 Binary search over Poisson rates (probes are reported, not gated); the rate
 found is then run once more as a gated run, so this test's SLOs are judged
-at the maximum sustainable load and the report shows the throughput there.
+at the maximum sustainable load and the report shows the throughput there. Each probe
+sends 24 requests: its p50s are decided from a few; for p99 SLOs raise ``requests``.
 """
 
 import pytest
 
 
 @pytest.mark.llm_workload(
-    "synthetic-uniform", input_tokens=(64, 256), output_tokens=(64, 128), requests=100
+    "synthetic-uniform", input_tokens=(64, 256), output_tokens=(64, 128), requests=24
 )
 @pytest.mark.llm_load("poisson", rate=10)
 @pytest.mark.llm_slo("ttft.p50 < 40ms", "tpot.p50 < 20ms", "error_rate < 1%")
@@ -17,7 +18,7 @@ async def test_max_sustainable_rate(llm_loadgen):
     # Search with a margin under the gate (30 vs 40 ms): a rate found exactly at
     # the boundary passes a re-run only half the time.
     search = await llm_loadgen.max_rate(
-        low=15, high=80, tolerance=0.2, slos=["ttft.p50 < 30ms", "tpot.p50 < 20ms"], confirm=True
+        low=25, high=80, tolerance=0.4, slos=["ttft.p50 < 30ms", "tpot.p50 < 20ms"], confirm=True
     )
     assert search.best is not None, "even the lowest rate misses the SLOs"
     at_max = search.confirmed

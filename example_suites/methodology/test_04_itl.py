@@ -1,7 +1,7 @@
 """Draft test "Inter-Token Latency Distribution": pooled ITL, per-request jitter, pauses.
 
-Every request generates >= 50 tokens (ignore_eos with max_tokens); 100
-requests give >= 5000 ITL samples. The table holds ITL percentiles, mean and
+Every request generates >= 50 tokens (ignore_eos with max_tokens); 60
+requests give >= 3000 ITL samples. The table holds ITL percentiles, mean and
 standard deviation, P50/P95/P99 of per-request jitter and maximum pause,
 and the P99/P50 tail ratio.
 """
@@ -12,7 +12,7 @@ from pytest_llmperf.analysis import collect, itl_distribution
 
 
 @pytest.mark.llm_workload(
-    "synthetic-uniform", input_tokens=(128, 256), output_tokens=(50, 80), requests=100
+    "synthetic-uniform", input_tokens=(128, 256), output_tokens=(50, 80), requests=60
 )
 @pytest.mark.llm_load("constant", rate=30)
 @pytest.mark.llm_slo("itl.p50 < 20ms", "tpot.p90 < 30ms")
@@ -21,5 +21,5 @@ async def test_itl_distribution(llm_loadgen):
         result = await llm_loadgen.run()
     table = itl_distribution(requests.rows, result)
     llm_loadgen.attach(table)
-    assert table["samples"] >= 4900
+    assert table["samples"] >= 60 * 49  # one gap per token after the first
     assert table["p99_p50_ratio"] >= 1.0

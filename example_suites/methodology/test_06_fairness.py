@@ -19,10 +19,10 @@ SHORT_LONG = {
     "long": {"input_tokens": (768, 1024), "output_tokens": (64, 128)},
 }
 MIX = {"short": 0.8, "long": 0.2}
-RATE = 25
+RATE = 40
 
 
-@pytest.mark.llm_workload("synthetic-skewed", classes=SHORT_LONG, class_mix=MIX, requests=150)
+@pytest.mark.llm_workload("synthetic-skewed", classes=SHORT_LONG, class_mix=MIX, requests=60)
 @pytest.mark.llm_load("poisson", rate=RATE)
 @pytest.mark.llm_slo("error_rate < 1%")
 async def test_fairness_between_classes(llm_loadgen):
@@ -31,7 +31,7 @@ async def test_fairness_between_classes(llm_loadgen):
         with collect(llm_loadgen) as alone:
             await llm_loadgen.run(
                 gate=False,
-                requests=40,
+                requests=12,
                 rate=RATE * share,
                 workload_params={"class_mix": {name: 1}},
             )

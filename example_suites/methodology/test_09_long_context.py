@@ -15,7 +15,7 @@ from pytest_llmperf.analysis import collect, context_scaling
 LENGTHS = [256, 512, 1024, 1536, 2000]
 
 
-@pytest.mark.llm_workload("long-context", context_tokens=LENGTHS, output_tokens=16, requests=20)
+@pytest.mark.llm_workload("long-context", context_tokens=LENGTHS, output_tokens=16, requests=8)
 @pytest.mark.llm_load("concurrency", concurrency=1)
 @pytest.mark.llm_slo("error_rate < 1%")
 async def test_long_context_scaling(llm_loadgen):

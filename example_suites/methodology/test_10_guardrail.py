@@ -14,8 +14,8 @@ from pytest_llmperf.analysis import guardrail_overhead
 from pytest_llmperf.methodology import run_configurations
 
 
-@pytest.mark.llm_workload("conversation", max_output_tokens=48, requests=40, seed=3)
-@pytest.mark.llm_load("poisson", rate=20)
+@pytest.mark.llm_workload("conversation", max_output_tokens=48, requests=16, seed=3)
+@pytest.mark.llm_load("poisson", rate=40)
 async def test_guardrail_overhead(llm_loadgen, sim_url):
     runs = await run_configurations(
         llm_loadgen,

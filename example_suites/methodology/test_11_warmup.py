@@ -9,11 +9,11 @@ import pytest
 
 
 @pytest.mark.llm_workload(
-    "synthetic-uniform", input_tokens=(128, 256), output_tokens=(32, 64), requests=100
+    "synthetic-uniform", input_tokens=(128, 256), output_tokens=(32, 64), requests=40
 )
-@pytest.mark.llm_load("constant", rate=20)
+@pytest.mark.llm_load("constant", rate=30)
 @pytest.mark.llm_slo("ttft.p50 < 100ms", "error_rate < 1%")
 async def test_warm_then_measure(llm_loadgen):
-    report = await llm_loadgen.warm_up(requests=50, probes=5)
+    report = await llm_loadgen.warm_up(requests=16, probes=5)
     assert report.stable, f"probe latency did not settle: {report.probes_ms}"
     await llm_loadgen.run()

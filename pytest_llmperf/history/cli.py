@@ -7,7 +7,8 @@ Commands:
   that stopped before load (``the gate did not run: ...``, docs/gate-states.md)
 - ``show SESSION``: a session's identity and its runs in detail (or why it stopped)
 - ``trend TEST METRIC [--stat p50] [--html]`` and ``detect [--test T] [--metric M]
-  [--stat S] [--alpha A]``: from :mod:`pytest_llmperf.history.trends`
+  [--stat S] [--alpha A]``: from :mod:`pytest_llmperf.history.trends`; METRIC is ``ttft``
+  with ``--stat p99``, or ``ttft.p99`` as an SLO spells it
 - ``export --format json|csv|markdown [--out FILE]``: every stored run (JSON: sessions
   with their runs, accumulator states included; CSV: one row per run, metrics flattened;
   Markdown: per test and comparison key each statistic's latest value, last values as a
@@ -52,13 +53,17 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("session", type=int, metavar="SESSION", help="session id (see list)")
     trend = commands.add_parser("trend", help="a test's metric over the stored runs")
     trend.add_argument("test", metavar="TEST")
-    trend.add_argument("metric", metavar="METRIC", help="e.g. ttft, e2e, request_throughput")
-    trend.add_argument("--stat", default="p50", help="p50, p90, p99, mean, ... (default p50)")
+    trend.add_argument(
+        "metric",
+        metavar="METRIC",
+        help="e.g. ttft, ttft.p99 (an SLO's spelling), e2e, request_throughput",
+    )
+    trend.add_argument("--stat", help="p50, p90, p99, mean, ... (default p50)")
     trend.add_argument("--html", action="store_true", help="an HTML page instead of a table")
     detect = commands.add_parser("detect", help="change points in the stored series")
     detect.add_argument("--test", help="only this test (node id)")
-    detect.add_argument("--metric", default="ttft")
-    detect.add_argument("--stat", default="p50")
+    detect.add_argument("--metric", default="ttft", help="ttft (default), or ttft.p99 ...")
+    detect.add_argument("--stat", help="p50, p90, p99, mean, ... (default p50)")
     detect.add_argument("--alpha", type=float, default=0.05, help="significance (0.05)")
     export = commands.add_parser(
         "export", help="every stored run as JSON or CSV, or the trends as Markdown"
@@ -98,19 +103,29 @@ def _run(store: HistoryStore, args: argparse.Namespace) -> str:
             return f"llmperf-history: wrote {len(store.runs())} runs to {args.out}"
         return text
     trends = _trends()
+    metric, stat = metric_and_stat(args.metric, args.stat)
     if args.command == "trend":
         if args.test not in store.tests():
             raise CommandError(f"no test {args.test!r} in {store.where}")
-        return str(
-            trends.trend_table(store, args.test, args.metric, stat=args.stat, html=args.html)
-        )
+        return str(trends.trend_table(store, args.test, metric, stat=stat, html=args.html))
     if args.test is not None and args.test not in store.tests():
         raise CommandError(f"no test {args.test!r} in {store.where}")
     return str(
-        trends.detect_command(
-            store, test=args.test, metric=args.metric, stat=args.stat, alpha=args.alpha
-        )
+        trends.detect_command(store, test=args.test, metric=metric, stat=stat, alpha=args.alpha)
     )
+
+
+def metric_and_stat(metric: str, stat: str | None) -> tuple[str, str]:
+    """``ttft.p99`` as an SLO spells it, or ``ttft`` with ``--stat p99`` (default ``p50``):
+    ``(metric, stat)``. A server metric keeps its prefix (``server.queue_time.p99``). Two
+    different statistics, one in each place, are an error naming both."""
+    prefix = "server." if metric.startswith("server.") else ""
+    base, _, named = metric[len(prefix) :].partition(".")
+    if named and stat is not None and named != stat:
+        raise CommandError(
+            f"{metric!r} names the statistic {named!r} and --stat {stat!r}: give one"
+        )
+    return prefix + base, named or stat or "p50"
 
 
 def _trends() -> Any:

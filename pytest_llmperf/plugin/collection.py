@@ -43,12 +43,17 @@ class CollectionPart(PluginBase):
                 api = api_of_test(item, self.endpoints.default_spec, self.options.api)
                 check_api_fit(spec, api, where=f"api {api.value}")
                 marked_inconclusive(item)
-            except LlmPerfUsageError as exc:
-                errors.append(f"{item.nodeid}: {exc}")
+            except LlmPerfUsageError as exc:  # named once: some errors name the test already
+                message = str(exc)
+                errors.append(
+                    message if message.startswith(item.nodeid) else f"{item.nodeid}: {exc}"
+                )
                 continue
             if spec.run.extra_body:
                 where = f"{item.nodeid} llm_workload(extra_body=...)"
                 self._user_fields.append(UserFields(where, spec.run.extra_body, api.value))
+        if len(errors) == 1:  # one ERROR line, as for a bad option
+            raise pytest.UsageError(f"pytest-llmperf: {errors[0]}")
         if errors:
             raise pytest.UsageError("pytest-llmperf: bad markers\n" + "\n".join(errors))
         self._preflight(items)

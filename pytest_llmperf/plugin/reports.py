@@ -15,7 +15,7 @@ from pytest_llmperf.hook_calls import (
     call_session_finished,
     call_update_json,
 )
-from pytest_llmperf.options import InconclusivePolicy, LlmPerfOptions, WorkerBackend
+from pytest_llmperf.options import InconclusivePolicy, LlmPerfOptions, SummaryDetail, WorkerBackend
 from pytest_llmperf.plugin.base import PluginBase
 from pytest_llmperf.plugin.endpoints import several_endpoints
 from pytest_llmperf.reports.baseline import (
@@ -313,11 +313,19 @@ class ReportsPart(PluginBase):
                 else []
             ),
             stopped=self.stopped,
+            brief=self._brief_summary(),
         )
         if self.history and self.history.note:
             terminalreporter.write_line(self.history.note)
         if self.multiple_comparisons:
             terminalreporter.write_line(multiple_comparisons_line(self.multiple_comparisons))
+
+    def _brief_summary(self) -> bool:
+        """``--llm-summary``: brief, or auto under ``-q``."""
+        detail = self.options.summary
+        if detail is SummaryDetail.AUTO:
+            return bool(self.config.get_verbosity() < 0)
+        return detail is SummaryDetail.BRIEF
 
 
 def _stop_reason(error: BaseException) -> str:

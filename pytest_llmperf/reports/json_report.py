@@ -33,7 +33,7 @@ from typing import Any
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import PERCENTILES
-from pytest_llmperf.reports.methodology import minimum_viable_report
+from pytest_llmperf.reports.minimum_report import minimum_viable_report
 from pytest_llmperf.reports.session_data import SessionData, TestEntry
 from pytest_llmperf.specs.slo import STATS, parse_slo
 

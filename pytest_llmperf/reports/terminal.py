@@ -46,7 +46,7 @@ from pytest_llmperf.loadgen.result import TOKEN_LENGTH_TOLERANCE
 from pytest_llmperf.metrics.blank import all_blank_note
 from pytest_llmperf.reports.line_breaks import fit, prose, wrap_parts
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
-from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.reports.session_data import SessionData, TestEntry
 from pytest_llmperf.reports.table import (
     MARKS,
     error_sample_lines,
@@ -100,10 +100,13 @@ def summary_lines(
     *,
     width: int | None = None,
     stopped: str = "",
+    brief: bool = False,
 ) -> list[str]:
     """The section's lines; ``width`` (the terminal's) breaks longer ones, None keeps each
     whole (a merged group's figures then take one line). ``stopped``: why pytest ended
-    the session early when nobody interrupted it (:func:`stop_note`)."""
+    the session early when nobody interrupted it (:func:`stop_note`). ``brief``
+    (``--llm-summary=brief``): a test that passed with every verdict a pass gets one line
+    (:func:`_brief_test_lines`) and its warnings; any other test its whole block."""
     lines: list[str] = []
     tests = data.measured_tests()
     several = len({endpoint_label(t.endpoint) for t in tests if t.endpoint}) > 1
@@ -115,6 +118,9 @@ def summary_lines(
                 continue  # the refusal changed no length this test measured: nothing to do
             notes[f"{where}: {note}"] = None
         on = f" on {endpoint_label(test.endpoint)}" if several and test.endpoint else ""
+        if brief and _all_passed(test):
+            lines.extend(_brief_test_lines(test, on, width))
+            continue
         lines.append(f"{test.nodeid} [{test.outcome}]{on}")
         if test.nothing_measured:  # the test's failure, in its own words
             lines.extend(
@@ -199,6 +205,40 @@ def _outputs_fell_short(runs: Sequence[Mapping[str, Any]]) -> bool:
         if deviation is not None and deviation < -TOKEN_LENGTH_TOLERANCE:
             return True
     return False
+
+
+def _all_passed(test: TestEntry) -> bool:
+    """Passed, every SLO verdict a pass, no baseline or A/B comparison worth a line."""
+    return (
+        test.outcome == "passed"
+        and all(v.get("verdict") == "pass" for v in test.slos)
+        and not _notable(test.baseline)
+        and not any(
+            (run.get("reference") or {}).get("verdict")
+            in (RegressionVerdict.REGRESSED, RegressionVerdict.INCONCLUSIVE)
+            for run in test.runs
+        )
+    )
+
+
+def _brief_test_lines(test: TestEntry, on: str, width: int | None) -> list[str]:
+    """A passed test in one line (its verdicts counted, its runs), then what still asks
+    for attention: the failures the server gave in its own words, invalid outputs, output
+    lengths off the request, connections retried."""
+    runs = len(test.runs)
+    parts = [f"{runs} run{'s' if runs != 1 else ''}"]
+    if test.slos:
+        parts.insert(0, f"{MARKS['pass']} {len(test.slos)} SLO verdict(s) passed")
+    lines = fit(f"{test.nodeid} [{test.outcome}]{on}: {', '.join(parts)}", width)
+    for run in test.runs:
+        for line in error_sample_lines(run.get("error_samples") or (), run=run["label"]):
+            lines.append(f"    ✗ {line}")
+        lines.extend(invalid_lines(run, width))
+        for warning in (run.get("token_lengths") or {}).get("warnings", ()):
+            lines.append(f"    ! {run['label']}: {warning}")
+        if retried := (run.get("counts") or {}).get("connection_retries"):
+            lines.extend(_retries_lines(run["label"], retried, width))
+    return lines
 
 
 def stop_note(data: SessionData, stopped: str = "") -> str:
@@ -440,13 +480,15 @@ def write_terminal_summary(
     *,
     errors: Sequence[str] = (),
     stopped: str = "",
+    brief: bool = False,
 ) -> None:
     """``errors``: extension hooks that failed (pytest_llmperf.hook_calls), shown last, in red;
-    ``stopped``: why pytest ended the session early without an interrupt (:func:`stop_note`)."""
+    ``stopped``: why pytest ended the session early without an interrupt (:func:`stop_note`);
+    ``brief``: a line per passed test (:func:`summary_lines`)."""
     tw = getattr(terminalreporter, "_tw", None)  # pytest's writer knows the terminal's width
     width = getattr(tw, "fullwidth", DEFAULT_WIDTH) if tw is not None else DEFAULT_WIDTH
     width = width if width >= 40 else DEFAULT_WIDTH
-    lines = summary_lines(data, session_verdicts, width=width, stopped=stopped)
+    lines = summary_lines(data, session_verdicts, width=width, stopped=stopped, brief=brief)
     if not lines and not written and not errors:
         return
     # end the last test file's progress line first: write_line would do it after the

@@ -99,7 +99,10 @@ class SocketSink:
         self.last = now
         if k + 1 == self.n:
             self.frame = None
-            self.done.set_result(None)
+            # a handler cancelled (its client went away) has cancelled ``done`` before its
+            # ``finally`` detached this sink: the engine must not die of that
+            if not self.done.done():
+                self.done.set_result(None)
         elif self.tr.is_closing():
             self.fail(ConnectionResetError("client went away"))
         else:

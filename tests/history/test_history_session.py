@@ -278,6 +278,26 @@ def test_cli_list_show_trend_detect_export_and_errors(target: str, tmp_path: Pat
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
+def test_cli_trend_and_detect_take_the_statistic_in_the_metric_as_an_slo_does(
+    target: str,
+) -> None:
+    _filled(target)
+    by_option = cli_here(target, "trend", "t::a", "ttft", "--stat", "p99")
+    assert by_option.returncode == 0 and "TTFT p99" in by_option.stdout
+    for spelled in (("ttft.p99",), ("ttft.p99", "--stat", "p99")):
+        same = cli_here(target, "trend", "t::a", *spelled)
+        assert (same.returncode, same.stdout) == (0, by_option.stdout), same.stderr
+    assert "TTFT p50" in cli_here(target, "trend", "t::a", "ttft").stdout  # the default
+    detected = cli_here(target, "detect", "--metric", "ttft", "--stat", "p99")
+    assert detected.returncode == 0, detected.stderr
+    assert cli_here(target, "detect", "--metric", "ttft.p99").stdout == detected.stdout
+    both = cli_here(target, "trend", "t::a", "ttft.p99", "--stat", "p50")
+    assert both.returncode == 2 and both.stdout == ""
+    assert both.stderr == (
+        "llmperf-history: 'ttft.p99' names the statistic 'p99' and --stat 'p50': give one\n"
+    )
+
+
 def test_cli_on_a_missing_file_or_an_unreachable_server_exits_2(tmp_path: Path) -> None:
     missing = cli_here(str(tmp_path / "none.sqlite"), "list")
     assert missing.returncode == 2 and "no history file here" in missing.stderr

@@ -81,6 +81,40 @@ def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args, message) 
     assert message in result.stderr.str()
 
 
+PROFILES = "known: fixed, llama-3.1-8b-h100, strict-reasoning, tiny"
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "marker", "where"),
+    [
+        (["--llm-endpoint=sim:nosuch"], "", "", "--llm-endpoint"),
+        (["--llm-reference-endpoint=sim:nosuch"], "", "", "--llm-reference-endpoint"),
+        ([], "llm_endpoint = sim:nosuch", "", "--llm-endpoint"),
+        (
+            [],
+            "",
+            '@pytest.mark.llm_endpoint("sim:nosuch")',
+            "test_an_unknown_profile_is_one_error_line.py::test_x llm_endpoint marker",
+        ),
+    ],
+    ids=["option", "reference", "ini", "marker"],
+)
+def test_an_unknown_profile_is_one_error_line(
+    pytester: pytest.Pytester, args: list[str], ini: str, marker: str, where: str
+) -> None:
+    """Said once, before any simulator starts: no ``_pytest.outcomes.Exit`` line, no
+    simulator stderr quoted, the test id not doubled."""
+    if ini:
+        pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile(TEMPLATE.format(markers=marker))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    said = [line for line in result.stderr.lines if line.strip()]
+    expected = f"ERROR: pytest-llmperf: {where}: unknown simulator profile 'nosuch'"
+    assert said == [f"{expected} in 'sim:nosuch'; {PROFILES}"], said
+    assert "Exit" not in result.stdout.str() and "stderr" not in result.stdout.str()
+
+
 def test_ini_option_twin(pytester: pytest.Pytester, fast: str) -> None:
     pytester.makeini("[pytest]\nllm_endpoint = sim\nllm_api = completions\n")
     pytester.makepyfile(

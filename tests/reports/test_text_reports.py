@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,6 +124,31 @@ def test_minimum_report_prints_from_a_json_report(
     assert main([str(path)]) == 0
     out = capsys.readouterr().out
     assert out.count("=== LLM Benchmark Report (Minimum) ===") == 4
+
+
+def test_python_m_methodology_runs_warning_free_and_names_a_bad_report(
+    session_data: SessionData, tmp_path: Path
+) -> None:
+    """``python -m pytest_llmperf.reports.methodology``, a process of its own with every
+    warning an error: the package never imports the module it runs (no runpy warning)."""
+    path = write_json_report(
+        tmp_path / "r.json", build_report(session_data, endpoint={}, session={})
+    )
+    not_a_report = tmp_path / "other.json"
+    not_a_report.write_text("[]")
+
+    def command(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-W", "error", "-m", "pytest_llmperf.reports.methodology"]
+        return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=60)
+
+    done = command(str(path))
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.count("=== LLM Benchmark Report (Minimum) ===") == 4
+    for bad, words in ((not_a_report, "is no pytest-llmperf JSON report"), (tmp_path, "cannot")):
+        failed = command(str(bad))
+        assert failed.returncode == 2 and failed.stdout == ""
+        assert failed.stderr.startswith("pytest_llmperf.reports.methodology: ")
+        assert words in failed.stderr and len(failed.stderr.splitlines()) == 1
 
 
 def test_svg_charts_draw_series_and_say_when_empty() -> None:

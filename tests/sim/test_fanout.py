@@ -14,8 +14,13 @@ import pytest
 
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.sim.gc_control import FALLBACK_YOUNG, YOUNG, GcControl
+from pytest_llmperf.sim.profiles import load_profile
+from pytest_llmperf.sim.prometheus import ServerCounters
 from pytest_llmperf.sim.realtime import EngineBackend, EngineStream, _fan_out
 from pytest_llmperf.sim.request import Request
+from pytest_llmperf.sim.sink import SocketSink
+from pytest_llmperf.sim.streams import Submission
+from pytest_llmperf.sim.wire import ChunkWriter
 
 WORDS = " ".join(f"w{i}" for i in range(200))
 
@@ -129,6 +134,34 @@ def test_gc_control_unmanaged_keeps_young_collections_automatic() -> None:
     finally:
         ctl.stop()
     assert gc.get_threshold() == saved
+
+
+@pytest.mark.asyncio
+async def test_a_handler_cancelled_as_its_last_token_falls_due_leaves_the_engine_serving() -> None:
+    """A client that goes away cancels its handler, and with it the future the handler
+    awaits, one loop pass before the handler's ``finally`` detaches its writer; the step
+    due meanwhile writes the last token. That once killed the engine (InvalidStateError),
+    failing every later request with HTTP 500."""
+    profile = load_profile("tiny")
+    backend = EngineBackend(profile)
+    await backend.start()
+    try:
+        stream = backend.submit(Submission(prompt_tokens=16, output_tokens=1))
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        head, tail, last_tail = ChunkWriter("completions", profile.model).token_template("length")
+        sink = SocketSink(
+            FakeTransport(),  # type: ignore[arg-type]
+            head, tail, last_tail, 1, 0, time.monotonic(), ServerCounters(), None, [], done,
+        )  # fmt: skip
+        stream.attach_writer(sink, sink.fail)
+        done.cancel()  # the handler's task cancelled: its finally has not run yet
+        while sink.frame is not None:  # the engine writes the one token when due
+            await asyncio.sleep(0.001)
+        assert backend.failure is None
+        after = backend.submit(Submission(prompt_tokens=16, output_tokens=3))
+        assert [await after.next_token() is not None for _ in range(3)] == [True] * 3
+    finally:
+        await backend.stop()
 
 
 def _hold_loop_until(t: float) -> None:

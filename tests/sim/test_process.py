@@ -75,6 +75,21 @@ def test_unknown_profile_fails_fast() -> None:
         start_sim_process("no-such-profile", timeout=20)
 
 
+def test_cli_unknown_profile_is_one_line_and_exit_2() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_llmperf.sim", "--profile", "nosuch"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "error: unknown simulator profile 'nosuch'; "
+        "known profiles: fixed, llama-3.1-8b-h100, strict-reasoning, tiny"
+    ]
+
+
 def test_cli_prints_exactly_one_listening_line_and_exits_on_sigint() -> None:
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.Popen(
