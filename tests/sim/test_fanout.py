@@ -14,8 +14,10 @@ import pytest
 
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.sim.gc_control import FALLBACK_YOUNG, YOUNG, GcControl
+from pytest_llmperf.sim.prometheus import ServerCounters
 from pytest_llmperf.sim.realtime import EngineBackend, EngineStream, _fan_out
 from pytest_llmperf.sim.request import Request
+from pytest_llmperf.sim.sink import SocketSink
 
 WORDS = " ".join(f"w{i}" for i in range(200))
 
@@ -91,6 +93,36 @@ def test_fan_out_writes_ready_frames_first_and_skips_aborted_and_finished_stream
         ((planned, now),) = w.calls
         assert planned == 5.0 and now > 0
     assert writers[0].frame == b"t1"
+
+
+@pytest.mark.asyncio
+async def test_a_client_gone_at_its_last_token_does_not_kill_the_engine() -> None:
+    """A client that reads one event and leaves (the preflight's field probe does): aiohttp
+    cancels the handler, and with it the future the handler awaits, before the handler's
+    cleanup takes the request out of the engine. A step in that window writes the stream's
+    last token; the sink must take it quietly, for an exception in the fan-out is the
+    engine's death, every later request a 500 (``InvalidStateError``, seen with a busy
+    loop on each core, where the window is wide)."""
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    stream, req = _stream(2)
+    sink = SocketSink(
+        FakeTransport(),  # type: ignore[arg-type]
+        b"h",
+        b"t",
+        b"l",
+        2,
+        0,
+        0.0,
+        ServerCounters(),
+        None,
+        [],
+        done,
+    )
+    stream.attach_writer(sink, sink.fail)
+    _fan_out(1.0, [req])
+    done.cancel()  # the handler is cancelled; its cleanup has not run yet
+    _fan_out(2.0, [req])  # the last token is due: no exception
+    assert sink.k == 2 and sink.frame is None and done.cancelled()
 
 
 def test_fan_out_hands_the_time_to_streams_without_a_writer() -> None:
