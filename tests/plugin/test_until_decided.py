@@ -29,9 +29,7 @@ async def test_run(llm_loadgen):
 # noise (tens of ms, 180 ms at worst), which the targets below are further than.
 
 
-def run(
-    pytester: pytest.Pytester, tmp_path: Path, *args: str, verdict: str, **fmt: object
-) -> dict:
+def run(pytester: pytest.Pytester, tmp_path: Path, *args: str, verdict: str, **fmt: object) -> dict:
     """Run SUITE against the embedded simulator; every SLO's verdict is ``verdict``
     where the load generator kept up.
 

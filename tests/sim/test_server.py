@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import httpx
 import pytest
@@ -206,7 +207,7 @@ async def test_fixed_profile_timing_is_as_configured() -> None:
     assert len(stamps) == len(planned) == 11
     # ITL: the planned instants are 10 ms apart exactly; absolute times, so a token written
     # late does not push the next one's instant (a relative sleep would add its lateness)
-    gaps = [b - a for a, b in zip(planned, planned[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(planned)]
     assert gaps == pytest.approx([0.010] * 10, abs=1e-9), gaps
     # TTFT: the first instant is 50 ms after arrival (no queue in this back end), and the
     # decode phase 10 ITLs long, as the server's own phase histograms record them
