@@ -47,6 +47,16 @@ __all__ = [
 
 _CAP = 1_000_000_000  # samples_to_decide looks no further
 
+# A tail probability within this of the confidence is a tie, and a tie reaches it
+# ("at least c"). Exact ties occur: P(B >= 1) = p at n = 1, so p90 at 0.9, p99 at
+# 0.99. The window's floats carry errors around 1e-16 there, and which side of c
+# they land on depends on the CPU (numpy's AVX-512 exp and libm's differ in the
+# last bit), so without this the same run would be bounded differently on two
+# machines. 1e-12 is thousands of times that error and far below any difference
+# between two confidence levels (test_percentile_bounds checks the ranks against
+# exact rational arithmetic).
+_TIE = 1e-12
+
 
 @lru_cache(maxsize=4096)
 def _cdf_window(n: int, p: float) -> tuple[int, np.ndarray]:
@@ -66,7 +76,9 @@ def _cdf_window(n: int, p: float) -> tuple[int, np.ndarray]:
     cdf = np.cumsum(np.exp(log_pmf))
     if k1 == n:  # the whole upper tail is in the window: the last value is exactly 1
         cdf /= cdf[-1]
-    return k0, np.minimum(cdf, 1.0)
+    cdf = np.minimum(cdf, 1.0)
+    cdf.setflags(write=False)  # shared by every caller through the cache
+    return k0, cdf
 
 
 def binom_cdf(k: int, n: int, p: float) -> float:
@@ -91,11 +103,11 @@ def rank_bounds(n: int, percentile: float, confidence: float) -> tuple[int | Non
     p = percentile / 100.0
     k0, cdf = _cdf_window(n, p)
     # r_hi - 1 = the smallest k with P(B <= k) >= c; it must be <= n - 1
-    i = int(np.searchsorted(cdf, confidence, side="left"))
+    i = int(np.searchsorted(cdf, confidence - _TIE, side="left"))
     k_hi = k0 + i if i < len(cdf) else n
     r_hi = k_hi + 1 if k_hi <= n - 1 else None
     # r_lo - 1 = the largest k with P(B <= k) <= 1 - c; it must be >= 0
-    j = int(np.searchsorted(cdf, 1.0 - confidence, side="right")) - 1
+    j = int(np.searchsorted(cdf, 1.0 - confidence + _TIE, side="right")) - 1
     k_lo = k0 + j if j >= 0 else k0 - 1
     r_lo = k_lo + 1 if k_lo >= 0 else None
     return r_lo, r_hi

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -446,7 +447,7 @@ async def test_a_trace_session_turn_waits_for_the_previous_turn(tmp_path: Path) 
         {"timestamp": 10, "session_id": "a", "input_length": 12, "output_length": 2},
         {"timestamp": 20, "input_length": 9, "output_length": 2},
         {"timestamp": 30, "session_id": "b", "input_length": 10, "output_length": 2},
-        {"timestamp": 400, "session_id": "a", "input_length": 16, "output_length": 2},
+        {"timestamp": 1000, "session_id": "a", "input_length": 16, "output_length": 2},
     ]
     path = trace_file(tmp_path / "t.jsonl", rows)
     with serve(EchoServer(delay_s=0.1)) as server:
@@ -458,10 +459,12 @@ async def test_a_trace_session_turn_waits_for_the_previous_turn(tmp_path: Path) 
         next(r for r in records if r.input_requested == n) for n in (8, 12, 9, 10, 16)
     )
     t0 = a0.t_sched
-    assert [round((r.t_sched - t0) / 1e6, 3) for r in (alone, b0, a2)] == [20, 30, 400]
+    assert [round((r.t_sched - t0) / 1e6, 3) for r in (alone, b0, a2)] == [20, 30, 1000]
     # a1 was due at 10 ms, but a0 was still in flight: it went at a0's end, and that is its plan
     assert a1.t_sched == a0.t_end and a1.t_sched - t0 > 100e6
-    assert 0 <= a1.t_send - a1.t_sched < 50e6  # no schedule lag for the wait on a0
+    # no schedule lag for the wait on a0: a send held to the next row's instant (1 s) would
+    # lag 900 ms; a busy machine adds up to ~180 ms
+    assert 0 <= a1.t_send - a1.t_sched < 500e6
     assert [r.turn for r in (a0, a1, a2, b0, alone)] == [0, 1, 2, 0, -1]
     turns = {t["turn"]: t["counts"]["issued"] for t in result.to_dict()["turns"]}
     assert turns == {1: 2, 2: 1, 3: 1}
@@ -549,5 +552,12 @@ async def test_on_the_simulator_later_turns_hit_the_prefix_cache(tmp_path: Path)
             assert r.usage_cached_tokens >= (r.usage_prompt_tokens or 0) - 400 - 2 * 16
     uncached, _ = runs[False]
     assert {t["metrics"]["cached_tokens"] for t in uncached} == {0}
-    last_hit, last_miss = turns[-1]["metrics"]["ttft"]["p50"], uncached[-1]["metrics"]["ttft"]
-    assert last_hit < 0.7 * last_miss["p50"], (turns, uncached)
+    # the last turn's prefill, as the engine's clock times it (its step plan, in the usage's
+    # per-request metrics): the client's TTFT would add what a busy machine adds to each side
+    last_hit, last_miss = (
+        statistics.median(
+            r.server_ttft_ms for r in records_of if r.turn == 3 and r.server_ttft_ms is not None
+        )
+        for records_of in (records, runs[False][1])
+    )
+    assert last_hit < 0.7 * last_miss, (last_hit, last_miss)

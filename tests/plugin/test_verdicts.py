@@ -19,11 +19,14 @@ async def test_meets_slo(llm_loadgen):
     assert result.metrics["ttft"].p(50) > 0
 """
 
+# A closed loop: an open one on a busy machine falls behind its schedule, and a latency
+# verdict of a generator-bound run is "inconclusive" (the machine's verdict), not the FAIL
+# these tests read.
 FAILING = """
 import pytest
 
 @pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=4, requests=30)
-@pytest.mark.llm_load("constant", rate=100)
+@pytest.mark.llm_load("concurrency", concurrency=4)
 @pytest.mark.llm_slo("ttft.p50 < 1us", "error_rate < 1%")
 async def test_impossible(llm_loadgen):
     await llm_loadgen.run()

@@ -8,7 +8,7 @@ import math
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_llmperf.metrics.histogram import LatencyHistogram
@@ -101,6 +101,7 @@ def test_a_step_off_the_series_still_reads_distinct() -> None:
     assert tick_labels([7.0]) == ["7"]
 
 
+@settings(deadline=None)  # CPU-timed: no wall-clock limit on a busy machine
 @given(
     low=st.floats(-1e5, 1e5, allow_nan=False, allow_infinity=False),
     width=st.floats(1e-3, 1e5, allow_nan=False, allow_infinity=False),

@@ -43,14 +43,17 @@ def run_of(ttft_ms: Sequence[float]) -> RunResult:
 
 
 def exact_ranks(n: int, percentile: float, confidence: float) -> tuple[int | None, int | None]:
-    """The definition, in exact rational arithmetic."""
+    """The definition, in exact rational arithmetic: ``percentile`` and ``confidence`` are the
+    decimals as written (0.9 is 9/10, not the nearest double), so a tail probability equal
+    to the confidence is a tie, and a tie reaches it."""
     p = Fraction(repr(percentile)) / 100
+    c = Fraction(repr(confidence))
     cdf, total = [], Fraction(0)
     for j in range(n + 1):
         total += comb(n, j) * p**j * (1 - p) ** (n - j)
         cdf.append(total)
-    r_hi = next((r for r in range(1, n + 1) if cdf[r - 1] >= confidence), None)
-    r_lo = max((r for r in range(1, n + 1) if 1 - cdf[r - 1] >= confidence), default=None)
+    r_hi = next((r for r in range(1, n + 1) if cdf[r - 1] >= c), None)
+    r_lo = max((r for r in range(1, n + 1) if 1 - cdf[r - 1] >= c), default=None)
     return r_lo, r_hi
 
 
@@ -61,6 +64,17 @@ def test_rank_bounds_are_the_exact_binomial_ones(
     n: int, percentile: float, confidence: float
 ) -> None:
     assert rank_bounds(n, percentile, confidence) == exact_ranks(n, percentile, confidence)
+
+
+@pytest.mark.parametrize(("percentile", "confidence"), [(90, 0.9), (99, 0.99), (99.9, 0.999)])
+def test_a_tail_probability_equal_to_the_confidence_reaches_it_on_every_cpu(
+    percentile: float, confidence: float
+) -> None:
+    # One sample: P(X(1) <= q) = P(B >= 1) = p, here exactly the confidence. In floats
+    # that probability lands a bit under or over c depending on the CPU's exp (numpy's
+    # AVX-512 path or libm): the tie rule makes the rank the same on both.
+    assert exact_ranks(1, percentile, confidence) == (1, None)
+    assert rank_bounds(1, percentile, confidence) == (1, None)
 
 
 def test_the_issue_s_46_sample_stage_passes_p90_under_200ms() -> None:
