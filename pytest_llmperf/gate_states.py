@@ -158,14 +158,15 @@ GATE_STATES: dict[GateState, StateRow] = {
     ),
     GateState.NOTHING_MEASURED: StateRow(
         outcome="failed: a test with `llm_slo` whose body ran no gated load, or whose runs "
-        "completed no request",
+        "completed no request (whatever `--llm-inconclusive` says)",
         exit_status=1,
         exit_words="1",
-        terminal="`FAILED` saying nothing was measured",
-        json="counted in `session.outcomes` as `failed` (in `tests` only if it ran a load)",
-        junit="a `<failure>` saying nothing was measured",
-        html="the test failed",
-        markdown="`❌ pytest-llmperf: N tests failed`",
+        terminal="the test's line, then `llm_slo declared but no gated run measured "
+        "anything:` and why",
+        json="`tests[].nothing_measured` says why; counted in `session.outcomes` as `failed`",
+        junit="a `<failure>` saying nothing was measured, an `llm_nothing_measured` property",
+        html="the test failed, saying nothing was measured",
+        markdown="`❌ pytest-llmperf: N tests failed`, the reason under the test",
         history="its runs, if any, outcome `failed`",
     ),
     GateState.STOPPED_SERVER_REFUSED: StateRow(

@@ -152,7 +152,7 @@ class JudgingPart(PluginBase):
         checks: list[RegressionCheck] = []
         # said only where the verdict is ours: a body that raised or skipped keeps its own
         unmeasured = nothing_measured(results) if slos and raise_failures else ""
-        if results or slos:
+        if results or slos or generator is not None:  # every test that used llm_loadgen
             endpoint = self.endpoints.describe(generator.endpoint if generator else self.endpoint())
             if self.baseline is not None and results:
                 self.check_comparability(endpoint)

@@ -105,7 +105,10 @@ class ReportsPart(PluginBase):
         if hasattr(self.config, "workerinput"):
             return  # an xdist worker: its reports travel to the controller, which aggregates
         groups = self.data.groups()
-        if self.ruleset and not self.config.option.collectonly:  # --collect-only judges nothing
+        # A session ruleset judges the runs of the tests that used llm_loadgen: none ran
+        # (--collect-only, a selection of unit tests) is nothing to judge, not a failure;
+        # some that measured nothing fail it (slo/session.py).
+        if self.ruleset and self.data.tests and not self.config.option.collectonly:
             self.session_verdicts = evaluate_session(
                 groups, self.ruleset, confidence=self.options.confidence
             )

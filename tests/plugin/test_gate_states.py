@@ -9,9 +9,8 @@ row but a judged pass asserts the one rule of the table: nothing reads green whe
 nothing passed judgment (a non-zero exit status, a JUnit file with a failure or an
 error, a Markdown first line that is not ✅).
 
-Adding a state's row (the branches building "not comparable" and "nothing measured"
-by a run that completed nothing): a :class:`Row` in :data:`ROWS` (its test file, its
-options, the server it needs, what it expects), and its state out of :data:`PENDING`.
+Adding a state's row: a :class:`Row` in :data:`ROWS` (its test file, its options, the
+server it needs, the baseline it compares with, what it expects).
 """
 
 from __future__ import annotations
@@ -76,10 +75,18 @@ class Row:
     json_outcomes: dict[str, int] | None = None  # the JSON's session.outcomes
     xdist: bool = False
     history_runs: int = 1
+    baseline: str | None = None  # a test module run first to save --llm-baseline-compare's file
 
     @property
     def id(self) -> str:
-        return self.state.name.lower() + ("_xdist" if self.xdist else "")
+        how = (
+            "_xdist"
+            if self.xdist
+            else "_no_request_completed"
+            if self.server is cutting_every_stream
+            else ""
+        )
+        return self.state.name.lower() + how
 
 
 @contextmanager
@@ -88,6 +95,19 @@ def answering(status: int, message: str, models: bool = True) -> Iterator[str]:
     ``models``) with ``status`` and ``message``."""
     with serve_in_thread(OddServer(always(status, message), models=models)) as server:
         yield server.url
+
+
+@contextmanager
+def cutting_every_stream() -> Iterator[str]:
+    """The simulator cutting every stream after its first token: the preflight's probe
+    (which reads one event) passes, every request of a run fails."""
+    from pytest_llmperf.sim import start_sim_process
+
+    sim = start_sim_process("fixed", overrides={"cut_rate": 1.0})
+    try:
+        yield sim.url
+    finally:
+        sim.stop()
 
 
 @contextmanager
@@ -139,6 +159,33 @@ ROWS = [
         ),
         json_outcomes={"failed": 1},
         history_runs=0,
+    ),
+    Row(
+        GateState.NOTHING_MEASURED,  # its gated run completed no request
+        1,
+        GATE,
+        {"failed": 1},
+        "## ❌ pytest-llmperf: 1 test failed",
+        args=("--llm-inconclusive=warn",),  # no policy turns nothing measured into a pass
+        server=cutting_every_stream,
+        says=(
+            "llm_slo declared but no gated run measured anything: "
+            "run0: 5 issued, 0 completed: every request failed",
+        ),
+        outcome="failed",
+        json_outcomes={"failed": 1},
+    ),
+    Row(
+        GateState.NOT_COMPARABLE,  # the baseline measured another workload
+        1,
+        module(gated("ttft.max < 60s").replace("input_tokens=8", "input_tokens=16")),
+        {"failed": 1},
+        "## ⚠️ pytest-llmperf: inconclusive",
+        args=("--llm-baseline-compare=b.json",),
+        baseline=module(gated("ttft.max < 60s")),
+        says=("not comparable", "input_tokens", "8", "16"),
+        outcome="failed",
+        json_outcomes={"failed": 1},
     ),
     Row(
         GateState.STOPPED_SERVER_REFUSED,  # HTTP 500 to the plainest request, after retries
@@ -212,13 +259,10 @@ ROWS = [
         history_runs=0,
     ),
 ]
-# states whose row lands with another branch of issue 36 (docs/gate-states.md)
-PENDING = {GateState.NOT_COMPARABLE}
 
 
 def test_every_state_of_the_table_has_a_row() -> None:
-    assert {row.state for row in ROWS} | PENDING == set(GateState)
-    assert not {row.state for row in ROWS} & PENDING
+    assert {row.state for row in ROWS} == set(GateState)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
@@ -241,6 +285,10 @@ def test_each_state_ends_and_is_recorded_as_the_table_says(
 ) -> None:
     if row.xdist:
         pytest.importorskip("xdist")
+    if row.baseline is not None:  # a good build's session saves the baseline
+        pytester.makepyfile(test_gate=row.baseline)
+        saved = pytester.runpytest("-p", "no:cacheprovider", "--llm-baseline-save=b.json")
+        assert saved.ret == 0, saved.stdout.str()
     pytester.makepyfile(test_gate=row.source)
     with row.server() if row.server else nullcontext(None) as url:
         args = [
@@ -279,6 +327,10 @@ def test_each_state_ends_and_is_recorded_as_the_table_says(
     else:
         assert stopped is None
     assert session["interrupted"] is (row.state is GateState.INTERRUPTED)
+    if row.state is GateState.NOT_COMPARABLE:  # each differing field named, both values
+        [check] = [c for c in report["tests"][0]["baseline"] if c["differs"]]
+        assert check["comparable"] is False and check["verdict"] == "inconclusive"
+        assert any("input_tokens" in d and "8" in d and "16" in d for d in check["differs"])
     if row.state is GateState.WORKER_LOST:
         [lost] = session["worker_lost"]
         assert lost["nodeid"] == "test_gate.py::test_gate" and lost["worker"] == "gw0"

@@ -191,6 +191,33 @@ def test_sweeps_and_searches_count_where_they_confirm_with_a_gated_run(
     assert tests["test_search_confirmed"]["nothing_measured"] is None
 
 
+def test_a_session_ruleset_with_no_perf_test_selected_judges_nothing(
+    pytester: pytest.Pytester,
+) -> None:
+    """A ruleset in the ini and a run of plain tests only (``-k``, a unit-test folder): no
+    test used ``llm_loadgen``, so the ruleset has nothing to judge and the session keeps
+    its tests' outcome; once a selected test uses ``llm_loadgen`` and measures nothing,
+    the ruleset fails the session."""
+    pytester.makefile(".yaml", rules="name: team\ntargets:\n  ttft: {p90: 5s}\n")
+    pytester.makeini("[pytest]\nllm_ruleset = rules.yaml\n")
+    pytester.makepyfile(
+        """
+        async def test_uses_the_generator(llm_loadgen):
+            pass
+
+        def test_plain():
+            pass
+        """
+    )
+    result = pytester.runpytest("-k", "plain", "--llm-json=r.json")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+    assert json.loads((pytester.path / "r.json").read_text())["session"]["slos"] == []
+    result = pytester.runpytest("--llm-json=r.json")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
 def test_a_session_ruleset_over_nothing_measured_fails_the_session(
     pytester: pytest.Pytester,
 ) -> None:
