@@ -31,6 +31,7 @@ __all__ = [
     "OptionDef",
     "SummaryDetail",
     "WorkerBackend",
+    "sim_profile_of",
 ]
 
 DEFAULT_SIM_PROFILE = "fixed"
@@ -280,7 +281,7 @@ class LlmPerfOptions:
         url: str | None = None
         profile: str | None = None
         if not endpoint or endpoint == "sim" or endpoint.startswith("sim:"):
-            profile = _sim_profile("--llm-endpoint", endpoint)
+            profile = sim_profile_of("--llm-endpoint", endpoint)
         else:
             url = _checked("--llm-endpoint", endpoint, normalize_base_url)
         api: ApiKind = parse_api(raw["llm_api"], where="--llm-api").value
@@ -304,7 +305,7 @@ class LlmPerfOptions:
         reference_url: str | None = None
         reference_profile: str | None = None
         if reference == "sim" or reference.startswith("sim:"):
-            reference_profile = _sim_profile("--llm-reference-endpoint", reference)
+            reference_profile = sim_profile_of("--llm-reference-endpoint", reference)
         elif reference:
             reference_url = _checked("--llm-reference-endpoint", reference, normalize_base_url)
         return cls(
@@ -490,9 +491,10 @@ def _checked_timeouts(value: Any) -> Timeouts:
         raise exc.located("--llm-timeout") from None
 
 
-def _sim_profile(flag: str, value: str) -> str:
+def sim_profile_of(flag: str, value: str) -> str:
     """``sim`` or ``sim:PROFILE`` (empty: the default): a shipped profile, checked here so
-    that a typo is one usage error naming ``flag``, not a simulator that fails to start."""
+    that a typo is one usage error naming ``flag`` (an option, or a test's marker), not a
+    simulator that fails to start."""
     from pytest_llmperf.sim.profiles import profile_names
 
     profile = value[4:].strip() or DEFAULT_SIM_PROFILE

@@ -35,7 +35,7 @@ from pytest_llmperf.client.negotiation import UserFields
 from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.client.preflight import preflight_sync
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.options import DEFAULT_SIM_PROFILE, LlmPerfOptions
+from pytest_llmperf.options import DEFAULT_SIM_PROFILE, LlmPerfOptions, sim_profile_of
 from pytest_llmperf.reports.server_identity import probe_server_identity
 from pytest_llmperf.server_metrics.cache_reset import reset_prefix_cache
 from pytest_llmperf.server_metrics.fingerprint import prefix_caching, session_fingerprint
@@ -75,16 +75,7 @@ class EndpointSpec:
             raise LlmPerfUsageError(f"model must be a non-empty string, got {model!r}", where=where)
         raw = text.strip()
         if raw == "sim" or raw.startswith("sim:"):
-            from pytest_llmperf.sim import profile_names
-
-            profile = raw[4:].strip() or DEFAULT_SIM_PROFILE
-            if profile not in profile_names():
-                raise LlmPerfUsageError(
-                    f"unknown simulator profile {profile!r} in {raw!r}; "
-                    f"known: {', '.join(profile_names())}",
-                    where=where,
-                )
-            return cls(sim_profile=profile, model=model, api=api)
+            return cls(sim_profile=sim_profile_of(where, raw), model=model, api=api)
         try:
             url = normalize_base_url(raw)
         except LlmPerfUsageError as exc:
