@@ -286,10 +286,10 @@ def test_each_state_ends_and_is_recorded_as_the_table_says(
     if row.xdist:
         pytest.importorskip("xdist")
     if row.baseline is not None:  # a good build's session saves the baseline
-        pytester.makepyfile(test_gate=row.baseline)
+        pytester.makepyfile(test_a_gate_state=row.baseline)
         saved = pytester.runpytest("-p", "no:cacheprovider", "--llm-baseline-save=b.json")
         assert saved.ret == 0, saved.stdout.str()
-    pytester.makepyfile(test_gate=row.source)
+    pytester.makepyfile(test_a_gate_state=row.source)
     with row.server() if row.server else nullcontext(None) as url:
         args = [
             *("-p", "no:cacheprovider", "--llm-timeout=5", *row.args),
@@ -333,7 +333,7 @@ def test_each_state_ends_and_is_recorded_as_the_table_says(
         assert any("input_tokens" in d and "8" in d and "16" in d for d in check["differs"])
     if row.state is GateState.WORKER_LOST:
         [lost] = session["worker_lost"]
-        assert lost["nodeid"] == "test_gate.py::test_gate" and lost["worker"] == "gw0"
+        assert lost["nodeid"] == "test_a_gate_state.py::test_gate" and lost["worker"] == "gw0"
     # the terminal says it once
     for words in row.says:
         assert words in out, out
@@ -386,7 +386,7 @@ def test_each_state_ends_and_is_recorded_as_the_table_says(
 def test_the_history_cli_shows_a_stopped_session(
     pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytester.makepyfile(test_gate=GATE)
+    pytester.makepyfile(test_a_gate_state=GATE)
     with answering(503, "Loading model") as url:
         result = pytester.runpytest(
             "-p", "no:cacheprovider", f"--llm-endpoint={url}", "--llm-model=m",
