@@ -138,8 +138,8 @@ OPTIONS: tuple[OptionDef, ...] = (
         "--llm-summary",
         "the terminal's llmperf section: full (every test's SLOs and runs), brief (a line "
         "per passed test; in full every test that did not pass, and every warning), or "
-        "auto (default: brief under -q, else full)",
-        "auto",
+        "auto (brief under -q, else full); default full",
+        "full",
     ),
     OptionDef(
         "--llm-timeout",

@@ -222,15 +222,21 @@ def _all_passed(test: TestEntry) -> bool:
 
 
 def _brief_test_lines(test: TestEntry, on: str, width: int | None) -> list[str]:
-    """A passed test in one line (its verdicts counted, its runs), then what still asks
-    for attention: the failures the server gave in its own words, invalid outputs, output
-    lengths off the request, connections retried."""
+    """A passed test in one line (its verdicts counted, its runs, its blank replies), then
+    what still asks for attention: an all-blank run, the failures the server gave in its
+    own words, invalid outputs, output lengths off the request, connections retried."""
     runs = len(test.runs)
     parts = [f"{runs} run{'s' if runs != 1 else ''}"]
     if test.slos:
         parts.insert(0, f"{MARKS['pass']} {len(test.slos)} SLO verdict(s) passed")
+    blank = sum(int((run.get("counts") or {}).get("blank") or 0) for run in test.runs)
+    if blank:  # shown wherever failed requests are: replies generated but blank
+        completed = sum(int((run.get("counts") or {}).get("completed") or 0) for run in test.runs)
+        parts.append(f"blank {blank} ({blank / completed * 100:.2f}%)")
     lines = fit(f"{test.nodeid} [{test.outcome}]{on}: {', '.join(parts)}", width)
     for run in test.runs:
+        if note := all_blank_note(run.get("counts") or {}):
+            lines.append(f"    ! {run['label']}: {note}")
         for line in error_sample_lines(run.get("error_samples") or (), run=run["label"]):
             lines.append(f"    ✗ {line}")
         lines.extend(invalid_lines(run, width))

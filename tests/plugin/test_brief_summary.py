@@ -85,7 +85,7 @@ def assert_full(lines: list[str]) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [("-q",), ("--llm-summary=brief",), ("-o", "llm_summary=brief")],
+    [("-q", "--llm-summary=auto"), ("--llm-summary=brief",), ("-o", "llm_summary=brief")],
     ids=["auto-under-q", "option", "ini"],
 )
 def test_brief_says_a_line_per_passed_test_and_keeps_what_did_not_pass(
@@ -95,7 +95,9 @@ def test_brief_says_a_line_per_passed_test_and_keeps_what_did_not_pass(
 
 
 @pytest.mark.parametrize(
-    "args", [(), ("-q", "--llm-summary=full")], ids=["auto-default", "full-under-q"]
+    "args",
+    [(), ("-q",), ("--llm-summary=auto",)],
+    ids=["full-default", "full-default-under-q", "auto-without-q"],
 )
 def test_full_says_every_test_in_full(
     pytester: pytest.Pytester, server: SimProcess, args: tuple[str, ...]
@@ -108,3 +110,37 @@ def test_a_bad_summary_value_is_a_usage_error(pytester: pytest.Pytester) -> None
     result = pytester.runpytest("--llm-summary=short")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--llm-summary: must be one of auto, brief, full, got 'short'" in result.stderr.str()
+
+
+@pytest.mark.parametrize("rate", [0.5, 1.0], ids=["some-blank", "all-blank"])
+def test_brief_keeps_the_blank_replies_on_the_line_and_an_all_blank_run(
+    pytester: pytest.Pytester, rate: float
+) -> None:
+    """A passed test's one line counts its blank replies (shown wherever failed requests
+    are); a run of nothing but blank replies keeps its note under it."""
+    blank = start_sim_process(
+        "fixed", overrides={"ttft_ms": 2, "itl_ms": 1, "blank_reply_rate": rate}
+    )
+    try:
+        pytester.makepyfile(
+            test_blank_suite="""
+            import pytest
+
+            @pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=4, requests=20)
+            @pytest.mark.llm_slo("ttft.p50 < 5s")
+            async def test_green(llm_loadgen):
+                await llm_loadgen.run()
+            """
+        )
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--llm-endpoint={blank.url}", "--llm-summary=brief"
+        )
+    finally:
+        blank.stop()
+    result.assert_outcomes(passed=1)
+    said = " ".join(line.strip() for line in section(result))  # a long line wraps
+    match = re.search(r"test_green \[passed\]: [^\n]*?, blank (\d+) \((\d+\.\d\d)%\)", said)
+    assert match is not None, said
+    assert 0 < int(match[1]) <= 20 and float(match[2]) == pytest.approx(int(match[1]) * 5)
+    all_blank = [line for line in section(result) if "completed replies were blank" in line]
+    assert bool(all_blank) is (rate == 1.0)
