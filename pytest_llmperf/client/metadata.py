@@ -65,6 +65,7 @@ __all__ = [
     "Read",
     "is_transient",
     "server_root",
+    "server_words",
 ]
 
 CALL_LIMIT_S = 30.0  # beyond the connect: a metadata call answers in seconds, or something is wrong
@@ -199,6 +200,12 @@ class MetadataCallError(LlmPerfUsageError):
         self.attempts = attempts
 
 
+def server_words(status: int, message: str | None) -> str:
+    """A server's answer as a report quotes it (an error's ``server_says``): ``HTTP 422:
+    Unexpected fields ...``, or ``HTTP 503`` where it said nothing more."""
+    return f"HTTP {status}" + (f": {message}" if message else "")
+
+
 def _server_says(attempts: tuple[Attempt, ...]) -> str | None:
     """The server's last words: its message for the last status it answered, else what it
     did (``never answered: no response head in 5.0 s``)."""
@@ -206,7 +213,7 @@ def _server_says(attempts: tuple[Attempt, ...]) -> str | None:
         return None
     last = attempts[-1]
     if last.status is not None:
-        return f"HTTP {last.status}" + (f": {last.message}" if last.message else "")
+        return server_words(last.status, last.message)
     return last.what
 
 

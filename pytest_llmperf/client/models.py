@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.client.metadata import Answer, MetadataClient, Read
+from pytest_llmperf.client.metadata import Answer, MetadataClient, Read, server_words
 from pytest_llmperf.errors import LlmPerfUsageError
 
 __all__ = ["NAME_THE_MODEL", "list_models", "model_from_listing", "resolve_model"]
@@ -40,11 +40,11 @@ def model_from_listing(endpoint: Endpoint, answer: Answer) -> Endpoint:
     connection after a 500) and report that instead of the answer and its remedy.
     """
     if not answer.ok:
-        said = f": {answer.message}" if answer.message else ""
+        said = server_words(answer.status, answer.message)
         raise LlmPerfUsageError(
-            f"GET {endpoint.label}/models answered HTTP {answer.status}{said}; {NAME_THE_MODEL}",
+            f"GET {endpoint.label}/models answered {said}; {NAME_THE_MODEL}",
             where="--llm-endpoint",
-            server_says=f"HTTP {answer.status}{said}",
+            server_says=said,
         )
     try:
         data = answer.json()["data"]

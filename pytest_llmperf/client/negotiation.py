@@ -50,7 +50,7 @@ from urllib.parse import urlsplit
 
 from pytest_llmperf.client.apis import build_payload
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.client.metadata import MetadataClient, Read
+from pytest_llmperf.client.metadata import MetadataClient, Read, server_words
 from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.errors import LlmPerfUsageError, StopCause
 from pytest_llmperf.workloads.base import Sample
@@ -94,7 +94,7 @@ class FieldProbe:
     @property
     def says(self) -> str:
         """The answer as a report quotes it: ``HTTP 422: Unexpected fields ...``."""
-        return f"HTTP {self.status}" + (f": {self.message}" if self.message else "")
+        return server_words(self.status, self.message)
 
 
 async def negotiate_fields(

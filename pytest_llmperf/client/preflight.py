@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.client.metadata import MetadataClient, Read
+from pytest_llmperf.client.metadata import MetadataClient, Read, server_words
 from pytest_llmperf.client.models import list_models, model_from_listing
 from pytest_llmperf.client.negotiation import UserFields, negotiate_fields
 from pytest_llmperf.client.unreachable import unreachable_message
@@ -53,7 +53,7 @@ async def preflight(endpoint: Endpoint, user_fields: Sequence[UserFields] = ()) 
             if listing.status in (401, 403):  # the credentials: the user's to fix
                 raise LlmPerfUsageError(
                     _refused_message(endpoint, listing.status),
-                    server_says=_says(listing.status, listing.message),
+                    server_says=server_words(listing.status, listing.message),
                 )
             if endpoint.model is None:
                 endpoint = model_from_listing(endpoint, listing)
@@ -69,11 +69,6 @@ async def preflight(endpoint: Endpoint, user_fields: Sequence[UserFields] = ()) 
         raise LlmPerfUsageError(
             unreachable_message(endpoint, exc), where="--llm-endpoint", cause=StopCause.UNREACHABLE
         ) from None
-
-
-def _says(status: int, message: str) -> str:
-    """A server's answer as a report quotes it: ``HTTP 401: invalid key``."""
-    return f"HTTP {status}" + (f": {message}" if message else "")
 
 
 def _refused_message(endpoint: Endpoint, status: int) -> str:

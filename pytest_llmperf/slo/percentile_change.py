@@ -61,21 +61,36 @@ def _log_choose(a: int, b: int) -> float:
     return math.lgamma(a + 1) - math.lgamma(b + 1) - math.lgamma(a - b + 1)
 
 
-def exceedance_tail(m: int, n: int, s: int, k: int, *, upper: bool) -> float:
-    """``P(M >= k)`` (``upper``) or ``P(M <= k)`` when nothing changed: ``M`` the number
-    of ``n`` current samples above the ``s``-th smallest of ``m`` baseline samples."""
-    if (upper and k <= 0) or (not upper and k >= n):
-        return 1.0
-    if (upper and k > n) or (not upper and k < 0):
-        return 0.0
+def _null_pmf(m: int, n: int, s: int) -> np.ndarray:
+    """``P(M = k)`` for ``k = 0 .. n`` when nothing changed (``M``: the number of ``n``
+    current samples above the ``s``-th smallest of ``m`` baseline samples), normalised
+    from its log, whose ratios of consecutive terms are exact."""
     j = np.arange(n, dtype=np.float64)  # log pmf(j + 1) - log pmf(j), j = 0 .. n - 1
     steps = np.log(m - s + j + 1) - np.log(j + 1) + np.log(n - j) - np.log(s - 1 + n - j)
     first = _log_choose(s - 1 + n, n) - _log_choose(m + n, n)
     log_pmf = np.concatenate(([first], first + np.cumsum(steps)))
-    tail = log_pmf[k:] if upper else log_pmf[: k + 1]
-    top = float(max(np.max(tail), np.max(log_pmf)))
-    share = np.sum(np.exp(tail - top)) / np.sum(np.exp(log_pmf - top))
+    pmf: np.ndarray = np.exp(log_pmf - np.max(log_pmf))
+    pmf /= np.sum(pmf)
+    return pmf
+
+
+def _tail(pmf: np.ndarray, k: int, *, upper: bool) -> float:
+    """``P(M >= k)`` (``upper``) or ``P(M <= k)`` from :func:`_null_pmf`'s ``pmf``."""
+    n = len(pmf) - 1
+    if (upper and k <= 0) or (not upper and k >= n):
+        return 1.0
+    if (upper and k > n) or (not upper and k < 0):
+        return 0.0
+    share = np.sum(pmf[k:]) if upper else np.sum(pmf[: k + 1])
     return float(min(1.0, share))
+
+
+def exceedance_tail(m: int, n: int, s: int, k: int, *, upper: bool) -> float:
+    """``P(M >= k)`` (``upper``) or ``P(M <= k)`` when nothing changed: ``M`` the number
+    of ``n`` current samples above the ``s``-th smallest of ``m`` baseline samples."""
+    if (upper and k <= 0) or (not upper and k >= n):
+        return 1.0  # certain, whatever the law: not worth computing it
+    return _tail(_null_pmf(m, n, s), k, upper=upper)
 
 
 def _slower_p(size: int, share_above: float, percentile: float) -> float:
@@ -161,11 +176,11 @@ def compare_percentile(
     below, _ = after.split_at_ms(lo_b)  # surely below it
     k_slow = math.floor(above * n / after.count)
     k_fast = n - math.floor(below * n / after.count)
-    s = nearest_rank(percentile, m)
-    p_slower = exceedance_tail(m, n, s, k_slow, upper=True)
-    p_faster = exceedance_tail(m, n, s, k_fast, upper=False)
+    law = _null_pmf(m, n, s=nearest_rank(percentile, m))  # one law for the three tails
+    p_slower = _tail(law, k_slow, upper=True)
+    p_faster = _tail(law, k_fast, upper=False)
     lower, upper = _bounds(after, n, percentile, confidence)
-    decidable = exceedance_tail(m, n, s, n, upper=True) < alpha
+    decidable = _tail(law, n, upper=True) < alpha
     needed = None
     if not decidable:
         needed = _smallest(lambda size: _slower_p(size, 1.0, percentile) < alpha, n)
