@@ -36,7 +36,7 @@ from pytest_llmperf.managed_server.exits import (
 from pytest_llmperf.managed_server.log_file import open_log, read_tail
 from pytest_llmperf.managed_server.process import descendants, spawn, terminate_tree
 from pytest_llmperf.managed_server.readiness import next_delay, probe
-from pytest_llmperf.managed_server.secrets import command_secrets
+from pytest_llmperf.managed_server.secrets import command_secrets, join_argv
 from pytest_llmperf.redaction import scrub
 
 __all__ = ["STOPPED_BY_US", "ManagedServer"]
@@ -117,7 +117,7 @@ class ManagedServer:
         api_key = env.get(api_key_env) if api_key_env else None
         secrets = command_secrets(argv, command.env, api_key_env)
         shown_env = " ".join(f"{k}={shlex.quote(v)}" for k, v in command.env.items())
-        first_line = scrub(" ".join(filter(None, ["$", shown_env, shlex.join(argv)])), *secrets)
+        first_line = scrub(" ".join(filter(None, ["$", shown_env, join_argv(argv)])), *secrets)
         where = f"server {command.name!r}"
         if command.cwd is not None and not os.path.isdir(command.cwd):
             raise ServerStartError(
@@ -348,7 +348,7 @@ class ManagedServer:
             exit_block["message"] = end.describe() + f" {exit_block['at_s']:.1f} s after start"
         return {
             "name": self.command.name,
-            "cmd": scrub(shlex.join(self.argv), *self._secrets),
+            "cmd": scrub(join_argv(self.argv), *self._secrets),
             "env": {k: scrub(v, *self._secrets) for k, v in self.command.env.items()},
             "cwd": self.command.cwd,
             "pid": self.pid,

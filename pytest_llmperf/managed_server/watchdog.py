@@ -61,14 +61,16 @@ class Watchdog:
             pass
 
     def refresh(self) -> None:
-        """Note every living descendant of each registered leader."""
+        """Note every living descendant of each registered leader (and forget the ones
+        seen before that have ended)."""
         for pgid, (pid, _) in self.groups.items():
             known = self.seen.setdefault(pgid, {})
-            with contextlib.suppress(psutil.Error, OSError):
-                leader = psutil.Process(pid)
-                known.setdefault(pid, leader)
-                for child in leader.children(recursive=True):
-                    known.setdefault(child.pid, child)
+            for old in [p for p, proc in known.items() if not _running(proc)]:
+                del known[old]
+            for child in [pid, *tree_of(pid)]:
+                if child not in known:
+                    with contextlib.suppress(psutil.Error, OSError):
+                        known[child] = psutil.Process(child)
 
     def end_all(self) -> None:
         """SIGTERM to every registered group and seen process; after the longest grace,
@@ -101,11 +103,44 @@ class Watchdog:
             with contextlib.suppress(OSError):
                 os.killpg(pgid, 0)
                 return True
-            for proc in self.seen.get(pgid, {}).values():
-                with contextlib.suppress(psutil.Error, OSError):
-                    if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                        return True
+            if any(_running(proc) for proc in self.seen.get(pgid, {}).values()):
+                return True
         return False
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, OSError):
+        return False
+
+
+def tree_of(pid: int) -> list[int]:
+    """The pids of every descendant of ``pid``: from ``/proc/PID/task/TID/children``
+    (reads only the tree's own files), else psutil (which reads every process's)."""
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        with contextlib.suppress(psutil.Error, OSError):
+            return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+        return []
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            threads = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for kid in kids:
+                if kid not in found:
+                    found.append(kid)
+                    todo.append(kid)
+    return found
 
 
 def main() -> int:
