@@ -12,8 +12,10 @@ the moment it happens.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -34,7 +36,12 @@ from pytest_llmperf.managed_server.exits import (
     was_oom,
 )
 from pytest_llmperf.managed_server.log_file import open_log, read_tail
-from pytest_llmperf.managed_server.process import descendants, spawn, terminate_tree
+from pytest_llmperf.managed_server.process import (
+    descendants,
+    exit_status,
+    spawn,
+    terminate_tree,
+)
 from pytest_llmperf.managed_server.readiness import next_delay, probe
 from pytest_llmperf.managed_server.secrets import command_secrets, join_argv
 from pytest_llmperf.redaction import scrub
@@ -83,6 +90,7 @@ class ManagedServer:
         self._stopping = False
         self._stopped = threading.Event()
         self._seen: dict[int, psutil.Process] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
 
     # -- starting -------------------------------------------------------------------------
 
@@ -157,8 +165,10 @@ class ManagedServer:
         kills_at_spawn = oom_kills(cgroup)
         guard.register(proc.pid, proc.pid, command.stop_grace_s)
 
+        server._proc = proc
+
         def wait_exit() -> None:
-            returncode = proc.wait()
+            returncode = exit_status(proc)
             at_ns = time.monotonic_ns()
             oom = False
             if not server._stopping:
@@ -286,14 +296,22 @@ class ManagedServer:
             return {}
         return end.to_dict(run_label, run_start_ns, self.log_tail(_TAIL_LINES))
 
-    def measure_first_token(self, model: str | None, api: str = "chat") -> float | None:
+    def measure_first_token(
+        self, model: str | None, api: str = "chat", *, timeout_s: float = 120.0
+    ) -> float | None:
         """One streamed one-token request (``api``: chat, completions, ...; embeddings: the
-        first answer); seconds from spawn to its first token, also kept in
-        :attr:`first_token_s`. None when it failed (why: :attr:`first_token_note`)."""
+        first answer; ``model`` None: the first the server lists), within ``timeout_s``;
+        seconds from spawn to its first token, also kept in :attr:`first_token_s`. None
+        when it failed (why: :attr:`first_token_note`, also in :meth:`describe`)."""
         from pytest_llmperf.managed_server.first_token import first_token_ns
 
         at_ns, note = first_token_ns(
-            self.url, model=model, api=api, api_key=self._api_key, secrets=self._secrets
+            self.url,
+            model=model,
+            api=api,
+            api_key=self._api_key,
+            secrets=self._secrets,
+            timeout_s=timeout_s,
         )
         self.first_token_note = note
         self.first_token_s = None if at_ns is None else round((at_ns - self.spawn_ns) / 1e9, 6)
@@ -324,6 +342,9 @@ class ManagedServer:
         except Exception:  # stop() never raises: the watchdog is the backstop
             pass
         finally:
+            if self._proc is not None and self._exited.is_set():
+                with contextlib.suppress(Exception):
+                    self._proc.wait(timeout=1.0)  # reaped only now: see exit_status()
             guard.unregister(self.pid)
             self._stopped.set()
 

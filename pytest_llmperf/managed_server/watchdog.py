@@ -15,7 +15,7 @@ registered, so a process that left the group with ``setsid``, or was orphaned si
 is still known); after the longest grace period, SIGKILL. With nothing registered it
 blocks on its stdin (no timer, no polling) and exits at EOF.
 
-It imports only psutil and the standard library.
+It imports psutil, the standard library and this package's light modules.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import sys
 import time
 
 import psutil
+
+from pytest_llmperf.managed_server.tree import tree_of
 
 __all__ = ["Watchdog", "main"]
 
@@ -113,34 +115,6 @@ def _running(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except (psutil.Error, OSError):
         return False
-
-
-def tree_of(pid: int) -> list[int]:
-    """The pids of every descendant of ``pid``: from ``/proc/PID/task/TID/children``
-    (reads only the tree's own files), else psutil (which reads every process's)."""
-    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
-        with contextlib.suppress(psutil.Error, OSError):
-            return [p.pid for p in psutil.Process(pid).children(recursive=True)]
-        return []
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            threads = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for tid in threads:
-            try:
-                with open(f"/proc/{parent}/task/{tid}/children") as f:
-                    kids = [int(k) for k in f.read().split()]
-            except (OSError, ValueError):
-                continue
-            for kid in kids:
-                if kid not in found:
-                    found.append(kid)
-                    todo.append(kid)
-    return found
 
 
 def main() -> int:
