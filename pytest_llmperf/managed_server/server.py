@@ -114,19 +114,29 @@ class ManagedServer:
         (cause ``SERVER_DID_NOT_START``; it was stopped), or it cannot be run (cause
         ``USAGE``: no such program, not executable, no such working directory).
         """
+        where = f"server {command.name!r}"
         port = command.port
-        if port is None and command.has_port_placeholder:
+        chosen = port is None and command.has_port_placeholder
+        if chosen:
             port = free_port(command.host)
         ready_url = command.ready_url_for(port)
         if port is None:
             port = urlsplit(ready_url).port
+        if not chosen and port is not None and command.port_in_use(port):
+            raise ServerStartError(
+                f"cannot start {command.name}: something already listens on "
+                f"{command.host}:{port} (a server left running?); its readiness check would "
+                "ask that one",
+                where=where,
+                cause=StopCause.USAGE,
+            )
         argv = command.filled(port)
-        env = {**os.environ, **command.env}
+        added_env = command.filled_env(port)
+        env = {**os.environ, **added_env}
         api_key = env.get(api_key_env) if api_key_env else None
-        secrets = command_secrets(argv, command.env, api_key_env)
-        shown_env = " ".join(f"{k}={shlex.quote(v)}" for k, v in command.env.items())
+        secrets = command_secrets(argv, added_env, api_key_env)
+        shown_env = " ".join(f"{k}={shlex.quote(v)}" for k, v in added_env.items())
         first_line = scrub(" ".join(filter(None, ["$", shown_env, join_argv(argv)])), *secrets)
-        where = f"server {command.name!r}"
         if command.cwd is not None and not os.path.isdir(command.cwd):
             raise ServerStartError(
                 f"cannot start {command.name}: its working directory {command.cwd!r} "
@@ -370,7 +380,9 @@ class ManagedServer:
         return {
             "name": self.command.name,
             "cmd": scrub(join_argv(self.argv), *self._secrets),
-            "env": {k: scrub(v, *self._secrets) for k, v in self.command.env.items()},
+            "env": {
+                k: scrub(v, *self._secrets) for k, v in self.command.filled_env(self.port).items()
+            },
             "cwd": self.command.cwd,
             "pid": self.pid,
             "log": str(self.log_path),

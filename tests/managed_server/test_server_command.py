@@ -59,3 +59,9 @@ def test_readiness_polls_fast_first_then_slower() -> None:
     for _ in range(20):
         delays.append(next_delay(10.0, delays[-1]))
     assert delays == sorted(delays) and delays[-1] == 1.0
+
+
+def test_an_ipv6_host_is_bracketed_in_urls_only() -> None:
+    command = ServerCommand.parse("srv --host {host} --port {port}", host="::1")
+    assert command.filled(80)[1:] == ("--host", "::1", "--port", "80")
+    assert command.ready_url_for(80) == "http://[::1]:80/v1/models"

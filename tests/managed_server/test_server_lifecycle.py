@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from managed_helpers import gone, toy
+from managed_helpers import TOY, gone, toy
 
 from pytest_llmperf.errors import LlmPerfUsageError, StopCause
 from pytest_llmperf.managed_server import ManagedServer, ServerCommand, ServerStartError
@@ -194,3 +194,30 @@ def test_a_server_killed_while_running_is_seen_at_once(tmp_path: Path) -> None:
     assert gone(child) and gone(loner)
     assert server.describe()["stopped_by"] is None
     assert server.describe()["exit"]["signal"] == signal.SIGKILL
+
+
+def test_a_fixed_port_already_in_use_is_a_usage_error(
+    tmp_path: Path, started: list[ManagedServer]
+) -> None:
+    first = ManagedServer.start(toy(), log_dir=tmp_path)
+    started.append(first)
+    assert first.port is not None
+    command = ServerCommand.parse(
+        [sys.executable, "-c", "pass"], port=first.port, ready_url="http://{host}:{port}/"
+    )
+    with pytest.raises(ServerStartError) as caught:
+        ManagedServer.start(command, log_dir=tmp_path)
+    assert caught.value.cause is StopCause.USAGE
+    assert f"already listens on 127.0.0.1:{first.port}" in str(caught.value)
+
+
+def test_the_port_is_filled_in_the_environment_too(
+    tmp_path: Path, started: list[ManagedServer]
+) -> None:
+    command = ServerCommand.parse(
+        [sys.executable, "-u", str(TOY), "--port", "{port}"], env={"TOY_PORT": "{port}"}
+    )
+    server = ManagedServer.start(command, log_dir=tmp_path)
+    started.append(server)
+    assert f"TOY_PORT={server.port}" in server.log_tail()
+    assert server.describe()["env"] == {"TOY_PORT": str(server.port)}
