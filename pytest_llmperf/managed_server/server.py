@@ -144,7 +144,15 @@ class ManagedServer:
                 where=where,
                 cause=StopCause.USAGE,
             )
-        log_path, log_fd = open_log(Path(log_dir), command.name, first_line)
+        try:
+            log_path, log_fd = open_log(Path(log_dir), command.name, first_line)
+        except OSError as exc:
+            raise ServerStartError(
+                f"cannot start {command.name}: cannot write its log in {str(log_dir)!r} "
+                f"({exc.strerror or exc})",
+                where=where,
+                cause=StopCause.USAGE,
+            ) from None
         try:
             spawn_ns = time.monotonic_ns()
             try:
