@@ -517,7 +517,8 @@ def evaluate_stages(
     """Each stage of a staged run judged as a run of its own, stage by stage.
 
     Every one of ``slos`` is judged on every stage, and a stage's own SLOs on
-    that stage only (a process SLO among a stage's own: on the run's process block); the verdicts name the run (``run``) and the stage
+    that stage only (a process SLO among a stage's own: on the run's process block);
+    the verdicts name the run (``run``) and the stage
     (``stage``, ``stage_load``). ``bars`` are per-SLO ``(min_count,
     min_duration_s)`` (see :func:`evaluate`), which hold for each stage.
     """

@@ -4,8 +4,8 @@ Grammar: ``<metric>.<stat> <op> <number>[unit]`` for latency metrics,
 ``<rate-metric> <op> <number>[unit]`` for rates, ``server.<name>[.<stat>]``
 for the server's own metrics (:mod:`.server_names`), and ``startup.<name>`` /
 ``server.<name>`` without a statistic for the server process the gate started
-(:mod:`.process_names`: ``startup.ready_s < 90s``, ``server.rss_growth_mb < 50``). ``<op>`` is one of
-``< <= > >= ==`` (``server.preemptions == 0``). ``<stat>`` is ``mean``,
+(:mod:`.process_names`: ``startup.ready_s < 90s``, ``server.rss_growth_mb < 50``).
+``<op>`` is one of ``< <= > >= ==`` (``server.preemptions == 0``). ``<stat>`` is ``mean``,
 ``max`` or any percentile ``pN`` / ``pN.M…`` with 0 < N < 100 (``p75``,
 ``p99.99``: k6 and HDR tools take any, so do we), written one way only (``p5``,
 not ``p05``; ``p50``, not ``p50.0``) so that each has one name in the reports.
@@ -243,7 +243,8 @@ def _server_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
     metric = f"server.{base}"
     entry = COMMON_METRICS.get(metric)
     if entry is None:
-        known = ", ".join((*COMMON_METRICS, *(n for n in PROCESS_METRICS if n.startswith("server."))))
+        process = (n for n in PROCESS_METRICS if n.startswith("server."))
+        known = ", ".join((*COMMON_METRICS, *process))
         raise LlmPerfUsageError(f"SLO {expr!r}: unknown server metric {metric!r}; known: {known}")
     kind, unit_kind = entry
     if kind is MetricKind.VALUE:
