@@ -11,6 +11,7 @@ from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.run import _INTERRUPTING
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.slo.sequential import decide_run, stop_blockers
 from pytest_llmperf.slo.verdicts import NOT_STARTED, Verdict, evaluate, evaluate_runs
 from pytest_llmperf.specs.slo import parse_slo
 from pytest_llmperf.specs.stages import Stage
@@ -120,3 +121,13 @@ def test_a_staged_run_judges_the_process_once_on_the_whole_run() -> None:
 def test_the_block_is_in_the_report_only_where_there_is_one() -> None:
     assert run().to_dict()["server_process"] == BLOCK
     assert "server_process" not in run(None).to_dict()
+
+
+def test_until_decided_waits_for_the_resources_and_not_for_the_startup() -> None:
+    far = parse_slo("ttft.p90 < 2s")
+    ready, leak = parse_slo("startup.ready_s < 90s"), parse_slo("server.rss_growth_mb < 50")
+    assert stop_blockers([far, ready, leak]) == [leak.expr]
+    acc = accumulator(100)
+    assert decide_run([far, ready], acc).done
+    assert not decide_run([far, leak], acc).done
+    assert decide_run([ready], acc).why == "no SLO of the run to decide"
