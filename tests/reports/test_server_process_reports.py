@@ -11,6 +11,7 @@ from synthetic_session import ENDPOINT, payload, synthetic_run
 
 from pytest_llmperf.reports.html import build_html_report
 from pytest_llmperf.reports.json_report import build_report
+from pytest_llmperf.reports.junit import server_properties
 from pytest_llmperf.reports.markdown import build_markdown
 from pytest_llmperf.reports.server_process import process_line
 from pytest_llmperf.reports.session_data import SessionData
@@ -123,3 +124,14 @@ def test_the_terminal_says_one_line_per_run_and_under_brief_only_the_exit() -> N
     ]
     quiet = summary_lines(session(died(), "passed"), [], width=None, brief=True)
     assert [line for line in quiet if "server" in line] == exits  # brief: the exit alone
+
+
+def test_junit_properties_carry_the_figures_the_log_and_the_exit() -> None:
+    props = dict(server_properties([{"label": "run0", "server_process": died()}]))
+    assert props["llm_server_process[startup.ready_s][run0]"] == "41.2 s"
+    assert props["llm_server_process[server.rss_max_mb][run0]"] == "830 MB"
+    assert props["llm_server_process[server.cpu_ms_per_output_token][run0]"] == "1.9 ms"
+    assert "llm_server_process[server.gpu_mem_max_mb][run0]" not in props
+    assert props["llm_server_process[run0].log"] == "/tmp/llmperf-servers/vllm-1.log"
+    assert props["llm_server_process[run0].exit"].startswith("server exited with signal 9")
+    assert server_properties([{"label": "run0"}]) == []
