@@ -76,6 +76,7 @@ _INTERRUPTING = (
     StopReason.SIGINT,
     StopReason.CANCELLED,
     StopReason.WORKER_LOST,
+    StopReason.SERVER_EXITED,
 )
 
 
