@@ -238,7 +238,7 @@ class PluginBase:
         (an xdist worker sends its own to the controller), with the workers'."""
         servers = self.endpoints.servers()
         self.endpoints.close()
-        described = [s.describe() for s in servers]
+        described = [s.describe() for s in servers] + self.endpoints.not_started()
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput[WORKER_SERVERS_KEY] = described

@@ -178,6 +178,7 @@ class EndpointPool:
         self._metrics: dict[str, ServerMetricsSource | None] = {}  # --llm-server-metrics
         # every server this pool started, in order, and by endpoint base URL
         self._started: list[ManagedServer] = []
+        self._not_started: list[dict[str, Any]] = []  # servers that did not start, described
         self._servers: dict[str, ServerView] = {}
         self._log_dir_of = log_dir or _temp_log_dir
         self._log_dir: Path | None = None  # made on the first start
@@ -267,6 +268,11 @@ class EndpointPool:
     def servers(self) -> list[ManagedServer]:
         """Every server this pool started (not the controller's, in a worker), in order."""
         return list(self._started)
+
+    def not_started(self) -> list[dict[str, Any]]:
+        """The servers that did not start (exited first, missed their deadline, or could
+        not be run), described as :meth:`ManagedServer.describe` would (``pid`` None)."""
+        return [dict(d) for d in self._not_started]
 
     def session_server(self) -> ServerView | None:
         """``--llm-server-cmd``'s server once started (None before, or without one)."""
@@ -424,7 +430,7 @@ class EndpointPool:
         shown live), then its first token timed once; a server that does not start
         raises :class:`~pytest_llmperf.managed_server.ServerStartError` (a usage error
         whose cause says whose it is)."""
-        from pytest_llmperf.managed_server import ManagedServer
+        from pytest_llmperf.managed_server import ManagedServer, ServerStartError
 
         progress = self._progress()
         try:
@@ -435,6 +441,9 @@ class EndpointPool:
                 progress=progress.show if progress is not None else None,
                 api_key_env=None if sim else self.options.api_key_env,
             )
+        except ServerStartError as exc:  # the report lists it, with how it ended
+            self._not_started.append(_not_started(command, exc))
+            raise
         finally:
             if progress is not None:
                 progress.end()
@@ -450,6 +459,26 @@ class ServerProgress(Protocol):
     def show(self, line: str) -> None: ...
 
     def end(self) -> None: ...
+
+
+def _not_started(command: ServerCommand, exc: Any) -> dict[str, Any]:
+    """A server that did not start, in :meth:`ManagedServer.describe`'s shape."""
+    end = getattr(exc, "exit", None)
+    tail = str(getattr(exc, "log_tail", "") or "")
+    message = str(getattr(exc, "message", exc))
+    exited = end is not None and "before it was ready" in message  # by itself, not by us
+    return {
+        **command.describe(),
+        "pid": None,
+        "log": getattr(exc, "log_path", None),
+        "url": None,
+        "startup": {"ready_s": None, "first_token_s": None},
+        "ready_s": None,
+        "first_token_s": None,
+        "exit": end.to_dict(log_tail=tail) if end is not None else None,
+        "stopped_by": None if exited else "pytest-llmperf",
+        "error": message.split("\n", 1)[0],
+    }
 
 
 def _sim_command(spec: EndpointSpec) -> ServerCommand:
