@@ -273,6 +273,22 @@ ROWS = [
         outcome="passed",
     ),
     Row(
+        GateState.SERVER_EXITED,  # under xdist: the controller's server, a worker sees it gone
+        1,
+        module(
+            gated("ttft.max < 60s", name="test_first"),
+            KILLS_THE_SERVER,
+            gated("ttft.max < 60s", name="test_second"),
+        ),
+        {},
+        "## ⛔ pytest-llmperf: the gate stopped mid-session (server exited, exit status 1)",
+        args=(SIM_CMD,),
+        junit="session stopped: server exited",
+        says=("server exited", "cannot be restarted"),
+        outcome="passed",
+        xdist=True,
+    ),
+    Row(
         GateState.INTERRUPTED,  # a judged pass, then Ctrl-C before the next test's run
         2,
         module(
