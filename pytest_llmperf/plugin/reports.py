@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, redact_url
-from pytest_llmperf.gate_states import JUNIT_CLASSNAME, junit_case, stop_words
+from pytest_llmperf.gate_states import JUNIT_CLASSNAME, StopPhase, junit_case, stop_words
 from pytest_llmperf.hook_calls import (
     call_session_finished,
     call_update_json,
@@ -54,16 +54,20 @@ class ReportsPart(PluginBase):
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         opts = self.options
-        if opts.endpoint_url is None:
+        if opts.server is not None:  # --llm-server-cmd: started by the gate
+            where = f"{opts.server.describe()['cmd']} (started by the gate)"
+        elif opts.endpoint_url is None:
             # started on first use; "(default)": nothing configured, say where it comes from
             how = " (default)" if not opts.endpoint_given else ""
             where = f"embedded simulator, profile {opts.sim_profile}{how}"
         else:
             where = Endpoint(opts.endpoint_url).label
         lines = [f"llmperf: endpoint under test: {where}"]
-        if opts.reference_url or opts.reference_sim_profile:
+        if opts.reference_url or opts.reference_sim_profile or opts.reference_server:
             ref = (
-                Endpoint(opts.reference_url).label
+                f"{opts.reference_server.describe()['cmd']} (started by the gate)"
+                if opts.reference_server
+                else Endpoint(opts.reference_url).label
                 if opts.reference_url
                 else f"embedded simulator, profile {opts.reference_sim_profile} (own process)"
             )
@@ -95,15 +99,29 @@ class ReportsPart(PluginBase):
         ``pytest.exit`` (a usage error found mid-session): nobody interrupted the runs, so
         the session is not marked interrupted, and only why it stopped is kept."""
         error = excinfo.value
-        if isinstance(error, pytest.Session.Interrupted | pytest.exit.Exception):
+        # (xdist ends a session that a worker stopped, its server gone, with an interrupt)
+        stopped = isinstance(error, pytest.Session.Interrupted | pytest.exit.Exception)
+        if stopped or self._stopped_mid_session():
             self.stopped = _stop_reason(error)
         else:
             self.data.interrupted = True
 
+    def _stopped_mid_session(self) -> bool:
+        """The session's started server exited and the session stopped (servers.py)."""
+        return bool(self.stop and self.stop.get("phase") == StopPhase.SERVER_EXITED.value)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # the servers the gate started, stopped now: the reports say how each ended
+        servers = self.servers_at_end()
         if hasattr(self.config, "workerinput"):
             return  # an xdist worker: its reports travel to the controller, which aggregates
+        if self._stopped_mid_session() and session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # xdist's way to stop: not ^C
+        add_server = getattr(self.data, "add_server", None)
+        for described in servers:
+            if add_server is not None:
+                add_server(described)
         groups = self.data.groups()
         # A session ruleset judges the runs of the tests that used llm_loadgen: none ran
         # (--collect-only, a selection of unit tests) is nothing to judge, not a failure;
@@ -142,6 +160,8 @@ class ReportsPart(PluginBase):
             "stopped": self.stop,  # a stop before load (gate_states.py), else None
             "worker_lost": list(self.worker_lost),
         }
+        if add_server is None:  # session.servers: every server the session started
+            session_info["servers"] = servers
         if self.options.baseline_save:
             document = build_baseline(
                 self.data,
@@ -296,7 +316,9 @@ class ReportsPart(PluginBase):
             "api_key_env": opts.api_key_env,
             "tokenizer": opts.tokenizer,
             "ab_threshold": opts.ab_threshold
-            if self.options.reference_url or self.options.reference_sim_profile
+            if self.options.reference_url
+            or self.options.reference_sim_profile
+            or self.options.reference_server
             else None,
             "ab_blocks": opts.ab_blocks,
         }
