@@ -48,6 +48,7 @@ from pytest_llmperf.specs.slo import request_limits
 from pytest_llmperf.workloads.tokenizer import Tokenizer
 
 if TYPE_CHECKING:  # passed through to the planner, never read here
+    from pytest_llmperf.managed_server import ManagedServer
     from pytest_llmperf.specs.run import RunSpec
 
 __all__ = ["LoadGenerator"]
@@ -74,6 +75,7 @@ class LoadGenerator:
         reset_cache: Callable[[Endpoint], dict[str, Any]] | None = None,
         decider: Decider | None = None,
         until_decided: bool = False,
+        server: ManagedServer | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.spec = spec
@@ -91,6 +93,7 @@ class LoadGenerator:
         # until="decided": the look at a live run's SLOs (slo.sequential.decider)
         self.decider = decider
         self.until_decided = until_decided  # --llm-until-decided: every gated run
+        self.server = server  # the endpoint's server process, if the gate started it
         self.results: list[RunResult] = []
         self.analyses: list[dict[str, Any]] = []
         self._current: LoadRun | None = None
@@ -238,6 +241,7 @@ class LoadGenerator:
             ray=ray,
             server_metrics=self.server_metrics,
             decide=decide,
+            server=self.server,  # watched over the run: resources, and an exit stops it
         )
         self._current = run
         try:
@@ -292,6 +296,7 @@ class LoadGenerator:
             # this server's /metrics and cache reset say nothing of another server's
             other.server_metrics = None
             other.reset_cache = None
+            other.server = None
         other._current = None
         return other
 

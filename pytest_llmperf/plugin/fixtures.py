@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint
@@ -17,6 +19,9 @@ from pytest_llmperf.plugin.markers import GEN_KEY, INCONCLUSIVE_KEY, SPEC_KEY
 from pytest_llmperf.slo.sequential import decider
 from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.specs.rulesets import ruleset_bars
+
+if TYPE_CHECKING:  # started by the endpoint pool, handed to the generator
+    from pytest_llmperf.managed_server import ManagedServer
 
 
 @pytest.fixture(scope="session")
@@ -94,6 +99,19 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
             spec.slos, plugin.options.confidence, bars=ruleset_bars(plugin.rulesets_of(item))
         ),
         until_decided=plugin.options.until_decided,  # --llm-until-decided
+        # the server processes the gate started (--llm-server-cmd, --llm-reference-cmd):
+        # watched over every run, their resources and any exit in the run's record
+        server=_server_for(plugin.endpoints, endpoint),
+        reference_server=_server_for(plugin.endpoints, reference),
     )
     item.stash[GEN_KEY] = generator
     return generator
+
+
+def _server_for(pool: EndpointPool, endpoint: Endpoint | None) -> ManagedServer | None:
+    """The server process the session started for ``endpoint``, or None (a URL it did not
+    start)."""
+    if endpoint is None:
+        return None
+    server_for = getattr(pool, "server_for", None)
+    return server_for(endpoint) if server_for is not None else None

@@ -1,0 +1,199 @@
+"""The server the gate started, over one run: its resources sampled, its exit watched.
+
+A run against a managed server (:class:`~pytest_llmperf.managed_server.ManagedServer`,
+``LoadRun(..., server=...)``) gets a :class:`ServerWatch` from its start to its end:
+
+- a :class:`~pytest_llmperf.managed_server.ResourceSampler` on the server's process tree,
+  on a thread of its own (never on the request path), whose summary is the run's
+  ``server_process["resources"]``;
+- a crash watch on the run's loop: ``server.poll()`` (cheap: never blocks) every
+  :data:`POLL_S`, and at once where the kernel tells (a pidfd, Linux 5.3+, readable the
+  moment the process exits). An exit calls the run's ``on_exit`` once, with the exit and
+  its one-line message ("server exited with signal 9 (SIGKILL) at 12.3 s into run0"): the run stops
+  issuing and ends its drain at once (``StopReason.SERVER_EXITED``), so a dead server
+  makes no stream of connect errors.
+
+:meth:`ServerWatch.stop` gives the run's ``server_process`` block (the JSON report's
+``runs[].server_process``: name, cmd, pid, log, restart, startup, resources, exit with the
+log's last lines). Nothing here may break a run: a sampler that cannot start is said in
+the block, and a watch that cannot open a pidfd polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # handed in by the plugin (or a library caller); never started here
+    from pytest_llmperf.managed_server import ManagedServer, ResourceSampler, ServerExit
+
+__all__ = ["LOG_TAIL_LINES", "POLL_S", "ServerWatch", "exit_block"]
+
+POLL_S = 0.1  # how often the run's loop asks whether the server has exited
+LOG_TAIL_LINES = 30  # the log's last lines kept with an exit (and in a failed test's text)
+
+
+class ServerWatch:
+    """``server`` over the run labelled ``label``: :meth:`start` at the run's start (its
+    monotonic ``t0_ns``), :meth:`stop` at its end. ``on_exit`` is called once, on the run's
+    loop, with the exit and its message, when the server exits while the run is on.
+
+    The watch is callbacks on the loop, no task: a timer every :data:`POLL_S` and the
+    pidfd's reader. The reader runs in the same turn of the loop as the reads that see the
+    server's sockets close, before any request task resumes, so a closed loop's slot whose
+    request just failed finds the run stopped and sends no other; :meth:`check` (the run
+    calls it on each failed request) covers the instant between the sockets' close and
+    the exit's notice.
+    """
+
+    def __init__(
+        self, server: ManagedServer, label: str, on_exit: Callable[[ServerExit, str], None]
+    ) -> None:
+        self.server = server
+        self.label = label
+        self.on_exit = on_exit
+        self.exit: ServerExit | None = None
+        self.t0_ns = 0
+        self._sampler: ResourceSampler | None = None
+        self._sampler_note = ""
+        self._watching = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._pidfd: int | None = None
+
+    def start(self, t0_ns: int) -> None:
+        """Start sampling and watching; a server found dead already stops the run now."""
+        self.t0_ns = t0_ns
+        try:
+            from pytest_llmperf.managed_server import ResourceSampler  # (psutil: only here)
+
+            sampler = ResourceSampler(self.server.pid)
+            sampler.start()
+            self._sampler = sampler
+        except Exception as exc:  # the run goes on unsampled, and says why
+            self._sampler_note = f"not sampled: {type(exc).__name__}: {exc}"
+        self._watching = True
+        if self.check():
+            return
+        self._loop = loop = asyncio.get_running_loop()
+        self._pidfd = _pidfd(self.server.pid)
+        if self._pidfd is not None:
+            loop.add_reader(self._pidfd, self._on_pidfd)
+        self._timer = loop.call_later(POLL_S, self._tick)
+
+    def check(self) -> bool:
+        """Has the server exited? If so (the first time, while the run is on), tell the
+        run. Cheap: ``server.poll()`` never blocks."""
+        if self.exit is not None or not self._watching:
+            return self.exit is not None
+        found = self.server.poll()
+        if found is None:
+            return False
+        self.exit = found
+        self._unwatch()
+        self.on_exit(found, found.describe(self.label, self.t0_ns))
+        return True
+
+    async def stop(self, output_tokens: int) -> dict[str, Any]:
+        """End the watch (one last look: an exit in the run's last instant counts) and the
+        sampling; the run's ``server_process`` block."""
+        self._unwatch()
+        self._watching = False
+        if self.exit is None:
+            self.exit = self.server.poll()
+        resources: dict[str, Any] | None = None
+        if self._sampler is not None:
+            # the last sample and the thread's join, off the loop
+            resources = await asyncio.to_thread(self._sampler.stop, output_tokens)
+            self._sampler = None
+        elif self._sampler_note:
+            resources = {"note": self._sampler_note}
+        return self.block(resources)
+
+    def block(self, resources: dict[str, Any] | None) -> dict[str, Any]:
+        """The run's ``server_process``: which server, its startup, the run's resources and
+        its exit (None while it lives)."""
+        server = self.server
+        command = server.command.describe()
+        return {
+            "name": command.get("name"),
+            "cmd": command.get("cmd"),
+            "pid": server.pid,
+            "log": str(server.log_path),
+            "restart": command.get("restart"),
+            "startup": {"ready_s": server.ready_s, "first_token_s": server.first_token_s},
+            "resources": resources,
+            "exit": (
+                exit_block(self.exit, server, self.label, self.t0_ns)
+                if self.exit is not None
+                else None
+            ),
+        }
+
+    # -- the watch's callbacks -------------------------------------------------------
+
+    def _tick(self) -> None:
+        self._timer = None
+        if not self.check() and self._watching and self._loop is not None:
+            self._timer = self._loop.call_later(POLL_S, self._tick)
+
+    def _on_pidfd(self) -> None:
+        # readable once the process exited, and stays so: one look, then the timer alone
+        # (poll() may see the exit a moment later, where something else reaps it)
+        self._close_pidfd()
+        self.check()
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            if self._loop is not None:
+                self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def _unwatch(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._close_pidfd()
+
+
+def exit_block(
+    exit: ServerExit, server: ManagedServer, label: str, t0_ns: int | None
+) -> dict[str, Any]:
+    """An exit as the reports carry it: code or signal (and its name), whether the kernel
+    killed it for memory, when (seconds into the run), the one-line message and the
+    log's last :data:`LOG_TAIL_LINES` lines (redacted by the server)."""
+    at_s = (exit.at_ns - t0_ns) / 1e9 if t0_ns else None
+    return {
+        "code": exit.code,
+        "signal": exit.signal,
+        "signal_name": _signal_name(exit.signal),
+        "oom": exit.oom,
+        "at_s": round(at_s, 3) if at_s is not None else None,
+        "message": exit.describe(label, t0_ns),
+        "log_tail": server.log_tail(LOG_TAIL_LINES),
+    }
+
+
+def _signal_name(number: int | None) -> str | None:
+    if number is None:
+        return None
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor readable when ``pid`` exits (Linux 5.3+), or None (then the timer)."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        fd: int = opener(pid)
+    except OSError:  # gone already (poll() says so), or not allowed
+        return None
+    return fd
