@@ -8,10 +8,10 @@ A run against a managed server (:class:`~pytest_llmperf.managed_server.ManagedSe
   ``server_process["resources"]``;
 - a crash watch on the run's loop: ``server.poll()`` (cheap: never blocks) every
   :data:`POLL_S`, and at once where the kernel tells (a pidfd, Linux 5.3+, readable the
-  moment the process exits). An exit calls the run's ``on_exit`` once, with the exit and
-  its one-line message ("server exited with signal 9 (SIGKILL) at 12.3 s into run0"): the run stops
-  issuing and ends its drain at once (``StopReason.SERVER_EXITED``), so a dead server
-  makes no stream of connect errors.
+  moment the process exits). An exit calls the run's ``on_exit`` once, with the exit
+  and its one-line message ("server exited with signal 9 (SIGKILL) at 12.3 s into
+  run0"): the run stops issuing and ends its drain at once
+  (``StopReason.SERVER_EXITED``), so a dead server makes no stream of connect errors.
 
 :meth:`ServerWatch.stop` gives the run's ``server_process`` block (the JSON report's
 ``runs[].server_process``: name, cmd, pid, log, restart, startup, resources, exit with the
@@ -23,16 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
+import select
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # handed in by the plugin (or a library caller); never started here
     from pytest_llmperf.managed_server import ManagedServer, ResourceSampler, ServerExit
 
-__all__ = ["LOG_TAIL_LINES", "POLL_S", "ServerWatch", "exit_block"]
+__all__ = ["EXIT_RECORD_WAIT_S", "LOG_TAIL_LINES", "POLL_S", "ServerWatch"]
 
 POLL_S = 0.1  # how often the run's loop asks whether the server has exited
+# once the kernel says it exited: how long the loop may wait for the server's record of
+# how (its waiter thread reads the exit status, the log's tail, the OOM counter)
+EXIT_RECORD_WAIT_S = 0.25
 LOG_TAIL_LINES = 30  # the log's last lines kept with an exit (and in a failed test's text)
 
 
@@ -84,12 +87,15 @@ class ServerWatch:
             loop.add_reader(self._pidfd, self._on_pidfd)
         self._timer = loop.call_later(POLL_S, self._tick)
 
-    def check(self) -> bool:
+    def check(self, *, gone: bool = False) -> bool:
         """Has the server exited? If so (the first time, while the run is on), tell the
-        run. Cheap: ``server.poll()`` never blocks."""
+        run. Cheap: ``server.poll()`` never blocks. ``gone``: the kernel said it exited
+        (its pidfd), so wait the moment the server's own waiter takes to record how."""
         if self.exit is not None or not self._watching:
             return self.exit is not None
         found = self.server.poll()
+        if found is None and (gone or self._pidfd_readable()):
+            found = self.server.wait(EXIT_RECORD_WAIT_S)
         if found is None:
             return False
         self.exit = found
@@ -118,19 +124,20 @@ class ServerWatch:
         its exit (None while it lives)."""
         server = self.server
         command = server.command.describe()
+        ready_s = server.ready_s
         return {
             "name": command.get("name"),
             "cmd": command.get("cmd"),
             "pid": server.pid,
             "log": str(server.log_path),
             "restart": command.get("restart"),
-            "startup": {"ready_s": server.ready_s, "first_token_s": server.first_token_s},
+            "startup": {
+                "ready_s": None if ready_s != ready_s else ready_s,  # NaN: never ready
+                "first_token_s": server.first_token_s,
+            },
             "resources": resources,
-            "exit": (
-                exit_block(self.exit, server, self.label, self.t0_ns)
-                if self.exit is not None
-                else None
-            ),
+            # code, signal, signal_name, oom, at_s, message, log_tail (redacted)
+            "exit": server.exit_record(self.label, self.t0_ns) if self.exit is not None else None,
         }
 
     # -- the watch's callbacks -------------------------------------------------------
@@ -141,10 +148,17 @@ class ServerWatch:
             self._timer = self._loop.call_later(POLL_S, self._tick)
 
     def _on_pidfd(self) -> None:
-        # readable once the process exited, and stays so: one look, then the timer alone
-        # (poll() may see the exit a moment later, where something else reaps it)
+        # readable once the process exited, and stays so: one look (the exit's record, a
+        # few ms behind the kernel), then the timer alone
         self._close_pidfd()
-        self.check()
+        self.check(gone=True)
+
+    def _pidfd_readable(self) -> bool:
+        """The kernel's word, asked without waiting (a failed request's look)."""
+        if self._pidfd is None:
+            return False
+        readable, _, _ = select.select([self._pidfd], [], [], 0)
+        return bool(readable)
 
     def _close_pidfd(self) -> None:
         if self._pidfd is not None:
@@ -158,33 +172,6 @@ class ServerWatch:
             self._timer.cancel()
             self._timer = None
         self._close_pidfd()
-
-
-def exit_block(
-    exit: ServerExit, server: ManagedServer, label: str, t0_ns: int | None
-) -> dict[str, Any]:
-    """An exit as the reports carry it: code or signal (and its name), whether the kernel
-    killed it for memory, when (seconds into the run), the one-line message and the
-    log's last :data:`LOG_TAIL_LINES` lines (redacted by the server)."""
-    at_s = (exit.at_ns - t0_ns) / 1e9 if t0_ns else None
-    return {
-        "code": exit.code,
-        "signal": exit.signal,
-        "signal_name": _signal_name(exit.signal),
-        "oom": exit.oom,
-        "at_s": round(at_s, 3) if at_s is not None else None,
-        "message": exit.describe(label, t0_ns),
-        "log_tail": server.log_tail(LOG_TAIL_LINES),
-    }
-
-
-def _signal_name(number: int | None) -> str | None:
-    if number is None:
-        return None
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def _pidfd(pid: int) -> int | None:
