@@ -30,7 +30,7 @@ def _send(url: str, model: str, n: int) -> None:
 def test_the_leak_is_a_profile_key_with_no_leak_by_default() -> None:
     assert load_profile("fixed").leak_mb_per_request == 0.0
     assert load_profile("fixed", leak_mb_per_request="2").leak_mb_per_request == 2.0
-    with pytest.raises(ProfileError, match="leak_mb_per_request.*must not be negative"):
+    with pytest.raises(ProfileError, match=r"leak_mb_per_request.*must not be negative"):
         load_profile("fixed", leak_mb_per_request="-1")
 
 
