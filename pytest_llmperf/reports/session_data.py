@@ -57,6 +57,21 @@ class SessionData:
     def __init__(self) -> None:
         self.tests: dict[str, TestEntry] = {}
         self.interrupted = False
+        # every server process the session started (ManagedServer.describe() dicts: name,
+        # cmd, log, ready_s, first_token_s, exit, stopped_by): the JSON's session.servers
+        self.servers: list[dict[str, Any]] = []
+
+    def add_server(self, described: Mapping[str, Any]) -> None:
+        """Record a server the session started (``ManagedServer.describe()``); a later
+        description of the same server (same ``pid`` and ``log``: at its stop, with its
+        exit) replaces the earlier one, in place."""
+        entry = dict(described)
+        same = (entry.get("pid"), entry.get("log"))
+        for i, known in enumerate(self.servers):
+            if (known.get("pid"), known.get("log")) == same and same != (None, None):
+                self.servers[i] = entry
+                return
+        self.servers.append(entry)
 
     def add(self, nodeid: str, outcome: str, payload: Mapping[str, Any] | None) -> None:
         """Record a test's outcome; ``payload`` is what the plugin put on its report."""
