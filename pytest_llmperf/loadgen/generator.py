@@ -48,7 +48,7 @@ from pytest_llmperf.specs.slo import request_limits
 from pytest_llmperf.workloads.tokenizer import Tokenizer
 
 if TYPE_CHECKING:  # passed through to the planner, never read here
-    from pytest_llmperf.managed_server import ManagedServer
+    from pytest_llmperf.loadgen.server_watch import WatchedServer
     from pytest_llmperf.specs.run import RunSpec
 
 __all__ = ["LoadGenerator"]
@@ -75,7 +75,7 @@ class LoadGenerator:
         reset_cache: Callable[[Endpoint], dict[str, Any]] | None = None,
         decider: Decider | None = None,
         until_decided: bool = False,
-        server: ManagedServer | None = None,
+        server: WatchedServer | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.spec = spec

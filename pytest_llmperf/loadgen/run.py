@@ -61,7 +61,7 @@ from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.scale_out.dispatcher import Dispatcher
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.loadgen.self_check import generator_self_check
-from pytest_llmperf.loadgen.server_watch import ServerWatch
+from pytest_llmperf.loadgen.server_watch import ServerWatch, WatchedServer
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.server_metrics.per_request import server_metrics_from_requests
 from pytest_llmperf.server_metrics.sampler import ServerMetricsRecording, ServerMetricsSampler
@@ -69,7 +69,7 @@ from pytest_llmperf.server_metrics.source import ServerMetricsSource
 from pytest_llmperf.server_metrics.summary import with_response_timings
 
 if TYPE_CHECKING:  # started and stopped by the plugin; a run only watches it
-    from pytest_llmperf.managed_server import ManagedServer, ServerExit
+    from pytest_llmperf.managed_server import ServerExit
 
 __all__ = ["DECIDE_EVERY_S", "Decider", "LoadRun", "run_load"]
 
@@ -118,7 +118,7 @@ class LoadRun:
         ray: RayCluster | None = None,
         server_metrics: ServerMetricsSource | None = None,
         decide: Decider | None = None,
-        server: ManagedServer | None = None,
+        server: WatchedServer | None = None,
     ) -> None:
         self.spec = spec  # as given (callers read it); below here only the plan is used
         self.plan = RunPlan.of(spec, share)

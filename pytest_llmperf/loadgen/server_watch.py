@@ -25,18 +25,38 @@ import asyncio
 import os
 import select
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # handed in by the plugin (or a library caller); never started here
-    from pytest_llmperf.managed_server import ManagedServer, ResourceSampler, ServerExit
+    from pytest_llmperf.managed_server import ResourceSampler, ServerExit
 
-__all__ = ["EXIT_RECORD_WAIT_S", "LOG_TAIL_LINES", "POLL_S", "ServerWatch"]
+__all__ = ["EXIT_RECORD_WAIT_S", "LOG_TAIL_LINES", "POLL_S", "ServerWatch", "WatchedServer"]
 
 POLL_S = 0.1  # how often the run's loop asks whether the server has exited
 # once the kernel says it exited: how long the loop may wait for the server's record of
 # how (its waiter thread reads the exit status, the log's tail, the OOM counter)
 EXIT_RECORD_WAIT_S = 0.25
 LOG_TAIL_LINES = 30  # the log's last lines kept with an exit (and in a failed test's text)
+
+
+class WatchedServer(Protocol):
+    """What a run reads of its server: a
+    :class:`~pytest_llmperf.managed_server.ManagedServer`, or under xdist a worker's view
+    of the controller's (the plugin's ``SharedServer``). Where it also has
+    ``wait(timeout)`` (a ManagedServer), an exit the kernel told of is recorded at once."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def log_path(self) -> Path: ...
+
+    def poll(self) -> ServerExit | None: ...
+
+    def log_tail(self, lines: int = 30) -> str: ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 class ServerWatch:
@@ -53,7 +73,7 @@ class ServerWatch:
     """
 
     def __init__(
-        self, server: ManagedServer, label: str, on_exit: Callable[[ServerExit, str], None]
+        self, server: WatchedServer, label: str, on_exit: Callable[[ServerExit, str], None]
     ) -> None:
         self.server = server
         self.label = label
@@ -94,8 +114,9 @@ class ServerWatch:
         if self.exit is not None or not self._watching:
             return self.exit is not None
         found = self.server.poll()
-        if found is None and (gone or self._pidfd_readable()):
-            found = self.server.wait(EXIT_RECORD_WAIT_S)
+        wait: Callable[[float], ServerExit | None] | None = getattr(self.server, "wait", None)
+        if found is None and wait is not None and (gone or self._pidfd_readable()):
+            found = wait(EXIT_RECORD_WAIT_S)
         if found is None:
             return False
         self.exit = found
@@ -123,21 +144,24 @@ class ServerWatch:
         """The run's ``server_process``: which server, its startup, the run's resources and
         its exit (None while it lives)."""
         server = self.server
-        command = server.command.describe()
-        ready_s = server.ready_s
+        described = server.describe()  # name, cmd (redacted), restart, startup, ...
+        startup = described.get("startup") or {}
+        exit = None
+        if self.exit is not None:
+            # code, signal, signal_name, oom, at_s, message, log_tail (redacted)
+            exit = self.exit.to_dict(self.label, self.t0_ns, server.log_tail(LOG_TAIL_LINES))
         return {
-            "name": command.get("name"),
-            "cmd": command.get("cmd"),
+            "name": described.get("name"),
+            "cmd": described.get("cmd"),
             "pid": server.pid,
             "log": str(server.log_path),
-            "restart": command.get("restart"),
+            "restart": described.get("restart"),
             "startup": {
-                "ready_s": None if ready_s != ready_s else ready_s,  # NaN: never ready
-                "first_token_s": server.first_token_s,
+                "ready_s": startup.get("ready_s", described.get("ready_s")),
+                "first_token_s": startup.get("first_token_s", described.get("first_token_s")),
             },
             "resources": resources,
-            # code, signal, signal_name, oom, at_s, message, log_tail (redacted)
-            "exit": server.exit_record(self.label, self.t0_ns) if self.exit is not None else None,
+            "exit": exit,
         }
 
     # -- the watch's callbacks -------------------------------------------------------

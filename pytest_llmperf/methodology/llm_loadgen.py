@@ -38,7 +38,7 @@ from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.specs.run import RunSpec
 
 if TYPE_CHECKING:  # the plugin's started servers, handed to each side's runs
-    from pytest_llmperf.managed_server import ManagedServer
+    from pytest_llmperf.loadgen.server_watch import WatchedServer
 
 __all__ = ["LlmLoadgen"]
 
@@ -83,7 +83,7 @@ class LlmLoadgen(LoadGenerator):
         thresholds: Thresholds | None = None,
         ab_blocks: int = AB_BLOCKS,
         consistency: bool = False,
-        reference_server: ManagedServer | None = None,
+        reference_server: WatchedServer | None = None,
         **settings: Any,
     ) -> None:
         super().__init__(endpoint, spec, **settings)

@@ -21,7 +21,7 @@ from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.specs.rulesets import ruleset_bars
 
 if TYPE_CHECKING:  # started by the endpoint pool, handed to the generator
-    from pytest_llmperf.managed_server import ManagedServer
+    from pytest_llmperf.loadgen.server_watch import WatchedServer
 
 
 @pytest.fixture(scope="session")
@@ -108,7 +108,7 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
     return generator
 
 
-def _server_for(pool: EndpointPool, endpoint: Endpoint | None) -> ManagedServer | None:
+def _server_for(pool: EndpointPool, endpoint: Endpoint | None) -> WatchedServer | None:
     """The server process the session started for ``endpoint``, or None (a URL it did not
     start)."""
     if endpoint is None:

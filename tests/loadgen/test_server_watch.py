@@ -27,8 +27,10 @@ from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.managed_server import ManagedServer, ServerCommand
+from pytest_llmperf.slo.verdicts import Verdict, evaluate_runs
 from pytest_llmperf.specs.load import LoadSpec
 from pytest_llmperf.specs.run import RunSpec
+from pytest_llmperf.specs.slo import parse_slo
 
 
 @pytest.fixture
@@ -152,8 +154,9 @@ async def test_a_server_dead_at_the_run_start_gets_no_request(start_sim: Any) ->
 async def test_a_leaking_server_grows_over_the_run_and_a_healthy_one_does_not(
     start_sim: Any, leak_mb: int, requests: int
 ) -> None:
-    """100 requests at 2 MB each: the run's ``rss_growth_mb`` is about 200 (at least 150);
-    the same run without the leak grows well under 50 MB."""
+    """100 requests at 2 MB each: the run's ``rss_growth_mb`` is about 200 (at least 150),
+    and ``server.rss_growth_mb < 50`` fails; the same run without the leak grows well
+    under 50 MB, and passes it."""
     server = start_sim(f"leak_mb_per_request={leak_mb}", "ttft_ms=1", "itl_ms=1")
     spec = _spec("concurrency", {"concurrency": 8}, output_tokens=4, requests=requests)
     run = LoadRun(_endpoint(server), spec, handle_sigint=False, label="run0", server=server)
@@ -169,5 +172,8 @@ async def test_a_leaking_server_grows_over_the_run_and_a_healthy_one_does_not(
         assert resources["rss_max_mb"] >= resources["rss_start_mb"] + 150
     else:
         assert growth < 20, resources
+    (verdict,) = evaluate_runs([parse_slo("server.rss_growth_mb < 50")], [result])
+    assert verdict.verdict is (Verdict.FAIL if leak_mb else Verdict.PASS), verdict
+    assert verdict.observed == pytest.approx(growth)
     assert resources["cpu_s"] is not None and resources["cpu_s"] >= 0
     assert resources["cpu_ms_per_output_token"] is not None
