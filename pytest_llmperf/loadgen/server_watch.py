@@ -121,8 +121,15 @@ class ServerWatch:
             return False
         self.exit = found
         self._unwatch()
-        self.on_exit(found, found.describe(self.label, self.t0_ns))
+        self.on_exit(found, self._message(found))
         return True
+
+    def _message(self, exit: ServerExit) -> str:
+        """ "server exited with signal 9 (SIGKILL) at 12.3 s into run0", or "... before
+        run1 began" for a server found dead at the run's start."""
+        if exit.at_ns < self.t0_ns:
+            return f"{exit.describe()} before {self.label or 'the run'} began"
+        return exit.describe(self.label, self.t0_ns)
 
     async def stop(self, output_tokens: int) -> dict[str, Any]:
         """End the watch (one last look: an exit in the run's last instant counts) and the
@@ -150,6 +157,7 @@ class ServerWatch:
         if self.exit is not None:
             # code, signal, signal_name, oom, at_s, message, log_tail (redacted)
             exit = self.exit.to_dict(self.label, self.t0_ns, server.log_tail(LOG_TAIL_LINES))
+            exit["message"] = self._message(self.exit)
         return {
             "name": described.get("name"),
             "cmd": described.get("cmd"),

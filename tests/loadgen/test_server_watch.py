@@ -146,7 +146,9 @@ async def test_a_server_dead_at_the_run_start_gets_no_request(start_sim: Any) ->
     assert result.counts["issued"] == 0
     assert result.server_process is not None
     assert result.server_process["exit"]["signal"] == 9
-    assert "into run1" in result.stop_detail
+    assert result.stop_detail == "server exited with signal 9 (SIGKILL) before run1 began"
+    assert result.server_process["exit"]["message"] == result.stop_detail
+    assert result.server_process["exit"]["at_s"] < 0  # before the run's start
 
 
 @pytest.mark.parametrize(("leak_mb", "requests"), [(2, 100), (0, 100)])
