@@ -24,14 +24,21 @@ from __future__ import annotations
 import asyncio
 import os
 import select
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # handed in by the plugin (or a library caller); never started here
     from pytest_llmperf.managed_server import ResourceSampler, ServerExit
 
-__all__ = ["EXIT_RECORD_WAIT_S", "LOG_TAIL_LINES", "POLL_S", "ServerWatch", "WatchedServer"]
+__all__ = [
+    "EXIT_RECORD_WAIT_S",
+    "LOG_TAIL_LINES",
+    "POLL_S",
+    "ServerWatch",
+    "WatchedServer",
+    "merged_server_process",
+]
 
 POLL_S = 0.1  # how often the run's loop asks whether the server has exited
 # once the kernel says it exited: how long the loop may wait for the server's record of
@@ -216,3 +223,41 @@ def _pidfd(pid: int) -> int | None:
     except OSError:  # gone already (poll() says so), or not allowed
         return None
     return fd
+
+
+def merged_server_process(
+    blocks: Sequence[dict[str, Any] | None], output_tokens: int
+) -> dict[str, Any] | None:
+    """One ``server_process`` of a side's A/B blocks (methodology/reference.py), in order:
+    the first block's server, its first exit; RSS from the first block's start to the last
+    one's end (growth over the whole comparison), its maximum, CPU summed (per output
+    token over ``output_tokens``, the blocks' total), samples summed, GPU's maximum."""
+    present = [b for b in blocks if b]
+    if not present:
+        return None
+    merged = dict(present[0])
+    merged["exit"] = next((b["exit"] for b in present if b.get("exit")), None)
+    sampled = [r for b in present if (r := b.get("resources")) and "samples" in r]
+    if not sampled:
+        return merged
+
+    def values(key: str) -> list[float]:
+        return [float(r[key]) for r in sampled if r.get(key) is not None]
+
+    start, end = values("rss_start_mb"), values("rss_end_mb")
+    cpu = values("cpu_s")
+    gpu = values("gpu_mem_max_mb")
+    merged["resources"] = {
+        "rss_start_mb": start[0] if start else None,
+        "rss_end_mb": end[-1] if end else None,
+        "rss_max_mb": max(values("rss_max_mb"), default=None),
+        "rss_growth_mb": round(end[-1] - start[0], 3) if start and end else None,
+        "cpu_s": round(sum(cpu), 6) if cpu else None,
+        "cpu_ms_per_output_token": (
+            round(sum(cpu) * 1000 / output_tokens, 6) if cpu and output_tokens > 0 else None
+        ),
+        "samples": sum(int(r.get("samples") or 0) for r in sampled),
+        "gpu_mem_max_mb": max(gpu, default=None),
+        "gpu_note": sampled[0].get("gpu_note"),
+    }
+    return merged

@@ -16,10 +16,22 @@ from typing import Any
 __all__ = ["exit_failure", "log_block", "server_log"]
 
 
+def _sides(runs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Each run, and after it its A/B reference's run (``run["reference"]["reference"]
+    ["run"]``), whose server the gate may have started too (``--llm-reference-cmd``)."""
+    out: list[Mapping[str, Any]] = []
+    for run in runs:
+        out.append(run)
+        other = ((run.get("reference") or {}).get("reference") or {}).get("run")
+        if isinstance(other, Mapping):
+            out.append(other)
+    return out
+
+
 def _exits(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [
         exit
-        for run in runs
+        for run in _sides(runs)
         if isinstance(exit := (run.get("server_process") or {}).get("exit"), dict)
     ]
 
@@ -31,11 +43,12 @@ def server_log(
     (its tail as kept at the exit), else of the managed server whose runs had failed
     requests (``live_tail(path)``: its tail now, None when unknown); None when no run of
     a managed server exited or failed a request."""
-    for run in runs:
+    sides = _sides(runs)
+    for run in sides:
         process = run.get("server_process") or {}
         if isinstance(exit := process.get("exit"), dict):
             return {"path": str(process.get("log") or ""), "tail": str(exit.get("log_tail") or "")}
-    for run in runs:
+    for run in sides:
         process = run.get("server_process") or {}
         if process and (run.get("counts") or {}).get("failed"):
             path = str(process.get("log") or "")
