@@ -122,15 +122,29 @@ class ServerCommand:
 
     @property
     def has_port_placeholder(self) -> bool:
-        return any("{port}" in a for a in self.argv)
+        return any("{port}" in a for a in (*self.argv, *self.env.values()))
 
     def filled(self, port: int | None) -> tuple[str, ...]:
         """The command line with ``{host}`` and ``{port}`` filled."""
         return tuple(fill(a, self.host, port) for a in self.argv)
 
     def ready_url_for(self, port: int | None) -> str:
-        """The readiness URL with ``{host}`` and ``{port}`` filled."""
-        return fill(self.ready_url or DEFAULT_READY_URL, self.host, port)
+        """The readiness URL with ``{host}`` (an IPv6 address in brackets) and ``{port}``
+        filled."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return fill(self.ready_url or DEFAULT_READY_URL, host, port)
+
+    def filled_env(self, port: int | None) -> dict[str, str]:
+        """The added environment, ``{host}`` and ``{port}`` filled in its values."""
+        return {k: fill(v, self.host, port) for k, v in self.env.items()}
+
+    def port_in_use(self, port: int) -> bool:
+        """Whether something already answers TCP on ``host:port``."""
+        try:
+            with socket.create_connection((self.host, port), timeout=1.0):
+                return True
+        except OSError:
+            return False
 
     def secrets(self, api_key_env: str | None = None) -> list[str]:
         """The values this command's argv and environment must never show."""

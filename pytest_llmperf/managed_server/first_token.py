@@ -18,6 +18,7 @@ __all__ = ["FIRST_TOKEN_TIMEOUT_S", "first_token_ns"]
 
 FIRST_TOKEN_TIMEOUT_S = 120.0
 _PROMPT = "Say hello."
+_NOTE_MAX = 300
 
 
 def first_token_ns(
@@ -45,9 +46,12 @@ def first_token_ns(
     if not box:
         return None, f"no first token within {timeout_s:g} s"
     at_ns, note = box[0]
+    if not note:
+        return at_ns, None
     from pytest_llmperf.redaction import scrub
 
-    return at_ns, (scrub(note, *secrets) if note else None)
+    line = " ".join(scrub(note, *secrets).split())
+    return at_ns, line if len(line) <= _NOTE_MAX else line[: _NOTE_MAX - 1] + "…"
 
 
 async def _first_token(

@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import psutil
 
-__all__ = ["descendants", "signal_all", "spawn", "terminate_tree"]
+from pytest_llmperf.managed_server.tree import tree_of
+
+__all__ = ["descendants", "exit_status", "signal_all", "spawn", "terminate_tree"]
 
 _AFTER_KILL_S = 2.0  # how long SIGKILLed processes are waited for (they cannot refuse)
 
@@ -40,12 +42,29 @@ def spawn(
     )
 
 
+def exit_status(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for ``proc`` to end, without reaping it: its returncode (negative: the
+    signal). The process stays a zombie until :meth:`~subprocess.Popen.wait`, so its
+    pid, and its process group's id, cannot be reused by another process meanwhile: a
+    stop after a crash signals nobody else's group or children."""
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:  # reaped already (by proc.wait())
+        return proc.wait()
+    if info is None:  # pragma: no cover - only with WNOHANG
+        return proc.wait()
+    if info.si_code == os.CLD_EXITED:
+        return info.si_status
+    return -info.si_status
+
+
 def descendants(pid: int) -> list[psutil.Process]:
     """Every living descendant of ``pid`` (none if it is gone)."""
-    try:
-        return list(psutil.Process(pid).children(recursive=True))
-    except (psutil.Error, OSError):
-        return []
+    found = []
+    for child in tree_of(pid):
+        with contextlib.suppress(psutil.Error, OSError):
+            found.append(psutil.Process(child))
+    return found
 
 
 def signal_all(pgid: int | None, procs: Iterable[psutil.Process], sig: int) -> None:

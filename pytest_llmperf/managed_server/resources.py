@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 
 from pytest_llmperf.managed_server.gpu import gpu_memory_mb, gpu_note
+from pytest_llmperf.managed_server.tree import tree_of
 
 __all__ = ["ResourceSampler"]
 
@@ -29,7 +30,7 @@ class ResourceSampler:
     def __init__(self, server_pid: int, interval_s: float = 0.5) -> None:
         self.server_pid = server_pid
         self.interval_s = interval_s
-        self._procs: dict[tuple[int, float], psutil.Process] = {}
+        self._by_pid: dict[int, psutil.Process] = {}
         self._cpu_start: dict[tuple[int, float], float] = {}
         self._cpu_last: dict[tuple[int, float], float] = {}
         self._rss: list[int] = []
@@ -53,14 +54,18 @@ class ResourceSampler:
             self._sample()
 
     def _tree(self) -> list[psutil.Process]:
-        try:
-            leader = psutil.Process(self.server_pid)
-        except (psutil.Error, OSError):
-            return []
-        try:
-            return [leader, *leader.children(recursive=True)]
-        except (psutil.Error, OSError):
-            return [leader]
+        """The leader and its descendants (psutil objects kept from one sample to the next:
+        a pid reused by another process is a new object, found by its create time)."""
+        tree: list[psutil.Process] = []
+        for pid in [self.server_pid, *tree_of(self.server_pid)]:
+            proc = self._by_pid.get(pid)
+            if proc is None or not proc.is_running():
+                try:
+                    proc = self._by_pid[pid] = psutil.Process(pid)
+                except (psutil.Error, OSError):
+                    continue
+            tree.append(proc)
+        return tree
 
     def _sample(self) -> None:
         rss = 0
@@ -80,7 +85,6 @@ class ResourceSampler:
                 pids.append(proc.pid)
                 rss += memory
                 cpu = times.user + times.system
-                self._procs.setdefault(key, proc)
                 if key not in self._cpu_last:
                     # there at the first sample: counts from here; born later: from zero
                     self._cpu_start[key] = cpu if self._first else 0.0

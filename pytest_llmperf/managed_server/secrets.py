@@ -18,7 +18,13 @@ from collections.abc import Mapping, Sequence
 
 from pytest_llmperf.redaction import scrub
 
-__all__ = ["command_secrets", "is_secret_name", "scrub_command_text", "shown_command"]
+__all__ = [
+    "command_secrets",
+    "is_secret_name",
+    "join_argv",
+    "scrub_command_text",
+    "shown_command",
+]
 
 _WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
 _PARTS = re.compile(r"[-_.]+")
@@ -72,7 +78,21 @@ def shown_command(
     argv: Sequence[str], env: Mapping[str, str], api_key_env: str | None = None
 ) -> str:
     """``argv`` as one shell-quoted string, every secret replaced by ``***``."""
-    return scrub(shlex.join(argv), *command_secrets(argv, env, api_key_env))
+    return scrub(join_argv(argv), *command_secrets(argv, env, api_key_env))
+
+
+def join_argv(argv: Sequence[str]) -> str:
+    """``argv`` shell-quoted as one string, ``{port}`` and ``{host}`` left as they read."""
+    marks = {"{port}": "LLMPERFPORTMARK", "{host}": "LLMPERFHOSTMARK"}
+    quoted = []
+    for arg in argv:
+        for placeholder, mark in marks.items():
+            arg = arg.replace(placeholder, mark)
+        text = shlex.quote(arg)
+        for placeholder, mark in marks.items():
+            text = text.replace(mark, placeholder)
+        quoted.append(text)
+    return " ".join(quoted)
 
 
 def scrub_command_text(text: str) -> str:

@@ -12,8 +12,10 @@ the moment it happens.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -34,9 +36,14 @@ from pytest_llmperf.managed_server.exits import (
     was_oom,
 )
 from pytest_llmperf.managed_server.log_file import open_log, read_tail
-from pytest_llmperf.managed_server.process import descendants, spawn, terminate_tree
+from pytest_llmperf.managed_server.process import (
+    descendants,
+    exit_status,
+    spawn,
+    terminate_tree,
+)
 from pytest_llmperf.managed_server.readiness import next_delay, probe
-from pytest_llmperf.managed_server.secrets import command_secrets
+from pytest_llmperf.managed_server.secrets import command_secrets, join_argv
 from pytest_llmperf.redaction import scrub
 
 __all__ = ["STOPPED_BY_US", "ManagedServer"]
@@ -83,6 +90,7 @@ class ManagedServer:
         self._stopping = False
         self._stopped = threading.Event()
         self._seen: dict[int, psutil.Process] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
 
     # -- starting -------------------------------------------------------------------------
 
@@ -106,19 +114,29 @@ class ManagedServer:
         (cause ``SERVER_DID_NOT_START``; it was stopped), or it cannot be run (cause
         ``USAGE``: no such program, not executable, no such working directory).
         """
+        where = f"server {command.name!r}"
         port = command.port
-        if port is None and command.has_port_placeholder:
+        chosen = port is None and command.has_port_placeholder
+        if chosen:
             port = free_port(command.host)
         ready_url = command.ready_url_for(port)
         if port is None:
             port = urlsplit(ready_url).port
+        if not chosen and port is not None and command.port_in_use(port):
+            raise ServerStartError(
+                f"cannot start {command.name}: something already listens on "
+                f"{command.host}:{port} (a server left running?); its readiness check would "
+                "ask that one",
+                where=where,
+                cause=StopCause.USAGE,
+            )
         argv = command.filled(port)
-        env = {**os.environ, **command.env}
+        added_env = command.filled_env(port)
+        env = {**os.environ, **added_env}
         api_key = env.get(api_key_env) if api_key_env else None
-        secrets = command_secrets(argv, command.env, api_key_env)
-        shown_env = " ".join(f"{k}={shlex.quote(v)}" for k, v in command.env.items())
-        first_line = scrub(" ".join(filter(None, ["$", shown_env, shlex.join(argv)])), *secrets)
-        where = f"server {command.name!r}"
+        secrets = command_secrets(argv, added_env, api_key_env)
+        shown_env = " ".join(f"{k}={shlex.quote(v)}" for k, v in added_env.items())
+        first_line = scrub(" ".join(filter(None, ["$", shown_env, join_argv(argv)])), *secrets)
         if command.cwd is not None and not os.path.isdir(command.cwd):
             raise ServerStartError(
                 f"cannot start {command.name}: its working directory {command.cwd!r} "
@@ -126,7 +144,15 @@ class ManagedServer:
                 where=where,
                 cause=StopCause.USAGE,
             )
-        log_path, log_fd = open_log(Path(log_dir), command.name, first_line)
+        try:
+            log_path, log_fd = open_log(Path(log_dir), command.name, first_line)
+        except OSError as exc:
+            raise ServerStartError(
+                f"cannot start {command.name}: cannot write its log in {str(log_dir)!r} "
+                f"({exc.strerror or exc})",
+                where=where,
+                cause=StopCause.USAGE,
+            ) from None
         try:
             spawn_ns = time.monotonic_ns()
             try:
@@ -157,8 +183,10 @@ class ManagedServer:
         kills_at_spawn = oom_kills(cgroup)
         guard.register(proc.pid, proc.pid, command.stop_grace_s)
 
+        server._proc = proc
+
         def wait_exit() -> None:
-            returncode = proc.wait()
+            returncode = exit_status(proc)
             at_ns = time.monotonic_ns()
             oom = False
             if not server._stopping:
@@ -286,14 +314,22 @@ class ManagedServer:
             return {}
         return end.to_dict(run_label, run_start_ns, self.log_tail(_TAIL_LINES))
 
-    def measure_first_token(self, model: str | None, api: str = "chat") -> float | None:
+    def measure_first_token(
+        self, model: str | None, api: str = "chat", *, timeout_s: float = 120.0
+    ) -> float | None:
         """One streamed one-token request (``api``: chat, completions, ...; embeddings: the
-        first answer); seconds from spawn to its first token, also kept in
-        :attr:`first_token_s`. None when it failed (why: :attr:`first_token_note`)."""
+        first answer; ``model`` None: the first the server lists), within ``timeout_s``;
+        seconds from spawn to its first token, also kept in :attr:`first_token_s`. None
+        when it failed (why: :attr:`first_token_note`, also in :meth:`describe`)."""
         from pytest_llmperf.managed_server.first_token import first_token_ns
 
         at_ns, note = first_token_ns(
-            self.url, model=model, api=api, api_key=self._api_key, secrets=self._secrets
+            self.url,
+            model=model,
+            api=api,
+            api_key=self._api_key,
+            secrets=self._secrets,
+            timeout_s=timeout_s,
         )
         self.first_token_note = note
         self.first_token_s = None if at_ns is None else round((at_ns - self.spawn_ns) / 1e9, 6)
@@ -324,6 +360,9 @@ class ManagedServer:
         except Exception:  # stop() never raises: the watchdog is the backstop
             pass
         finally:
+            if self._proc is not None and self._exited.is_set():
+                with contextlib.suppress(Exception):
+                    self._proc.wait(timeout=1.0)  # reaped only now: see exit_status()
             guard.unregister(self.pid)
             self._stopped.set()
 
@@ -348,8 +387,10 @@ class ManagedServer:
             exit_block["message"] = end.describe() + f" {exit_block['at_s']:.1f} s after start"
         return {
             "name": self.command.name,
-            "cmd": scrub(shlex.join(self.argv), *self._secrets),
-            "env": {k: scrub(v, *self._secrets) for k, v in self.command.env.items()},
+            "cmd": scrub(join_argv(self.argv), *self._secrets),
+            "env": {
+                k: scrub(v, *self._secrets) for k, v in self.command.filled_env(self.port).items()
+            },
             "cwd": self.command.cwd,
             "pid": self.pid,
             "log": str(self.log_path),

@@ -15,7 +15,7 @@ registered, so a process that left the group with ``setsid``, or was orphaned si
 is still known); after the longest grace period, SIGKILL. With nothing registered it
 blocks on its stdin (no timer, no polling) and exits at EOF.
 
-It imports only psutil and the standard library.
+It imports psutil, the standard library and this package's light modules.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import sys
 import time
 
 import psutil
+
+from pytest_llmperf.managed_server.tree import tree_of
 
 __all__ = ["Watchdog", "main"]
 
@@ -61,14 +63,16 @@ class Watchdog:
             pass
 
     def refresh(self) -> None:
-        """Note every living descendant of each registered leader."""
+        """Note every living descendant of each registered leader (and forget the ones
+        seen before that have ended)."""
         for pgid, (pid, _) in self.groups.items():
             known = self.seen.setdefault(pgid, {})
-            with contextlib.suppress(psutil.Error, OSError):
-                leader = psutil.Process(pid)
-                known.setdefault(pid, leader)
-                for child in leader.children(recursive=True):
-                    known.setdefault(child.pid, child)
+            for old in [p for p, proc in known.items() if not _running(proc)]:
+                del known[old]
+            for child in [pid, *tree_of(pid)]:
+                if child not in known:
+                    with contextlib.suppress(psutil.Error, OSError):
+                        known[child] = psutil.Process(child)
 
     def end_all(self) -> None:
         """SIGTERM to every registered group and seen process; after the longest grace,
@@ -101,10 +105,15 @@ class Watchdog:
             with contextlib.suppress(OSError):
                 os.killpg(pgid, 0)
                 return True
-            for proc in self.seen.get(pgid, {}).values():
-                with contextlib.suppress(psutil.Error, OSError):
-                    if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                        return True
+            if any(_running(proc) for proc in self.seen.get(pgid, {}).values()):
+                return True
+        return False
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, OSError):
         return False
 
 

@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from managed_helpers import gone, toy
+from managed_helpers import TOY, gone, toy
 
 from pytest_llmperf.errors import LlmPerfUsageError, StopCause
 from pytest_llmperf.managed_server import ManagedServer, ServerCommand, ServerStartError
@@ -36,6 +36,9 @@ def test_the_simulator_starts_answers_and_stops(tmp_path: Path) -> None:
         assert 0 < server.ready_s < 60  # structure: spawn before ready; 60 s only bounds a hang
         first = server.measure_first_token(None, "chat")
         assert first is not None and first >= server.ready_s, server.first_token_note
+        embedded = server.measure_first_token(None, "embeddings")  # its first answer
+        assert embedded is not None and embedded >= first and server.first_token_note is None
+        first = server.measure_first_token(None, "chat")
         assert server.log_path == tmp_path.resolve() / "sim-0.log"
         first_line = server.log_path.read_text().splitlines()[0]
         assert first_line.startswith("$ ") and "pytest_llmperf.sim --port" in first_line
@@ -158,3 +161,63 @@ def test_readiness_waits_for_the_named_model(
         ManagedServer.start(toy("--model", "m1"), log_dir=tmp_path, model="m2")
     assert caught.value.cause is StopCause.USAGE
     assert "does not serve model 'm2'" in str(caught.value) and "lists: m1" in str(caught.value)
+
+
+def test_a_first_request_that_fails_gives_no_first_token_and_says_why(
+    tmp_path: Path, started: list[ManagedServer]
+) -> None:
+    server = ManagedServer.start(toy(), log_dir=tmp_path)  # it answers no POST
+    started.append(server)
+    assert server.measure_first_token("toy", "chat", timeout_s=10) is None
+    note = server.first_token_note
+    assert note is not None and note.startswith("first request failed: http_error: HTTP 501")
+    assert "\n" not in note and server.describe()["first_token_note"] == note
+
+
+def test_a_server_killed_while_running_is_seen_at_once(tmp_path: Path) -> None:
+    import os
+
+    pids = tmp_path / "pids"
+    server = ManagedServer.start(toy("--children", str(pids)), log_dir=tmp_path)
+    child, loner = map(int, pids.read_text().split())
+    run_start = time.monotonic_ns()
+    os.kill(server.pid, signal.SIGKILL)
+    end = server.wait(timeout=10)  # 10 s only bounds a hang: the exit is seen as it happens
+    assert end is not None and end.signal == signal.SIGKILL and server.poll() is end
+    assert end.at_ns >= run_start
+    record = server.exit_record("run0", run_start)
+    assert record["signal_name"] == "SIGKILL" and record["oom"] is False
+    assert record["message"].startswith("server exited with signal 9 (SIGKILL) at ")
+    assert record["message"].endswith(" s into run0")
+    assert "toy server listening" in record["log_tail"]
+    server.stop()  # its orphans are ended too
+    assert gone(child) and gone(loner)
+    assert server.describe()["stopped_by"] is None
+    assert server.describe()["exit"]["signal"] == signal.SIGKILL
+
+
+def test_a_fixed_port_already_in_use_is_a_usage_error(
+    tmp_path: Path, started: list[ManagedServer]
+) -> None:
+    first = ManagedServer.start(toy(), log_dir=tmp_path)
+    started.append(first)
+    assert first.port is not None
+    command = ServerCommand.parse(
+        [sys.executable, "-c", "pass"], port=first.port, ready_url="http://{host}:{port}/"
+    )
+    with pytest.raises(ServerStartError) as caught:
+        ManagedServer.start(command, log_dir=tmp_path)
+    assert caught.value.cause is StopCause.USAGE
+    assert f"already listens on 127.0.0.1:{first.port}" in str(caught.value)
+
+
+def test_the_port_is_filled_in_the_environment_too(
+    tmp_path: Path, started: list[ManagedServer]
+) -> None:
+    command = ServerCommand.parse(
+        [sys.executable, "-u", str(TOY), "--port", "{port}"], env={"TOY_PORT": "{port}"}
+    )
+    server = ManagedServer.start(command, log_dir=tmp_path)
+    started.append(server)
+    assert f"TOY_PORT={server.port}" in server.log_tail()
+    assert server.describe()["env"] == {"TOY_PORT": str(server.port)}
