@@ -38,6 +38,7 @@ from pytest_llmperf.reports.output_words import (
     parting_words,
     validity,
 )
+from pytest_llmperf.reports.server_process import exit_message
 from pytest_llmperf.reports.table import error_sample_lines, format_value, verdict_model
 from pytest_llmperf.reports.time_split import (
     cache_reset_word,
@@ -47,6 +48,7 @@ from pytest_llmperf.reports.time_split import (
 )
 from pytest_llmperf.slo.regression import RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict
+from pytest_llmperf.specs.process_names import PROCESS_METRICS, format_process_value, process_value
 from pytest_llmperf.specs.server_names import MetricKind, metric_kind
 
 __all__ = [
@@ -295,7 +297,10 @@ def server_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]
     - ``llm_ttft_split[run0].source`` = ``per request, n=1200`` or ``server histograms,
       bucket-bounded, n=1200``, and per statistic (mean, p50, p99) the client's TTFT and
       each part: ``llm_ttft_split[p50][run0].ttft`` = ``41.2 ms``, ``.server_queue``,
-      ``.prefill`` (or ``.client_queue``, ``.engine`` per request), ``.remainder``.
+      ``.prefill`` (or ``.client_queue``, ``.engine`` per request), ``.remainder``;
+    - the server process the gate started: ``llm_server_process[startup.ready_s][run0]`` =
+      ``41.2 s`` (each process metric measured, named as an SLO on it is written),
+      ``llm_server_process[run0].log`` (its log's path) and ``.exit`` (where it died).
     """
     props: list[tuple[str, str]] = []
     for run in runs:
@@ -319,6 +324,7 @@ def server_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]
                     )
         if reset := cache_reset_word(run.get("cache_reset")):
             props.append((f"llm_server[{label}].cache_reset", reset))
+        props.extend(_process_properties(label, run.get("server_process")))
         split = time_split(run)
         if split is None:
             continue
@@ -328,4 +334,20 @@ def server_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]
             props.append((f"{name}.ttft", format_value(split.ttft.get(stat), "ms")))
             for part in split.parts:
                 props.append((f"{name}.{part.key}", format_value(part.values.get(stat), "ms")))
+    return props
+
+
+def _process_properties(label: str, block: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The server process's figures of one run (see :func:`server_properties`)."""
+    if not isinstance(block, Mapping):
+        return []
+    props = [
+        (f"llm_server_process[{name}][{label}]", format_process_value(name, value))
+        for name in PROCESS_METRICS
+        if (value := process_value(block, name)) is not None
+    ]
+    if block.get("log"):
+        props.append((f"llm_server_process[{label}].log", str(block["log"])))
+    if died := exit_message(block):
+        props.append((f"llm_server_process[{label}].exit", died))
     return props
