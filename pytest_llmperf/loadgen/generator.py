@@ -216,7 +216,9 @@ class LoadGenerator:
         are replayed to them from the run's merged event log (a temporary one
         when ``--llm-events`` is not given).
         """
-        spec = sized_spec(spec, self.tokenizer, self.endpoint.api)
+        if self.server is None or self.server.poll() is None:
+            # (a dead server's /tokenize cannot size it: its run issues nothing anyway)
+            spec = sized_spec(spec, self.tokenizer, self.endpoint.api)
         ray = self.ray if workers is None else None  # a run's own worker count is local
         workers = self.workers if workers is None else workers
         run_observers = [*self.observers, *observers]

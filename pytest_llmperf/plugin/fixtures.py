@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint
@@ -19,9 +17,6 @@ from pytest_llmperf.plugin.markers import GEN_KEY, INCONCLUSIVE_KEY, SPEC_KEY
 from pytest_llmperf.slo.sequential import decider
 from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.specs.rulesets import ruleset_bars
-
-if TYPE_CHECKING:  # started by the endpoint pool, handed to the generator
-    from pytest_llmperf.loadgen.server_watch import WatchedServer
 
 
 @pytest.fixture(scope="session")
@@ -101,17 +96,8 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
         until_decided=plugin.options.until_decided,  # --llm-until-decided
         # the server processes the gate started (--llm-server-cmd, --llm-reference-cmd):
         # watched over every run, their resources and any exit in the run's record
-        server=_server_for(plugin.endpoints, endpoint),
-        reference_server=_server_for(plugin.endpoints, reference),
+        server=plugin.endpoints.server_for(endpoint),
+        reference_server=plugin.endpoints.server_for(reference) if reference else None,
     )
     item.stash[GEN_KEY] = generator
     return generator
-
-
-def _server_for(pool: EndpointPool, endpoint: Endpoint | None) -> WatchedServer | None:
-    """The server process the session started for ``endpoint``, or None (a URL it did not
-    start)."""
-    if endpoint is None:
-        return None
-    server_for = getattr(pool, "server_for", None)
-    return server_for(endpoint) if server_for is not None else None

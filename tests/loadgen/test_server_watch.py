@@ -126,7 +126,10 @@ async def test_a_server_killed_mid_run_ends_the_run_at_once(
     assert exit["message"] == result.stop_detail
     assert 0 < exit["at_s"] < result.duration_s
     assert "LISTENING http://127.0.0.1:" in exit["log_tail"]  # the sim's own first line
-    assert process["resources"]["samples"] >= 1
+    resources = process["resources"]
+    assert resources["samples"] >= 1
+    # the dead server's last samples count nothing: its RSS did not fall to 0
+    assert resources["rss_end_mb"] > 10 and abs(resources["rss_growth_mb"]) < 20, resources
     report = result.to_dict()
     assert report["server_process"] == process
     assert report["stop_reason"] == "server_exited"
