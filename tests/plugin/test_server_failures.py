@@ -73,7 +73,12 @@ async def test_b_then_a_body_that_raises(llm_loadgen):
     assert result.counts["completed"] > 0, "nothing completed"
 
 
-@own_server("error_rate=0.5")
+# a server that writes its token to its log: every report shows the tail redacted
+@pytest.mark.llm_server(
+    cmd=["sh", "-c", f'echo "loading with $HF_TOKEN"; exec {SIM} --set error_rate=0.5'],
+    env={"HF_TOKEN": "hf_watchsecret123"},
+    restart="test",
+)
 @pytest.mark.llm_workload("synthetic", input_tokens=8, output_tokens=4, requests=40)
 @pytest.mark.llm_load("concurrency", concurrency=4)
 @pytest.mark.llm_slo("error_rate < 1%")
@@ -158,6 +163,7 @@ def test_a_dead_server_and_failed_requests_fail_their_tests_with_the_servers_wor
     )
     assert failing["server_log"]["path"] == faulty_log
     assert "LISTENING" in failing["server_log"]["tail"]
+    assert "loading with ***" in failing["server_log"]["tail"]  # redacted
     assert failing["runs"][0]["server_process"]["exit"] is None
 
     # a healthy test: its run has the server's block, and no log in its entry
@@ -172,6 +178,10 @@ def test_a_dead_server_and_failed_requests_fail_their_tests_with_the_servers_wor
         assert any(f"server log {where}, last lines:" in e for e in errs), errs
         assert any("LISTENING http://127.0.0.1:" in e for e in errs), errs
     assert cases["test_a_healthy"].find("system-err") is None
+    # the token the server wrote to its log is in none of them
+    for report in ("r.json", "j.xml"):
+        assert "hf_watchsecret123" not in (path / report).read_text()
+    assert "hf_watchsecret123" not in result.stdout.str()
 
 
 XDIST_SESSION = """
