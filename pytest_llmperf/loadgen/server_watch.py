@@ -22,7 +22,6 @@ the block, and a watch that cannot open a pidfd polls.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import select
 from collections.abc import Callable, Sequence
@@ -232,10 +231,12 @@ def _with_status(exit: ServerExit, pid: int) -> ServerExit:
         status = int(fields[49])  # field 52 of the whole line: the 50th after "(comm)"
     except (OSError, ValueError, IndexError):
         return exit
+    from pytest_llmperf.managed_server import ServerExit  # (a plain one: its own words)
+
     if os.WIFSIGNALED(status):
-        return dataclasses.replace(exit, signal=os.WTERMSIG(status))
+        return ServerExit(code=None, signal=os.WTERMSIG(status), oom=exit.oom, at_ns=exit.at_ns)
     if os.WIFEXITED(status):
-        return dataclasses.replace(exit, code=os.WEXITSTATUS(status))
+        return ServerExit(code=os.WEXITSTATUS(status), signal=None, oom=exit.oom, at_ns=exit.at_ns)
     return exit
 
 
