@@ -17,6 +17,10 @@ those too (``llm_run[valid_rate][run0]``, ``llm_run[run0][model sim-lora-1].issu
 Either way a failing SLO also fails its testcase, whose ``<failure>`` message
 holds the verdict table, which is what CI dashboards (GitLab, Jenkins,
 Azure, GitHub annotations) show first.
+
+A test whose managed server exited, or whose runs had failed requests against one,
+also carries the server's log tail (redacted) in its testcase's ``<system-err>``
+(:func:`add_server_log`), whatever ``junit_logging`` says.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from pytest_llmperf.specs.server_names import MetricKind, metric_kind
 __all__ = [
     "ab_properties",
     "add_error_case",
+    "add_server_log",
     "error_properties",
     "junit_properties",
     "regression_properties",
@@ -73,6 +78,18 @@ def add_error_case(xml: Any, classname: str, name: str, message: str, detail: st
     error = ElementTree.Element("error", message=_xml_text(short))
     error.text = _xml_text(detail)
     reporter.append(error)
+
+
+def add_server_log(xml: Any, report: Any, log: Mapping[str, str]) -> None:
+    """Append the server's log tail (``log``: the test's ``server_log``, ``{"path",
+    "tail"}``, redacted already) to the ``<system-err>`` of ``report``'s testcase in
+    pytest's JUnit writer ``xml`` (its ``LogXML``): the server's own words beside the
+    failure, where CI dashboards show a test's output."""
+    reporter = xml.node_reporter(report)
+    element = ElementTree.Element("system-err")
+    head = f"server log {log.get('path') or ''}, last lines:"
+    element.text = _xml_text(f"{head}\n{log.get('tail') or ''}")
+    reporter.append(element)
 
 
 def _xml_text(text: str) -> str:

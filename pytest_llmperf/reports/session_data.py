@@ -34,6 +34,8 @@ class TestEntry:
     endpoint: dict[str, Any] = field(default_factory=dict)
     baseline: list[dict[str, Any]] = field(default_factory=list)
     nothing_measured: str | None = None
+    # a managed server that exited or failed requests: {"path", "tail"} of its log
+    server_log: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +47,7 @@ class TestEntry:
             "analyses": self.analyses,
             "baseline": self.baseline,
             "nothing_measured": self.nothing_measured,
+            **({"server_log": self.server_log} if self.server_log else {}),
         }
 
 
@@ -85,6 +88,7 @@ class SessionData:
             entry.baseline.extend(payload.get("baseline", []))
             entry.endpoint = dict(payload.get("endpoint", entry.endpoint))
             entry.nothing_measured = payload.get("nothing_measured") or entry.nothing_measured
+            entry.server_log = payload.get("server_log") or entry.server_log
 
     def groups(self) -> dict[str, SessionGroup]:
         """Gated runs merged per endpoint and model (see :mod:`pytest_llmperf.slo.session`)."""
