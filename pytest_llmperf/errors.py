@@ -36,6 +36,9 @@ class StopCause(Enum):
     UNREACHABLE = "unreachable"  # nothing answered HTTP: refused, DNS, TLS, not HTTP, no SYN-ACK
     SERVER_REFUSED = "server refused"  # it answered: 5xx/429 after retries, a stall, empty
     # replies, a body past its cap, or even the plainest request refused
+    SERVER_DID_NOT_START = "server did not start"  # the started server exited or never got
+    # ready before its deadline (a failed gate; a command that cannot be run is USAGE)
+    SERVER_EXITED = "server exited"  # the started server exited while it was measured
 
 
 class LlmPerfUsageError(ValueError):

@@ -23,7 +23,7 @@ chain is measured: a worker's from its entry module down.
 
 The layers, low to high (each imports only layers before it): ``errors``,
 ``tokens``, ``tls``, ``redaction``, ``svg`` | ``workloads``, ``sim`` | ``specs``,
-``client`` | ``metrics`` | ``loadgen`` | ``slo``, ``analysis`` |
+``client`` | ``managed_server``, ``metrics`` | ``loadgen`` | ``slo``, ``analysis`` |
 ``methodology`` | ``history`` | ``reports`` | ``plugin`` and the package's front door.
 """
 
@@ -115,6 +115,8 @@ PROCESS_STARTS = {
     (f"{PACKAGE}.loadgen.scale_out.workers", f"{PACKAGE}.loadgen.scale_out.worker_process"),
     (f"{PACKAGE}.loadgen.scale_out.ray_workers", f"{PACKAGE}.loadgen.scale_out.ray_actor"),
     (f"{PACKAGE}.sim.process", f"{PACKAGE}.sim"),  # python -m pytest_llmperf.sim
+    # python -m pytest_llmperf.managed_server.watchdog: one per process, ends orphaned servers
+    (f"{PACKAGE}.managed_server.guard", f"{PACKAGE}.managed_server.watchdog"),
 }
 
 
@@ -232,6 +234,32 @@ def test_history_is_below_reports() -> None:
     assert not above, f"history reaches {sorted(above)}"
     for lower in ("specs", "workloads", "client", "metrics", "loadgen", "slo", "analysis"):
         assert "history" not in reachable(edges, lower), f"{lower} reaches history"
+
+
+MANAGED_SERVER_MAY_IMPORT = {"client", "errors", "redaction", "workloads"}
+
+
+def test_managed_server_sits_beside_server_metrics() -> None:
+    """The server under test is started, watched and stopped below the load generator:
+    ``managed_server`` imports the client (its first-token request), ``errors`` and
+    ``redaction`` (and ``workloads``' Sample), and reaches nothing that measures, judges
+    or reports; ``loadgen`` and the plugin import it."""
+    edges = layer_graph()
+    direct = edges.get("managed_server", set())
+    assert direct <= MANAGED_SERVER_MAY_IMPORT, f"managed_server imports {sorted(direct)}"
+    above = reachable(edges, "managed_server") & {
+        "metrics",
+        "loadgen",
+        "slo",
+        "analysis",
+        "methodology",
+        "history",
+        "reports",
+        "plugin",
+        "server_metrics",
+        PACKAGE,
+    }
+    assert not above, f"managed_server reaches {sorted(above)}"
 
 
 def test_methodology_is_above_loadgen_slo_and_analysis() -> None:
