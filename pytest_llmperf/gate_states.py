@@ -64,6 +64,8 @@ class GateState(Enum):
     STOPPED_SERVER_REFUSED = "stopped before load: server refused"
     STOPPED_UNREACHABLE = "stopped before load: unreachable"
     STOPPED_USAGE = "stopped before load: usage error"
+    STOPPED_SERVER_DID_NOT_START = "stopped before load: server did not start"
+    SERVER_EXITED = "server exited"
     INTERRUPTED = "interrupted"
     WORKER_LOST = "worker lost"
 
@@ -80,6 +82,7 @@ class StopPhase(Enum):
     ENDPOINT_START = "endpoint start"  # the endpoint started on first use (the simulator)
     REFERENCE = "reference endpoint"  # --llm-reference-endpoint's, started on first use
     COMPARABILITY = "comparability"  # --llm-baseline-strict: another server's baseline
+    SERVER_EXITED = "mid-session"  # the session's started server exited, not restartable
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,41 @@ GATE_STATES: dict[GateState, StateRow] = {
         markdown=_STOP_MD,
         history=_STOP_HISTORY,
     ),
+    GateState.STOPPED_SERVER_DID_NOT_START: StateRow(
+        outcome="none ran: the server the gate started (`--llm-server-cmd`, "
+        "`--llm-reference-cmd`, an `llm_server` marker's, the embedded simulator) exited "
+        "before it was ready, or was not ready within `--llm-server-ready-timeout`; a "
+        "command that is not a program is a usage error (exit status 4)",
+        exit_status=1,
+        exit_words="1",
+        terminal="one red line `pytest-llmperf: the gate did not run: …` with the exit code "
+        "or signal (or the deadline) and the server log's last lines",
+        json=_STOP_JSON + " (`reason` holds the exit and the log's tail; `session.servers` "
+        "the server with its `exit`)",
+        junit=_STOP_JUNIT,
+        html=_STOP_HTML,
+        markdown=_STOP_MD,
+        history=_STOP_HISTORY,
+    ),
+    GateState.SERVER_EXITED: StateRow(
+        outcome="the test whose run it was failed (`server exited with code C / signal S "
+        "at T s into RUN` and the log's last lines); the next test that needs the "
+        "endpoint errors and the session stops: the session's server (`restart` "
+        "`session`) cannot be restarted (an `llm_server(restart='test'|'module')` server "
+        "is started afresh instead, and the session goes on)",
+        exit_status=1,
+        exit_words="1",
+        terminal="the failed test, then one red line `pytest-llmperf: the gate stopped "
+        "mid-session (server exited, …)` with the exit record",
+        json="`session.stopped` (phase `mid-session`, the exit in `reason`); the run's "
+        "`server_process.exit`; `session.servers[].exit`",
+        junit="the failed test's `<failure>` with the log's tail in `system-err`, and one "
+        "test case `pytest-llmperf` / `session stopped: server exited` with an `<error>`",
+        html="a red banner `the gate stopped mid-session: …` under the title",
+        markdown="first line `## ⛔ pytest-llmperf: the gate stopped mid-session …`, then "
+        "the reason",
+        history="the runs measured before it; the session row marked stopped",
+    ),
     GateState.INTERRUPTED: StateRow(
         outcome="the running test `interrupted`; the tests before it as judged",
         exit_status=2,
@@ -235,6 +273,8 @@ _STOPS = {
     StopCause.SERVER_REFUSED: GateState.STOPPED_SERVER_REFUSED,
     StopCause.UNREACHABLE: GateState.STOPPED_UNREACHABLE,
     StopCause.USAGE: GateState.STOPPED_USAGE,
+    StopCause.SERVER_DID_NOT_START: GateState.STOPPED_SERVER_DID_NOT_START,
+    StopCause.SERVER_EXITED: GateState.SERVER_EXITED,
 }
 
 JUNIT_CLASSNAME = "pytest-llmperf"
@@ -248,11 +288,14 @@ def stop_state(cause: StopCause) -> GateState:
 def did_not_run_line(stopped: Mapping[str, Any]) -> str:
     """``the gate did not run: stopped at preflight (server refused, exit status 1)``: the
     first line of every report of a stopped session (``stopped``: JSON ``session.stopped``);
-    :func:`stop_words` adds the reason."""
+    :func:`stop_words` adds the reason. A session whose server exited mid-session:
+    ``the gate stopped mid-session (server exited, exit status 1)``."""
     state = str(stopped.get("state") or "").removeprefix("stopped before load: ") or "stopped"
     phase = stopped.get("phase") or StopPhase.PREFLIGHT.value
     status = stopped.get("exit_status")
     said = f", exit status {status}" if status is not None else ""
+    if phase == StopPhase.SERVER_EXITED.value:
+        return f"the gate stopped {phase} ({state}{said})"
     return f"the gate did not run: stopped at {phase} ({state}{said})"
 
 
@@ -276,7 +319,12 @@ def junit_case(session: Mapping[str, Any]) -> tuple[str, str, str] | None:
                 f"the server says: {said}" if said else "the server said nothing",
             ]
         )
-        return "session stopped before load", stop_words(stopped), detail
+        name = (
+            "session stopped: server exited"
+            if stopped.get("phase") == StopPhase.SERVER_EXITED.value
+            else "session stopped before load"
+        )
+        return name, stop_words(stopped), detail
     if session.get("interrupted"):
         message = (
             "the session was interrupted (Ctrl-C or SIGTERM): the test running then was not "

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_llmperf.client.endpoint import Timeouts, normalize_base_url
 from pytest_llmperf.client.openai import ApiKind
@@ -21,6 +22,9 @@ from pytest_llmperf.server_metrics.source import parse_option
 from pytest_llmperf.session_tokenizer import check_tokenizer_option
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, confidence_problem
 from pytest_llmperf.workloads.apis import parse_api
+
+if TYPE_CHECKING:
+    from pytest_llmperf.managed_server import ServerCommand
 
 __all__ = [
     "DEFAULT_SIM_PROFILE",
@@ -70,6 +74,7 @@ class OptionDef:
     help: str
     default: str | None = None
     switch: bool = False  # given without a value on the command line (ini: true/false)
+    repeat: bool = False  # given once per value on the command line (ini: one per line)
 
     @property
     def dest(self) -> str:
@@ -219,6 +224,40 @@ OPTIONS: tuple[OptionDef, ...] = (
         switch=True,
     ),
     OptionDef(
+        "--llm-server-cmd",
+        "start the server under test for the session and measure it: a command line "
+        "with {port} (a free port) and {host} filled, e.g. 'vllm serve MODEL --port {port}'; "
+        "stopped at session end (SIGTERM to its process group, then SIGKILL); not with "
+        "--llm-endpoint",
+    ),
+    OptionDef(
+        "--llm-server-env",
+        "KEY=VALUE added to the started servers' environment (repeatable; ini: one per line)",
+        repeat=True,
+    ),
+    OptionDef("--llm-server-cwd", "working directory of the started servers"),
+    OptionDef(
+        "--llm-server-ready-url",
+        "URL that answers 200 once a started server is ready, {host} and {port} filled "
+        "(default: http://{host}:{port}/v1/models, listing the model when one is named)",
+    ),
+    OptionDef(
+        "--llm-server-ready-timeout",
+        "seconds a started server has to become ready before the session stops before "
+        "load with its log's last lines (default 600)",
+        "600",
+    ),
+    OptionDef(
+        "--llm-server-log-dir",
+        "directory of the started servers' logs, one file per server (default: "
+        "llmperf-servers/ under pytest's basetemp); the path is in every report",
+    ),
+    OptionDef(
+        "--llm-reference-cmd",
+        "A/B: start the reference server with this command line (as --llm-server-cmd: "
+        "{port}, {host}, the --llm-server-* options); not with --llm-reference-endpoint",
+    ),
+    OptionDef(
         "--llm-inconclusive",
         "what an inconclusive SLO or baseline comparison does to its test: fail "
         "(default), warn (pass with a warning) or skip",
@@ -272,11 +311,28 @@ class LlmPerfOptions:
     confidence: float = DEFAULT_CONFIDENCE  # --llm-confidence: of percentile verdicts
     until_decided: bool = False  # --llm-until-decided: stop each gated run once decided
     summary: SummaryDetail = SummaryDetail.AUTO  # --llm-summary
+    # --llm-server-cmd (with the --llm-server-* options): the session's server, started
+    # by the gate; None: --llm-endpoint's server, or the simulator
+    server: ServerCommand | None = None
+    reference_server: ServerCommand | None = None  # --llm-reference-cmd
+    server_log_dir: str | None = None  # --llm-server-log-dir (None: under pytest's basetemp)
 
     @classmethod
-    def resolve(cls, get: Callable[[OptionDef], Any]) -> LlmPerfOptions:
-        """Build from ``get(option) -> raw value or None`` (the plugin reads CLI then ini)."""
+    def resolve(
+        cls,
+        get: Callable[[OptionDef], Any],
+        on_command_line: Callable[[OptionDef], bool] | None = None,
+    ) -> LlmPerfOptions:
+        """Build from ``get(option) -> raw value or None`` (the plugin reads CLI then ini).
+
+        ``on_command_line(option)``: whether the option was given on the command line
+        (None: nothing is known of where a value came from). ``--llm-server-cmd`` and
+        ``--llm-endpoint`` name the same thing: one on the command line wins over the
+        other in the ini file; both at the same level is a usage error (so for the
+        reference's pair)."""
         raw = {o.dest: _value(get, o) for o in OPTIONS}
+        _one_of(raw, on_command_line, "--llm-server-cmd", "--llm-endpoint")
+        _one_of(raw, on_command_line, "--llm-reference-cmd", "--llm-reference-endpoint")
         endpoint = (raw["llm_endpoint"] or "").strip()
         url: str | None = None
         profile: str | None = None
@@ -308,6 +364,10 @@ class LlmPerfOptions:
             reference_profile = sim_profile_of("--llm-reference-endpoint", reference)
         elif reference:
             reference_url = _checked("--llm-reference-endpoint", reference, normalize_base_url)
+        server = _server_command(raw, "--llm-server-cmd")
+        reference_server = _server_command(raw, "--llm-reference-cmd")
+        if server is not None:  # the endpoint is the started server, not the simulator
+            profile = None
         return cls(
             endpoint_url=url,
             sim_profile=profile,
@@ -351,7 +411,94 @@ class LlmPerfOptions:
             summary=SummaryDetail(
                 _choice("--llm-summary", raw["llm_summary"], tuple(SummaryDetail))
             ),
+            server=server,
+            reference_server=reference_server,
+            server_log_dir=raw["llm_server_log_dir"] or None,
         )
+
+
+def _one_of(
+    raw: dict[str, Any],
+    on_command_line: Callable[[OptionDef], bool] | None,
+    first: str,
+    second: str,
+) -> None:
+    """Two options that name the same endpoint: the command line's wins over the ini
+    file's (the other is dropped from ``raw``); both at one level is a usage error."""
+    a, b = (next(o for o in OPTIONS if o.flag == flag) for flag in (first, second))
+    if not raw[a.dest] or not raw[b.dest]:
+        return
+    if on_command_line is not None:
+        a_cli, b_cli = on_command_line(a), on_command_line(b)
+        if a_cli != b_cli:
+            raw[(b if a_cli else a).dest] = None
+            return
+    raise LlmPerfUsageError(
+        f"give one of {first} (a server the gate starts) and {second} (a server already "
+        "running), not both",
+        where=first,
+    )
+
+
+def _server_command(raw: dict[str, Any], flag: str) -> ServerCommand | None:
+    """``--llm-server-cmd`` / ``--llm-reference-cmd`` with the ``--llm-server-*`` options,
+    checked here: a command that does not parse, a timeout <= 0, an env entry that is
+    not KEY=VALUE or a working directory that is not one are usage errors naming the
+    option."""
+    text = raw[flag.lstrip("-").replace("-", "_")]
+    if not text:
+        return None
+    env = _server_env(raw["llm_server_env"])
+    timeout = _number("--llm-server-ready-timeout", raw["llm_server_ready_timeout"], float)
+    if not math.isfinite(timeout):
+        raise LlmPerfUsageError(
+            f"must be a finite number of seconds, got {raw['llm_server_ready_timeout']!r}",
+            where="--llm-server-ready-timeout",
+        )
+    cwd = raw["llm_server_cwd"] or None
+    if cwd is not None and not os.path.isdir(cwd):
+        raise LlmPerfUsageError(f"not a directory: {cwd!r}", where="--llm-server-cwd")
+    ready_url = raw["llm_server_ready_url"] or None
+    if ready_url is not None and not ready_url.startswith(("http://", "https://")):
+        raise LlmPerfUsageError(
+            f"expected an http(s) URL ({{host}} and {{port}} are filled), got {ready_url!r}",
+            where="--llm-server-ready-url",
+        )
+    from pytest_llmperf.managed_server import ServerCommand
+
+    try:
+        return ServerCommand.parse(
+            str(text),
+            where=flag,
+            env=env,
+            cwd=cwd,
+            ready_url=ready_url,
+            ready_timeout_s=timeout,
+        )
+    except LlmPerfUsageError as exc:
+        raise exc.located(flag) from None
+
+
+def _server_env(value: Any) -> dict[str, str]:
+    """``--llm-server-env=KEY=VALUE`` (repeatable) or the ini's lines: a dict."""
+    if not value:
+        return {}
+    entries = [value] if isinstance(value, str) else list(value)
+    env: dict[str, str] = {}
+    for entry in entries:
+        for line in str(entry).splitlines():
+            line = line.strip()
+            if not line:
+                continue
+            key, sep, val = line.partition("=")
+            key = key.strip()
+            if not sep or not key or any(c.isspace() for c in key):
+                raise LlmPerfUsageError(
+                    f"expected KEY=VALUE (e.g. CUDA_VISIBLE_DEVICES=0), got {line!r}",
+                    where="--llm-server-env",
+                )
+            env[key] = val
+    return env
 
 
 def _confidence(value: Any) -> float:
@@ -465,7 +612,7 @@ def _given(get: Callable[[OptionDef], Any], flag: str) -> bool:
 
 def _value(get: Callable[[OptionDef], Any], option: OptionDef) -> Any:
     value = get(option)
-    if value is None or value == "":
+    if value is None or value == "" or value == []:
         return option.default
     return value.strip() if isinstance(value, str) else value
 

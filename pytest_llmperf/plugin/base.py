@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +20,9 @@ from pytest_llmperf.hook_calls import (
 )
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.options import LlmPerfOptions, WorkerBackend
-from pytest_llmperf.plugin.endpoints import EndpointPool, EndpointSpec
+from pytest_llmperf.plugin.endpoints import REFERENCE_SERVER, EndpointPool, EndpointSpec
 from pytest_llmperf.plugin.interrupts import terminate_as_interrupt
+from pytest_llmperf.plugin.live_progress import server_progress
 from pytest_llmperf.plugin.markers import endpoint_spec
 from pytest_llmperf.reports.baseline import (
     BaselineSource,
@@ -30,6 +33,9 @@ from pytest_llmperf.slo.regression import Thresholds
 from pytest_llmperf.slo.verdicts import SloVerdict
 from pytest_llmperf.specs.rulesets import Ruleset
 from pytest_llmperf.workloads.tokenizer import Tokenizer
+
+SHARED_SERVERS_KEY = "llmperf_servers"  # workerinput: the controller's started servers
+WORKER_SERVERS_KEY = "llmperf_started_servers"  # workeroutput: the servers a worker started
 
 
 class PluginBase:
@@ -84,12 +90,29 @@ class PluginBase:
         )
         # every endpoint of the session by spec (endpoints.py); --llm-endpoint on the
         # command line pins them all to one server
+        # --llm-server-cmd on the command line pins them to the server it starts; under
+        # xdist a worker measures the controller's (workerinput, plugin/servers.py)
+        workerinput = getattr(config, "workerinput", None) or {}
         self.endpoints = EndpointPool(
             options,
             self._user_fields,
-            pinned=config.getoption("llm_endpoint", default=None) is not None,
+            pinned=config.getoption("llm_endpoint", default=None) is not None
+            or config.getoption("llm_server_cmd", default=None) is not None,
             on_first_use=self._arm_sigterm,
+            log_dir=self._server_log_dir,
+            progress=lambda: server_progress(config, options),
+            shared=workerinput.get(SHARED_SERVERS_KEY),
         )
+        self.worker_servers: list[dict[str, Any]] = []  # xdist: servers the workers started
+
+    def _server_log_dir(self) -> Path:
+        """``--llm-server-log-dir``, else ``llmperf-servers/`` under pytest's basetemp."""
+        if self.options.server_log_dir:
+            return Path(self.options.server_log_dir).resolve()
+        factory = getattr(self.config, "_tmp_path_factory", None)
+        if factory is not None:
+            return Path(factory.getbasetemp()) / "llmperf-servers"
+        return Path(tempfile.mkdtemp(prefix="llmperf-servers-"))
 
     def endpoint(self) -> Endpoint:
         if self._endpoint is None:
@@ -169,9 +192,13 @@ class PluginBase:
         same server, preflighted once more for that API, so both sides of an A/B send
         the same requests."""
         opts = self.options
-        if opts.reference_url is None and opts.reference_sim_profile is None:
+        if (
+            opts.reference_url is None
+            and opts.reference_sim_profile is None
+            and opts.reference_server is None
+        ):
             return None
-        label = opts.reference_url or f"sim:{opts.reference_sim_profile}"
+        label = self._reference_label()
         if self._reference is None:
             try:
                 self._reference = self._start_reference()
@@ -190,10 +217,32 @@ class PluginBase:
                 pytest.exit(f"pytest-llmperf: {where}{exc}", state.exit_status)
         return self._reference_by_api[api]
 
+    def _reference_label(self) -> str:
+        opts = self.options
+        if opts.reference_server is not None:
+            return str(opts.reference_server.describe()["cmd"])
+        return opts.reference_url or f"sim:{opts.reference_sim_profile}"
+
     def _start_reference(self) -> Endpoint:
         opts = self.options
-        spec = EndpointSpec(opts.reference_url, opts.reference_sim_profile, opts.model)
+        if opts.reference_server is not None:  # --llm-reference-cmd: started, own process
+            spec = EndpointSpec(
+                server=opts.reference_server, server_key=REFERENCE_SERVER, model=opts.model
+            )
+        else:
+            spec = EndpointSpec(opts.reference_url, opts.reference_sim_profile, opts.model)
         return self.endpoints.start_apart(spec)
+
+    def servers_at_end(self) -> list[dict[str, Any]]:
+        """At the session's end: every server this process started, stopped, described
+        (an xdist worker sends its own to the controller), with the workers'."""
+        servers = self.endpoints.servers()
+        self.endpoints.close()
+        described = [s.describe() for s in servers] + self.endpoints.not_started()
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[WORKER_SERVERS_KEY] = described
+        return described + list(self.worker_servers)
 
     def close(self) -> None:
         self._restore_sigterm()
@@ -202,9 +251,9 @@ class PluginBase:
         self.endpoints.close()  # the reference's simulator too
 
     def _preflight(self, items: list[pytest.Item]) -> None:
-        """A real endpoint that does not answer ends the session here, once, before any test."""
-        given = self.options.endpoint_url or self.options.reference_url
-        if given is None or self.config.option.collectonly:
+        """A real endpoint that does not answer, or a server the gate starts that does not
+        start, ends the session here, once, before any test."""
+        if not self._given_servers() or self.config.option.collectonly:
             return
         if hasattr(self.config, "workerinput"):
             return  # an xdist worker: the controller checked (see preflight_controller)
@@ -214,21 +263,33 @@ class PluginBase:
             return
         self._preflight_now()
 
+    def _given_servers(self) -> bool:
+        """A server given (a URL) or started by the gate (``--llm-server-cmd``,
+        ``--llm-reference-cmd``): checked once, before any test."""
+        opts = self.options
+        return bool(opts.endpoint_url or opts.reference_url or opts.server or opts.reference_server)
+
     def _preflight_now(self) -> None:
         """Raises what ends the session (:meth:`_stop_exception`), the stop recorded."""
         opts = self.options
         try:
-            if opts.endpoint_url is not None:
+            if opts.endpoint_url is not None or opts.server is not None:
                 self._endpoint = self._start_endpoint()
         except LlmPerfUsageError as exc:
-            self.record_stop(exc, StopPhase.PREFLIGHT, opts.endpoint_url)
+            where = "--llm-server-cmd: " if opts.server is not None else ""
+            label = opts.endpoint_url or self.endpoints.default_spec.label
+            self.record_stop(exc, StopPhase.PREFLIGHT, label, where)
             raise self._stop_exception() from None
         try:
-            if opts.reference_url is not None:
+            if opts.reference_url is not None or opts.reference_server is not None:
                 self._reference = self._start_reference()
         except LlmPerfUsageError as exc:
-            where = "--llm-reference-endpoint: "
-            self.record_stop(exc, StopPhase.PREFLIGHT, opts.reference_url, where)
+            where = (
+                "--llm-reference-cmd: "
+                if opts.reference_server is not None
+                else "--llm-reference-endpoint: "
+            )
+            self.record_stop(exc, StopPhase.PREFLIGHT, self._reference_label(), where)
             raise self._stop_exception() from None
 
     def _stop_exception(self) -> Exception:

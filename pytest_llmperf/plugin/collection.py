@@ -17,6 +17,7 @@ from pytest_llmperf.plugin.markers import (
     api_of_test,
     marked_inconclusive,
     registered_elsewhere,
+    server_command,
     spec_for,
     unknown_marks,
 )
@@ -43,6 +44,9 @@ class CollectionPart(PluginBase):
                 api = api_of_test(item, self.endpoints.default_spec, self.options.api)
                 check_api_fit(spec, api, where=f"api {api.value}")
                 marked_inconclusive(item)
+                server = item.get_closest_marker("llm_server")
+                if server is not None:  # a bad llm_server marker names the test
+                    server_command(item, server, self.options.server)
             except LlmPerfUsageError as exc:  # named once: some errors name the test already
                 message = str(exc)
                 errors.append(
@@ -66,8 +70,7 @@ class CollectionPart(PluginBase):
         raised as collection starts (:meth:`pytest_collection`): raised before the session
         starts, pytest would end it without ``pytest_sessionfinish``, and so without a
         report saying why."""
-        given = self.options.endpoint_url or self.options.reference_url
-        if not given or self.config.option.collectonly:
+        if not self._given_servers() or self.config.option.collectonly:
             return
         try:
             self._preflight_now()

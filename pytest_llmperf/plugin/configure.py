@@ -47,9 +47,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 const="true",
                 help=help_text,
             )
+        elif option.repeat:
+            group.addoption(
+                option.flag, dest=option.dest, default=None, action="append", help=help_text
+            )
         else:
             group.addoption(option.flag, dest=option.dest, default=None, help=help_text)
-        parser.addini(option.dest, option.help, default=None)
+        if option.repeat:
+            parser.addini(option.dest, option.help, type="linelist", default=[])
+        else:
+            parser.addini(option.dest, option.help, default=None)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -67,8 +74,11 @@ def pytest_configure(config: pytest.Config) -> None:
         cli = config.getoption(option.dest, default=None)
         return cli if cli is not None else config.getini(option.dest)
 
+    def on_command_line(option: Any) -> bool:
+        return config.getoption(option.dest, default=None) is not None
+
     try:
-        options = LlmPerfOptions.resolve(get)
+        options = LlmPerfOptions.resolve(get, on_command_line)
         if options.worker_backend is WorkerBackend.RAY:
             import_ray()  # ray:N without the [ray] extra: a usage error before any test runs
             if _under_xdist(config) and not (options.ray_address or os.environ.get("RAY_ADDRESS")):

@@ -15,8 +15,18 @@ is prepared like the session's own: same API, timeouts, request fields and
 key variable (URLs only), the same preflight (model resolved, the user's
 request fields probed), its server identity and its own tokenizer.
 
-``pinned``: ``--llm-endpoint`` given on the command line points the whole
-session at one server. Every request, whatever its spec, then returns the
+Started servers: ``--llm-server-cmd`` (an :class:`EndpointSpec` with ``server``),
+an ``llm_server`` marker's, ``--llm-reference-cmd``'s and the embedded simulator
+are each a :class:`~pytest_llmperf.managed_server.ManagedServer` (own process group,
+log file, readiness deadline, the session's watchdog), then preflighted like any
+URL (the endpoint's URL is the server's plus ``/v1``); :meth:`EndpointPool.server_for`
+gives an endpoint's server (the run's resource sampler and crash watch read it), and
+:meth:`EndpointPool.close` stops them all. Under xdist the session's server is the
+controller's (started once, its URL and pid sent to the workers): a worker sees it
+through a :class:`~pytest_llmperf.plugin.shared_server.SharedServer`.
+
+``pinned``: ``--llm-endpoint`` (or ``--llm-server-cmd``) given on the command line
+points the whole session at one server. Every request, whatever its spec, then returns the
 session's endpoint: ``pytest suite --llm-endpoint=http://host:8000`` measures
 that server everywhere. (Tests that compare configurations start their own
 servers and are not routed through here.)
@@ -26,9 +36,12 @@ Library use needs no pytest: the plugin only maps errors to pytest's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+import contextlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_llmperf.client.endpoint import Endpoint, normalize_base_url
 from pytest_llmperf.client.negotiation import UserFields
@@ -44,7 +57,34 @@ from pytest_llmperf.session_tokenizer import session_tokenizer
 from pytest_llmperf.workloads.apis import Api, parse_api
 from pytest_llmperf.workloads.tokenizer import Tokenizer, bind_api
 
-__all__ = ["EndpointPool", "EndpointSpec", "several_endpoints"]
+if TYPE_CHECKING:
+    from pytest_llmperf.managed_server import ManagedServer, ServerCommand, ServerExit
+
+__all__ = ["EndpointPool", "EndpointSpec", "ServerView", "several_endpoints"]
+
+SESSION_SERVER = "session"  # server_key of --llm-server-cmd's server
+REFERENCE_SERVER = "reference"  # ... and of --llm-reference-cmd's
+
+
+class ServerView(Protocol):
+    """What the run's sampler and crash watch read of an endpoint's server: a
+    :class:`~pytest_llmperf.managed_server.ManagedServer`, or under xdist a worker's
+    view of the controller's (:class:`~pytest_llmperf.plugin.shared_server.SharedServer`)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def log_path(self) -> Path: ...
+
+    @property
+    def exit(self) -> ServerExit | None: ...
+
+    def poll(self) -> ServerExit | None: ...
+
+    def log_tail(self, lines: int = 30) -> str: ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +100,10 @@ class EndpointSpec:
     sim_profile: str | None = None
     model: str | None = None
     api: Api | None = None
+    # a server the gate starts (--llm-server-cmd, an llm_server marker, --llm-reference-cmd);
+    # specs are told apart by server_key (a command holds a dict: it is not hashable)
+    server: ServerCommand | None = field(default=None, compare=False)
+    server_key: str | None = None
 
     @classmethod
     def parse(
@@ -84,14 +128,19 @@ class EndpointSpec:
 
     @classmethod
     def of_options(cls, options: LlmPerfOptions) -> EndpointSpec:
-        """The session's endpoint: ``--llm-endpoint`` (or its ini key), else the simulator."""
+        """The session's endpoint: ``--llm-endpoint`` (or its ini key), ``--llm-server-cmd``'s
+        server, else the simulator."""
         if options.endpoint_url is not None:
             return cls(url=options.endpoint_url, model=options.model)
+        if options.server is not None:
+            return cls(server=options.server, server_key=SESSION_SERVER, model=options.model)
         return cls(sim_profile=options.sim_profile or DEFAULT_SIM_PROFILE, model=options.model)
 
     @property
     def label(self) -> str:
-        """``sim:tiny`` or the URL, as a user would write it."""
+        """``sim:tiny``, the URL, or a started server's command, as a user would write it."""
+        if self.server is not None:
+            return str(self.server.describe()["cmd"])
         return self.url if self.url is not None else f"sim:{self.sim_profile}"
 
 
@@ -111,6 +160,9 @@ class EndpointPool:
         *,
         pinned: bool = False,
         on_first_use: Callable[[], None] = lambda: None,
+        log_dir: Callable[[], Path] | None = None,
+        progress: Callable[[], ServerProgress | None] = lambda: None,
+        shared: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.options = options
         self.default_spec = EndpointSpec.of_options(options)
@@ -124,7 +176,15 @@ class EndpointPool:
         self._tokenizers: dict[tuple[str, str | None], Tokenizer] = {}
         self._bound: dict[tuple[str, str | None, str], Tokenizer] = {}
         self._metrics: dict[str, ServerMetricsSource | None] = {}  # --llm-server-metrics
-        self._sims: list[Any] = []
+        # every server this pool started, in order, and by endpoint base URL
+        self._started: list[ManagedServer] = []
+        self._not_started: list[dict[str, Any]] = []  # servers that did not start, described
+        self._servers: dict[str, ServerView] = {}
+        self._log_dir_of = log_dir or _temp_log_dir
+        self._log_dir: Path | None = None  # made on the first start
+        self._progress = progress
+        # xdist worker: the controller's servers by server_key ({"url", "pid", "log", "server"})
+        self._shared = dict(shared or {})
 
     def default(self) -> Endpoint:
         """The session's endpoint (``--llm-endpoint``, its ini key, or the default simulator)."""
@@ -199,11 +259,81 @@ class EndpointPool:
         """The endpoint's identity for reports: :meth:`Endpoint.describe` plus the server's."""
         return {**endpoint.describe(), **self.identity(endpoint)}
 
+    def server_for(self, endpoint: Endpoint) -> ServerView | None:
+        """The server behind ``endpoint`` when the gate started it (``--llm-server-cmd``, an
+        ``llm_server`` marker, ``--llm-reference-cmd``, the simulator; under xdist a
+        worker's view of the controller's), else None (a URL the gate did not start)."""
+        return self._servers.get(endpoint.base_url)
+
+    def servers(self) -> list[ManagedServer]:
+        """Every server this pool started (not the controller's, in a worker), in order."""
+        return list(self._started)
+
+    def not_started(self) -> list[dict[str, Any]]:
+        """The servers that did not start (exited first, missed their deadline, or could
+        not be run), described as :meth:`ManagedServer.describe` would (``pid`` None)."""
+        return [dict(d) for d in self._not_started]
+
+    def session_server(self) -> ServerView | None:
+        """``--llm-server-cmd``'s server once started (None before, or without one)."""
+        endpoint = self._ready.get(replace(self.default_spec, api=None))
+        return self.server_for(endpoint) if endpoint is not None else None
+
+    def shared_info(self, endpoint: Endpoint) -> dict[str, Any] | None:
+        """What an xdist worker needs to use ``endpoint``'s server as the controller's:
+        its URL, pid, log and description (None: not a server this pool started)."""
+        server = self.server_for(endpoint)
+        if server is None:
+            return None
+        return {
+            "url": endpoint.base_url,
+            "pid": server.pid,
+            "log": str(server.log_path),
+            "server": server.describe(),
+        }
+
+    def log_dir(self) -> Path:
+        """Where the started servers' logs go (``--llm-server-log-dir``, else
+        ``llmperf-servers/`` under pytest's basetemp), made on first use."""
+        if self._log_dir is None:
+            path = self._log_dir_of()
+            path.mkdir(parents=True, exist_ok=True)
+            self._log_dir = path
+        return self._log_dir
+
+    def started(self, spec: EndpointSpec) -> Endpoint:
+        """``spec``'s endpoint (a server the gate starts: an ``llm_server`` marker's),
+        started and preflighted on first use; never pinned to the session's server."""
+        if spec.model is None:
+            spec = replace(spec, model=self.options.model)
+        return self._prepared(spec)
+
+    def endpoint_of(self, spec: EndpointSpec) -> Endpoint | None:
+        """``spec``'s prepared endpoint (None: not prepared)."""
+        return self._ready.get(spec)
+
+    def is_ready(self, spec: EndpointSpec) -> bool:
+        """Whether ``spec``'s endpoint is prepared (its server started)."""
+        return spec in self._ready
+
+    def release(self, spec: EndpointSpec) -> None:
+        """Stop ``spec``'s started server and forget it: the next request for ``spec``
+        starts a new one (an ``llm_server`` marker's scope ended, or its server exited)."""
+        endpoint = self._ready.pop(spec, None)
+        self._failed.pop(spec, None)
+        if endpoint is None:
+            return
+        for other in [s for s, e in self._ready.items() if e.base_url == endpoint.base_url]:
+            del self._ready[other]  # the same server driven through another API
+        server = self._servers.get(endpoint.base_url)
+        if server is not None and hasattr(server, "stop"):
+            server.stop()
+
     def close(self) -> None:
-        """Stop every simulator this pool started (idempotent)."""
-        sims, self._sims = self._sims, []
-        for sim in sims:
-            sim.stop()
+        """Stop every server this pool started, simulators included (idempotent)."""
+        started, self._started = self._started, []
+        for server in reversed(started):
+            server.stop()
 
     # -- internals -------------------------------------------------------------
 
@@ -266,28 +396,112 @@ class EndpointPool:
         """
         opts = self.options
         url = spec.url
+        server: ServerView | None = None
         if url is None:
-            from pytest_llmperf.sim import start_sim_process
+            shared = self._shared.get(spec.server_key or "")
+            if shared is not None:  # xdist worker: the controller's server
+                from pytest_llmperf.plugin.shared_server import SharedServer
 
-            profile = spec.sim_profile or DEFAULT_SIM_PROFILE
-            try:
-                sim = start_sim_process(profile)
-            except Exception as exc:  # a broken profile: one clear message, not a traceback
-                raise LlmPerfUsageError(
-                    f"cannot start the embedded simulator ({profile}): {exc}"
-                ) from None
-            self._sims.append(sim)
-            url = sim.url
+                key = os.environ.get(opts.api_key_env) if opts.api_key_env else None
+                server = SharedServer(shared, secrets=(key,) if key else ())
+                url = str(shared["url"])
+            else:
+                command = spec.server if spec.server is not None else _sim_command(spec)
+                started = self._start_server(command, spec.model, sim=spec.server is None)
+                server = started
+                url = started.url + "/v1"
         endpoint = Endpoint.from_env(
             url,
-            api_key_env=opts.api_key_env if spec.url is not None else None,
+            api_key_env=opts.api_key_env if spec.sim_profile is None else None,
             model=spec.model,
             api=opts.api,
             timeouts=opts.timeouts,
             sim_profile=spec.sim_profile,
             fields=RequestFields(extra=opts.request_extra),
         )
+        if server is not None:
+            self._servers[endpoint.base_url] = server
         return preflight_sync(endpoint, self._user_fields)
+
+    def _start_server(
+        self, command: ServerCommand, model: str | None, *, sim: bool = False
+    ) -> ManagedServer:
+        """``command`` started (its log in the session's log directory, its readiness
+        shown live), then its first token timed once; a server that does not start
+        raises :class:`~pytest_llmperf.managed_server.ServerStartError` (a usage error
+        whose cause says whose it is)."""
+        from pytest_llmperf.managed_server import ManagedServer, ServerStartError
+
+        progress = self._progress()
+        try:
+            server = ManagedServer.start(
+                command,
+                log_dir=self.log_dir(),
+                model=None if sim else model,  # the simulator serves any model name
+                progress=progress.show if progress is not None else None,
+                api_key_env=None if sim else self.options.api_key_env,
+            )
+        except ServerStartError as exc:  # the report lists it, with how it ended
+            self._not_started.append(_not_started(command, exc))
+            raise
+        finally:
+            if progress is not None:
+                progress.end()
+        self._started.append(server)
+        with contextlib.suppress(Exception):  # a figure missing, never a failed start
+            server.measure_first_token(model, self.options.api)
+        return server
+
+
+class ServerProgress(Protocol):
+    """Where a starting server's one-line status goes (plugin/live_progress.py)."""
+
+    def show(self, line: str) -> None: ...
+
+    def end(self) -> None: ...
+
+
+def _not_started(command: ServerCommand, exc: Any) -> dict[str, Any]:
+    """A server that did not start, in :meth:`ManagedServer.describe`'s shape."""
+    end = getattr(exc, "exit", None)
+    tail = str(getattr(exc, "log_tail", "") or "")
+    message = str(getattr(exc, "message", exc))
+    exited = end is not None and "before it was ready" in message  # by itself, not by us
+    return {
+        **command.describe(),
+        "pid": None,
+        "log": getattr(exc, "log_path", None),
+        "url": None,
+        "startup": {"ready_s": None, "first_token_s": None},
+        "ready_s": None,
+        "first_token_s": None,
+        "exit": end.to_dict(log_tail=tail) if end is not None else None,
+        "stopped_by": None if exited else "pytest-llmperf",
+        "error": message.split("\n", 1)[0],
+    }
+
+
+def _sim_command(spec: EndpointSpec) -> ServerCommand:
+    """The embedded simulator of ``spec``'s profile as a started server (its readiness:
+    its ``/v1/models``)."""
+    from pytest_llmperf.managed_server import ServerCommand
+    from pytest_llmperf.sim.process import sim_argv, sim_env
+
+    profile = spec.sim_profile or DEFAULT_SIM_PROFILE
+    return ServerCommand(
+        argv=sim_argv(profile),
+        env=sim_env(),
+        name=f"sim-{profile}",
+        ready_timeout_s=30.0,
+        stop_grace_s=5.0,
+    )
+
+
+def _temp_log_dir() -> Path:
+    """Library use without pytest: a fresh directory under the system's temporary one."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="llmperf-servers-"))
 
 
 def several_endpoints(described: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

@@ -24,6 +24,8 @@ own live logging does.
 from __future__ import annotations
 
 import contextlib
+import sys
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +36,7 @@ from pytest_llmperf.reports.live import plain_line, status_line
 if TYPE_CHECKING:
     import pytest
 
-__all__ = ["LogLines", "StatusLine", "progress_sink"]
+__all__ = ["LogLines", "ServerLines", "StatusLine", "progress_sink", "server_progress"]
 
 STATUS_EVERY_S = 1.0  # a terminal's status line is rewritten this often
 _ERASE_TO_END = "\x1b[K"  # ANSI: erase from the cursor to the end of the line
@@ -131,3 +133,61 @@ def progress_sink(config: pytest.Config, options: LlmPerfOptions, test: str) -> 
     if options.progress_auto and bool(reporter.isatty):  # a bool before pytest 8.x
         return StatusLine(config, test)
     return LogLines(config, test, options.progress_every_s)
+
+
+class ServerLines:
+    """A starting server's readiness, as it waits (``--llm-server-cmd``, an ``llm_server``
+    marker's server): on a terminal one status line rewritten in place and erased once
+    the server is ready; elsewhere a plain line at most every ``every_s`` seconds. An
+    xdist controller, whose terminal reporter is not yet there when it starts the
+    session's server, writes plain lines to stderr."""
+
+    def __init__(self, config: pytest.Config | None, every_s: float, in_place: bool) -> None:
+        self.out = _Output(config) if config is not None else None
+        self.every_s = every_s
+        self.in_place = in_place and self.out is not None
+        self._shown = False
+        self._last = -float("inf")
+
+    def show(self, line: str) -> None:
+        if self.out is None:
+            now = time.monotonic()
+            if now - self._last >= self.every_s:
+                self._last = now
+                sys.stderr.write(f"llmperf: {line}\n")
+                sys.stderr.flush()
+            return
+        with self.out.uncaptured() as tw:
+            if self.in_place:
+                if not self._shown and tw.width_of_current_line:
+                    tw.line()
+                text = f"llmperf: {line}"[: max(10, tw.fullwidth - 2)]
+                tw.write_raw(f"\r{text}{_ERASE_TO_END}", flush=True)
+                self._shown = True
+                return
+            now = time.monotonic()
+            if now - self._last < self.every_s:
+                return
+            self._last = now
+            if tw.width_of_current_line:
+                tw.line()
+            tw.line(f"llmperf: {line}")
+            tw.flush()
+
+    def end(self) -> None:
+        if self._shown and self.out is not None:
+            with self.out.uncaptured() as tw:
+                tw.write_raw(f"\r{_ERASE_LINE}", flush=True)
+        self._shown = False
+
+
+def server_progress(config: pytest.Config, options: LlmPerfOptions) -> ServerLines | None:
+    """Where a starting server's readiness goes (None: ``--llm-progress=off``, or an xdist
+    worker, whose output is not shown)."""
+    if options.progress_every_s is None or hasattr(config, "workerinput"):
+        return None
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return ServerLines(None, options.progress_every_s, in_place=False)
+    in_place = options.progress_auto and bool(reporter.isatty)
+    return ServerLines(config, options.progress_every_s, in_place)

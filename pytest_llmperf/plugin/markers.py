@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,6 +25,9 @@ from pytest_llmperf.options import InconclusivePolicy
 from pytest_llmperf.plugin.endpoints import EndpointSpec
 from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.workloads.apis import Api, parse_api
+
+if TYPE_CHECKING:
+    from pytest_llmperf.managed_server import ServerCommand
 
 MARKERS = {
     "llm_workload": "llm_workload(name, requests=N, seed=S, **params): the requests an "
@@ -39,6 +42,10 @@ MARKERS = {
     "(pytest-llmperf)",
     "llm_inconclusive": "llm_inconclusive('fail' | 'warn' | 'skip'): what an inconclusive SLO "
     "does to this test; --llm-inconclusive on the command line overrides it (pytest-llmperf)",
+    "llm_server": "llm_server(cmd=..., env={...}, cwd=..., ready_url=..., ready_timeout=S, "
+    "restart='test' | 'module' | 'session', name=...): a server the gate starts for this test "
+    "(default), module or session and stops when that scope ends; what llm_loadgen and the "
+    "test's llm_endpoint measure; cmd defaults to --llm-server-cmd's (pytest-llmperf)",
 }
 LLM_MARKERS = tuple(MARKERS)
 SPEC_KEY = pytest.StashKey[PerfSpec]()
@@ -131,3 +138,83 @@ def spec_for(item: pytest.Item) -> PerfSpec:
         (load.args, load.kwargs) if load else None,
         slos,
     )
+
+
+_SERVER_KWARGS = ("cmd", "env", "cwd", "ready_url", "ready_timeout", "restart", "name")
+
+
+def server_command(item: pytest.Item, mark: pytest.Mark, session: ServerCommand | None) -> Any:
+    """``llm_server(cmd=..., env=..., cwd=..., ready_url=..., ready_timeout=...,
+    restart=..., name=...)`` (``cmd`` also as its one positional argument) as a
+    :class:`~pytest_llmperf.managed_server.ServerCommand`; without ``cmd``, the
+    session's ``--llm-server-cmd`` (``session``) with the marker's changes, its
+    environment extended. Restart defaults to ``test``. A bad one names the test."""
+    from pytest_llmperf.managed_server import Restart, ServerCommand
+
+    where = f"{item.nodeid} llm_server marker"
+    args, kwargs = mark.args, dict(mark.kwargs)
+    unknown = sorted(set(kwargs) - set(_SERVER_KWARGS))
+    if len(args) > 1 or unknown or (args and "cmd" in kwargs):
+        raise LlmPerfUsageError(
+            f"takes cmd (a command line or a list of arguments) and "
+            f"{', '.join(k + '=' for k in _SERVER_KWARGS[1:])} got args={args!r} "
+            f"kwargs={kwargs!r}" + (did_you_mean(unknown[0], _SERVER_KWARGS) if unknown else ""),
+            where=where,
+        )
+    cmd = args[0] if args else kwargs.get("cmd")
+    restart = kwargs.get("restart", Restart.TEST.value)
+    if restart not in [r.value for r in Restart]:
+        raise LlmPerfUsageError(
+            f"restart must be one of {', '.join(r.value for r in Restart)}, got {restart!r}",
+            where=where,
+        )
+    env = kwargs.get("env", {})
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and k and isinstance(v, str | int | float) for k, v in env.items()
+    ):
+        raise LlmPerfUsageError(f"env must be a dict of names to strings, got {env!r}", where=where)
+    fields: dict[str, Any] = {"restart": Restart(restart)}
+    for key, kind in (("cwd", str), ("ready_url", str), ("name", str)):
+        if key in kwargs:
+            if not isinstance(kwargs[key], kind) or not kwargs[key].strip():
+                raise LlmPerfUsageError(
+                    f"{key} must be a non-empty string, got {kwargs[key]!r}", where=where
+                )
+            fields[key] = kwargs[key]
+    if "ready_timeout" in kwargs:
+        timeout = kwargs["ready_timeout"]
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout < float("inf")
+        ):
+            raise LlmPerfUsageError(
+                f"ready_timeout must be a number of seconds > 0, got {timeout!r}", where=where
+            )
+        fields["ready_timeout_s"] = float(timeout)
+    if cmd is None:
+        if session is None:
+            raise LlmPerfUsageError(
+                "give the server's command (cmd=...), or --llm-server-cmd for it to restart",
+                where=where,
+            )
+        fields["env"] = {**session.env, **{k: str(v) for k, v in env.items()}}
+        try:
+            return replace(session, **fields)
+        except LlmPerfUsageError as exc:
+            raise exc.located(where) from None
+    if not isinstance(cmd, str) and not (
+        isinstance(cmd, list | tuple) and all(isinstance(a, str) for a in cmd)
+    ):
+        raise LlmPerfUsageError(
+            f"cmd must be a command line or a list of strings, got {cmd!r}", where=where
+        )
+    base: dict[str, Any] = {}
+    if session is not None:  # the session's server options apply to the marker's command
+        base = {
+            "cwd": session.cwd,
+            "ready_timeout_s": session.ready_timeout_s,
+            "stop_grace_s": session.stop_grace_s,
+        }
+    env = {**(session.env if session is not None else {}), **{k: str(v) for k, v in env.items()}}
+    return ServerCommand.parse(cmd, where=where, **{**base, **fields, "env": env})

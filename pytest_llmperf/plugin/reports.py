@@ -54,16 +54,20 @@ class ReportsPart(PluginBase):
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         opts = self.options
-        if opts.endpoint_url is None:
+        if opts.server is not None:  # --llm-server-cmd: started by the gate
+            where = f"{opts.server.describe()['cmd']} (started by the gate)"
+        elif opts.endpoint_url is None:
             # started on first use; "(default)": nothing configured, say where it comes from
             how = " (default)" if not opts.endpoint_given else ""
             where = f"embedded simulator, profile {opts.sim_profile}{how}"
         else:
             where = Endpoint(opts.endpoint_url).label
         lines = [f"llmperf: endpoint under test: {where}"]
-        if opts.reference_url or opts.reference_sim_profile:
+        if opts.reference_url or opts.reference_sim_profile or opts.reference_server:
             ref = (
-                Endpoint(opts.reference_url).label
+                f"{opts.reference_server.describe()['cmd']} (started by the gate)"
+                if opts.reference_server
+                else Endpoint(opts.reference_url).label
                 if opts.reference_url
                 else f"embedded simulator, profile {opts.reference_sim_profile} (own process)"
             )
@@ -102,8 +106,14 @@ class ReportsPart(PluginBase):
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # the servers the gate started, stopped now: the reports say how each ended
+        servers = self.servers_at_end()
         if hasattr(self.config, "workerinput"):
             return  # an xdist worker: its reports travel to the controller, which aggregates
+        add_server = getattr(self.data, "add_server", None)
+        for described in servers:
+            if add_server is not None:
+                add_server(described)
         groups = self.data.groups()
         # A session ruleset judges the runs of the tests that used llm_loadgen: none ran
         # (--collect-only, a selection of unit tests) is nothing to judge, not a failure;
@@ -142,6 +152,8 @@ class ReportsPart(PluginBase):
             "stopped": self.stop,  # a stop before load (gate_states.py), else None
             "worker_lost": list(self.worker_lost),
         }
+        if add_server is None:  # session.servers: every server the session started
+            session_info["servers"] = servers
         if self.options.baseline_save:
             document = build_baseline(
                 self.data,
@@ -296,7 +308,9 @@ class ReportsPart(PluginBase):
             "api_key_env": opts.api_key_env,
             "tokenizer": opts.tokenizer,
             "ab_threshold": opts.ab_threshold
-            if self.options.reference_url or self.options.reference_sim_profile
+            if self.options.reference_url
+            or self.options.reference_sim_profile
+            or self.options.reference_server
             else None,
             "ab_blocks": opts.ab_blocks,
         }

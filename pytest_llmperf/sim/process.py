@@ -16,10 +16,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-__all__ = ["SimProcess", "SimStartError", "start_sim_process"]
+__all__ = ["SimProcess", "SimStartError", "sim_argv", "sim_env", "start_sim_process"]
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 
@@ -81,6 +82,54 @@ def _read_stderr(f: IO[bytes]) -> str:
         return ""
 
 
+def sim_argv(
+    profile: str = "fixed",
+    overrides: Mapping[str, str | float | int | list[int]] | None = None,
+    seed: int = 0,
+    speedup: float = 1.0,
+    host: str = "127.0.0.1",
+) -> tuple[str, ...]:
+    """The simulator's command line as a server template: ``--port {port}`` (filled by
+    whoever starts it, e.g. :class:`~pytest_llmperf.managed_server.ManagedServer`), no
+    ``--exit-on-stdin-eof`` (the session's watchdog stops an orphan); run it with
+    :func:`sim_env` added to the environment."""
+    return (*_base_argv(profile, overrides, seed, speedup, host), "--port", "{port}")
+
+
+def sim_env() -> dict[str, str]:
+    """What the simulator's process needs in its environment: this package importable
+    (``PYTHONPATH``, the caller's kept after it) and unbuffered output (its log)."""
+    path = os.pathsep.join(p for p in (_PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+
+
+def _base_argv(
+    profile: str,
+    overrides: Mapping[str, str | float | int | list[int]] | None,
+    seed: int,
+    speedup: float,
+    host: str,
+) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest_llmperf.sim",
+        "--profile",
+        profile,
+        "--host",
+        host,
+        "--seed",
+        str(seed),
+        "--speedup",
+        repr(float(speedup)),
+    ]
+    for key, value in (overrides or {}).items():
+        if isinstance(value, list | tuple):
+            value = ",".join(str(v) for v in value)
+        cmd += ["--set", f"{key}={value}"]
+    return cmd
+
+
 def start_sim_process(
     profile: str = "fixed",
     *,
@@ -92,30 +141,10 @@ def start_sim_process(
 ) -> SimProcess:
     """Start ``python -m pytest_llmperf.sim`` and wait for its LISTENING line."""
     cmd = [
-        sys.executable,
-        "-m",
-        "pytest_llmperf.sim",
-        "--profile",
-        profile,
-        "--port",
-        "0",
-        "--host",
-        host,
-        "--seed",
-        str(seed),
-        "--speedup",
-        repr(float(speedup)),
-        "--exit-on-stdin-eof",
+        *_base_argv(profile, overrides, seed, speedup, host),
+        *("--port", "0", "--exit-on-stdin-eof"),
     ]
-    for key, value in (overrides or {}).items():
-        if isinstance(value, list | tuple):
-            value = ",".join(str(v) for v in value)
-        cmd += ["--set", f"{key}={value}"]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH", "")) if p
-    )
-    env["PYTHONUNBUFFERED"] = "1"
+    env = {**os.environ, **sim_env()}
     stderr_file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the child
     proc = subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_file, env=env

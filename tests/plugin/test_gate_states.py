@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -119,6 +120,19 @@ def closed_port() -> Iterator[str]:
 
 
 STOPPED = "⛔ pytest-llmperf: the gate did not run: stopped at preflight"
+PYTHON = sys.executable
+SIM_CMD = f"--llm-server-cmd={PYTHON} -m pytest_llmperf.sim --port {{port}} --profile tiny"
+EXITS_AT_ONCE = (
+    f"--llm-server-cmd={PYTHON} -c \"import sys; print('loading weights'); sys.exit(3)\" {{port}}"
+)
+KILLS_ITS_SERVER = gated(
+    "ttft.max < 60s",
+    name="test_first",
+    body="    await llm_loadgen.run()\n"
+    "    server = llm_endpoints.server_for(llm_endpoint)\n"
+    "    os.kill(server.pid, 9)\n"
+    "    server.wait(10)\n",
+).replace("(llm_loadgen)", "(llm_loadgen, llm_endpoint, llm_endpoints)")
 
 ROWS = [
     Row(
@@ -235,6 +249,28 @@ ROWS = [
         history_runs=0,
     ),
     Row(
+        GateState.STOPPED_SERVER_DID_NOT_START,  # --llm-server-cmd exits before it is ready
+        1,
+        GATE,
+        {},
+        f"## {STOPPED} (server did not start, exit status 1)",
+        args=(EXITS_AT_ONCE,),
+        junit="session stopped before load",
+        says=("exited with code 3", "loading weights"),
+        history_runs=0,
+    ),
+    Row(
+        GateState.SERVER_EXITED,  # the session's server killed after the first test's run
+        1,
+        module(KILLS_ITS_SERVER, gated("ttft.max < 60s", name="test_second")),
+        {"passed": 1, "errors": 1},
+        "## ⛔ pytest-llmperf: the gate stopped mid-session (server exited, exit status 1)",
+        args=(SIM_CMD,),
+        junit="session stopped: server exited",
+        says=("server exited with signal 9", "cannot be restarted"),
+        outcome="passed",
+    ),
+    Row(
         GateState.INTERRUPTED,  # a judged pass, then Ctrl-C before the next test's run
         2,
         module(
@@ -317,13 +353,20 @@ def test_each_state_ends_and_is_recorded_as_the_table_says(
         assert stopped is not None and report["tests"] == []
         assert stopped["phase"] == "preflight" and stopped["state"] == row.state.value
         assert stopped["exit_status"] == row.exit_status
-        assert url is not None and stopped["endpoint"] == f"{url}/v1"
+        assert url is None or stopped["endpoint"] == f"{url}/v1"
         for words in row.says:
             assert words in stopped["reason"] + (stopped["server_says"] or ""), stopped
-        if row.state is GateState.STOPPED_UNREACHABLE:
+        if row.state in (GateState.STOPPED_UNREACHABLE, GateState.STOPPED_SERVER_DID_NOT_START):
             assert stopped["server_says"] is None  # nothing answered
         else:
             assert stopped["server_says"].startswith("HTTP ")  # the server's own words
+    elif row.state is GateState.SERVER_EXITED:  # the runs before it kept, the stop recorded
+        assert stopped is not None and stopped["phase"] == "mid-session"
+        assert stopped["state"] == row.state.value and stopped["exit_status"] == 1
+        for words in row.says:
+            assert words in stopped["reason"], stopped
+        [server] = session["servers"]
+        assert server["exit"]["signal"] == 9
     else:
         assert stopped is None
     assert session["interrupted"] is (row.state is GateState.INTERRUPTED)
@@ -374,7 +417,9 @@ def test_each_state_ends_and_is_recorded_as_the_table_says(
     with HistoryStore.open(str(pytester.path / "h.db"), create=False) as store:
         [info] = store.sessions()
         runs = store.runs()
-    assert (info.stopped is not None) is row.state.name.startswith("STOPPED")
+    assert (info.stopped is not None) is (
+        row.state.name.startswith("STOPPED") or row.state is GateState.SERVER_EXITED
+    )
     assert info.stopped == stopped
     assert len(runs) == row.history_runs
     if row.xdist and stopped:
