@@ -49,7 +49,9 @@ leftovers() {  # pids whose environment carries this run's mark (grep's own has 
   done
 }
 cleanup() {
-  local status=$? pid found=0
+  local status=$? pid found=0 waited=0
+  # the plugin's watchdogs end at their pytest's exit: give them a moment
+  while [ -n "$(leftovers)" ] && [ "$waited" -lt 15 ]; do sleep 1; waited=$((waited + 1)); done
   for pid in $(leftovers); do
     echo "conformance: a process outlived the suite: $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-200)" >&2
     kill -KILL "$pid" 2>/dev/null || true

@@ -719,7 +719,9 @@ def main() -> None:
     (a pooling vLLM), ``vllm-paths`` (LoRA adapters and tool calls),
     ``llama-server-embeddings`` (with ``--embeddings``), ``vllm-blank`` or
     ``transformers-blank`` (the blank model). For looking at a
-    server by hand (curl, the plugin) with the tier's exact settings.
+    server by hand (curl, the plugin) with the tier's exact settings. Run it with
+    the Python that has pytest-llmperf installed (the servers' own venvs lack it):
+    the server is started by the plugin's ``ManagedServer``, its log in ``DIR/logs``.
     """
     import argparse
 
