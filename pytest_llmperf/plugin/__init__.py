@@ -12,7 +12,12 @@ each job has a module:
 - ``llm_endpoint`` / ``llm_endpoints`` / ``llm_inconclusive`` / ``llm_loadgen``
   fixtures -> the endpoint (simulator started on first use) and a
   :class:`~pytest_llmperf.methodology.llm_loadgen.LlmLoadgen`: :mod:`.fixtures`;
-  the session's endpoints by spec: :mod:`.endpoints`
+  the session's endpoints by spec, and the servers the gate starts for them
+  (``--llm-server-cmd``, the simulator; :mod:`pytest_llmperf.managed_server`):
+  :mod:`.endpoints`
+- servers in pytest's terms: the ``llm_server`` marker's scopes, a session server
+  that exited, xdist's one server started by the controller: :mod:`.servers`
+  (a worker's view of it: :mod:`.shared_server`)
 - after each test body: SLO verdicts fail the test itself, JUnit properties; the
   call report carries the runs, so the session data also forms under xdist:
   :mod:`.judging`

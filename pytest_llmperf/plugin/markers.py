@@ -143,7 +143,9 @@ def spec_for(item: pytest.Item) -> PerfSpec:
 _SERVER_KWARGS = ("cmd", "env", "cwd", "ready_url", "ready_timeout", "restart", "name")
 
 
-def server_command(item: pytest.Item, mark: pytest.Mark, session: ServerCommand | None) -> Any:
+def server_command(
+    item: pytest.Item, mark: pytest.Mark, session: ServerCommand | None
+) -> ServerCommand:
     """``llm_server(cmd=..., env=..., cwd=..., ready_url=..., ready_timeout=...,
     restart=..., name=...)`` (``cmd`` also as its one positional argument) as a
     :class:`~pytest_llmperf.managed_server.ServerCommand`; without ``cmd``, the

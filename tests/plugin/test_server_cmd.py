@@ -208,3 +208,19 @@ def test_no_server_outlives_a_killed_pytest(pytester: pytest.Pytester) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_reference_server_is_started_the_same_way(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_server_session=TINY)
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--llm-endpoint=sim:tiny", f"--llm-reference-cmd={SIM}",
+        "--llm-ab-blocks=2", "--llm-inconclusive=warn", "--llm-json=r.json",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()
+    assert "A/B reference endpoint: " in result.stdout.str()
+    report = json.loads((pytester.path / "r.json").read_text())
+    names = sorted(s["name"] for s in report["session"]["servers"])
+    assert names == sorted([Path(PYTHON).name, "sim-tiny"])  # the candidate, the reference
+    [reference] = [s for s in report["session"]["servers"] if s["name"] != "sim-tiny"]
+    assert report["tests"][0]["runs"][0]["reference"] is not None
+    assert not _alive(reference["pid"])

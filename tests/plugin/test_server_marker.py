@@ -87,3 +87,25 @@ def test_under_xdist_the_controller_starts_one_server(pytester: pytest.Pytester)
     [server] = report["session"]["servers"]  # the controller's: no worker started one
     assert {t["endpoint"]["url"] for t in report["tests"]} == {server["url"] + "/v1"}
     assert len(report["tests"]) == 2 and not _alive(server["pid"])
+
+
+def test_a_module_server_that_exited_is_started_afresh(pytester: pytest.Pytester) -> None:
+    kill = (
+        "    server = llm_endpoints.server_for(llm_endpoint)\n"
+        "    os.kill(server.pid, 9)\n"
+        "    server.wait(10)\n"
+    )
+    pytester.makepyfile(
+        test_marked=f"import os\n\nimport pytest\n\npytestmark = pytest.mark.llm_server("
+        f"cmd={SIM!r}, restart='module')\n\n\n"
+        + _gated("test_one", args="llm_loadgen, llm_endpoint, llm_endpoints")
+        + kill
+        + "\n\n"
+        + _gated("test_two")
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--llm-json=r.json")
+    assert result.ret == 0, result.stdout.str()
+    report = json.loads((pytester.path / "r.json").read_text())
+    servers = [s for s in report["session"]["servers"] if s["restart"] == "module"]
+    assert len(servers) == 2 and servers[0]["exit"]["signal"] == 9
+    assert [t["endpoint"]["url"] for t in report["tests"]] == [s["url"] + "/v1" for s in servers]
