@@ -8,7 +8,9 @@ Commands:
 - ``show SESSION``: a session's identity and its runs in detail (or why it stopped)
 - ``trend TEST METRIC [--stat p50] [--html]`` and ``detect [--test T] [--metric M]
   [--stat S] [--alpha A]``: from :mod:`pytest_llmperf.history.trends`; METRIC is ``ttft``
-  with ``--stat p99``, or ``ttft.p99`` as an SLO spells it
+  with ``--stat p99``, or ``ttft.p99`` as an SLO spells it, or a value per run such as
+  ``request_throughput`` or the server process's ``startup.ready_s``, ``server.rss_max_mb``,
+  ``server.rss_growth_mb``, ``server.cpu_ms_per_output_token``
 - ``export --format json|csv|markdown [--out FILE]``: every stored run (JSON: sessions
   with their runs, accumulator states included; CSV: one row per run, metrics flattened;
   Markdown: per test and comparison key each statistic's latest value, last values as a
@@ -31,6 +33,7 @@ from pytest_llmperf.history.errors import HistoryError
 from pytest_llmperf.history.export import export_csv, export_json, export_markdown
 from pytest_llmperf.history.records import SessionInfo, StoredRun
 from pytest_llmperf.history.store import HistoryStore
+from pytest_llmperf.specs.process_names import PROCESS_METRICS
 
 __all__ = ["main", "main_entry"]
 
@@ -118,7 +121,10 @@ def _run(store: HistoryStore, args: argparse.Namespace) -> str:
 def metric_and_stat(metric: str, stat: str | None) -> tuple[str, str]:
     """``ttft.p99`` as an SLO spells it, or ``ttft`` with ``--stat p99`` (default ``p50``):
     ``(metric, stat)``. A server metric keeps its prefix (``server.queue_time.p99``). Two
-    different statistics, one in each place, are an error naming both."""
+    different statistics, one in each place, are an error naming both. A process metric
+    (``startup.ready_s``, ``server.rss_max_mb``) is one value per run: ``(name, "value")``."""
+    if metric in PROCESS_METRICS:
+        return metric, "value"
     prefix = "server." if metric.startswith("server.") else ""
     base, _, named = metric[len(prefix) :].partition(".")
     if named and stat is not None and named != stat:

@@ -2,9 +2,11 @@
 (:func:`~pytest_llmperf.history.markdown.export_markdown`).
 
 JSON: ``{"schema_version": N, "sessions": [{...session, "fingerprint": {...} |
-null, "runs": [{...run, "state": {...}}]}]}`` (states included: lossless). CSV: one row per run, the
+null, "runs": [{...run, "state": {...}, "process": {...} | null}]}]}`` (states included:
+lossless; ``process``: the server process's values, schema 5). CSV: one row per run, the
 identity columns, the counts, then each metric flattened to ``metric.stat``
-(``ttft.p50``) or ``metric`` for a rate; an empty cell is a missing value.
+(``ttft.p50``) or ``metric`` for a rate or a process value (``startup.ready_s``); an
+empty cell is a missing value.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from pytest_llmperf.history.markdown import export_markdown
 from pytest_llmperf.history.records import StoredRun
 from pytest_llmperf.history.store import HistoryStore
+from pytest_llmperf.specs.process_names import PROCESS_METRICS
 
 __all__ = ["CSV_ID_COLUMNS", "export_csv", "export_json", "export_markdown", "flatten_metrics"]
 
@@ -43,7 +46,17 @@ def _run_dict(run: StoredRun) -> dict[str, Any]:
         "load": run.load,
         "workload": run.workload,
         "state": run.state(),
+        "process": run.process,
     }
+
+
+def _flat(run: StoredRun) -> dict[str, Any]:
+    """A run's metrics flattened, and its server process's values by name."""
+    flat = flatten_metrics(run.metrics)
+    for name, value in (run.process or {}).items():
+        if name in PROCESS_METRICS:
+            flat[name] = value
+    return flat
 
 
 def export_json(store: HistoryStore) -> str:
@@ -87,14 +100,14 @@ def export_csv(store: HistoryStore) -> str:
     runs = store.runs()
     metric_columns: list[str] = []
     for run in runs:
-        for column in flatten_metrics(run.metrics):
+        for column in _flat(run):
             if column not in metric_columns:
                 metric_columns.append(column)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([*CSV_ID_COLUMNS, *COUNT_COLUMNS, *metric_columns])
     for run in runs:
-        flat = flatten_metrics(run.metrics)
+        flat = _flat(run)
         writer.writerow(
             [
                 run.session_id,

@@ -35,17 +35,22 @@ count is decided per test.
 ``output_match`` (greedy outputs): :meth:`HistoryGate.other_outputs` gives the
 newest comparable run of the test (among the last :data:`OUTPUT_RUNS`) whose test
 passed and which kept outputs: the last good run.
+
+The server process's values (schema 5: ``startup.ready_s``, ``server.rss_max_mb``, …)
+of the same runs are compared as one value per side: each metric's median over the
+runs that stored it (:mod:`pytest_llmperf.slo.startup_regression`).
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.history.records import StoredRun, comparison_key
+from pytest_llmperf.history.records import StoredRun, comparison_key, process_block
 from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.server_metrics.fingerprint import (
@@ -55,6 +60,7 @@ from pytest_llmperf.server_metrics.fingerprint import (
 )
 from pytest_llmperf.slo.comparison import BaselineSource, Reference
 from pytest_llmperf.slo.output_match import MatchedAgainst, OtherOutputs, outputs_of_state
+from pytest_llmperf.specs.process_names import PROCESS_METRICS
 
 __all__ = [
     "DEFAULT_HISTORY_RUNS",
@@ -276,7 +282,9 @@ class HistoryGate(BaselineSource):
                 marks = _runs_comparability(runs, current)
                 if marks is not None and marks["comparable"] is False:
                     self._differs[nodeid] = comparability_text(marks)
-                yield Reference(what, merged, comparability=marks)
+                yield Reference(
+                    what, merged, comparability=marks, server_process=_median_process(runs)
+                )
 
     def other_outputs(
         self, nodeid: str, result: RunResult, endpoint: Mapping[str, Any]
@@ -346,3 +354,18 @@ def _runs_comparability(
     if any(not r.fingerprint for r in runs):
         return {"comparable": None, "differs": [], "note": "no fingerprint stored"}
     return {"comparable": True, "differs": []}
+
+
+def _median_process(runs: Sequence[StoredRun]) -> dict[str, Any] | None:
+    """The server process's values of the stored ``runs`` as one block: each metric's
+    median over the runs that have it (one value per run, so the merged reference of a
+    startup time is its median), None when none of them stored any."""
+    values: dict[str, list[float]] = {}
+    for run in runs:
+        for name in PROCESS_METRICS:
+            value = run.value(name)
+            if value is not None:
+                values.setdefault(name, []).append(value)
+    if not values:
+        return None
+    return process_block({name: statistics.median(vs) for name, vs in values.items()})

@@ -91,6 +91,8 @@ def format_trend_value(value: float | None, metric: str) -> str:
         return f"{value * 100:.2f}%"
     if unit == "/s":
         return f"{value:.2f} {_PER_SECOND.get(metric, 'tok/s')}"
+    if unit in ("s", "MB"):  # the server process's startup and memory
+        return f"{value:.1f} {unit}"
     return f"{value:.4g}"
 
 

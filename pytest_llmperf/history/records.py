@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.comparable_runs import SIZE_KEYS, comparable_workload
+from pytest_llmperf.specs.process_names import PROCESS_METRICS, process_value
 
 __all__ = [
     "SIZE_KEYS",  # the workload keys --llm-scale changes (slo/comparable_runs.py)
@@ -28,6 +29,8 @@ __all__ = [
     "StoredRun",
     "comparison_key",
     "metric_value",
+    "process_block",
+    "process_values",
 ]
 
 
@@ -64,6 +67,35 @@ def metric_value(metrics: Mapping[str, Any], metric: str, stat: str) -> float | 
     return float(value)
 
 
+def process_values(block: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the history keeps of a run's ``server_process`` block: its name, each process
+    metric it measured by name (``{"startup.ready_s": 41.2, ...}``) and its exit's message
+    (None while it lived); None without a block (a server the gate did not start)."""
+    if not isinstance(block, Mapping):
+        return None
+    out: dict[str, Any] = {"name": block.get("name")}
+    for name in PROCESS_METRICS:
+        value = process_value(block, name)
+        if value is not None:
+            out[name] = value
+    found = block.get("exit")
+    out["exit"] = (found.get("message") or "exited") if isinstance(found, Mapping) else None
+    return out
+
+
+def process_block(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """:func:`process_values` back as a ``server_process``-shaped block (``startup`` and
+    ``resources``), for what reads blocks (the baseline checks); None without values."""
+    if not values:
+        return None
+    out: dict[str, Any] = {"name": values.get("name"), "startup": {}, "resources": {}}
+    for name, metric in PROCESS_METRICS.items():
+        value = values.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[metric.section][metric.key] = float(value)
+    return out
+
+
 @dataclass(frozen=True)
 class _RunFields:
     """What a run has going in and coming out: its test, run label, the test's
@@ -85,6 +117,8 @@ class RunRecord(_RunFields):
     state: dict[str, Any]
     load: dict[str, Any] = field(default_factory=dict)
     workload: dict[str, Any] = field(default_factory=dict)
+    # the server process's values over the run (process_values), None: not started by the gate
+    process: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -133,7 +167,8 @@ class SessionInfo(_SessionFields):
 class StoredRun(_RunFields):
     """A run read back: ``when`` is its session's ``started_at``; ``metrics`` the summary
     (the JSON report's ``metrics``); :meth:`accumulator` decodes the stored state;
-    ``fingerprint`` is its session's (None: stored without one)."""
+    ``fingerprint`` is its session's (None: stored without one); ``process`` the server
+    process's values (:func:`process_values`; None: the gate did not start its server)."""
 
     session_id: int
     when: str
@@ -142,6 +177,8 @@ class StoredRun(_RunFields):
     workload: dict[str, Any]
     state_json: str = field(repr=False, compare=False)
     fingerprint: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    # the server process's values over the run (process_values; None: none stored)
+    process: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     _decoded: list[MetricsAccumulator] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
@@ -158,7 +195,10 @@ class StoredRun(_RunFields):
         return self._decoded[0]
 
     def value(self, metric: str, stat: str = "p50") -> float | None:
-        """One number of the summary (see :func:`metric_value`)."""
+        """One number of the summary (see :func:`metric_value`); a process metric's
+        (``startup.ready_s``) from the run's stored process values."""
+        if metric in PROCESS_METRICS:
+            return metric_value(self.process or {}, metric, stat)
         return metric_value(self.metrics, metric, stat)
 
 

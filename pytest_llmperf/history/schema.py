@@ -20,6 +20,12 @@ Versions:
    server and machine fingerprint (:mod:`pytest_llmperf.server_metrics.fingerprint`).
 4. ``sessions.stopped`` (JSON, NULL for a session that ran its tests): why a session
    stopped before load, as the JSON report's ``session.stopped`` (docs/gate-states.md).
+5. ``runs.process`` (JSON, NULL for a run whose server the gate did not start, and for
+   runs stored before): the server process's values over the run, ``{"name",
+   "startup.ready_s", "startup.first_token_s", "server.rss_max_mb", "server.rss_growth_mb",
+   "server.gpu_mem_max_mb", "server.cpu_s", "server.cpu_ms_per_output_token", "exit"}``
+   (:func:`~pytest_llmperf.history.records.process_values`), so that they have trends and
+   change points like any metric.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ __all__ = [
 ]
 
 APP = "pytest-llmperf"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _PG_LOCK = 7_263_520_114  # pg_advisory_xact_lock key: "migrating an llmperf history"
 
 
@@ -65,6 +71,7 @@ def migrations(dialect: str) -> dict[int, list[str]]:
         ],
         3: ["ALTER TABLE sessions ADD COLUMN fingerprint TEXT"],
         4: ["ALTER TABLE sessions ADD COLUMN stopped TEXT"],
+        5: ["ALTER TABLE runs ADD COLUMN process TEXT"],
     }
 
 

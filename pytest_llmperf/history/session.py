@@ -20,7 +20,12 @@ from typing import Any, Protocol
 from pytest_llmperf.client.endpoint import redact_url
 from pytest_llmperf.history.errors import HistoryError
 from pytest_llmperf.history.provenance import machine_info, session_tag
-from pytest_llmperf.history.records import RunRecord, SessionRecord, comparison_key
+from pytest_llmperf.history.records import (
+    RunRecord,
+    SessionRecord,
+    comparison_key,
+    process_values,
+)
 from pytest_llmperf.history.store import HistoryStore, describe_target
 from pytest_llmperf.redaction import scrub
 from pytest_llmperf.server_metrics.summary import run_metrics_with_server
@@ -101,6 +106,7 @@ def build_session_record(
                     state=dict(state),
                     load=load,
                     workload=workload,
+                    process=_clean_process(process_values(run.get("server_process"))),
                 )
             )
     return SessionRecord(
@@ -114,6 +120,13 @@ def build_session_record(
         fingerprint=dict(fingerprint) if fingerprint else None,
         stopped=_clean_stop(stopped) if stopped else None,
     )
+
+
+def _clean_process(values: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A run's process values with their texts (name, exit message) scrubbed."""
+    if values is None:
+        return None
+    return {k: scrub(v) if isinstance(v, str) else v for k, v in values.items()}
 
 
 def _clean_stop(stopped: Mapping[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from pytest_llmperf.history.records import (
     metric_value,
 )
 from pytest_llmperf.history.schema import SCHEMA_VERSION, ensure_schema
+from pytest_llmperf.specs.process_names import PROCESS_METRICS
 
 __all__ = ["HistoryStore"]
 
@@ -44,7 +45,7 @@ T = TypeVar("T")
 _JSON_FIELDS = frozenset(
     {
         *("endpoint", "machine", "options", "counts", "metrics", "load", "workload"),
-        *("fingerprint", "stopped"),
+        *("fingerprint", "stopped", "process"),
     }
 )
 _SESSION_COLUMNS = (
@@ -53,7 +54,8 @@ _SESSION_COLUMNS = (
 )
 _RUN_COLUMNS = (
     "r.test, r.label, r.outcome, r.run_key, r.counts, r.metrics, "
-    "r.session_id, s.started_at, s.tag, r.load_desc, r.workload_desc, r.state, s.fingerprint"
+    "r.session_id, s.started_at, s.tag, r.load_desc, r.workload_desc, r.state, s.fingerprint, "
+    "r.process"
 )
 _RUN_FROM = "FROM runs r JOIN sessions s ON s.id = r.session_id"
 _ORDER = "ORDER BY r.session_id, r.id"
@@ -136,6 +138,7 @@ class HistoryStore:
                 _dumps(run.state),
                 _dumps(run.load),
                 _dumps(run.workload),
+                _dumps(run.process) if run.process else None,
             )
             for run in record.runs
         ]
@@ -150,8 +153,8 @@ class HistoryStore:
             for values in runs:
                 q(
                     "INSERT INTO runs (session_id, test, label, outcome, run_key, counts, "
-                    "metrics, state, load_desc, workload_desc) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "metrics, state, load_desc, workload_desc, process) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (session_id, *values),
                 )
             return session_id
@@ -201,17 +204,19 @@ class HistoryStore:
         self, test: str, metric: str, stat: str, key: str | None = None
     ) -> list[SeriesPoint]:
         """``metric``'s ``stat`` (``ttft``/``p50``; a rate such as ``request_throughput``
-        ignores ``stat``) for every stored run of ``test`` (with ``key``), in time order.
-        Runs without a value (metric absent, empty histogram) are left out."""
+        or a process metric such as ``startup.ready_s`` ignores ``stat``) for every stored
+        run of ``test`` (with ``key``), in time order. Runs without a value (metric absent,
+        empty histogram, a server the gate did not start) are left out."""
         where, params = self._filters(test=test, key=key)
+        column = "r.process" if metric in PROCESS_METRICS else "r.metrics"
         rows = self._db.query(
-            "SELECT r.session_id, s.started_at, s.tag, r.metrics, r.label, r.run_key "
+            f"SELECT r.session_id, s.started_at, s.tag, {column}, r.label, r.run_key "
             f"{_RUN_FROM}{where} {_ORDER}",
             params,
         )
         points: list[SeriesPoint] = []
         for r in rows:
-            value = metric_value(json.loads(r[3]), metric, stat)
+            value = metric_value(json.loads(r[3]) if r[3] else {}, metric, stat)
             if value is not None:
                 points.append(SeriesPoint(int(r[0]), r[1], r[2], value, r[4], r[5]))
         return points

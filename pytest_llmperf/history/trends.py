@@ -1,6 +1,8 @@
 """Trends over the stored runs: series, change points, tables and charts.
 
-A *series* is one test's metric (``ttft`` ``p50``...) over every stored run
+A *series* is one test's metric (``ttft`` ``p50``..., or one value per run: a
+throughput, the server process's ``startup.ready_s``, ``server.rss_max_mb``,
+``server.rss_growth_mb``, ``server.cpu_ms_per_output_token``) over every stored run
 with one comparison key (the same endpoint model, API, load and workload:
 runs with different keys measured different experiments and are never mixed),
 in time order. Its change points come from
@@ -25,11 +27,17 @@ from typing import Any
 
 from pytest_llmperf.analysis.change_points import ChangePoint, detect_change_points
 from pytest_llmperf.history.errors import HistoryError
-from pytest_llmperf.history.records import SeriesPoint, comparison_key, metric_value
+from pytest_llmperf.history.records import (
+    SeriesPoint,
+    comparison_key,
+    metric_value,
+    process_values,
+)
 from pytest_llmperf.history.session import clean_endpoint
 from pytest_llmperf.history.store import HistoryStore, describe_target
 from pytest_llmperf.redaction import scrub
 from pytest_llmperf.server_metrics.summary import run_metrics_with_server
+from pytest_llmperf.specs.process_names import PROCESS_METRICS
 from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind, metric_kind
 from pytest_llmperf.svg import PALETTE, Band, Series, line_chart
 
@@ -46,8 +54,16 @@ __all__ = [
     "trend_table",
 ]
 
-# what the HTML report draws for each test with history: (metric, stat)
-REPORT_SERIES = (("ttft", "p50"), ("ttft", "p99"), ("tpot", "p50"), ("e2e", "p50"))
+# what the HTML report draws for each test with history: (metric, stat); the server
+# process's (a scalar per run, "value" like a throughput's) only where runs stored them
+REPORT_SERIES = (
+    ("ttft", "p50"),
+    ("ttft", "p99"),
+    ("tpot", "p50"),
+    ("e2e", "p50"),
+    ("startup.ready_s", "value"),
+    ("server.rss_max_mb", "value"),
+)
 _LATENCIES = {"ttft", "ttfo", "tpot", "itl", "e2e", "schedule_lag", "queue_wait"}
 _NAMES = {"ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E"}
 
@@ -107,9 +123,13 @@ class TrendReport:
 
 
 def unit_of(metric: str) -> str:
-    """``ms`` for a latency, ``/s`` for a throughput, ``fraction`` for a rate, else ``""``."""
+    """``ms`` for a latency, ``/s`` for a throughput, ``fraction`` for a rate, ``s``, ``MB``
+    or ``ms`` for the server process's (``startup.ready_s``, ``server.rss_max_mb``), else
+    ``""``."""
     if metric in _LATENCIES:
         return "ms"
+    if metric in PROCESS_METRICS:
+        return PROCESS_METRICS[metric].unit
     if metric in COMMON_METRICS:  # the server's own: ms, fraction or a count
         unit = COMMON_METRICS[metric][1]
         return "" if unit == "count" else unit
@@ -365,7 +385,9 @@ def _current_runs(
             dict(run.get("load") or {}),
             dict(run.get("workload") or {}),
         )
-        out.append((str(run.get("label") or f"run{i}"), key, run_metrics_with_server(run)))
+        metrics = run_metrics_with_server(run)  # and the server process's values, by name
+        metrics.update(process_values(run.get("server_process")) or {})
+        out.append((str(run.get("label") or f"run{i}"), key, metrics))
     return out
 
 

@@ -48,6 +48,7 @@ from pytest_llmperf.specs.slo import request_limits
 from pytest_llmperf.workloads.tokenizer import Tokenizer
 
 if TYPE_CHECKING:  # passed through to the planner, never read here
+    from pytest_llmperf.loadgen.server_watch import WatchedServer
     from pytest_llmperf.specs.run import RunSpec
 
 __all__ = ["LoadGenerator"]
@@ -74,6 +75,7 @@ class LoadGenerator:
         reset_cache: Callable[[Endpoint], dict[str, Any]] | None = None,
         decider: Decider | None = None,
         until_decided: bool = False,
+        server: WatchedServer | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.spec = spec
@@ -91,6 +93,7 @@ class LoadGenerator:
         # until="decided": the look at a live run's SLOs (slo.sequential.decider)
         self.decider = decider
         self.until_decided = until_decided  # --llm-until-decided: every gated run
+        self.server = server  # the endpoint's server process, if the gate started it
         self.results: list[RunResult] = []
         self.analyses: list[dict[str, Any]] = []
         self._current: LoadRun | None = None
@@ -213,7 +216,9 @@ class LoadGenerator:
         are replayed to them from the run's merged event log (a temporary one
         when ``--llm-events`` is not given).
         """
-        spec = sized_spec(spec, self.tokenizer, self.endpoint.api)
+        if self.server is None or self.server.poll() is None:
+            # (a dead server's /tokenize cannot size it: its run issues nothing anyway)
+            spec = sized_spec(spec, self.tokenizer, self.endpoint.api)
         ray = self.ray if workers is None else None  # a run's own worker count is local
         workers = self.workers if workers is None else workers
         run_observers = [*self.observers, *observers]
@@ -238,6 +243,7 @@ class LoadGenerator:
             ray=ray,
             server_metrics=self.server_metrics,
             decide=decide,
+            server=self.server,  # watched over the run: resources, and an exit stops it
         )
         self._current = run
         try:
@@ -292,6 +298,7 @@ class LoadGenerator:
             # this server's /metrics and cache reset say nothing of another server's
             other.server_metrics = None
             other.reset_cache = None
+            other.server = None
         other._current = None
         return other
 

@@ -29,6 +29,7 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"  # the run's task was cancelled
     WORKER_LOST = "worker_lost"  # a Ray load-generator actor died or its node left
     DECIDED = "decided"  # until="decided": every gated SLO was decided (slo/sequential.py)
+    SERVER_EXITED = "server_exited"  # the server the gate started exited mid-run
 
 
 def token_length_warnings(
@@ -132,6 +133,9 @@ class RunResult:
     output_consistency: OutputMatch | None = None
     # why one of those two was not measured: {"output_match" | "output_consistency": why}
     output_notes: dict[str, str] = field(default_factory=dict)
+    # the server process the gate started and watched over this run (``runs[].server_process``:
+    # name, cmd, pid, log, restart, startup, resources, exit); None for a URL it did not start
+    server_process: dict[str, Any] | None = None
 
     @property
     def metrics(self) -> Mapping[str, LatencyHistogram | float]:
@@ -328,6 +332,7 @@ class RunResult:
             "gated": self.gated,
             "server_metrics": self.server_metrics.to_dict() if self.server_metrics else None,
             **({"cache_reset": self.cache_reset} if self.cache_reset is not None else {}),
+            **({"server_process": self.server_process} if self.server_process is not None else {}),
             **({"stages": self.stages} if self.stage_plan else {}),
             **({"turns": self.turns} if self.accumulator.turns else {}),
             **({"ttft_split": split} if split is not None else {}),

@@ -17,14 +17,19 @@ drained at the end).
 - was the generator the bottleneck: :mod:`~pytest_llmperf.loadgen.self_check`;
 - the server's own metrics over the run (``server_metrics``: its ``/metrics``
   scraped at the start, every interval and at the end, in a thread of its own,
-  off the request path): :mod:`~pytest_llmperf.server_metrics`.
+  off the request path): :mod:`~pytest_llmperf.server_metrics`;
+- the server process the gate started (``server``, a
+  :class:`~pytest_llmperf.managed_server.ManagedServer`): its resources sampled and its
+  exit watched over the run, :mod:`~pytest_llmperf.loadgen.server_watch`.
 
 It knows no pools: with ``workers > 1`` (or ``ray``) the dispatcher splits the
 same plan across processes and merges them exactly into this run.
 
 Stopping: after ``requests`` requests, after ``duration`` seconds of the
 performance phase, on :meth:`LoadRun.stop`, or on SIGINT / :meth:`LoadRun.interrupt`
-(first: stop issuing and drain; second: stop draining). Every issued request
+(first: stop issuing and drain; second: stop draining). A managed server that
+exits stops issuing and ends the drain at once (``server_exited``: the requests
+in flight then fail with a connection error, and no request is sent after). Every issued request
 ends in exactly one record: the drain waits for tracked requests up to the
 per-request total timeout plus a grace period, and any still in flight at
 that hard cap are recorded as ``incomplete_at_cap`` failures rather than
@@ -40,10 +45,11 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.models import resolve_model
+from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.loadgen.event_files import events_file_for
 from pytest_llmperf.loadgen.issue.delivery import Delivery, RecordObserver
 from pytest_llmperf.loadgen.issue.drain import drain_cap_s
@@ -55,11 +61,15 @@ from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.scale_out.dispatcher import Dispatcher
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.loadgen.self_check import generator_self_check
+from pytest_llmperf.loadgen.server_watch import ServerWatch, WatchedServer
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.server_metrics.per_request import server_metrics_from_requests
 from pytest_llmperf.server_metrics.sampler import ServerMetricsRecording, ServerMetricsSampler
 from pytest_llmperf.server_metrics.source import ServerMetricsSource
 from pytest_llmperf.server_metrics.summary import with_response_timings
+
+if TYPE_CHECKING:  # started and stopped by the plugin; a run only watches it
+    from pytest_llmperf.managed_server import ServerExit
 
 __all__ = ["DECIDE_EVERY_S", "Decider", "LoadRun", "run_load"]
 
@@ -76,6 +86,7 @@ _INTERRUPTING = (
     StopReason.SIGINT,
     StopReason.CANCELLED,
     StopReason.WORKER_LOST,
+    StopReason.SERVER_EXITED,
 )
 
 
@@ -86,7 +97,9 @@ class LoadRun:
     :class:`~pytest_llmperf.loadgen.plan.planner.RunPlan` made already), planned once here.
     ``events_dir``: keep this run's event log there (one SQLite file per
     run; ``RunResult.events_path`` says which). ``workers``: issue from that
-    many processes (``--llm-workers``).
+    many processes (``--llm-workers``). ``server``: the server process the gate
+    started for this endpoint (None for a URL it did not start), watched over the run
+    (``RunResult.server_process``).
     """
 
     def __init__(
@@ -105,6 +118,7 @@ class LoadRun:
         ray: RayCluster | None = None,
         server_metrics: ServerMetricsSource | None = None,
         decide: Decider | None = None,
+        server: WatchedServer | None = None,
     ) -> None:
         self.spec = spec  # as given (callers read it); below here only the plan is used
         self.plan = RunPlan.of(spec, share)
@@ -112,6 +126,11 @@ class LoadRun:
         self.endpoint = endpoint.with_fields(endpoint.fields.with_extra(self.plan.extra_body))
         self.label = label
         self.request_limits_ms = dict(request_limits_ms or {})
+        # the managed server: sampled and watched over the run (a failed request looks too)
+        self.server = server
+        self.server_watch = ServerWatch(server, label, self._server_exited) if server else None
+        if self.server_watch is not None:
+            observers = [*observers, self._look_at_server]
         self.local = ShareRun(
             self.endpoint,
             self.plan,
@@ -236,8 +255,12 @@ class LoadRun:
         wall0 = time.monotonic_ns()
         interrupted = False
         recording: ServerMetricsRecording | None = None
+        server_process: dict[str, Any] | None = None
         watcher = asyncio.ensure_future(self._watch_decided()) if self.decide else None
+        server = self.server_watch
         try:
+            if server is not None:
+                server.start(wall0)  # a server dead already: nothing is issued
             interrupted = await self.dispatcher.issue(events_file, started_at)
         finally:
             if watcher is not None:
@@ -246,6 +269,9 @@ class LoadRun:
             if sampler is not None:
                 # the end scrape in a thread: a run cancelled here still stops the sampler
                 recording = await asyncio.shield(sampler.astop())
+            if server is not None:
+                tokens = self.accumulator.output_tokens
+                server_process = await asyncio.shield(server.stop(tokens))
         wall_s = (time.monotonic_ns() - wall0) / 1e9
         self.stats.cpu_s += time.process_time() - cpu0
         self.stats.wall_s = wall_s
@@ -267,6 +293,7 @@ class LoadRun:
         result.stage_plan = load.stages
         result.stage_sends = list(self.stats.stage_sends)
         result.events_path = str(events_file) if events_file is not None else None
+        result.server_process = server_process
         self._add_server_metrics(result, recording, wall0)
         result.self_check = generator_self_check(
             self.accumulator,
@@ -295,6 +322,21 @@ class LoadRun:
                     f"{why}, {time.monotonic() - t0:.1f} s in, {issued} requests issued"
                 )
                 self.stop(StopReason.DECIDED)
+
+    def _look_at_server(self, record: RequestRecord) -> None:
+        """A failed request: has the server died? (Caught here before the slot that sent it
+        sends again, where the watch's own look comes a moment late.)"""
+        if record.error is not None and self.server_watch is not None:
+            self.server_watch.check()
+
+    def _server_exited(self, exit: ServerExit, message: str) -> None:
+        """The watched server exited (``message``: "server exited with signal 9 (SIGKILL)
+        at 12.3 s into run0"): stop issuing and end the drain now; its requests in flight
+        are lost, and waiting for them would only wait out their timeouts."""
+        self.stop_detail = message
+        self.stop(StopReason.SERVER_EXITED)
+        self.stop_reason = StopReason.SERVER_EXITED  # also over a run that was draining
+        self.dispatcher.end_drain()
 
     def _add_server_metrics(
         self, result: RunResult, recording: ServerMetricsRecording | None, t0_ns: int

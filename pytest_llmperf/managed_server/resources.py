@@ -76,6 +76,8 @@ class ResourceSampler:
             for proc in tree:
                 try:
                     with proc.oneshot():
+                        if proc.status() == psutil.STATUS_ZOMBIE:  # exited, not reaped: no
+                            continue  # memory left to count (its RSS reads 0)
                         key = (proc.pid, proc.create_time())
                         memory = proc.memory_info().rss
                         times = proc.cpu_times()

@@ -18,7 +18,7 @@ knows the procedures, and ``loadgen`` knows nothing of them.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.loadgen.generator import LoadGenerator
@@ -37,6 +37,9 @@ from pytest_llmperf.slo.regression import Thresholds
 from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.specs.run import RunSpec
 
+if TYPE_CHECKING:  # the plugin's started servers, handed to each side's runs
+    from pytest_llmperf.loadgen.server_watch import WatchedServer
+
 __all__ = ["LlmLoadgen"]
 
 
@@ -54,6 +57,10 @@ class LlmLoadgen(LoadGenerator):
     is an A/B comparison against it (:mod:`~pytest_llmperf.methodology.reference`,
     docs/ab.md): the candidate's merged blocks are the run, the comparison goes
     to :attr:`comparisons` and, as a table, to the test's analyses.
+
+    With a managed ``server`` (a setting: the server process the gate started for the
+    endpoint) every run watches it (:mod:`~pytest_llmperf.loadgen.server_watch`), and the
+    reference's runs its own (``reference_server``, ``--llm-reference-cmd``).
 
     With ``consistency`` (the plugin sets it when the test has an ``output_consistency``
     SLO, or no baseline and no reference to compare greedy outputs with), each gated
@@ -76,6 +83,7 @@ class LlmLoadgen(LoadGenerator):
         thresholds: Thresholds | None = None,
         ab_blocks: int = AB_BLOCKS,
         consistency: bool = False,
+        reference_server: WatchedServer | None = None,
         **settings: Any,
     ) -> None:
         super().__init__(endpoint, spec, **settings)
@@ -87,6 +95,7 @@ class LlmLoadgen(LoadGenerator):
         if reference is not None:
             self.reference = self.for_endpoint(reference)
             self.reference.reference = None
+            self.reference.server = reference_server  # --llm-reference-cmd's, watched alike
 
     async def run_spec(
         self,

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.loadgen.result import RunResult, StopReason
+from pytest_llmperf.loadgen.server_watch import merged_server_process
 from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.paired import (
     DEFAULT_AB_STATS,
@@ -243,6 +244,11 @@ def merge_blocks(parts: Sequence[RunResult], label: str) -> RunResult:
         stage_plan=first.stage_plan,
         stage_sends=[sum(x) for x in zip(*(p.stage_sends for p in parts), strict=False)],
     )
+    # a managed server's blocks as one (an exit, the one that stopped the comparison)
+    result.server_process = merged_server_process(
+        [p.server_process for p in parts], acc.output_tokens
+    )
+    result.stop_detail = next((p.stop_detail for p in parts if p.stop_detail), "")
     return result
 
 
@@ -278,8 +284,8 @@ async def run_ab(
         order.append(f"{'A' if side == 'candidate' else 'B'}{k + 1}")
         if result.events_path:
             events[side].append(result.events_path)
-        if result.stop_reason is StopReason.SIGINT:
-            break
+        if result.stop_reason in (StopReason.SIGINT, StopReason.SERVER_EXITED):
+            break  # Ctrl-C, or a side's server died: no block after it would measure
     done = [
         k
         for k in range(blocks)
@@ -292,6 +298,7 @@ async def run_ab(
     if reference_result is None:  # interrupted in the first block
         reference_result = replace(candidate, label=f"{label} [reference]")
         reference_result.accumulator = MetricsAccumulator()
+        reference_result.server_process = None  # the candidate's server, not its own
     reference_result.gated = False
     checks = paired_checks(
         [_acc(sides["candidate"][k]) for k in done],

@@ -94,6 +94,10 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
             spec.slos, plugin.options.confidence, bars=ruleset_bars(plugin.rulesets_of(item))
         ),
         until_decided=plugin.options.until_decided,  # --llm-until-decided
+        # the server processes the gate started (--llm-server-cmd, --llm-reference-cmd):
+        # watched over every run, their resources and any exit in the run's record
+        server=plugin.endpoints.server_for(endpoint),
+        reference_server=plugin.endpoints.server_for(reference) if reference else None,
     )
     item.stash[GEN_KEY] = generator
     return generator

@@ -21,6 +21,7 @@ from pytest_llmperf.errors import (
 )
 from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.loadgen.server_watch import LOG_TAIL_LINES
 from pytest_llmperf.metrics.blank import all_blank_note
 from pytest_llmperf.metrics.outputs import MatchedAgainst, SampleOutputs
 from pytest_llmperf.options import InconclusivePolicy
@@ -34,6 +35,7 @@ from pytest_llmperf.plugin.markers import (
 )
 from pytest_llmperf.reports.junit import (
     ab_properties,
+    add_server_log,
     error_properties,
     junit_properties,
     regression_properties,
@@ -41,6 +43,7 @@ from pytest_llmperf.reports.junit import (
     server_properties,
 )
 from pytest_llmperf.reports.outcome import judge_test, nothing_measured
+from pytest_llmperf.reports.server_words import exit_failure, log_block, server_log
 from pytest_llmperf.slo.multiplicity import judge_family, test_level
 from pytest_llmperf.slo.output_match import OtherOutputs, judge_output_match
 from pytest_llmperf.slo.regression import DEFAULT_ALPHA, RegressionCheck
@@ -132,6 +135,10 @@ class JudgingPart(PluginBase):
                 # pytest makes no report for an interrupted test: keep its partial runs here.
                 self.data.add(item.nodeid, "interrupted", item.stash[PAYLOAD_KEY])
                 self.data.interrupted = True
+            if isinstance(exc, Exception) and (exited := _exit_failure(item)):
+                # the server's death, not what the body made of it, is the test's failure
+                body = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                pytest.fail(f"{exited}\n\n(the test body then raised {body})", pytrace=False)
             raise
         self._judge(item, raise_failures=True)
         return result
@@ -172,6 +179,9 @@ class JudgingPart(PluginBase):
             payload = payload_for_test(
                 endpoint, generator, results, verdicts, checks, compared_with, unmeasured
             )
+            # a managed server that exited or failed requests: its log's tail in the report
+            if log := server_log(payload["runs"], lambda path: _live_tail(generator, path)):
+                payload["server_log"] = log
             item.stash[PAYLOAD_KEY] = payload
             props = payload["junit"]
             if self._junit_testcase_properties():
@@ -194,18 +204,21 @@ class JudgingPart(PluginBase):
             reference=self._reference.label if self._reference is not None else "",
             runs=item.stash[PAYLOAD_KEY]["runs"] if PAYLOAD_KEY in item.stash else None,
         )
+        if exited := _exit_failure(item):  # whatever its SLOs said
+            more = f"\n\n{outcome.message}" if outcome.kind != Verdict.PASS else ""
+            pytest.fail(exited + more, pytrace=False)
+        log = item.stash[PAYLOAD_KEY].get("server_log") if PAYLOAD_KEY in item.stash else None
+        message = outcome.message + (f"\n\n{log_block(log)}" if log else "")
         if outcome.kind == Verdict.FAIL:
-            pytest.fail(outcome.message, pytrace=False)
+            pytest.fail(message, pytrace=False)
         if outcome.kind == Verdict.INCONCLUSIVE:
             policy = self._inconclusive_policy(item)
             if policy == InconclusivePolicy.FAIL:
-                pytest.fail(
-                    outcome.message + "\n(--llm-inconclusive=warn|skip to relax)", pytrace=False
-                )
+                pytest.fail(message + "\n(--llm-inconclusive=warn|skip to relax)", pytrace=False)
             elif policy == InconclusivePolicy.SKIP:
-                pytest.skip(outcome.message)
+                pytest.skip(message)
             else:
-                warnings.warn(LlmPerfInconclusiveWarning(outcome.message), stacklevel=1)
+                warnings.warn(LlmPerfInconclusiveWarning(message), stacklevel=1)
 
     def _match_outputs(
         self,
@@ -301,3 +314,24 @@ class JudgingPart(PluginBase):
             if xml is not None and not self._junit_testcase_properties():
                 for name, value in payload.get("junit", []):
                     xml.add_global_property(f"{report.nodeid}::{name}", value)
+            if xml is not None and payload.get("server_log"):
+                add_server_log(xml, report, payload["server_log"])  # the case's system-err
+
+
+def _exit_failure(item: pytest.Item) -> str:
+    """The failure of a test a run of which saw its server exit (``""`` if none did)."""
+    payload = item.stash.get(PAYLOAD_KEY, None)
+    if payload is None:
+        return ""
+    return exit_failure(payload["runs"], payload.get("server_log"))
+
+
+def _live_tail(generator: LoadGenerator | None, path: str) -> str | None:
+    """The last lines, now, of the log at ``path`` of a server the test's generator (or
+    its A/B reference) watched; None when neither wrote it."""
+    for gen in (generator, getattr(generator, "reference", None)):
+        server = getattr(gen, "server", None)
+        if server is not None and str(server.log_path) == path:
+            tail: str = server.log_tail(LOG_TAIL_LINES)
+            return tail
+    return None

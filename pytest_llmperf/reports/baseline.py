@@ -19,7 +19,12 @@ Format (JSON, ``baseline_version`` 1)::
 
     {"baseline_version": 1, "created_at": ISO-8601, "endpoint": {...},
      "options": {...}, "fingerprint": {...}, "tests": {nodeid: {"runs": {label:
-     {"load", "workload", "state"}}}}}
+     {"load", "workload", "state", "server_metrics", "server_process"}}}}}
+
+``server_process`` (the run's server process block: startup times and resources) is
+there only for a run whose server the gate started; its ``startup.*`` are compared by
+default, its resources where ``--llm-baseline-threshold`` names them
+(:mod:`~pytest_llmperf.slo.startup_regression`).
 
 ``fingerprint`` (:mod:`pytest_llmperf.server_metrics.fingerprint`: server family,
 version, model card, engine configuration, chat-template hash, client machine)
@@ -112,6 +117,11 @@ def build_baseline(
                 "gated": run.get("gated", True),
                 "state": state,
                 "server_metrics": run.get("server_metrics"),
+                **(
+                    {"server_process": run["server_process"]}
+                    if run.get("server_process") is not None
+                    else {}
+                ),
             }
             for i, (run, state) in enumerate(zip(entry.runs, entry.states, strict=False))
         }
@@ -209,6 +219,7 @@ class Baseline(BaselineSource):
                 MetricsAccumulator.from_state(stored["state"]),
                 comparability=noted,
                 server_metrics=stored.get("server_metrics"),
+                server_process=stored.get("server_process"),
             )
 
     def other_outputs(

@@ -22,6 +22,7 @@ from pytest_llmperf.metrics.blank import all_blank_note
 from pytest_llmperf.reports import plots
 from pytest_llmperf.reports.html_outputs import is_path_key, outputs_view, path_config_rows
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
+from pytest_llmperf.reports.server_process import exit_message, exit_tail, log_uri, process_rows
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import (
     MARKS,
@@ -261,9 +262,25 @@ def _run_view(
         "blank": (run.get("counts") or {}).get("blank", 0),
         "blank_note": all_blank_note(run.get("counts") or {}),
         "server_view": _server_view(server) if server is not None else None,
+        "process_view": _process_view(run.get("server_process")),
         "split_view": _split_view(run),
         "stage_server": any(row["server"] is not None for row in stage_rows),
         "outputs_view": outputs_view(run, slos),
+    }
+
+
+def _process_view(block: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A run's ``server_process`` block as the "Server process" table, its log as a
+    ``file://`` link and, where the server exited, the banner's message and log tail."""
+    if not block:
+        return None
+    log = block.get("log")
+    return {
+        "rows": process_rows(block),
+        "log": str(log) if log else "",
+        "log_url": log_uri(log),
+        "exit": exit_message(block),
+        "tail": exit_tail(block),
     }
 
 

@@ -89,6 +89,7 @@ def build_report(
             **session,
             "interrupted": data.interrupted,
             "outcomes": counts,
+            "servers": list(data.servers),
             "merged": merged,
             "groups": [
                 {**d, "metrics": _add_stats(d["metrics"], g.accumulator, ruleset_stats)}

@@ -17,6 +17,10 @@ those too (``llm_run[valid_rate][run0]``, ``llm_run[run0][model sim-lora-1].issu
 Either way a failing SLO also fails its testcase, whose ``<failure>`` message
 holds the verdict table, which is what CI dashboards (GitLab, Jenkins,
 Azure, GitHub annotations) show first.
+
+A test whose managed server exited, or whose runs had failed requests against one,
+also carries the server's log tail (redacted) in its testcase's ``<system-err>``
+(:func:`add_server_log`), whatever ``junit_logging`` says.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pytest_llmperf.reports.output_words import (
     parting_words,
     validity,
 )
+from pytest_llmperf.reports.server_process import exit_message
 from pytest_llmperf.reports.table import error_sample_lines, format_value, verdict_model
 from pytest_llmperf.reports.time_split import (
     cache_reset_word,
@@ -43,11 +48,13 @@ from pytest_llmperf.reports.time_split import (
 )
 from pytest_llmperf.slo.regression import RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict
+from pytest_llmperf.specs.process_names import PROCESS_METRICS, format_process_value, process_value
 from pytest_llmperf.specs.server_names import MetricKind, metric_kind
 
 __all__ = [
     "ab_properties",
     "add_error_case",
+    "add_server_log",
     "error_properties",
     "junit_properties",
     "regression_properties",
@@ -71,6 +78,18 @@ def add_error_case(xml: Any, classname: str, name: str, message: str, detail: st
     error = ElementTree.Element("error", message=_xml_text(short))
     error.text = _xml_text(detail)
     reporter.append(error)
+
+
+def add_server_log(xml: Any, report: Any, log: Mapping[str, str]) -> None:
+    """Append the server's log tail (``log``: the test's ``server_log``, ``{"path",
+    "tail"}``, redacted already) to the ``<system-err>`` of ``report``'s testcase in
+    pytest's JUnit writer ``xml`` (its ``LogXML``): the server's own words beside the
+    failure, where CI dashboards show a test's output."""
+    reporter = xml.node_reporter(report)
+    element = ElementTree.Element("system-err")
+    head = f"server log {log.get('path') or ''}, last lines:"
+    element.text = _xml_text(f"{head}\n{log.get('tail') or ''}")
+    reporter.append(element)
 
 
 def _xml_text(text: str) -> str:
@@ -278,7 +297,10 @@ def server_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]
     - ``llm_ttft_split[run0].source`` = ``per request, n=1200`` or ``server histograms,
       bucket-bounded, n=1200``, and per statistic (mean, p50, p99) the client's TTFT and
       each part: ``llm_ttft_split[p50][run0].ttft`` = ``41.2 ms``, ``.server_queue``,
-      ``.prefill`` (or ``.client_queue``, ``.engine`` per request), ``.remainder``.
+      ``.prefill`` (or ``.client_queue``, ``.engine`` per request), ``.remainder``;
+    - the server process the gate started: ``llm_server_process[startup.ready_s][run0]`` =
+      ``41.2 s`` (each process metric measured, named as an SLO on it is written),
+      ``llm_server_process[run0].log`` (its log's path) and ``.exit`` (where it died).
     """
     props: list[tuple[str, str]] = []
     for run in runs:
@@ -302,6 +324,7 @@ def server_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]
                     )
         if reset := cache_reset_word(run.get("cache_reset")):
             props.append((f"llm_server[{label}].cache_reset", reset))
+        props.extend(_process_properties(label, run.get("server_process")))
         split = time_split(run)
         if split is None:
             continue
@@ -311,4 +334,20 @@ def server_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]
             props.append((f"{name}.ttft", format_value(split.ttft.get(stat), "ms")))
             for part in split.parts:
                 props.append((f"{name}.{part.key}", format_value(part.values.get(stat), "ms")))
+    return props
+
+
+def _process_properties(label: str, block: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The server process's figures of one run (see :func:`server_properties`)."""
+    if not isinstance(block, Mapping):
+        return []
+    props = [
+        (f"llm_server_process[{name}][{label}]", format_process_value(name, value))
+        for name in PROCESS_METRICS
+        if (value := process_value(block, name)) is not None
+    ]
+    if block.get("log"):
+        props.append((f"llm_server_process[{label}].log", str(block["log"])))
+    if died := exit_message(block):
+        props.append((f"llm_server_process[{label}].exit", died))
     return props

@@ -45,6 +45,7 @@ from pytest_llmperf.reports.markdown_outputs import paths_line
 from pytest_llmperf.reports.markdown_runs import (
     identity_lines,
     model_table,
+    process_md_line,
     run_row,
     runs_table_head,
     self_check_lines,
@@ -228,7 +229,7 @@ def _gated(test: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _runs_sections(views: Sequence[TestView]) -> list[Section]:
-    rows, servers, paths = [], [], []
+    rows, servers, paths, processes = [], [], [], []
     for view in views:
         important = view.kind in ("fail", "inconclusive")
         rank = _FAILING_RUNS if important else _PASSING_RUNS
@@ -238,6 +239,12 @@ def _runs_sections(views: Sequence[TestView]) -> list[Section]:
             line = server_line(view.nodeid, run)
             if line is not None:
                 servers.append(Block(f"- {line}\n", rank=rank, what="server"))
+            said = process_md_line(view.nodeid, run)
+            if said is not None:
+                line, died = said
+                processes.append(
+                    Block(f"- {line}\n", rank=_FAILING if died else rank, what="server")
+                )
             asked = paths_line(view.nodeid, run)
             if asked is not None:
                 paths.append(Block(f"- {asked}\n", rank=rank, what="run"))
@@ -250,6 +257,8 @@ def _runs_sections(views: Sequence[TestView]) -> list[Section]:
         out.append(
             Section("**The server's own view** (its /metrics over each run):\n\n", servers, "\n")
         )
+    if processes:
+        out.append(Section("**The server process** (started by the gate):\n\n", processes, "\n"))
     return out
 
 

@@ -1,5 +1,6 @@
 """The Markdown summary's run and session pieces, read from the JSON report: a gated
-run's row (:func:`run_row`) and the server's view of it (:func:`server_line`), a staged
+run's row (:func:`run_row`), the server's view of it (:func:`server_line`) and the
+server process the gate started (:func:`process_md_line`), a staged
 run's stages, a multi-turn run's turns and a run's served models (:func:`stage_table`,
 :func:`turn_table`, :func:`model_table`), the
 endpoint and server identity (:func:`identity_lines`) and the load generator's
@@ -15,6 +16,7 @@ from pytest_llmperf.gfm import code, table, text
 from pytest_llmperf.reports.markdown_tables import mark
 from pytest_llmperf.reports.model_view import issued_share, model_entries, model_mark
 from pytest_llmperf.reports.output_words import validity
+from pytest_llmperf.reports.server_process import exit_message, process_line
 from pytest_llmperf.reports.table import format_value, stage_level, stage_mark
 from pytest_llmperf.reports.time_split import (
     cache_reset_note,
@@ -29,6 +31,7 @@ __all__ = [
     "identity_lines",
     "model_table",
     "ok_cell",
+    "process_md_line",
     "run_row",
     "runs_table_head",
     "self_check_lines",
@@ -116,6 +119,23 @@ def server_line(nodeid: str, run: Mapping[str, Any]) -> str | None:
     if reset := cache_reset_note(run.get("cache_reset")):
         line += f"; {text(reset)}"
     return line
+
+
+def process_md_line(nodeid: str, run: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """One line of the server process the gate started, for a run: startup, RSS, CPU
+    (:func:`~pytest_llmperf.reports.server_process.process_line`) and, in bold, its exit;
+    with whether it exited. None for a run without the block (an endpoint URL)."""
+    block = run.get("server_process")
+    if not isinstance(block, Mapping):
+        return None
+    line = f"{code(nodeid, cell=False)} [{text(run.get('label') or '-')}]: "
+    line += text(process_line(block))
+    died = exit_message(block)
+    if died:
+        line += f"; **{text(died)}**"
+        if block.get("log"):
+            line += f" (log: {code(str(block['log']), cell=False)})"
+    return line, bool(died)
 
 
 def stage_table(run: Mapping[str, Any], slos: Sequence[Mapping[str, Any]]) -> str:

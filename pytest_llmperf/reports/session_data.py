@@ -34,6 +34,8 @@ class TestEntry:
     endpoint: dict[str, Any] = field(default_factory=dict)
     baseline: list[dict[str, Any]] = field(default_factory=list)
     nothing_measured: str | None = None
+    # a managed server that exited or failed requests: {"path", "tail"} of its log
+    server_log: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +47,7 @@ class TestEntry:
             "analyses": self.analyses,
             "baseline": self.baseline,
             "nothing_measured": self.nothing_measured,
+            **({"server_log": self.server_log} if self.server_log else {}),
         }
 
 
@@ -54,6 +57,21 @@ class SessionData:
     def __init__(self) -> None:
         self.tests: dict[str, TestEntry] = {}
         self.interrupted = False
+        # every server process the session started (ManagedServer.describe() dicts: name,
+        # cmd, log, ready_s, first_token_s, exit, stopped_by): the JSON's session.servers
+        self.servers: list[dict[str, Any]] = []
+
+    def add_server(self, described: Mapping[str, Any]) -> None:
+        """Record a server the session started (``ManagedServer.describe()``); a later
+        description of the same server (same ``pid`` and ``log``: at its stop, with its
+        exit) replaces the earlier one, in place."""
+        entry = dict(described)
+        same = (entry.get("pid"), entry.get("log"))
+        for i, known in enumerate(self.servers):
+            if (known.get("pid"), known.get("log")) == same and same != (None, None):
+                self.servers[i] = entry
+                return
+        self.servers.append(entry)
 
     def add(self, nodeid: str, outcome: str, payload: Mapping[str, Any] | None) -> None:
         """Record a test's outcome; ``payload`` is what the plugin put on its report."""
@@ -70,6 +88,7 @@ class SessionData:
             entry.baseline.extend(payload.get("baseline", []))
             entry.endpoint = dict(payload.get("endpoint", entry.endpoint))
             entry.nothing_measured = payload.get("nothing_measured") or entry.nothing_measured
+            entry.server_log = payload.get("server_log") or entry.server_log
 
     def groups(self) -> dict[str, SessionGroup]:
         """Gated runs merged per endpoint and model (see :mod:`pytest_llmperf.slo.session`)."""

@@ -16,9 +16,13 @@ A run with ``connection_retries`` (requests sent once more on a new
 connection, docs/measurement.md "Connections") gets a ``!`` line saying how
 many, and the figures of a run or group name them; at 0, the normal case,
 nothing is printed (the JSON and HTML reports always carry the count).
-With the server's metrics (``--llm-server-metrics``), each run gets a
-``server [run0]:`` line (family, source, server TTFT p50/p99, queue p99,
-KV-cache max, preemptions, prefix-cache hit rate, the cache reset; or why
+A run whose server the gate started (``--llm-server-cmd``) gets a ``server NAME
+[run0]:`` line (ready time, RSS max and growth, GPU memory, CPU per output token), and
+a ``✗`` line with the exit and the log's path where the server died (under
+``--llm-summary=brief``, only that). With the server's metrics
+(``--llm-server-metrics``), each run gets a ``server [run0]:`` line (family, source,
+server TTFT p50/p99, queue p99, KV-cache max, preemptions, prefix-cache hit rate, the
+cache reset; or why
 they are missing), and a failing latency SLO (ttft, ttfo, e2e, ``server.*``)
 says where its run's time went: the client's TTFT p50 and p99 against the
 server's queue and prefill, and the client/network remainder
@@ -46,6 +50,7 @@ from pytest_llmperf.loadgen.result import TOKEN_LENGTH_TOLERANCE
 from pytest_llmperf.metrics.blank import all_blank_note
 from pytest_llmperf.reports.line_breaks import fit, prose, wrap_parts
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
+from pytest_llmperf.reports.server_process import exit_message, process_parts
 from pytest_llmperf.reports.session_data import SessionData, TestEntry
 from pytest_llmperf.reports.table import (
     MARKS,
@@ -167,6 +172,9 @@ def summary_lines(
                 lines.append(f"    ! {run['label']}: {blank}")
             if run.get("server_metrics") is not None or reset_said(run.get("cache_reset")):
                 lines.extend(wrap_parts(_server_parts(run), width))
+            if parts := process_parts(run.get("server_process"), str(run.get("label") or "")):
+                lines.extend(wrap_parts(parts, width))
+            lines.extend(_exit_lines(run, width))
             if retried := (run.get("counts") or {}).get("connection_retries"):
                 lines.extend(_retries_lines(run["label"], retried, width))
             if run.get("reference"):  # --llm-reference-endpoint: passed or not, one line
@@ -244,7 +252,20 @@ def _brief_test_lines(test: TestEntry, on: str, width: int | None) -> list[str]:
             lines.append(f"    ! {run['label']}: {warning}")
         if retried := (run.get("counts") or {}).get("connection_retries"):
             lines.extend(_retries_lines(run["label"], retried, width))
+        lines.extend(_exit_lines(run, width))
     return lines
+
+
+def _exit_lines(run: Mapping[str, Any], width: int | None) -> list[str]:
+    """``✗ run0: server exited with signal 9 (SIGKILL) at 12.3 s into run0 (log: PATH)``
+    where the run's server died; nothing while it lives."""
+    block = run.get("server_process")
+    died = exit_message(block)
+    if not died:
+        return []
+    log = (block or {}).get("log")
+    where = f" (log: {log})" if log else ""
+    return fit(f"    {MARKS['fail']} {run.get('label')}: {died}{where}", width)
 
 
 def stop_note(data: SessionData, stopped: str = "") -> str:

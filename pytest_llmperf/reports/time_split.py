@@ -28,6 +28,7 @@ from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.server_metrics.cache_reset import reset_said
+from pytest_llmperf.specs.process_names import PROCESS_METRICS
 from pytest_llmperf.specs.server_names import COMMON_METRICS
 from pytest_llmperf.specs.slo import parse_slo
 
@@ -212,7 +213,7 @@ def explains_time(expr: str) -> bool:
         slo = parse_slo(expr)
     except LlmPerfUsageError:  # a foreign report's or ruleset's: not ours to read
         return False
-    return slo.metric in SPLIT_METRICS or slo.metric.startswith("server.")
+    return slo.metric in SPLIT_METRICS or slo.is_server
 
 
 def scope_of(run: Mapping[str, Any], stage: Any) -> Mapping[str, Any]:
@@ -228,7 +229,10 @@ def scope_of(run: Mapping[str, Any], stage: Any) -> Mapping[str, Any]:
 
 def metric_unit(metric: str) -> str:
     """The unit a metric's values are in: ``ms`` for latencies (a client's or the
-    server's), ``fraction`` or ``count`` for the server's others."""
+    server's), ``fraction`` or ``count`` for the server's others, ``s``, ``MB`` or ``ms``
+    for the server process's (``startup.ready_s``, ``server.rss_max_mb``)."""
+    if metric in PROCESS_METRICS:
+        return PROCESS_METRICS[metric].unit
     return COMMON_METRICS[metric][1] if metric in COMMON_METRICS else "ms"
 
 

@@ -95,6 +95,7 @@ class Profile:
     lora_load_us: float
     output_change_rate: float
     constrain_outputs: bool
+    leak_mb_per_request: float
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property

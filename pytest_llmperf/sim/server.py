@@ -64,6 +64,7 @@ from .wire import (
 __all__ = ["SIM_VERSION", "SimApp"]
 
 MAX_REQUEST_BYTES = 256 * 1024 * 1024  # what one request body may hold
+_MIB = 1024 * 1024
 
 SIM_VERSION = "pytest-llmperf-sim 0.1"
 MALFORMED_FRAME = b'data: {"id": "malformed", "choices": [{"index": 0, "delta": {"content": \n\n'
@@ -123,6 +124,7 @@ class SimApp:
             profile.model, profile.max_model_len, profile.lora_adapters
         )
         self.next_index = 0
+        self.leaked: list[bytes] = []  # leak_mb_per_request: kept for the process's life
         self.emit_lags: list[float] | None = [] if record_emit_lag else None
         self.emit_planned: list[float] = []  # planned loop time of each lag sample
         # aiohttp refuses bodies over 1 MiB by default; two 512x512 PNGs in base64 are
@@ -171,6 +173,14 @@ class SimApp:
         if self.gc is not None:
             self.gc.stop()
         await self.backend.stop()
+
+    def _leak(self) -> None:
+        """The ``leak_mb_per_request`` fault: keep that many MB, every page written (a
+        repeated byte is a memset, so the resident set really grows; a zeroed buffer
+        would stay on the kernel's shared zero page), for the rest of the process's life."""
+        mb = self.profile.leak_mb_per_request
+        if mb > 0:
+            self.leaked.append(b"\x01" * int(mb * _MIB))
 
     # -- simple endpoints -------------------------------------------------
     async def models(self, _request: web.Request) -> web.Response:
@@ -322,6 +332,7 @@ class SimApp:
         poll()
         index = self.next_index
         self.next_index += 1
+        self._leak()
         if self.gc is not None:
             self.gc.request_served(index)
         try:
@@ -723,6 +734,7 @@ class SimApp:
         self.poll()
         index = self.next_index
         self.next_index += 1
+        self._leak()
         if self.gc is not None:
             self.gc.request_served(index)
         try:

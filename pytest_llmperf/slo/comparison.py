@@ -10,7 +10,9 @@ ungated runs skipped, a run without a reference (none stored, or one that measur
 another experiment: :mod:`~pytest_llmperf.slo.comparable_runs`) an inconclusive
 check naming why and every differing field, every other run judged by the
 threshold + significance rule
-(:func:`~pytest_llmperf.slo.regression.compare_accumulators`). An inconclusive
+(:func:`~pytest_llmperf.slo.regression.compare_accumulators`), and the server process's
+startup and resources (:mod:`~pytest_llmperf.slo.startup_regression`) where the source
+kept them. An inconclusive
 check is an inconclusive verdict of its test, which follows ``--llm-inconclusive``
 (it fails by default: a baseline that was not compared judged nothing).
 """
@@ -34,6 +36,7 @@ from pytest_llmperf.slo.regression import (
     inconclusive_check,
 )
 from pytest_llmperf.slo.server_regression import compare_server_metrics
+from pytest_llmperf.slo.startup_regression import compare_process
 
 __all__ = ["BaselineSource", "Reference", "not_comparable", "with_differences"]
 
@@ -65,6 +68,9 @@ class Reference:
     comparability: Mapping[str, Any] | None = None
     # the reference run's server metrics (JSON form), for server.* thresholds
     server_metrics: Mapping[str, Any] | None = None
+    # the reference run's server process block (``runs[].server_process``: startup and
+    # resources), for startup.* (compared by default) and named server.rss_max_mb etc.
+    server_process: Mapping[str, Any] | None = None
 
 
 class BaselineSource(ABC):
@@ -151,6 +157,13 @@ class BaselineSource(ABC):
                     ref.server_metrics,
                     result.server_metrics,
                     thresholds or Thresholds(),
+                    run=result.label,
+                    compared_with=ref.compared_with,
+                )
+                found += compare_process(
+                    ref.server_process,
+                    result.server_process,
+                    thresholds,
                     run=result.label,
                     compared_with=ref.compared_with,
                 )

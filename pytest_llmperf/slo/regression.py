@@ -66,6 +66,7 @@ from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 from pytest_llmperf.metrics.sample_size import nearest_rank
 from pytest_llmperf.slo.percentile_change import compare_percentile
+from pytest_llmperf.specs.process_names import PROCESS_METRICS, STARTUP_METRICS
 from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, STATS, percentile_of, stat_problem
 
@@ -101,7 +102,7 @@ BY_REQUEST = ("itl",)  # resampled by request: their samples within one request 
 BURST_METRICS = ("tpot", "itl")  # 0 ms when a server sends a whole reply in one read
 _CHUNK = 250  # resamples per numpy batch: bounds memory at B × buckets
 _ITEM = re.compile(
-    r"^\s*(?:(?P<key>(?:server\.)?[a-z_][a-z0-9_]*(?:\.p[\d.]+|\.mean)?)\s*=\s*)?"
+    r"^\s*(?:(?P<key>(?:server\.|startup\.)?[a-z_][a-z0-9_]*(?:\.p[\d.]+|\.mean)?)\s*=\s*)?"
     r"(?P<value>[\d.]+)\s*(?P<pct>%?)\s*$"
 )
 
@@ -124,14 +125,25 @@ class Thresholds:
         pairs = [(m, s) for m in COMPARED_METRICS for s in COMPARED_STATS]
         for key in self.overrides:
             metric, _, stat = key.partition(".")
-            if metric != "server" and stat and (metric, stat) not in pairs:
+            if metric not in ("server", "startup") and stat and (metric, stat) not in pairs:
                 pairs.append((metric, stat))
         return pairs
 
     def server_stats(self) -> list[tuple[str, str]]:
         """The server's statistics compared (``server.queue_time.p99=20%``): only those
         named, each against the baseline's own value of it."""
-        return [split_server_key(key) for key in self.overrides if key.startswith("server.")]
+        return [
+            split_server_key(key)
+            for key in self.overrides
+            if key.startswith("server.") and key not in PROCESS_METRICS
+        ]
+
+    def process_metrics(self) -> list[str]:
+        """The server process's metrics compared (one value per side): ``startup.ready_s``
+        and ``startup.first_token_s`` always (where both sides have them), the resources
+        (``server.rss_max_mb=20%``) only where named."""
+        named = [key for key in self.overrides if key in PROCESS_METRICS]
+        return [*STARTUP_METRICS, *(k for k in named if k not in STARTUP_METRICS)]
 
     @classmethod
     def parse(
@@ -164,6 +176,15 @@ class Thresholds:
             if key is None:
                 default = value
                 continue
+            if key in PROCESS_METRICS:
+                overrides[key] = value
+                continue
+            if key.startswith("startup."):
+                raise LlmPerfUsageError(
+                    f"unknown startup metric {key!r} in {part.strip()!r}; known: "
+                    f"{', '.join(STARTUP_METRICS)}",
+                    where=where,
+                )
             if key.startswith("server."):
                 overrides[_server_key(key, part, where)] = value
                 continue
@@ -190,7 +211,10 @@ def _server_key(key: str, part: str, where: str) -> str:
     if name not in latencies or not stat or (stat != "mean" and stat_problem(stat)):
         raise LlmPerfUsageError(
             f"unknown server statistic {key!r} in {part.strip()!r}; a server latency "
-            f"({', '.join(latencies)}) and pN or mean, e.g. 'server.queue_time.p99=20%'",
+            f"({', '.join(latencies)}) and pN or mean, e.g. 'server.queue_time.p99=20%', "
+            "or a process metric ("
+            + ", ".join(n for n in PROCESS_METRICS if n.startswith("server."))
+            + "), e.g. 'server.rss_max_mb=20%'",
             where=where,
         )
     return key
@@ -226,7 +250,8 @@ class StatCheckBase:
 
     @property
     def name(self) -> str:
-        return f"{self.metric}.{self.stat}"
+        """``ttft.p99``; a metric without a statistic (``startup.ready_s``) by itself."""
+        return f"{self.metric}.{self.stat}" if self.stat else self.metric
 
 
 @dataclass(frozen=True)

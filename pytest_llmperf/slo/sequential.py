@@ -55,7 +55,9 @@ would spend ``α`` twice).
 ``pN == t``, rates (``error_rate``, throughputs, goodput) and the server's
 metrics (``server.*``, scraped at the run's end) have no always-valid verdict
 here: a test gating any of them runs to its declared size
-(:func:`stop_blockers` names them).
+(:func:`stop_blockers` names them); so do the server process's resources
+(``server.rss_growth_mb``: a run stopped early would grow less). Its startup
+(``startup.ready_s``) was measured before the run and neither blocks nor waits.
 
 Assumption: the samples are independent with a common law (as for the
 fixed-size bounds); under positive autocorrelation (batching) both are
@@ -175,9 +177,14 @@ def stop_decidable(slo: Slo) -> bool:
     return slo.is_latency and not slo.is_server and slo.percentile is not None and slo.op != "=="
 
 
+def _before_the_run(slo: Slo) -> bool:
+    """Was ``slo``'s value measured before the run (the server's startup)?"""
+    return slo.is_process and slo.metric.startswith("startup.")
+
+
 def stop_blockers(slos: Iterable[Slo]) -> list[str]:
     """The SLOs (their expressions) that keep a run going to its declared size."""
-    return [slo.expr for slo in slos if not stop_decidable(slo)]
+    return [slo.expr for slo in slos if not stop_decidable(slo) and not _before_the_run(slo)]
 
 
 @dataclass(frozen=True)
@@ -241,6 +248,9 @@ def decide_run(
     """
     if not slos:
         return Decision(False, {}, 0, "no SLO to decide")
+    slos = [slo for slo in slos if not _before_the_run(slo)]
+    if not slos:
+        return Decision(False, {}, 0, "no SLO of the run to decide")
     blockers = stop_blockers(slos)
     if blockers:
         return Decision(False, {}, 0, "not decidable before the end: " + ", ".join(blockers))

@@ -27,6 +27,16 @@ have had samples enough.
 An SLO on the server's own metrics (``server.*``) is judged on what the
 server said over the run (or stage): :func:`evaluate_server`.
 
+An SLO on the server process the gate started (``startup.ready_s``,
+``server.rss_growth_mb``, …: :mod:`pytest_llmperf.specs.process_names`) is
+judged on the run's ``server_process`` block, one value as observed (no sample
+minimum): :func:`evaluate_process`. It is a whole run's (never per stage or per
+served model), and, being about the server's process and not about the load,
+it is not made inconclusive by a generator-bound run. A run without the block
+(an endpoint the gate did not start) or without the value (no GPU, no output
+tokens) is inconclusive with why; a run whose server exited is judged on what
+it measured (the plugin fails that test for the exit anyway).
+
 The output SLOs are shares judged as observed, on what the run measured of
 its outputs, never on its issued requests: ``valid_rate`` over the checked
 outputs (none checked: inconclusive), ``output_match`` and
@@ -64,6 +74,7 @@ from pytest_llmperf.slo.quantile_bounds import (
 )
 from pytest_llmperf.slo.sequential import sequential_rank_bounds
 from pytest_llmperf.specs.load import UNTIL_DECIDED
+from pytest_llmperf.specs.process_names import process_value
 from pytest_llmperf.specs.rulesets import Ruleset, ruleset_bar, ruleset_bars
 from pytest_llmperf.specs.server_names import MetricKind, metric_kind
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, OUTPUT_SLO_METRICS, Slo
@@ -75,6 +86,7 @@ __all__ = [
     "evaluate",
     "evaluate_models",
     "evaluate_outputs",
+    "evaluate_process",
     "evaluate_runs",
     "evaluate_server",
     "evaluate_stages",
@@ -85,6 +97,12 @@ __all__ = [
 
 # compared sample by sample over a whole run: never judged per stage or per model
 _WHOLE_RUN_METRICS = ("output_match", "output_consistency")
+NOT_STARTED = "the gate did not start this server (--llm-server-cmd)"
+
+
+def _whole_run(slo: Slo) -> bool:
+    """Is ``slo`` judged on a whole run only (outputs compared per sample; the process)?"""
+    return slo.metric in _WHOLE_RUN_METRICS or slo.is_process
 
 
 class Verdict(StrEnum):
@@ -208,6 +226,8 @@ def evaluate(
     SLO names its own.
     """
     confidence = slo.confidence or confidence
+    if slo.is_process:
+        return evaluate_process(slo, result)
     if slo.is_server:
         return evaluate_server(slo, result, min_count=min_count, confidence=confidence)
     if slo.metric in OUTPUT_SLO_METRICS:
@@ -304,6 +324,45 @@ def evaluate_outputs(slo: Slo, result: RunResult, *, min_count: int = 0) -> SloV
         )
     holds = slo.holds(observed)
     return judged(Verdict.PASS if holds else Verdict.FAIL, observed, "" if holds else reason)
+
+
+def evaluate_process(slo: Slo, result: RunResult) -> SloVerdict:
+    """Judge a process SLO (``startup.ready_s < 90s``, ``server.rss_growth_mb < 50``) on
+    the run's ``server_process`` block: its one value against the target, as observed.
+
+    No block: the gate did not start the server (an endpoint URL), inconclusive. No value:
+    inconclusive with the block's own note where it has one (``gpu_note``: no NVML or no
+    GPU) or why (no output tokens for the CPU per token, no first-token request).
+    """
+    block = result.server_process
+
+    def judged(verdict: Verdict, observed: float | None, reason: str = "") -> SloVerdict:
+        samples = 1 if observed is not None else 0
+        return SloVerdict(
+            slo.expr, observed, slo.target, slo.unit, verdict, result.label, samples, reason
+        )
+
+    if block is None:
+        return judged(Verdict.INCONCLUSIVE, None, NOT_STARTED)
+    observed = process_value(block, slo.metric)
+    if observed is None or math.isnan(observed):
+        return judged(Verdict.INCONCLUSIVE, None, _process_missing(slo.metric, block))
+    observed = round(observed, 4)
+    return judged(Verdict.PASS if slo.holds(observed) else Verdict.FAIL, observed)
+
+
+def _process_missing(metric: str, block: Mapping[str, Any]) -> str:
+    """Why the ``server_process`` block has no value for ``metric``."""
+    resources = block.get("resources") or {}
+    if metric == "server.gpu_mem_max_mb":
+        return str(resources.get("gpu_note") or "no GPU memory measured")
+    if metric == "server.cpu_ms_per_output_token" and resources.get("cpu_s") is not None:
+        return "the run had no output tokens"
+    if metric == "startup.first_token_s":
+        return "no first token measured (the first request failed, or no streaming API)"
+    if metric.startswith("server.") and not resources:
+        return "the server's resources were not sampled over this run"
+    return f"{metric} was not measured for this run"
 
 
 def evaluate_server(
@@ -458,7 +517,8 @@ def evaluate_stages(
     """Each stage of a staged run judged as a run of its own, stage by stage.
 
     Every one of ``slos`` is judged on every stage, and a stage's own SLOs on
-    that stage only; the verdicts name the run (``run``) and the stage
+    that stage only (a process SLO among a stage's own: on the run's process block);
+    the verdicts name the run (``run``) and the stage
     (``stage``, ``stage_load``). ``bars`` are per-SLO ``(min_count,
     min_duration_s)`` (see :func:`evaluate`), which hold for each stage.
     """
@@ -470,7 +530,11 @@ def evaluate_stages(
         for slo in (*slos, *own):
             count, duration = ruleset_bar(bars, slo)
             verdict = evaluate(
-                slo, part, min_count=count, min_duration_s=duration, confidence=confidence
+                slo,
+                result if slo.is_process else part,
+                min_count=count,
+                min_duration_s=duration,
+                confidence=confidence,
             )
             out.append(replace(verdict, run=result.label, stage=k, stage_load=stage_load(stage)))
     return out
@@ -487,7 +551,7 @@ def evaluate_models(
     ``result``, model by model (sorted by name); the verdicts name the run and the model.
     ``output_match``/``output_consistency`` are not split by model (module docstring)."""
     bars = bars or {}
-    chosen = [s for s in slos if s.per_model and s.metric not in _WHOLE_RUN_METRICS]
+    chosen = [s for s in slos if s.per_model and not _whole_run(s)]
     out: list[SloVerdict] = []
     for name in result.models if chosen else ():
         part = result.model_result(name)
@@ -519,9 +583,10 @@ def evaluate_runs(
             continue
         whole: Sequence[Slo] = slos
         if getattr(r, "stage_plan", ()):
-            # outputs are compared per sample over the whole run: those two are not staged
-            staged = [s for s in slos if s.metric not in _WHOLE_RUN_METRICS]
-            whole = [s for s in slos if s.metric in _WHOLE_RUN_METRICS]
+            # outputs are compared per sample over the whole run, and the process is the
+            # whole run's: those are not staged
+            staged = [s for s in slos if not _whole_run(s)]
+            whole = [s for s in slos if _whole_run(s)]
             out.extend(evaluate_stages(staged, r, bars=bars, confidence=confidence))
         for slo in whole:
             count, duration = ruleset_bar(bars, slo)

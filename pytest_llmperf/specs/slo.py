@@ -1,9 +1,11 @@
 """SLO expressions such as ``"ttft.p99 < 500ms"`` or ``"error_rate < 1%"``.
 
 Grammar: ``<metric>.<stat> <op> <number>[unit]`` for latency metrics,
-``<rate-metric> <op> <number>[unit]`` for rates, and ``server.<name>[.<stat>]``
-for the server's own metrics (:mod:`.server_names`). ``<op>`` is one of
-``< <= > >= ==`` (``server.preemptions == 0``). ``<stat>`` is ``mean``,
+``<rate-metric> <op> <number>[unit]`` for rates, ``server.<name>[.<stat>]``
+for the server's own metrics (:mod:`.server_names`), and ``startup.<name>`` /
+``server.<name>`` without a statistic for the server process the gate started
+(:mod:`.process_names`: ``startup.ready_s < 90s``, ``server.rss_growth_mb < 50``).
+``<op>`` is one of ``< <= > >= ==`` (``server.preemptions == 0``). ``<stat>`` is ``mean``,
 ``max`` or any percentile ``pN`` / ``pN.M…`` with 0 < N < 100 (``p75``,
 ``p99.99``: k6 and HDR tools take any, so do we), written one way only (``p5``,
 not ``p05``; ``p50``, not ``p50.0``) so that each has one name in the reports.
@@ -25,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.specs.process_names import PROCESS_METRICS
 from pytest_llmperf.specs.server_names import (
     COMMON_METRICS,
     GAUGE_STATS,
@@ -114,8 +117,15 @@ class Slo:
 
     @property
     def is_server(self) -> bool:
-        """A metric of the server's own (``server.queue_time.p99``), judged on its scrapes."""
-        return self.metric.startswith("server.")
+        """A metric of the server's own (``server.queue_time.p99``), judged on its scrapes
+        (not a process metric such as ``server.rss_max_mb``: :attr:`is_process`)."""
+        return self.metric.startswith("server.") and not self.is_process
+
+    @property
+    def is_process(self) -> bool:
+        """A metric of the server process the gate started (``startup.ready_s``,
+        ``server.rss_max_mb``), judged on the run's ``server_process`` block."""
+        return self.metric in PROCESS_METRICS
 
     @property
     def name(self) -> str:
@@ -180,6 +190,8 @@ def parse_slo(expr: str) -> Slo:
     lhs, op, value, unit = m["lhs"], m["op"], float(m["value"]), re.sub(r"\s+", "", m["unit"])
     if op not in _OPS:
         raise LlmPerfUsageError(f"SLO {expr!r}: operator {op!r} is not one of < <= > >= ==")
+    if lhs.partition(".")[0] == "startup" or _process_name(lhs) in PROCESS_METRICS:
+        return _process_slo(expr, lhs, op, value, unit)
     if lhs.startswith("server.") or lhs == "server":
         return _server_slo(expr, lhs, op, value, unit)
     metric, _, stat = lhs.partition(".")
@@ -196,7 +208,9 @@ def parse_slo(expr: str) -> Slo:
             )
         return Slo(expr, metric, None, op, value * units[unit], canonical)
     if metric not in LATENCY_SLO_METRICS:
-        known = ", ".join((*LATENCY_SLO_METRICS, *RATE_SLO_METRICS, "server.<name>"))
+        known = ", ".join(
+            (*LATENCY_SLO_METRICS, *RATE_SLO_METRICS, "server.<name>", "startup.<name>")
+        )
         raise LlmPerfUsageError(f"SLO {expr!r}: unknown metric {metric!r}; known: {known}")
     if not stat:
         raise LlmPerfUsageError(
@@ -229,7 +243,8 @@ def _server_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
     metric = f"server.{base}"
     entry = COMMON_METRICS.get(metric)
     if entry is None:
-        known = ", ".join(COMMON_METRICS)
+        process = (n for n in PROCESS_METRICS if n.startswith("server."))
+        known = ", ".join((*COMMON_METRICS, *process))
         raise LlmPerfUsageError(f"SLO {expr!r}: unknown server metric {metric!r}; known: {known}")
     kind, unit_kind = entry
     if kind is MetricKind.VALUE:
@@ -268,6 +283,35 @@ def _server_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
             f"SLO {expr!r}: {metric} is a count and takes no unit, got {unit!r}"
         )
     return Slo(expr, metric, stat or None, op, value, "count")
+
+
+def _process_name(lhs: str) -> str:
+    """``server.rss_max_mb.max`` -> ``server.rss_max_mb``: the metric a process SLO names
+    (its first two words), so that a statistic after it is named as the mistake."""
+    return ".".join(lhs.split(".")[:2])
+
+
+def _process_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
+    """``startup.ready_s < 90s``, ``server.rss_growth_mb < 50``: one value per run of the
+    server process the gate started (:mod:`.process_names`); no statistic."""
+    metric = _process_name(lhs)
+    entry = PROCESS_METRICS.get(metric)
+    if entry is None:
+        known = ", ".join(n for n in PROCESS_METRICS if n.startswith("startup."))
+        raise LlmPerfUsageError(f"SLO {expr!r}: unknown startup metric {metric!r}; known: {known}")
+    stat = lhs[len(metric) + 1 :]
+    if stat:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: {metric!r} is one value per run of the server process and takes "
+            f"no statistic (got {stat!r}); write e.g. '{metric} < {value:g}{unit}'"
+        )
+    if unit not in entry.units:
+        accepted = ", ".join(repr(u) for u in entry.units if u)
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: bad unit {unit!r} for {metric} (in {entry.unit}); use {accepted} "
+            "or no unit"
+        )
+    return Slo(expr, metric, None, op, value * entry.units[unit], entry.unit)
 
 
 def request_limits(slos: Iterable[Slo]) -> dict[str, float]:

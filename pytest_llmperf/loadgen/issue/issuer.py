@@ -191,11 +191,14 @@ class Issuer:
         if leftovers:
             await asyncio.wait([t for t, _ in leftovers])
         now = time.monotonic_ns()
+        kind, why = ErrorKind.INCOMPLETE, "still in flight when the run ended"
+        if self.book.stop_reason is StopReason.SERVER_EXITED:  # its connection went with it
+            kind, why = ErrorKind.CONNECT, "connection lost: the server exited"
         for task, record in leftovers:
             if inflight.pop(task, None) is None:
                 continue  # it ended as it was cancelled, and was delivered then
             if record.tracked:
-                record.fail(ErrorKind.INCOMPLETE, "still in flight when the run ended", now=now)
+                record.fail(kind, why, now=now)
                 delivery.deliver(record)
             else:
                 delivery.discard(record)

@@ -1,0 +1,263 @@
+"""The server the gate started, over one run: its resources sampled, its exit watched.
+
+A run against a managed server (:class:`~pytest_llmperf.managed_server.ManagedServer`,
+``LoadRun(..., server=...)``) gets a :class:`ServerWatch` from its start to its end:
+
+- a :class:`~pytest_llmperf.managed_server.ResourceSampler` on the server's process tree,
+  on a thread of its own (never on the request path), whose summary is the run's
+  ``server_process["resources"]``;
+- a crash watch on the run's loop: ``server.poll()`` (cheap: never blocks) every
+  :data:`POLL_S`, and at once where the kernel tells (a pidfd, Linux 5.3+, readable the
+  moment the process exits). An exit calls the run's ``on_exit`` once, with the exit
+  and its one-line message ("server exited with signal 9 (SIGKILL) at 12.3 s into
+  run0"): the run stops issuing and ends its drain at once
+  (``StopReason.SERVER_EXITED``), so a dead server makes no stream of connect errors.
+
+:meth:`ServerWatch.stop` gives the run's ``server_process`` block (the JSON report's
+``runs[].server_process``: name, cmd, pid, log, restart, startup, resources, exit with the
+log's last lines). Nothing here may break a run: a sampler that cannot start is said in
+the block, and a watch that cannot open a pidfd polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # handed in by the plugin (or a library caller); never started here
+    from pytest_llmperf.managed_server import ResourceSampler, ServerExit
+
+__all__ = [
+    "EXIT_RECORD_WAIT_S",
+    "LOG_TAIL_LINES",
+    "POLL_S",
+    "ServerWatch",
+    "WatchedServer",
+    "merged_server_process",
+]
+
+POLL_S = 0.1  # how often the run's loop asks whether the server has exited
+# once the kernel says it exited: how long the loop may wait for the server's record of
+# how (its waiter thread reads the exit status, the log's tail, the OOM counter)
+EXIT_RECORD_WAIT_S = 0.25
+LOG_TAIL_LINES = 30  # the log's last lines kept with an exit (and in a failed test's text)
+
+
+class WatchedServer(Protocol):
+    """What a run reads of its server: a
+    :class:`~pytest_llmperf.managed_server.ManagedServer`, or under xdist a worker's view
+    of the controller's (the plugin's ``SharedServer``). Where it also has
+    ``wait(timeout)`` (a ManagedServer), an exit the kernel told of is recorded at once."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def log_path(self) -> Path: ...
+
+    def poll(self) -> ServerExit | None: ...
+
+    def log_tail(self, lines: int = 30) -> str: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class ServerWatch:
+    """``server`` over the run labelled ``label``: :meth:`start` at the run's start (its
+    monotonic ``t0_ns``), :meth:`stop` at its end. ``on_exit`` is called once, on the run's
+    loop, with the exit and its message, when the server exits while the run is on.
+
+    The watch is callbacks on the loop, no task: a timer every :data:`POLL_S` and the
+    pidfd's reader. The reader runs in the same turn of the loop as the reads that see the
+    server's sockets close, before any request task resumes, so a closed loop's slot whose
+    request just failed finds the run stopped and sends no other; :meth:`check` (the run
+    calls it on each failed request) covers the instant between the sockets' close and
+    the exit's notice.
+    """
+
+    def __init__(
+        self, server: WatchedServer, label: str, on_exit: Callable[[ServerExit, str], None]
+    ) -> None:
+        self.server = server
+        self.label = label
+        self.on_exit = on_exit
+        self.exit: ServerExit | None = None
+        self.t0_ns = 0
+        self._sampler: ResourceSampler | None = None
+        self._sampler_note = ""
+        self._watching = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._pidfd: int | None = None
+
+    def start(self, t0_ns: int) -> None:
+        """Start sampling and watching; a server found dead already stops the run now."""
+        self.t0_ns = t0_ns
+        try:
+            from pytest_llmperf.managed_server import ResourceSampler  # (psutil: only here)
+
+            sampler = ResourceSampler(self.server.pid)
+            sampler.start()
+            self._sampler = sampler
+        except Exception as exc:  # the run goes on unsampled, and says why
+            self._sampler_note = f"not sampled: {type(exc).__name__}: {exc}"
+        self._watching = True
+        if self.check():
+            return
+        self._loop = loop = asyncio.get_running_loop()
+        self._pidfd = _pidfd(self.server.pid)
+        if self._pidfd is not None:
+            loop.add_reader(self._pidfd, self._on_pidfd)
+        self._timer = loop.call_later(POLL_S, self._tick)
+
+    def check(self, *, gone: bool = False) -> bool:
+        """Has the server exited? If so (the first time, while the run is on), tell the
+        run. Cheap: ``server.poll()`` never blocks. ``gone``: the kernel said it exited
+        (its pidfd), so wait the moment the server's own waiter takes to record how."""
+        if self.exit is not None or not self._watching:
+            return self.exit is not None
+        found = self.server.poll()
+        wait: Callable[[float], ServerExit | None] | None = getattr(self.server, "wait", None)
+        if found is None and wait is not None and (gone or self._pidfd_readable()):
+            found = wait(EXIT_RECORD_WAIT_S)
+        if found is None:
+            return False
+        self.exit = found
+        self._unwatch()
+        self.on_exit(found, self._message(found))
+        return True
+
+    def _message(self, exit: ServerExit) -> str:
+        """ "server exited with signal 9 (SIGKILL) at 12.3 s into run0", or "... before
+        run1 began" for a server found dead at the run's start."""
+        if exit.at_ns < self.t0_ns:
+            return f"{exit.describe()} before {self.label or 'the run'} began"
+        return exit.describe(self.label, self.t0_ns)
+
+    async def stop(self, output_tokens: int) -> dict[str, Any]:
+        """End the watch (one last look: an exit in the run's last instant counts) and the
+        sampling; the run's ``server_process`` block."""
+        self._unwatch()
+        self._watching = False
+        if self.exit is None:
+            self.exit = self.server.poll()
+        resources: dict[str, Any] | None = None
+        if self._sampler is not None:
+            # the last sample and the thread's join, off the loop
+            resources = await asyncio.to_thread(self._sampler.stop, output_tokens)
+            self._sampler = None
+        elif self._sampler_note:
+            resources = {"note": self._sampler_note}
+        return self.block(resources)
+
+    def block(self, resources: dict[str, Any] | None) -> dict[str, Any]:
+        """The run's ``server_process``: which server, its startup, the run's resources and
+        its exit (None while it lives)."""
+        server = self.server
+        described = server.describe()  # name, cmd (redacted), restart, startup, ...
+        startup = described.get("startup") or {}
+        exit = None
+        if self.exit is not None:
+            # code, signal, signal_name, oom, at_s, message, log_tail (redacted)
+            exit = self.exit.to_dict(self.label, self.t0_ns, server.log_tail(LOG_TAIL_LINES))
+            exit["message"] = self._message(self.exit)
+        return {
+            "name": described.get("name"),
+            "cmd": described.get("cmd"),
+            "pid": server.pid,
+            "log": str(server.log_path),
+            "restart": described.get("restart"),
+            "startup": {
+                "ready_s": startup.get("ready_s", described.get("ready_s")),
+                "first_token_s": startup.get("first_token_s", described.get("first_token_s")),
+            },
+            "resources": resources,
+            "exit": exit,
+        }
+
+    # -- the watch's callbacks -------------------------------------------------------
+
+    def _tick(self) -> None:
+        self._timer = None
+        if not self.check() and self._watching and self._loop is not None:
+            self._timer = self._loop.call_later(POLL_S, self._tick)
+
+    def _on_pidfd(self) -> None:
+        # readable once the process exited, and stays so: one look (the exit's record, a
+        # few ms behind the kernel), then the timer alone
+        self._close_pidfd()
+        self.check(gone=True)
+
+    def _pidfd_readable(self) -> bool:
+        """The kernel's word, asked without waiting (a failed request's look)."""
+        if self._pidfd is None:
+            return False
+        readable, _, _ = select.select([self._pidfd], [], [], 0)
+        return bool(readable)
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            if self._loop is not None:
+                self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+
+    def _unwatch(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._close_pidfd()
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor readable when ``pid`` exits (Linux 5.3+), or None (then the timer)."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        fd: int = opener(pid)
+    except OSError:  # gone already (poll() says so), or not allowed
+        return None
+    return fd
+
+
+def merged_server_process(
+    blocks: Sequence[dict[str, Any] | None], output_tokens: int
+) -> dict[str, Any] | None:
+    """One ``server_process`` of a side's A/B blocks (methodology/reference.py), in order:
+    the first block's server, its first exit; RSS from the first block's start to the last
+    one's end (growth over the whole comparison), its maximum, CPU summed (per output
+    token over ``output_tokens``, the blocks' total), samples summed, GPU's maximum."""
+    present = [b for b in blocks if b]
+    if not present:
+        return None
+    merged = dict(present[0])
+    merged["exit"] = next((b["exit"] for b in present if b.get("exit")), None)
+    sampled = [r for b in present if (r := b.get("resources")) and "samples" in r]
+    if not sampled:
+        return merged
+
+    def values(key: str) -> list[float]:
+        return [float(r[key]) for r in sampled if r.get(key) is not None]
+
+    start, end = values("rss_start_mb"), values("rss_end_mb")
+    cpu = values("cpu_s")
+    gpu = values("gpu_mem_max_mb")
+    merged["resources"] = {
+        "rss_start_mb": start[0] if start else None,
+        "rss_end_mb": end[-1] if end else None,
+        "rss_max_mb": max(values("rss_max_mb"), default=None),
+        "rss_growth_mb": round(end[-1] - start[0], 3) if start and end else None,
+        "cpu_s": round(sum(cpu), 6) if cpu else None,
+        "cpu_ms_per_output_token": (
+            round(sum(cpu) * 1000 / output_tokens, 6) if cpu and output_tokens > 0 else None
+        ),
+        "samples": sum(int(r.get("samples") or 0) for r in sampled),
+        "gpu_mem_max_mb": max(gpu, default=None),
+        "gpu_note": sampled[0].get("gpu_note"),
+    }
+    return merged
