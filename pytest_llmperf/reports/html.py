@@ -38,6 +38,7 @@ from pytest_llmperf.reports.table import (
 from pytest_llmperf.reports.time_split import (
     cache_reset_word,
     format_server_value,
+    metric_unit,
     server_figures,
     server_head,
     time_split,
@@ -159,7 +160,11 @@ def _test_view(
         "load_curve": Markup(load_curve) if load_curve else None,
         "staged_slos": any(v.get("stage") is not None for v in slos),
         "modelled_slos": any(verdict_model(v) for v in slos),
-        "baseline_rows": [c for c in test.get("baseline", []) if c.get("metric") != "*"],
+        "baseline_rows": [  # each in its metric's unit (ms; a server count, s, MB)
+            {**c, "unit": metric_unit(str(c.get("metric") or ""))}
+            for c in test.get("baseline", [])
+            if c.get("metric") != "*"
+        ],
         "baseline_notes": [c for c in test.get("baseline", []) if c.get("metric") == "*"],
         "trend_views": [_trend_view(s) for s in trend_sections],
         "nothing_measured_line": (

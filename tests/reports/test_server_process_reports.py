@@ -16,6 +16,7 @@ from pytest_llmperf.reports.markdown import build_markdown
 from pytest_llmperf.reports.server_process import process_line
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.terminal import summary_lines
+from pytest_llmperf.slo.startup_regression import compare_process
 
 NODEID = "tests/test_chat.py::test_latency"
 BLOCK: dict[str, Any] = {
@@ -135,3 +136,15 @@ def test_junit_properties_carry_the_figures_the_log_and_the_exit() -> None:
     assert props["llm_server_process[run0].log"] == "/tmp/llmperf-servers/vllm-1.log"
     assert props["llm_server_process[run0].exit"].startswith("server exited with signal 9")
     assert server_properties([{"label": "run0"}]) == []
+
+
+def test_a_startup_regression_is_shown_in_seconds() -> None:
+    (check,) = compare_process({"startup": {"ready_s": 30.0}}, BLOCK, run="run0")
+    data = session(BLOCK, outcome="failed")
+    data.tests[NODEID].baseline.append(check.to_dict())
+    html = build_html_report(build_report(data, endpoint=ENDPOINT, session={}), data)
+    row = html.split("<td>startup.ready_s</td>")[1].split("</tr>")[0]
+    assert '<td class="num">30.00 s</td><td class="num">41.20 s</td>' in row
+    assert "regressed" in row
+    lines = summary_lines(data, [], width=None)
+    assert "  ✗ baseline startup.ready_s [run0]: regressed: 30.00 s -> 41.20 s (+37.3%)" in lines
