@@ -141,8 +141,11 @@ def run_session(
     *args: str,
     test_source: str = LOAD_TEST,
     api: str = "chat",
+    limit_s: float = SESSION_LIMIT_S,
 ) -> Session:
     """Run ``test_source`` in a child pytest; never raises on its failure.
+
+    ``limit_s``: past it the child is killed (SIGKILL), its exit status -1.
 
     ``endpoint``: a URL (``--llm-endpoint``), or a server for the child to start and
     stop itself (a ``servers.Launch``: its ``--llm-server-cmd`` options, its logs under
@@ -184,13 +187,13 @@ def run_session(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            timeout=SESSION_LIMIT_S,
+            timeout=limit_s,
             check=False,
         )
         code, out = done.returncode, done.stdout.decode(errors="replace")
     except subprocess.TimeoutExpired as exc:
         partial = (exc.stdout or b"").decode(errors="replace")
-        code, out = -1, partial + f"\n[killed after {SESSION_LIMIT_S:g} s]"
+        code, out = -1, partial + f"\n[killed after {limit_s:g} s]"
     finally:
         leftovers = end_leftovers(mark)
     if leftovers:

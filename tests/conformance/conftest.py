@@ -15,7 +15,7 @@ Servers are module-scoped and each module uses one, so at most one server
 runs at a time (two cores: they would slow each other and the measurements).
 The one exception to a start per module: ``test_vllm.py`` and
 ``test_vllm_apis.py`` (adjacent) use the same vLLM, started once (about 40 s
-saved) and stopped after the last test that uses it (:func:`vllm`). Every
+saved) and stopped after the last module that uses it (:func:`vllm`). Every
 server is the plugin's :class:`~pytest_llmperf.managed_server.ManagedServer`:
 stopped by its fixture, or by the plugin's watchdog if this session dies.
 """
@@ -110,8 +110,8 @@ SHARED = pytest.StashKey[dict[str, Any]]()
 def vllm(install: Any, request: pytest.FixtureRequest) -> Any:
     """vLLM with the tier's settings, one start for every module that uses it in a row
     (``test_vllm.py``, ``test_vllm_apis.py``): kept in the session's stash and stopped
-    after the last test that needs it (:func:`pytest_runtest_teardown`), so that the
-    next module's server never runs beside it."""
+    at the end of the last module that uses it (:func:`pytest_runtest_teardown`), so
+    that the next module's server never runs beside it."""
     shared = request.config.stash.setdefault(SHARED, {})
     server = shared.get("vllm")
     if server is None or server.process.poll() is not None:
@@ -121,9 +121,22 @@ def vllm(install: Any, request: pytest.FixtureRequest) -> Any:
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """Stop each shared server once the next test does not use it (or none follows)."""
+    """At the end of a module, stop each shared server that no test of the next module
+    asks for (by name, among its fixtures; none follows: all of them).
+
+    Decided per module, not per test: a module's tests may reach the server through
+    ``request.getfixturevalue`` (test_vllm.py's ``session``), which a test's fixture
+    names do not show; the module's own fixture keeps it alive meanwhile."""
     shared = item.config.stash.get(SHARED, {})
-    for name in [n for n in shared if nextitem is None or n not in nextitem.fixturenames]:
+    module = getattr(nextitem, "module", None)
+    if not shared or (nextitem is not None and module is getattr(item, "module", None)):
+        return
+    wanted: set[str] = set()
+    if nextitem is not None:
+        for other in item.session.items:
+            if getattr(other, "module", None) is module:
+                wanted.update(getattr(other, "fixturenames", ()))
+    for name in [n for n in shared if n not in wanted]:
         shared.pop(name).stop()
 
 

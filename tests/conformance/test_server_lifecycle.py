@@ -19,6 +19,8 @@ both checked with ``check_started_and_stopped``.
 - A server killed with SIGKILL from the test's body mid-run: the run stops
   within 2 s, the test fails with "signal 9" and the log's last lines, and only
   the requests in flight count as failed.
+- A session killed with SIGKILL while its server runs (the child's time limit):
+  the plugin's watchdog stops the server; nothing is left for the tier to kill.
 """
 
 from __future__ import annotations
@@ -102,6 +104,28 @@ async def test_load(llm_endpoint, llm_loadgen):
         after = time.monotonic() - killed["at"] if "at" in killed else None
         stop.set()
         Path("kill.json").write_text(json.dumps({{"pid": pid, "after_kill_s": after}}))
+"""
+
+
+# The session killed under its server: its test writes the server's pid, then waits far
+# beyond the session's time limit (KILLED_SESSION_LIMIT_S), which SIGKILLs the child pytest.
+KILLED_SESSION_LIMIT_S = 6.0
+HANG_TEST = f"""
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psutil
+
+
+def test_hang(llm_endpoint):
+    port = urlsplit(llm_endpoint.base_url).port
+    pid = next(
+        c.pid for c in psutil.net_connections(kind="tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port and c.pid
+    )
+    Path("server.pid").write_text(str(pid))
+    time.sleep({KILLED_SESSION_LIMIT_S * 20:g})
 """
 
 
@@ -214,3 +238,20 @@ def test_a_server_killed_mid_run_fails_the_test_at_once_with_signal_9_and_its_lo
     assert not is_running(kill["pid"], s.mark)
     assert not s.leftovers, s.leftovers
     print(json.dumps({"after_kill_s": kill["after_kill_s"], "counts": counts, "exit": exit_}))
+
+
+def test_a_session_killed_with_sigkill_leaves_no_server_behind(
+    install: Any, tmp_path: Path
+) -> None:
+    """Issue 37, done when: pytest killed with SIGKILL (the child session, past its time
+    limit) leaves no server process: the plugin's watchdog ends it within its grace
+    period, before the tier's own search for leftovers would (``Session.leftovers``)."""
+    s = run_session(
+        tmp_path, _launch(install), test_source=HANG_TEST, limit_s=KILLED_SESSION_LIMIT_S
+    )
+    assert s.returncode == -1, s.explain()  # killed at its limit
+    pid_file = tmp_path / "server.pid"
+    assert pid_file.exists(), f"the test never saw its server\n{s.explain()}"
+    pid = int(pid_file.read_text())
+    assert not is_running(pid, s.mark), f"server {pid} outlived its killed session"
+    assert not s.leftovers, f"the tier had to kill: {s.leftovers}\n{s.explain()}"
