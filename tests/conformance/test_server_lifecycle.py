@@ -3,12 +3,13 @@
 Each case is a child session that starts llama-server itself through
 ``--llm-server-cmd`` (``servers.llama_server_launch``'s command: the tier's
 flags, ``{host}``/``{port}`` filled by the plugin, ready on ``/health``) and
-stops it at its end; llama-server is ready in about a second, so three starts
-cost the tier a few seconds. ``transformers serve`` and vLLM are started the
-same way by existing modules' sessions rather than by new ones (their starts
-take 10-55 s): ``test_blank_model_servers.py`` (the blank model's
-``transformers serve``) and ``test_vllm_embeddings_apis.py`` (the pooling vLLM),
-both checked with ``check_started_and_stopped``.
+stops it at its end; llama-server answers ``/health`` about 0.1 s after its
+spawn (the first token 0.1 s later), so these starts cost the tier little
+beyond each child session's own pytest start (1-2 s). ``transformers serve``
+and vLLM are started the same way by existing modules' sessions rather than
+by new ones (their starts take 10-55 s): ``test_blank_model_servers.py`` (the
+blank model's ``transformers serve``) and ``test_vllm_embeddings_apis.py`` (the
+pooling vLLM), both checked with ``check_started_and_stopped``.
 
 - A plain session: ``startup.ready_s`` in its run, the server's log in
   ``session.servers``, the process gone after the session. It also saves a
@@ -40,7 +41,7 @@ from conformance_checks import (
     run_session,
 )
 
-SLOW_START_S = 4  # the sleep before exec: llama-server's own start is about 1 s
+SLOW_START_S = 4  # the sleep before exec: llama-server's own start is about 0.1 s
 KILL_CONCURRENCY = 2
 KILL_AFTER_TOKENS = 320  # generated tokens before the kill: ten 32-token replies of the run
 
