@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,7 @@ from pytest_llmperf.workloads.tokenizer import Tokenizer
 
 SHARED_SERVERS_KEY = "llmperf_servers"  # workerinput: the controller's started servers
 WORKER_SERVERS_KEY = "llmperf_started_servers"  # workeroutput: the servers a worker started
+WORKER_STOP_KEY = "llmperf_stop"  # workeroutput: a worker's stop (its session server exited)
 
 
 class PluginBase:
@@ -110,6 +112,11 @@ class PluginBase:
         if self.options.server_log_dir:
             return Path(self.options.server_log_dir).resolve()
         factory = getattr(self.config, "_tmp_path_factory", None)
+        if factory is None and not self.config.option.basetemp:
+            # an xdist controller starts the session's server as it is configured, before
+            # pytest's own factory exists: a numbered basetemp of its own, as pytest's
+            with contextlib.suppress(Exception):
+                factory = pytest.TempPathFactory.from_config(self.config, _ispytest=True)
         if factory is not None:
             return Path(factory.getbasetemp()) / "llmperf-servers"
         return Path(tempfile.mkdtemp(prefix="llmperf-servers-"))
@@ -242,6 +249,8 @@ class PluginBase:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput[WORKER_SERVERS_KEY] = described
+            if self.stop is not None:  # the controller's reports record it
+                workeroutput[WORKER_STOP_KEY] = dict(self.stop)
         return described + list(self.worker_servers)
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, redact_url
-from pytest_llmperf.gate_states import JUNIT_CLASSNAME, junit_case, stop_words
+from pytest_llmperf.gate_states import JUNIT_CLASSNAME, StopPhase, junit_case, stop_words
 from pytest_llmperf.hook_calls import (
     call_session_finished,
     call_update_json,
@@ -99,10 +99,16 @@ class ReportsPart(PluginBase):
         ``pytest.exit`` (a usage error found mid-session): nobody interrupted the runs, so
         the session is not marked interrupted, and only why it stopped is kept."""
         error = excinfo.value
-        if isinstance(error, pytest.Session.Interrupted | pytest.exit.Exception):
+        # (xdist ends a session that a worker stopped, its server gone, with an interrupt)
+        stopped = isinstance(error, pytest.Session.Interrupted | pytest.exit.Exception)
+        if stopped or self._stopped_mid_session():
             self.stopped = _stop_reason(error)
         else:
             self.data.interrupted = True
+
+    def _stopped_mid_session(self) -> bool:
+        """The session's started server exited and the session stopped (servers.py)."""
+        return bool(self.stop and self.stop.get("phase") == StopPhase.SERVER_EXITED.value)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -110,6 +116,8 @@ class ReportsPart(PluginBase):
         servers = self.servers_at_end()
         if hasattr(self.config, "workerinput"):
             return  # an xdist worker: its reports travel to the controller, which aggregates
+        if self._stopped_mid_session() and session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # xdist's way to stop: not ^C
         add_server = getattr(self.data, "add_server", None)
         for described in servers:
             if add_server is not None:

@@ -28,7 +28,12 @@ import pytest
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.errors import LlmPerfUsageError, StopCause
 from pytest_llmperf.gate_states import StopPhase
-from pytest_llmperf.plugin.base import SHARED_SERVERS_KEY, WORKER_SERVERS_KEY, PluginBase
+from pytest_llmperf.plugin.base import (
+    SHARED_SERVERS_KEY,
+    WORKER_SERVERS_KEY,
+    WORKER_STOP_KEY,
+    PluginBase,
+)
 from pytest_llmperf.plugin.endpoints import REFERENCE_SERVER, SESSION_SERVER, EndpointSpec
 from pytest_llmperf.plugin.markers import endpoint_spec, server_command
 
@@ -148,3 +153,7 @@ class ServersPart(PluginBase):
         """pytest-xdist, controller: the servers a worker started, for the session's report."""
         output = getattr(node, "workeroutput", None) or {}
         self.worker_servers += list(output.get(WORKER_SERVERS_KEY) or [])
+        stop = output.get(WORKER_STOP_KEY)
+        if stop and self.stop is None:  # a worker saw the session's server exit
+            self.stop = dict(stop)
+            self.stop_said_here = True

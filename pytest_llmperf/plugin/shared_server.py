@@ -22,7 +22,22 @@ import psutil
 
 from pytest_llmperf.managed_server import ServerExit
 
-__all__ = ["SharedServer"]
+__all__ = ["GoneServer", "SharedServer"]
+
+
+class GoneServer(ServerExit):
+    """The controller's server is gone, as a worker sees it: not its child, the worker
+    cannot read how it ended (the controller's report does)."""
+
+    def describe(self, run_label: str = "", run_start_ns: int | None = None) -> str:
+        text = "server exited (its process is gone; the controller's report says how)"
+        if run_start_ns is not None:
+            text += f" at {max(0, self.at_ns - run_start_ns) / 1e9:.1f} s"
+            if run_label:
+                text += f" into {run_label}"
+        elif run_label:
+            text += f" during {run_label}"
+        return text
 
 
 class SharedServer:
@@ -51,7 +66,7 @@ class SharedServer:
     def poll(self) -> ServerExit | None:
         """Has it exited (gone, or a zombie its parent has not reaped)? Never blocks."""
         if self._exit is None and not self._running():
-            self._exit = ServerExit(code=None, signal=None, oom=False, at_ns=time.monotonic_ns())
+            self._exit = GoneServer(code=None, signal=None, oom=False, at_ns=time.monotonic_ns())
         return self._exit
 
     def _running(self) -> bool:

@@ -125,14 +125,12 @@ SIM_CMD = f"--llm-server-cmd={PYTHON} -m pytest_llmperf.sim --port {{port}} --pr
 EXITS_AT_ONCE = (
     f"--llm-server-cmd={PYTHON} -c \"import sys; print('loading weights'); sys.exit(3)\" {{port}}"
 )
-KILLS_ITS_SERVER = gated(
-    "ttft.max < 60s",
-    name="test_first",
-    body="    await llm_loadgen.run()\n"
+KILLS_THE_SERVER = (
+    "def test_kill(llm_endpoint, llm_endpoints):\n"
     "    server = llm_endpoints.server_for(llm_endpoint)\n"
     "    os.kill(server.pid, 9)\n"
-    "    server.wait(10)\n",
-).replace("(llm_loadgen)", "(llm_loadgen, llm_endpoint, llm_endpoints)")
+    "    server.wait(10)\n"
+)
 
 ROWS = [
     Row(
@@ -262,13 +260,33 @@ ROWS = [
     Row(
         GateState.SERVER_EXITED,  # the session's server killed after the first test's run
         1,
-        module(KILLS_ITS_SERVER, gated("ttft.max < 60s", name="test_second")),
-        {"passed": 1, "errors": 1},
+        module(
+            gated("ttft.max < 60s", name="test_first"),
+            KILLS_THE_SERVER,
+            gated("ttft.max < 60s", name="test_second"),
+        ),
+        {"passed": 2, "errors": 1},
         "## ⛔ pytest-llmperf: the gate stopped mid-session (server exited, exit status 1)",
         args=(SIM_CMD,),
         junit="session stopped: server exited",
         says=("server exited with signal 9", "cannot be restarted"),
         outcome="passed",
+    ),
+    Row(
+        GateState.SERVER_EXITED,  # under xdist: the controller's server, a worker sees it gone
+        1,
+        module(
+            gated("ttft.max < 60s", name="test_first"),
+            KILLS_THE_SERVER,
+            gated("ttft.max < 60s", name="test_second"),
+        ),
+        {},
+        "## ⛔ pytest-llmperf: the gate stopped mid-session (server exited, exit status 1)",
+        args=(SIM_CMD,),
+        junit="session stopped: server exited",
+        says=("server exited", "cannot be restarted"),
+        outcome="passed",
+        xdist=True,
     ),
     Row(
         GateState.INTERRUPTED,  # a judged pass, then Ctrl-C before the next test's run
