@@ -126,25 +126,29 @@ class ServerWatch:
             found = wait(EXIT_RECORD_WAIT_S)
         if found is None:
             return False
-        self.exit = found
+        self.exit = found = _with_status(found, self.server.pid)
         self._unwatch()
         self.on_exit(found, self._message(found))
         return True
 
     def _message(self, exit: ServerExit) -> str:
-        """ "server exited with signal 9 (SIGKILL) at 12.3 s into run0", or "... before
-        run1 began" for a server found dead at the run's start."""
+        """The exit in one line: "server exited with signal 9 (SIGKILL) at 12.3 s into
+        run0", "... before run1 began" (a server found dead at the run's start), "server
+        exited at ..." (how is unknown here)."""
+        text = exit.describe(self.label, self.t0_ns)
         if exit.at_ns < self.t0_ns:
-            return f"{exit.describe()} before {self.label or 'the run'} began"
-        return exit.describe(self.label, self.t0_ns)
+            text = f"{exit.describe()} before {self.label or 'the run'} began"
+        if exit.code is None and exit.signal is None:
+            text = text.replace(" with code None", "", 1)
+        return text
 
     async def stop(self, output_tokens: int) -> dict[str, Any]:
         """End the watch (one last look: an exit in the run's last instant counts) and the
         sampling; the run's ``server_process`` block."""
         self._unwatch()
         self._watching = False
-        if self.exit is None:
-            self.exit = self.server.poll()
+        if self.exit is None and (found := self.server.poll()) is not None:
+            self.exit = _with_status(found, self.server.pid)
         resources: dict[str, Any] | None = None
         if self._sampler is not None:
             # the last sample and the thread's join, off the loop
@@ -211,6 +215,29 @@ class ServerWatch:
             self._timer.cancel()
             self._timer = None
         self._close_pidfd()
+
+
+def _with_status(exit: ServerExit, pid: int) -> ServerExit:
+    """``exit`` with the code or signal the kernel keeps for a zombie (``/proc/PID/stat``'s
+    52nd field, its wait status), where this process is not the one that reaps it (an
+    xdist worker watching the controller's server); as it was where that cannot be read."""
+    if exit.code is not None or exit.signal is not None:
+        return exit
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z":
+            return exit
+        status = int(fields[49])  # field 52 of the whole line: the 50th after "(comm)"
+    except (OSError, ValueError, IndexError):
+        return exit
+    from pytest_llmperf.managed_server import ServerExit  # (a plain one: its own words)
+
+    if os.WIFSIGNALED(status):
+        return ServerExit(code=None, signal=os.WTERMSIG(status), oom=exit.oom, at_ns=exit.at_ns)
+    if os.WIFEXITED(status):
+        return ServerExit(code=os.WEXITSTATUS(status), signal=None, oom=exit.oom, at_ns=exit.at_ns)
+    return exit
 
 
 def _pidfd(pid: int) -> int | None:

@@ -73,7 +73,12 @@ async def test_b_then_a_body_that_raises(llm_loadgen):
     assert result.counts["completed"] > 0, "nothing completed"
 
 
-@own_server("error_rate=0.5")
+# a server that writes its token to its log: every report shows the tail redacted
+@pytest.mark.llm_server(
+    cmd=["sh", "-c", f'echo "loading with $HF_TOKEN"; exec {SIM} --set error_rate=0.5'],
+    env={"HF_TOKEN": "hf_watchsecret123"},
+    restart="test",
+)
 @pytest.mark.llm_workload("synthetic", input_tokens=8, output_tokens=4, requests=40)
 @pytest.mark.llm_load("concurrency", concurrency=4)
 @pytest.mark.llm_slo("error_rate < 1%")
@@ -158,6 +163,7 @@ def test_a_dead_server_and_failed_requests_fail_their_tests_with_the_servers_wor
     )
     assert failing["server_log"]["path"] == faulty_log
     assert "LISTENING" in failing["server_log"]["tail"]
+    assert "loading with ***" in failing["server_log"]["tail"]  # redacted
     assert failing["runs"][0]["server_process"]["exit"] is None
 
     # a healthy test: its run has the server's block, and no log in its entry
@@ -172,3 +178,47 @@ def test_a_dead_server_and_failed_requests_fail_their_tests_with_the_servers_wor
         assert any(f"server log {where}, last lines:" in e for e in errs), errs
         assert any("LISTENING http://127.0.0.1:" in e for e in errs), errs
     assert cases["test_a_healthy"].find("system-err") is None
+    # the token the server wrote to its log is in none of them
+    for report in ("r.json", "j.xml"):
+        assert "hf_watchsecret123" not in (path / report).read_text()
+    assert "hf_watchsecret123" not in result.stdout.str()
+
+
+XDIST_SESSION = """
+import os
+import signal
+import threading
+
+import pytest
+
+
+@pytest.mark.llm_workload("synthetic", input_tokens=8, output_tokens=100, requests=2000)
+@pytest.mark.llm_load("poisson", rate=40, seed=3)
+async def test_killed(llm_loadgen):
+    # the controller's server, seen from this worker
+    threading.Timer(1.0, os.kill, (llm_loadgen.server.pid, signal.SIGKILL)).start()
+    await llm_loadgen.run()
+"""
+
+
+def test_under_xdist_a_worker_sees_the_controllers_server_die(pytester: pytest.Pytester) -> None:
+    """The session's server (started by the controller) killed mid-run: the worker's run
+    stops, its test fails with the exit and the log's tail, and the controller's JSON
+    and JUnit carry the tail."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_shared=XDIST_SESSION)
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "-n", "1", f"--llm-server-cmd={SIM}",
+        "--llm-json=r.json", "--junitxml=j.xml",
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    # the worker is not its parent: the signal is read from the zombie's /proc entry
+    result.stdout.fnmatch_lines(["server exited with signal 9 (SIGKILL) at *.* s into run0"])
+    (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
+    (run,) = test["runs"]
+    assert run["stop_reason"] == "server_exited"
+    assert run["server_process"]["exit"]["signal_name"] == "SIGKILL"
+    assert "LISTENING http://127.0.0.1:" in test["server_log"]["tail"]
+    (case,) = ET.parse(pytester.path / "j.xml").getroot().iter("testcase")
+    errs = [e.text or "" for e in case.iter("system-err")]
+    assert any("LISTENING http://127.0.0.1:" in e for e in errs), errs
