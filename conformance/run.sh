@@ -34,20 +34,33 @@ if [ -z "$dir" ]; then dir="$(mktemp -d -t llmperf-conformance.XXXXXX)"; made_he
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 
-# Servers run in their own process groups; if the suite is killed before its
-# teardown, end the groups it left (listed by conformance/servers.py).
+# Every server the tier starts, from its fixtures or inside the sessions it runs
+# (--llm-server-cmd), is the plugin's to stop: at the end of its fixture or
+# session, or by the plugin's watchdog when pytest dies first. They all inherit
+# LLMPERF_CONFORMANCE_RUN; one still alive when the suite has ended outlived
+# it: named, killed, and the run fails.
+export LLMPERF_CONFORMANCE_RUN="$$.$(date +%s%N)"
+leftovers() {  # pids whose environment carries this run's mark (grep's own has none)
+  local f
+  for f in $(env -u LLMPERF_CONFORMANCE_RUN grep -lzx \
+    "LLMPERF_CONFORMANCE_RUN=$LLMPERF_CONFORMANCE_RUN" /proc/[0-9]*/environ 2>/dev/null); do
+    f="${f#/proc/}"
+    echo "${f%/environ}"
+  done
+}
 cleanup() {
-  if [ -s "$dir/running.pids" ]; then
-    while read -r pgid; do
-      if [ -n "$pgid" ] && kill -KILL -- "-$pgid" 2>/dev/null; then
-        echo "conformance: killed leftover server group $pgid"
-      fi
-    done <"$dir/running.pids"
-    : >"$dir/running.pids"
-  fi
+  local status=$? pid found=0 waited=0
+  # the plugin's watchdogs end at their pytest's exit: give them a moment
+  while [ -n "$(leftovers)" ] && [ "$waited" -lt 15 ]; do sleep 1; waited=$((waited + 1)); done
+  for pid in $(leftovers); do
+    echo "conformance: a process outlived the suite: $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-200)" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+    found=1
+  done
   if [ "$made_here" = 1 ] && [ -z "${LLMPERF_CONFORMANCE_KEEP:-}" ]; then
     rm -rf "$dir/vllm" "$dir/transformers" "$dir/llama-server" "$dir/.installed"
   fi
+  if [ "$found" = 1 ] && [ "$status" = 0 ]; then exit 1; fi
 }
 trap cleanup EXIT
 

@@ -5,12 +5,21 @@ environments; llama.cpp's ``llama-server`` is one binary built from the
 ``llama-cpp-python`` sdist's vendored sources (``install_llama_server.sh``)
 serving the tiny model converted to GGUF (``build_gguf.py``).
 
-Each server runs from its own virtual environment under the install folder
-(``conformance/install.sh``) in a new process group, so teardown can kill
-the whole group: vLLM forks an engine-core process that outlives a plain
-``terminate()`` of the API server. Readiness is polled with a bounded
-timeout; a server that dies or never answers raises :class:`ServerError`
-with the tail of its log, which is where the reason is.
+Each server is a :class:`Launch`: its
+:class:`~pytest_llmperf.managed_server.ServerCommand` (argv with ``{host}``
+and ``{port}``, the extra environment, the readiness URL where
+``/v1/models`` is not the right one, the start deadline) and what the tier
+knows of it (its name here, the model requests name, its warm-up). The
+tier's fixtures start one with the plugin's own
+:class:`~pytest_llmperf.managed_server.ManagedServer` (:func:`start`): a
+process group of its own, output to a log file, readiness polled with the
+deadline, the process tree stopped by ``stop()`` (SIGTERM, a grace period,
+SIGKILL: vLLM forks an engine-core process that outlives a plain
+``terminate()`` of the API server) and by the session watchdog if pytest
+dies first. A server that dies or never answers raises :class:`ServerError`
+with the tail of its log, which is where the reason is. The tier's inner
+sessions start the same commands through ``--llm-server-cmd``
+(:meth:`Launch.plugin_options`).
 
 Everything runs offline: ``HF_HUB_OFFLINE=1`` and a private, empty
 ``HF_HOME`` (so nothing on the machine's Hugging Face cache leaks in and
@@ -19,25 +28,29 @@ nothing is fetched).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import socket
-import subprocess
+import shlex
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.managed_server import ManagedServer, ServerCommand
 
 __all__ = [
     "Install",
+    "Launch",
     "Server",
     "ServerError",
-    "free_port",
+    "llama_server_launch",
+    "slowed",
+    "start",
     "start_llama_server",
     "start_llama_server_embeddings",
     "start_transformers",
@@ -46,6 +59,9 @@ __all__ = [
     "start_vllm_blank",
     "start_vllm_embeddings",
     "start_vllm_paths",
+    "transformers_launch",
+    "vllm_embeddings_launch",
+    "vllm_launch",
     "warm_up",
 ]
 
@@ -118,20 +134,6 @@ class Install:
     def hf_home(self) -> Path:
         return self.root / "hf-home"
 
-    @property
-    def pid_file(self) -> Path:
-        """Process groups of servers still running; ``run.sh`` kills what is left at exit."""
-        return self.root / "running.pids"
-
-    def remember(self, pgid: int) -> None:
-        with self.pid_file.open("a") as f:
-            f.write(f"{pgid}\n")
-
-    def forget(self, pgid: int) -> None:
-        if self.pid_file.exists():
-            kept = [ln for ln in self.pid_file.read_text().split() if ln != str(pgid)]
-            self.pid_file.write_text("".join(f"{ln}\n" for ln in kept))
-
     def versions(self) -> dict[str, str]:
         """What ``install.sh`` recorded (package versions per venv), or ``{}``."""
         path = self.root / "versions.json"
@@ -186,64 +188,86 @@ NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
+@dataclass(frozen=True)
+class Launch:
+    """How the tier starts one server: its command, and what the tier knows of it.
+
+    ``command``: argv (``{host}`` and ``{port}`` filled at start), the
+    environment added to the caller's (:func:`offline_env`), the readiness URL
+    where ``GET /v1/models`` is not the right one, the start deadline and the
+    stop grace; one definition for the tier's fixtures (:func:`start`) and for
+    inner sessions that start the server through ``--llm-server-cmd``
+    (:meth:`plugin_options`). ``name``: the tier's label ("vLLM (LoRA, tools)");
+    ``model``: the model as requests name it; ``warm``: the APIs
+    :func:`warm_up` sends to after start; ``model_probe``: readiness is a
+    one-token chat request that succeeds (``transformers serve``: its
+    ``/health`` answers before the model can).
+    """
+
+    name: str
+    model: str
+    command: ServerCommand
+    warm: tuple[str, ...] = ("chat", "completions")
+    model_probe: bool = False
+
+    def plugin_options(self) -> list[str]:
+        """The plugin's options that start this server (``--llm-server-cmd`` and its kin).
+
+        The environment goes as ``--llm-server-env`` one variable each, but for the
+        blanked proxy variables (an inner session's environment has none).
+        """
+        cmd = self.command
+        options = [f"--llm-server-cmd={shlex.join(cmd.argv)}"]
+        options += [f"--llm-server-env={k}={v}" for k, v in cmd.env.items() if v]
+        if cmd.ready_url:
+            options.append(f"--llm-server-ready-url={cmd.ready_url}")
+        options.append(f"--llm-server-ready-timeout={cmd.ready_timeout_s:g}")
+        return options
+
+
 @dataclass
 class Server:
     """A running server: where to reach it and how to stop it."""
 
     name: str
-    port: int
     model: str
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-    install: Install
-    started_s: float = 0.0  # seconds from launch to ready
+    process: ManagedServer
+    ready_s: float = 0.0  # spawn to ready (transformers serve: to the model's first answer)
+    launch: Launch | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        return str(self.process.url)
+
+    @property
+    def port(self) -> int:
+        return int(urllib.parse.urlsplit(self.url).port or 0)
+
+    @property
+    def pid(self) -> int:
+        return int(self.process.pid)
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.process.log_path)
 
     def log_tail(self, lines: int = 40) -> str:
-        return log_tail(self.log_path, lines)
+        return str(self.process.log_tail(lines))
 
     def stop(self) -> None:
-        """SIGTERM the process group, then SIGKILL it after a grace period."""
-        stop_group(self.proc)
-        self.install.forget(self.proc.pid)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-def log_tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """End ``proc``'s whole process group; never raises, never waits unbounded."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=STOP_GRACE_S)
-    # children (vLLM's engine core) may outlive the leader: kill what is left
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=STOP_GRACE_S)
+        """SIGTERM the process tree, then SIGKILL what is left after the grace period."""
+        self.process.stop()
 
 
 def offline_env(install: Install, **extra: str) -> dict[str, str]:
-    """The servers' environment: offline, a private HF home, no proxies."""
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    """The servers' extra environment: offline, a private HF home, no proxies.
+
+    Added to the starting process's environment: its proxy variables are blanked
+    (an empty value is no proxy to curl, requests and httpx alike) and ``NO_PROXY``
+    covers everything.
+    """
     install.hf_home.mkdir(parents=True, exist_ok=True)
+    env = {k: "" for k in os.environ if "proxy" in k.lower()}
     env.update(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
@@ -258,25 +282,34 @@ def offline_env(install: Install, **extra: str) -> dict[str, str]:
     return env
 
 
-def launch(
-    name: str, argv: list[str], env: dict[str, str], install: Install
-) -> tuple[subprocess.Popen[bytes], Path]:
-    """Start ``argv`` in a new session (its own process group), output to a log file."""
-    install.logs.mkdir(parents=True, exist_ok=True)
-    log_path = install.logs / f"{name}-{int(time.time())}.log"
-    with log_path.open("wb") as log:
-        log.write(("$ " + " ".join(argv) + "\n").encode())
-        log.flush()
-        proc = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-    install.remember(proc.pid)  # its own session: pgid == pid
-    return proc, log_path
+def _command(
+    name: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    limit_s: float,
+    *,
+    ready_url: str | None = None,
+    port: int | None = None,
+) -> ServerCommand:
+    """A tier server's :class:`ServerCommand` on 127.0.0.1 (``port``: None, a free one)."""
+    return ServerCommand(
+        argv=tuple(argv),
+        env=dict(env),
+        ready_url=ready_url,
+        ready_timeout_s=limit_s,
+        stop_grace_s=STOP_GRACE_S,
+        name=name,
+        host=HOST,
+        port=port,
+    )
+
+
+def slowed(launch: Launch, seconds: float) -> Launch:
+    """``launch`` behind ``sh -c "sleep SECONDS && exec ARGV"``: the same server, started
+    ``seconds`` later (same pid: ``exec``), for a deliberately slow start."""
+    cmd = launch.command
+    script = f"sleep {seconds:g} && exec {shlex.join(cmd.argv)}"
+    return replace(launch, command=replace(cmd, argv=("sh", "-c", script)))
 
 
 def http_json(
@@ -297,25 +330,56 @@ def http_json(
         return 0, ""
 
 
-def wait_ready(server: Server, ready: Callable[[], bool], limit_s: float, t0: float) -> None:
-    """Poll ``ready`` until it holds; stop the server and raise with its log if it never does."""
-    deadline = t0 + limit_s
+def start(launch: Launch, install: Install) -> Server:
+    """Start ``launch`` with the plugin's :class:`ManagedServer`, ready and warmed up.
+
+    Its log goes to ``install.logs``. A server that exits before it is ready, or is
+    not ready by its deadline, is stopped and raises :class:`ServerError` with the
+    plugin's message (the exit status or the deadline, the log's last lines); so does
+    a failed model probe or warm-up (after stopping it).
+    """
+    install.logs.mkdir(parents=True, exist_ok=True)
+    probe_model = None if launch.model_probe or launch.command.ready_url else launch.model
+    try:
+        process = ManagedServer.start(launch.command, log_dir=install.logs, model=probe_model)
+    except LlmPerfUsageError as exc:  # ServerStartError, or a program that cannot be run
+        raise ServerError(f"{launch.name}: {exc}") from None
+    server = Server(launch.name, launch.model, process, float(process.ready_s), launch)
+    try:
+        if launch.model_probe:
+            _await_model(server, launch.command.ready_timeout_s)
+        warm_up(server, launch.warm)
+    except BaseException as exc:
+        server.stop()
+        if not isinstance(exc, ServerError):
+            raise
+        raise ServerError(f"{exc}\nlog {server.log_path}:\n{server.log_tail()}") from None
+    return server
+
+
+def _await_model(server: Server, limit_s: float) -> None:
+    """Until a one-token chat request succeeds (the model answers), within ``limit_s`` of
+    the spawn; ``server.ready_s`` is then spawn to that answer."""
+    probe = {
+        "model": server.model,
+        "messages": [{"role": "user", "content": "Hi"}],
+        "max_tokens": 1,
+    }
+    url = f"{server.url}/v1/chat/completions"
+    spawn_ns = int(server.process.spawn_ns)
     while True:
-        if server.proc.poll() is not None:
-            tail = server.log_tail()
-            server.stop()
-            raise ServerError(
-                f"{server.name} exited with status {server.proc.returncode} before it was "
-                f"ready; log {server.log_path}:\n{tail}"
-            )
-        if ready():
-            server.started_s = time.monotonic() - t0
+        status, text = http_json("POST", url, probe, timeout=30.0)
+        elapsed = (time.monotonic_ns() - spawn_ns) / 1e9
+        if status == 200:
+            server.ready_s = elapsed
             return
-        if time.monotonic() > deadline:
-            tail = server.log_tail()
-            server.stop()
+        exit_ = server.process.poll()
+        if exit_ is not None:
+            raise ServerError(f"{server.name}: {exit_.describe()} before its model answered")
+        if elapsed > limit_s:
             raise ServerError(
-                f"{server.name} not ready within {limit_s:g} s; log {server.log_path}:\n{tail}"
+                f"{server.name}: its model did not answer within {limit_s:g} s "
+                f"(last: HTTP {status} {text[:200]})"
             )
         time.sleep(1.0)
 
@@ -359,41 +423,31 @@ def warm_up(server: Server, apis: tuple[str, ...] = ("chat", "completions")) -> 
         list(pool.map(one, [apis[i % len(apis)] for i in range(4)]))
 
 
-def _warm(server: Server, apis: tuple[str, ...] = ("chat", "completions")) -> None:
-    """:func:`warm_up`, stopping the server if it fails (the caller gets only the error)."""
-    try:
-        warm_up(server, apis)
-    except ServerError as exc:
-        server.stop()
-        raise ServerError(f"{exc}\nlog {server.log_path}:\n{server.log_tail()}") from None
-
-
 # Bucket bounds (s) for vLLM's request_latency family on the conformance tier's tiny model.
 REQUEST_LATENCY_BUCKETS_S = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 60]
 
 
-def start_vllm(
+def vllm_launch(
     install: Install,
     port: int | None = None,
     *,
     max_model_len: int = 1024,
     paths: bool = False,
     blank: bool = False,
-) -> Server:
+) -> Launch:
     """vLLM's OpenAI server on the tiny model (CPU, float32, eager, 1024-token context).
 
     ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB) keeps it near 2 GB; ready when
-    ``GET /v1/models`` answers 200, which vLLM only does once the engine is up.
-    ``VLLM_SERVER_DEV_MODE=1`` mounts its development routes (``POST
-    /reset_prefix_cache``, which ``--llm-reset-cache`` uses) and
-    ``--enable-per-request-metrics`` adds each request's server timings to its
-    response (the TTFT split); ``max_model_len`` makes a second configuration
-    for the comparability check.
+    ``GET /v1/models`` answers 200 (the plugin's default readiness), which vLLM
+    only does once the engine is up. ``VLLM_SERVER_DEV_MODE=1`` mounts its
+    development routes (``POST /reset_prefix_cache``, which
+    ``--llm-reset-cache`` uses) and ``--enable-per-request-metrics`` adds each
+    request's server timings to its response (the TTFT split);
+    ``max_model_len`` makes a second configuration for the comparability check.
 
     ``paths``: also serve the request paths of issue 28 (:func:`start_vllm_paths`);
     ``blank``: serve the blank model instead (:func:`start_vllm_blank`).
     """
-    port = port or free_port()
     model = install.model_blank if blank else install.model
     argv = [
         str(install.vllm_python),
@@ -411,22 +465,30 @@ def start_vllm(
         "--custom-histogram-buckets",
         json.dumps({"request_latency": REQUEST_LATENCY_BUCKETS_S}),
         "--host",
-        HOST,
+        "{host}",
         "--port",
-        str(port),
+        "{port}",
     ]
     if paths:
         argv += vllm_paths_args(install)
     env = offline_env(install, VLLM_CPU_KVCACHE_SPACE="1", VLLM_SERVER_DEV_MODE="1")
-    t0 = time.monotonic()
     log_name = "vllm-paths" if paths else "vllm-blank" if blank else "vllm"
-    proc, log_path = launch(log_name, argv, env, install)
     name = "vLLM (LoRA, tools)" if paths else "vLLM (blank model)" if blank else "vLLM"
-    server = Server(name, port, str(model), proc, log_path, install)
-    url = f"{server.url}/v1/models"
-    wait_ready(server, lambda: http_json("GET", url, timeout=5.0)[0] == 200, VLLM_START_LIMIT_S, t0)
-    _warm(server)
-    return server
+    command = _command(log_name, argv, env, VLLM_START_LIMIT_S, port=port)
+    return Launch(name, str(model), command)
+
+
+def start_vllm(
+    install: Install,
+    port: int | None = None,
+    *,
+    max_model_len: int = 1024,
+    paths: bool = False,
+    blank: bool = False,
+) -> Server:
+    """:func:`vllm_launch`, started and warmed up."""
+    launch = vllm_launch(install, port, max_model_len=max_model_len, paths=paths, blank=blank)
+    return start(launch, install)
 
 
 def vllm_paths_args(install: Install) -> list[str]:
@@ -469,7 +531,7 @@ def start_vllm_blank(install: Install, port: int | None = None) -> Server:
     return start_vllm(install, port, blank=True)
 
 
-def start_vllm_embeddings(install: Install, port: int | None = None) -> Server:
+def vllm_embeddings_launch(install: Install, port: int | None = None) -> Launch:
     """vLLM as an embeddings server: the tier's Llama with ``--runner pooling --convert embed``.
 
     A vLLM instance runs one runner, so embeddings need their own server (a
@@ -481,7 +543,6 @@ def start_vllm_embeddings(install: Install, port: int | None = None) -> Server:
     CPU settings as :func:`start_vllm`; ready, like it, when ``GET
     /v1/models`` answers 200 (about 20 s on a quiet machine, 2.9 GB RSS).
     """
-    port = port or free_port()
     argv = [
         str(install.vllm_python),
         "-m",
@@ -498,37 +559,40 @@ def start_vllm_embeddings(install: Install, port: int | None = None) -> Server:
         "--max-model-len",
         "1024",
         "--host",
-        HOST,
+        "{host}",
         "--port",
-        str(port),
+        "{port}",
     ]
     env = offline_env(install, VLLM_CPU_KVCACHE_SPACE="1")
-    t0 = time.monotonic()
-    proc, log_path = launch("vllm-embeddings", argv, env, install)
-    server = Server("vLLM (embeddings)", port, str(install.model), proc, log_path, install)
-    url = f"{server.url}/v1/models"
-    wait_ready(server, lambda: http_json("GET", url, timeout=5.0)[0] == 200, VLLM_START_LIMIT_S, t0)
-    _warm(server, ("embeddings",))
-    return server
+    command = _command("vllm-embeddings", argv, env, VLLM_START_LIMIT_S, port=port)
+    return Launch("vLLM (embeddings)", str(install.model), command, warm=("embeddings",))
 
 
-def start_transformers(install: Install, port: int | None = None, *, blank: bool = False) -> Server:
+def start_vllm_embeddings(install: Install, port: int | None = None) -> Server:
+    """:func:`vllm_embeddings_launch`, started and warmed up (embeddings only)."""
+    return start(vllm_embeddings_launch(install, port), install)
+
+
+def transformers_launch(
+    install: Install, port: int | None = None, *, blank: bool = False
+) -> Launch:
     """``transformers serve`` pinned to the tiny model (its FORCE_MODEL argument), on the CPU.
 
-    ``/health`` answers as soon as uvicorn runs, before the model is loaded,
-    so readiness is a one-token chat request that succeeds. ``blank``: pinned
-    to the blank model instead (:func:`start_transformers_blank`).
+    ``GET /v1/models`` lists only the hub cache (a 500 with the tier's empty
+    ``HF_HOME``), so the readiness URL is ``/health``, which answers as soon as
+    uvicorn runs; :func:`start` then waits for a one-token chat request to
+    succeed (``model_probe``). ``blank``: pinned to the blank model instead
+    (:func:`start_transformers_blank`).
     """
-    port = port or free_port()
     model = str(install.model_blank if blank else install.model)
     argv = [
         str(install.transformers_bin),
         "serve",
         model,
         "--host",
-        HOST,
+        "{host}",
         "--port",
-        str(port),
+        "{port}",
         "--device",
         "cpu",
         "--dtype",
@@ -536,21 +600,22 @@ def start_transformers(install: Install, port: int | None = None, *, blank: bool
         "--log-level",
         "info",
     ]
-    t0 = time.monotonic()
     log_name = "transformers-serve-blank" if blank else "transformers-serve"
-    proc, log_path = launch(log_name, argv, offline_env(install), install)
     name = "transformers serve (blank model)" if blank else "transformers serve"
-    server = Server(name, port, model, proc, log_path, install)
-    probe = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
-    url = f"{server.url}/v1/chat/completions"
-    wait_ready(
-        server,
-        lambda: http_json("POST", url, probe, timeout=30.0)[0] == 200,
+    command = _command(
+        log_name,
+        argv,
+        offline_env(install),
         TRANSFORMERS_START_LIMIT_S,
-        t0,
+        ready_url="http://{host}:{port}/health",
+        port=port,
     )
-    _warm(server)
-    return server
+    return Launch(name, model, command, model_probe=True)
+
+
+def start_transformers(install: Install, port: int | None = None, *, blank: bool = False) -> Server:
+    """:func:`transformers_launch`, started, its model answering, and warmed up."""
+    return start(transformers_launch(install, port, blank=blank), install)
 
 
 def start_transformers_blank(install: Install, port: int | None = None) -> Server:
@@ -560,13 +625,13 @@ def start_transformers_blank(install: Install, port: int | None = None) -> Serve
     return start_transformers(install, port, blank=True)
 
 
-def start_llama_server(
+def llama_server_launch(
     install: Install,
     port: int | None = None,
     slots: int = LLAMA_SERVER_SLOTS,
     *,
     embeddings: bool = False,
-) -> Server:
+) -> Launch:
     """llama.cpp's ``llama-server`` on the tiny model's GGUF: ``-np 2``, CPU, metrics on.
 
     ``-c 2048`` is shared by the slots (1024 tokens each); ``-t 1`` because
@@ -578,22 +643,21 @@ def start_llama_server(
     ``llamacpp:`` metrics); ``--no-ui`` although this build has no UI assets.
     ``/v1/models`` names the model by the path given to ``--model``, and any
     model name in a request is answered by it. ``GET /health`` is 503 while
-    the model loads, 200 once ready (about a second).
+    the model loads, 200 once ready (about a second): the readiness URL.
 
     ``embeddings``: also ``--embeddings --pooling mean``, so that the same
     server answers ``/v1/embeddings`` beside generation (it then caps
     ``--batch-size`` at the 512-token micro-batch: each input must fit in
     one). The chat-only tier runs without, as before.
     """
-    port = port or free_port()
     argv = [
         str(install.llama_server_bin),
         "--model",
         str(install.gguf),
         "--host",
-        HOST,
+        "{host}",
         "--port",
-        str(port),
+        "{port}",
         "--parallel",
         str(slots),
         "--ctx-size",
@@ -608,15 +672,27 @@ def start_llama_server(
     ]
     if embeddings:
         argv += ["--embeddings", "--pooling", LLAMA_SERVER_POOLING]
-    t0 = time.monotonic()
-    proc, log_path = launch("llama-server", argv, offline_env(install), install)
-    server = Server("llama-server", port, str(install.gguf), proc, log_path, install)
-    url = f"{server.url}/health"
-    wait_ready(
-        server, lambda: http_json("GET", url, timeout=5.0)[0] == 200, LLAMA_SERVER_START_LIMIT_S, t0
+    command = _command(
+        "llama-server",
+        argv,
+        offline_env(install),
+        LLAMA_SERVER_START_LIMIT_S,
+        ready_url="http://{host}:{port}/health",
+        port=port,
     )
-    _warm(server, ("chat", "completions", "embeddings") if embeddings else ("chat", "completions"))
-    return server
+    warm = ("chat", "completions", "embeddings") if embeddings else ("chat", "completions")
+    return Launch("llama-server", str(install.gguf), command, warm=warm)
+
+
+def start_llama_server(
+    install: Install,
+    port: int | None = None,
+    slots: int = LLAMA_SERVER_SLOTS,
+    *,
+    embeddings: bool = False,
+) -> Server:
+    """:func:`llama_server_launch`, started and warmed up."""
+    return start(llama_server_launch(install, port, slots, embeddings=embeddings), install)
 
 
 def start_llama_server_embeddings(install: Install, port: int | None = None) -> Server:
@@ -643,7 +719,9 @@ def main() -> None:
     (a pooling vLLM), ``vllm-paths`` (LoRA adapters and tool calls),
     ``llama-server-embeddings`` (with ``--embeddings``), ``vllm-blank`` or
     ``transformers-blank`` (the blank model). For looking at a
-    server by hand (curl, the plugin) with the tier's exact settings.
+    server by hand (curl, the plugin) with the tier's exact settings. Run it with
+    the Python that has pytest-llmperf installed (the servers' own venvs lack it):
+    the server is started by the plugin's ``ManagedServer``, its log in ``DIR/logs``.
     """
     import argparse
 
@@ -653,7 +731,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=None)
     args = parser.parse_args()
     server = STARTERS[args.server](Install(args.install.resolve()), args.port)
-    print(f"{server.name} ready at {server.url} in {server.started_s:.1f} s (model {server.model})")
+    print(f"{server.name} ready at {server.url} in {server.ready_s:.1f} s (model {server.model})")
     print(f"log: {server.log_path}; press Enter or Ctrl-C to stop", flush=True)
     try:
         input()

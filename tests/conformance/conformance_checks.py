@@ -2,9 +2,14 @@
 
 Each case writes a one-test file, runs it in a child ``python -m pytest``
 (the environment's installed plugin, never the checkout) with
-``--llm-endpoint`` and ``--llm-json``, then reads the report. The child is
-bounded by :data:`SESSION_LIMIT_S`; its whole output is kept so a failed
-assertion shows what the user would have seen.
+``--llm-endpoint`` (a server the tier started) or ``--llm-server-cmd`` (a
+server the child session starts and stops: a ``conformance/servers.py``
+``Launch``) and ``--llm-json``, then reads the report. The child is bounded
+by :data:`SESSION_LIMIT_S`; its whole output is kept so a failed assertion
+shows what the user would have seen. Whatever the child started and left
+running is found by the mark in its environment and killed when the child
+ends, however it ends (:attr:`Session.leftovers`): a failed outer test never
+leaves a server behind.
 """
 
 from __future__ import annotations
@@ -14,14 +19,22 @@ import os
 import re
 import subprocess
 import sys
+import time
+import uuid
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import psutil
 import pytest
 
 SESSION_LIMIT_S = 300.0
+# Every process a child session starts inherits this variable, set to the session's own mark.
+SESSION_MARK = "LLMPERF_CONFORMANCE_SESSION"
+# How long what a child session started may take to go once the child has ended (the
+# plugin's watchdog stops a server whose session died: its grace is the server's stop grace).
+LEFTOVER_GRACE_S = 15.0
 REQUESTS = 40
 CONCURRENCY = 4
 INPUT_TOKENS = 128
@@ -76,6 +89,9 @@ class Session:
     output: str
     report: dict[str, Any] | None
     argv: list[str]
+    mark: str = ""  # SESSION_MARK's value in the child's environment
+    # processes the child started that were still alive after it (and LEFTOVER_GRACE_S): killed
+    leftovers: list[str] = field(default_factory=list)
 
     def explain(self, limit: int = 6000) -> str:
         """The command and the tail of the output, for assertion messages."""
@@ -113,15 +129,38 @@ class Session:
         return fields
 
 
+class ServerLaunch(Protocol):
+    """What ``conformance/servers.py``'s ``Launch`` gives a child session."""
+
+    def plugin_options(self) -> list[str]: ...
+
+
 def run_session(
-    workdir: Path, url: str, *args: str, test_source: str = LOAD_TEST, api: str = "chat"
+    workdir: Path,
+    endpoint: str | ServerLaunch,
+    *args: str,
+    test_source: str = LOAD_TEST,
+    api: str = "chat",
+    limit_s: float = SESSION_LIMIT_S,
 ) -> Session:
-    """Run ``test_source`` against ``url`` in a child pytest; never raises on its failure."""
+    """Run ``test_source`` in a child pytest; never raises on its failure.
+
+    ``limit_s``: past it the child is killed (SIGKILL), its exit status -1.
+
+    ``endpoint``: a URL (``--llm-endpoint``), or a server for the child to start and
+    stop itself (a ``servers.Launch``: its ``--llm-server-cmd`` options, its logs under
+    ``workdir/servers``). Whatever the child leaves running is killed here, and named in
+    :attr:`Session.leftovers`.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     # pins rootdir (no repo ini leaks in); the loop scope only quiets pytest-asyncio
     (workdir / "pytest.ini").write_text("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     (workdir / "test_conformance_load.py").write_text(test_source)
     report_path = workdir / "report.json"
+    if isinstance(endpoint, str):
+        target = [f"--llm-endpoint={endpoint}"]
+    else:
+        target = [*endpoint.plugin_options(), f"--llm-server-log-dir={workdir / 'servers'}"]
     argv = [
         sys.executable,
         "-m",
@@ -130,7 +169,7 @@ def run_session(
         "-p",
         "no:cacheprovider",
         "-q",
-        f"--llm-endpoint={url}",
+        *target,
         f"--llm-api={api}",
         f"--llm-json={report_path}",
         "--llm-timeout=60",
@@ -138,6 +177,8 @@ def run_session(
     ]
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     env["NO_PROXY"] = "127.0.0.1,localhost"
+    mark = env[SESSION_MARK] = uuid.uuid4().hex
+    leftovers: list[str] = []
     try:
         done = subprocess.run(
             argv,
@@ -146,16 +187,78 @@ def run_session(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            timeout=SESSION_LIMIT_S,
+            timeout=limit_s,
             check=False,
         )
         code, out = done.returncode, done.stdout.decode(errors="replace")
     except subprocess.TimeoutExpired as exc:
         partial = (exc.stdout or b"").decode(errors="replace")
-        code, out = -1, partial + f"\n[killed after {SESSION_LIMIT_S:g} s]"
+        code, out = -1, partial + f"\n[killed after {limit_s:g} s]"
+    finally:
+        leftovers = end_leftovers(mark)
+    if leftovers:
+        out += "\n[still running after the session, killed: " + "; ".join(leftovers) + "]"
     (workdir / "output.txt").write_text(out)
     report = json.loads(report_path.read_text()) if report_path.exists() else None
-    return Session(code, out, report, argv)
+    return Session(code, out, report, argv, mark, leftovers)
+
+
+def marked(mark: str) -> list[psutil.Process]:
+    """The live processes whose environment has ``SESSION_MARK=mark`` (a child session's)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get(SESSION_MARK) == mark:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue  # gone, or not ours to read
+    return found
+
+
+def end_leftovers(mark: str, grace_s: float = LEFTOVER_GRACE_S) -> list[str]:
+    """Wait up to ``grace_s`` for the processes marked ``mark`` to end, then kill the rest;
+    returns them as ``"PID CMDLINE"``."""
+    deadline = time.monotonic() + grace_s
+    while (left := marked(mark)) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    named = []
+    for proc in left:
+        try:
+            named.append(f"{proc.pid} {' '.join(proc.cmdline())[:200]}")
+            proc.kill()
+        except (psutil.Error, OSError):
+            continue
+    return named
+
+
+def is_running(pid: int, mark: str) -> bool:
+    """Whether ``pid`` is alive and a process of the child session marked ``mark``
+    (not another that has its number since)."""
+    return any(proc.pid == pid for proc in marked(mark))
+
+
+def check_started_and_stopped(s: Session) -> dict[str, Any]:
+    """Issue 37, done when: a child session that started its server through
+    ``--llm-server-cmd`` reports it: every run's ``server_process`` with its
+    ``startup.ready_s`` (> 0) and log, ``session.servers[0]`` with the same log, a file
+    that exists; and the server is gone once the session has ended (psutil: no process
+    with its pid, nothing the session started left). Returns ``session.servers[0]``."""
+    assert s.report is not None, f"no JSON report written\n{s.explain()}"
+    servers = s.report["session"].get("servers")
+    assert servers, f"session.servers is empty: {s.report['session'].keys()}\n{s.explain()}"
+    server = servers[0]
+    log = Path(server["log"])
+    assert log.is_file() and log.stat().st_size > 0, server
+    runs = [r for t in s.report["tests"] for r in t.get("runs") or []]
+    assert runs, f"no runs\n{s.explain()}"
+    for run in runs:
+        process = run.get("server_process")
+        assert isinstance(process, dict), f"run {run.get('label')!r}: no server_process"
+        assert process["startup"]["ready_s"] > 0, process
+        assert Path(process["log"]) == log, (process["log"], server["log"])
+        assert not is_running(int(process["pid"]), s.mark), f"server {process['pid']} still runs"
+    assert not s.leftovers, f"left running after the session: {s.leftovers}\n{s.explain()}"
+    return dict(server)
 
 
 def within(observed: float, expected: float, share: float) -> bool:

@@ -13,6 +13,11 @@ another server (``pytest tests/conformance/test_vllm.py`` without llama-server).
 
 Servers are module-scoped and each module uses one, so at most one server
 runs at a time (two cores: they would slow each other and the measurements).
+The one exception to a start per module: ``test_vllm.py`` and
+``test_vllm_apis.py`` (adjacent) use the same vLLM, started once (about 40 s
+saved) and stopped after the last module that uses it (:func:`vllm`). Every
+server is the plugin's :class:`~pytest_llmperf.managed_server.ManagedServer`:
+stopped by its fixture, or by the plugin's watchdog if this session dies.
 """
 
 from __future__ import annotations
@@ -78,23 +83,66 @@ def model_dir(install: Any) -> str:
     return str(install.model)
 
 
-def _serve(name: str, install: Any) -> Iterator[Any]:
-    """The server ``name`` (``servers.STARTERS``) while the fixture lasts, then stopped."""
-    start = servers.STARTERS[name]
+def _start(name: str, install: Any) -> Any:
+    """The server ``name`` (``servers.STARTERS``), started; a failed start fails the test."""
     try:
-        server = start(_checked(install, name))
+        server = servers.STARTERS[name](_checked(install, name))
     except servers.ServerError as exc:
         pytest.fail(str(exc), pytrace=False)
-    print(f"\n{server.name} ready on {server.url} in {server.started_s:.1f} s")
+    print(f"\n{server.name} ready on {server.url} in {server.ready_s:.1f} s")
+    return server
+
+
+def _serve(name: str, install: Any) -> Iterator[Any]:
+    """The server ``name`` (``servers.STARTERS``) while the fixture lasts, then stopped."""
+    server = _start(name, install)
     try:
         yield server
     finally:
         server.stop()
 
 
+# Servers kept across the modules that use them (by fixture name): see vllm().
+SHARED = pytest.StashKey[dict[str, Any]]()
+
+
 @pytest.fixture(scope="module")
-def vllm(install: Any) -> Iterator[Any]:
-    yield from _serve("vllm", install)
+def vllm(install: Any, request: pytest.FixtureRequest) -> Any:
+    """vLLM with the tier's settings, one start for every module that uses it in a row
+    (``test_vllm.py``, ``test_vllm_apis.py``): kept in the session's stash and stopped
+    at the end of the last module that uses it (:func:`pytest_runtest_teardown`), so
+    that the next module's server never runs beside it."""
+    shared = request.config.stash.setdefault(SHARED, {})
+    server = shared.get("vllm")
+    if server is None or server.process.poll() is not None:
+        server = shared["vllm"] = _start("vllm", install)
+    return server
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """At the end of a module, stop each shared server that no test of the next module
+    asks for (by name, among its fixtures; none follows: all of them).
+
+    Decided per module, not per test: a module's tests may reach the server through
+    ``request.getfixturevalue`` (test_vllm.py's ``session``), which a test's fixture
+    names do not show; the module's own fixture keeps it alive meanwhile."""
+    shared = item.config.stash.get(SHARED, {})
+    module = getattr(nextitem, "module", None)
+    if not shared or (nextitem is not None and module is getattr(item, "module", None)):
+        return
+    wanted: set[str] = set()
+    if nextitem is not None:
+        for other in item.session.items:
+            if getattr(other, "module", None) is module:
+                wanted.update(getattr(other, "fixturenames", ()))
+    for name in [n for n in shared if n not in wanted]:
+        shared.pop(name).stop()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for server in session.config.stash.get(SHARED, {}).values():
+        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -105,12 +153,6 @@ def transformers_serve(install: Any) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def llama_server(install: Any) -> Iterator[Any]:
     yield from _serve("llama-server", install)
-
-
-@pytest.fixture(scope="module")
-def vllm_embeddings(install: Any) -> Iterator[Any]:
-    """A pooling vLLM (``--runner pooling --convert embed``): a vLLM runs one runner."""
-    yield from _serve("vllm-embeddings", install)
 
 
 @pytest.fixture(scope="module")
@@ -131,5 +173,11 @@ def blank_server(request: pytest.FixtureRequest, install: Any) -> Iterator[Any]:
 
     Module-scoped and parametrized: pytest runs the module's tests grouped by server
     and stops the first before it starts the second, so one server runs at a time.
+    vLLM is started here (the module's two sessions share it); ``transformers serve``,
+    whose one session starts and stops it itself (``--llm-server-cmd``), is its
+    ``servers.Launch``, not started here.
     """
+    if request.param == "transformers":
+        yield servers.transformers_launch(_checked(install, "transformers-blank"), blank=True)
+        return
     yield from _serve(f"{request.param}-blank", install)

@@ -19,7 +19,10 @@ Either way the request is completed and counted in ``counts.blank`` and
 the rate beside the errors, and, since some replies had text, nothing warns.
 One session per API on vLLM (40 requests each, about 5 s); one chat session
 on ``transformers serve``, which serves about 0.5 requests a second here, of
-its first :data:`TRANSFORMERS_REQUESTS` prompts (three of them blank).
+its first :data:`TRANSFORMERS_REQUESTS` prompts (three of them blank). That
+session starts and stops ``transformers serve`` itself (``--llm-server-cmd``,
+issue 37: the tier's start of it, reported as the session's server); vLLM's
+two sessions share a server the tier started, and report no server process.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from conformance_checks import (
     Session,
     check_completed,
     check_quiet,
+    check_started_and_stopped,
     load_test,
     run_records,
     run_session,
@@ -54,12 +58,13 @@ class Plan:
     requests: int
     named_model: bool  # --llm-model and --llm-tokenizer given (its /v1/models lists nothing)
     events: bool  # a blank reply streams token events (its empty deltas)
+    started_by_session: bool = False  # blank_server is a Launch: --llm-server-cmd
 
 
 PLANS = {
     "vLLM (blank model)": Plan(("chat", "completions"), 40, named_model=False, events=True),
     "transformers serve (blank model)": Plan(
-        ("chat",), TRANSFORMERS_REQUESTS, named_model=True, events=False
+        ("chat",), TRANSFORMERS_REQUESTS, named_model=True, events=False, started_by_session=True
     ),
 }
 
@@ -82,7 +87,7 @@ def sessions(
         workdir = tmp_path_factory.mktemp(f"blank-{api}")
         found[api] = run_session(
             workdir,
-            blank_server.url,
+            blank_server if plan.started_by_session else blank_server.url,
             f"--llm-events={workdir / 'events'}",
             *named,
             test_source=source,
@@ -151,3 +156,18 @@ def test_the_terminal_shows_the_blank_rate_and_warns_of_nothing(
         assert words.count(shown) == 2, f"{api}: {shown!r} not on the run and session lines\n"
         assert ALL_BLANK not in s.output, s.explain()
         check_quiet(s)
+
+
+def test_the_server_process_is_reported_where_the_session_started_the_server(
+    sessions: dict[str, Session], plan: Plan
+) -> None:
+    """Issue 37: ``transformers serve`` started by its session (``--llm-server-cmd``) has
+    its ``startup.ready_s`` and log in the report and is gone after the session; a
+    server the session only reached by URL has no ``server_process``."""
+    for api, s in sessions.items():
+        if plan.started_by_session:
+            server = check_started_and_stopped(s)
+            print(api, {k: server.get(k) for k in ("name", "ready_s", "first_token_s", "log")})
+        else:
+            assert all(r.get("server_process") is None for r in s.runs), api
+            assert not (s.report or {}).get("session", {}).get("servers"), api

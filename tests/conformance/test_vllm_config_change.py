@@ -39,7 +39,7 @@ def _start(install: Any, max_model_len: int) -> Any:
         server = servers.start_vllm(install, max_model_len=max_model_len)
     except servers.ServerError as exc:
         pytest.fail(str(exc), pytrace=False)
-    print(f"\n{server.name} (--max-model-len {max_model_len}) ready in {server.started_s:.1f} s")
+    print(f"\n{server.name} (--max-model-len {max_model_len}) ready in {server.ready_s:.1f} s")
     return server
 
 
