@@ -68,4 +68,5 @@ def test_the_marker_is_registered(pytester: pytest.Pytester) -> None:
     assert "llm_server(" in page()
     result = pytester.runpytest("--markers")
     assert result.ret == 0, result.stderr.str()
-    assert "@pytest.mark.llm_server" in result.stdout.str()
+    registered = "@pytest.mark.llm_server" in result.stdout.str()
+    assert registered, "llm_server is not among pytest --markers"
