@@ -24,6 +24,8 @@ LIFECYCLE = re.compile(r"--llm-server(?:-[a-z0-9-]+)?|--llm-reference-cmd")
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 SLO_CALL = re.compile(r"llm_slo\(([^)]*)\)")
 STRING = re.compile(r"\"([^\"]+)\"")
+# a server-process metric in backticks: `startup.ready_s`, `server.rss_max_mb`
+PROCESS_METRIC = re.compile(r"`((?:startup|server)\.(?:ready|first|rss|cpu|gpu)[a-z_]*)`")
 
 
 def page() -> str:
@@ -62,6 +64,14 @@ def test_every_slo_of_the_page_parses() -> None:
     assert any(e.startswith("server.") for e in expressions), expressions
     for expr in expressions:
         parse_slo(expr)  # a usage error names the bad word
+
+
+def test_every_process_metric_is_defined_on_the_page_and_no_other() -> None:
+    from pytest_llmperf.specs.process_names import PROCESS_METRICS
+
+    named = set(PROCESS_METRIC.findall(page()))
+    assert named - set(PROCESS_METRICS) == set(), "names no process metric has"
+    assert set(PROCESS_METRICS) - named == set(), "process metrics the page leaves out"
 
 
 def test_the_marker_is_registered(pytester: pytest.Pytester) -> None:
