@@ -24,6 +24,7 @@ LIFECYCLE = re.compile(r"--llm-server(?:-[a-z0-9-]+)?|--llm-reference-cmd")
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 SLO_CALL = re.compile(r"llm_slo\(([^)]*)\)")
 STRING = re.compile(r"\"([^\"]+)\"")
+LINK = re.compile(r"\]\((?!https?:)([^)\s]+)\)")  # a relative link: [text](path#anchor)
 # a server-process metric in backticks: `startup.ready_s`, `server.rss_max_mb`
 PROCESS_METRIC = re.compile(r"`((?:startup|server)\.(?:ready|first|rss|cpu|gpu)[a-z_]*)`")
 
@@ -72,6 +73,24 @@ def test_every_process_metric_is_defined_on_the_page_and_no_other() -> None:
     named = set(PROCESS_METRIC.findall(page()))
     assert named - set(PROCESS_METRICS) == set(), "names no process metric has"
     assert set(PROCESS_METRICS) - named == set(), "process metrics the page leaves out"
+
+
+def anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces to -."""
+    return {
+        re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        for line in markdown.splitlines()
+        if line.startswith("#")
+    }
+
+
+def test_every_link_of_the_page_leads_somewhere() -> None:
+    for target in LINK.findall(page()):
+        path, _, anchor = target.partition("#")
+        linked = (PAGE.parent / path) if path else PAGE
+        assert linked.is_file(), f"docs/server-lifecycle.md links to a missing {target}"
+        if anchor:
+            assert anchor in anchors(linked.read_text(encoding="utf-8")), target
 
 
 def test_the_marker_is_registered(pytester: pytest.Pytester) -> None:
