@@ -52,6 +52,102 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh"})
+_LAUNCHERS = frozenset({"env", "nohup", "exec", "time", "taskset", "numactl", "uv", "uvx"})
+
+
+def program_name(argv: Sequence[str]) -> str:
+    """The name a report gives a server whose command names none: the program that
+    serves, not the interpreter or wrapper that starts it. ``python -m vllm.entrypoints…``
+    is ``vllm``; ``sh -c "sleep 4 && exec llama-server …"`` is ``llama-server``;
+    ``docker run … IMAGE`` is the image's name; otherwise the program's file name."""
+    words = list(argv)
+    while words:
+        base = os.path.basename(words[0])
+        if base.startswith("python") and "-m" in words[1:-1]:
+            return words[words.index("-m", 1) + 1].split(".")[0]
+        if base.startswith("python") and len(words) > 1 and words[1].endswith(".py"):
+            return os.path.basename(words[1])
+        if base in _SHELLS and "-c" in words[1:-1]:
+            script = shlex_words(words[words.index("-c", 1) + 1])
+            after_exec = [w for i, w in enumerate(script) if i and script[i - 1] == "exec"]
+            if not after_exec:
+                return base
+            words = script[script.index(after_exec[-1]) :]
+            continue
+        if base in _LAUNCHERS:  # env K=V …, nohup …, uv run …: the program comes after
+            rest = words[1:]
+            while rest and (rest[0].startswith("-") or "=" in rest[0] or rest[0] == "run"):
+                rest = rest[1:]
+            if not rest:
+                return base
+            words = rest
+            continue
+        if base in ("docker", "podman") and "run" in words[1:2]:
+            image = _docker_image(words[2:])
+            if image:
+                return image.rsplit("/", 1)[-1].split(":")[0].split("@")[0]
+        return base or words[0]
+    return "server"
+
+
+def shlex_words(script: str) -> list[str]:
+    """A shell script's words (``&&``, ``;`` kept as words); [] where it does not split."""
+    try:
+        return shlex.split(script.replace(";", " ; "))
+    except ValueError:
+        return []
+
+
+# docker/podman run options that take a value as the next word (the image follows them)
+_DOCKER_VALUED = frozenset(
+    {
+        "-p",
+        "--publish",
+        "-e",
+        "--env",
+        "-v",
+        "--volume",
+        "--name",
+        "--gpus",
+        "--network",
+        "--shm-size",
+        "--ipc",
+        "-w",
+        "--workdir",
+        "--entrypoint",
+        "-u",
+        "--user",
+        "--env-file",
+        "--runtime",
+        "--platform",
+        "--cpus",
+        "-m",
+        "--memory",
+        "--mount",
+        "--device",
+        "--label",
+        "-l",
+        "--add-host",
+        "--ulimit",
+        "--hostname",
+        "-h",
+    }
+)
+
+
+def _docker_image(words: Sequence[str]) -> str | None:
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in _DOCKER_VALUED:
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
 @dataclass(frozen=True)
 class ServerCommand:
     """A server to start: its command line template, environment, working directory,
@@ -76,7 +172,7 @@ class ServerCommand:
         object.__setattr__(self, "env", {str(k): str(v) for k, v in dict(self.env).items()})
         object.__setattr__(self, "restart", Restart(self.restart))
         if not self.name:
-            object.__setattr__(self, "name", os.path.basename(argv[0]) or argv[0])
+            object.__setattr__(self, "name", program_name(argv))
         for what, value in (
             ("ready_timeout_s", self.ready_timeout_s),
             ("stop_grace_s", self.stop_grace_s),

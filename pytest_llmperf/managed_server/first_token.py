@@ -3,6 +3,8 @@
 One streamed request of one output token, sent right after the server is ready,
 through the project's own client (:func:`pytest_llmperf.client.request.send_request`,
 the path every measured request takes); for the embeddings API, the first answer.
+It carries the API's own fields only (no ``ignore_eos``, no ``stream_options``: nothing
+is negotiated before it, and strict servers refuse both).
 It runs on an event loop of its own in a thread of its own, so a caller inside a
 running loop is no problem, and it is bounded by :data:`FIRST_TOKEN_TIMEOUT_S`.
 """
@@ -60,6 +62,7 @@ async def _first_token(
     from pytest_llmperf.client.api_kinds import ApiKind
     from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url
     from pytest_llmperf.client.models import resolve_model
+    from pytest_llmperf.client.openai import RequestFields
     from pytest_llmperf.client.records import RequestRecord
     from pytest_llmperf.client.request import send_request
     from pytest_llmperf.client.stream_client import StreamClient
@@ -74,6 +77,9 @@ async def _first_token(
         api=cast(ApiKind, api),
         timeouts=timeouts,
         api_key=api_key,
+        # the API's own fields only: nothing negotiated yet, and a strict server
+        # (transformers serve) answers 422 to ignore_eos or stream_options
+        fields=RequestFields(ignore_eos=False, include_usage=False),
     )
     endpoint = await resolve_model(endpoint)
     embeddings = api == "embeddings"

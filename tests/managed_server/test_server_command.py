@@ -65,3 +65,25 @@ def test_an_ipv6_host_is_bracketed_in_urls_only() -> None:
     command = ServerCommand.parse("srv --host {host} --port {port}", host="::1")
     assert command.filled(80)[1:] == ("--host", "::1", "--port", "80")
     assert command.ready_url_for(80) == "http://[::1]:80/v1/models"
+
+
+@pytest.mark.parametrize(
+    ("cmd", "name"),
+    [
+        ("vllm serve m --port {port}", "vllm"),
+        ("/venv/bin/python -m vllm.entrypoints.openai.api_server --port {port}", "vllm"),
+        ('sh -c "sleep 4 && exec /opt/llama-server -m x --port {port}"', "llama-server"),
+        (
+            "docker run --rm -p {port}:8000 --gpus all vllm/vllm-openai:v0.9 --model m",
+            "vllm-openai",
+        ),
+        ("env A=1 nohup transformers serve --port {port}", "transformers"),
+        ("uv run vllm serve x --port {port}", "vllm"),
+        ("python3 my_server.py --port {port}", "my_server.py"),
+        ('sh -c "echo {port}"', "sh"),
+    ],
+)
+def test_a_server_is_named_by_the_program_that_serves(cmd: str, name: str) -> None:
+    """Not the interpreter, shell, launcher or container runtime that starts it."""
+    assert ServerCommand.parse(cmd).name == name
+    assert ServerCommand.parse(cmd, name="mine").name == "mine"
