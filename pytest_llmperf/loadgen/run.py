@@ -251,16 +251,19 @@ class LoadRun:
         if sampler is not None:
             await sampler.astart()  # the start scrape, bounded; then a thread of its own
         restore_sigint = self._install_sigint()
-        cpu0 = time.process_time()
         wall0 = time.monotonic_ns()
+        server = self.server_watch
+        if server is not None:
+            # before the client's CPU is counted: the watch's own work is not the
+            # generator's (its self-check judges the client's CPU share)
+            server.start(wall0)  # a server dead already: nothing is issued
+        cpu0 = time.process_time()
+        watch_cpu_s = 0.0
         interrupted = False
         recording: ServerMetricsRecording | None = None
         server_process: dict[str, Any] | None = None
         watcher = asyncio.ensure_future(self._watch_decided()) if self.decide else None
-        server = self.server_watch
         try:
-            if server is not None:
-                server.start(wall0)  # a server dead already: nothing is issued
             interrupted = await self.dispatcher.issue(events_file, started_at)
         finally:
             if watcher is not None:
@@ -271,9 +274,11 @@ class LoadRun:
                 recording = await asyncio.shield(sampler.astop())
             if server is not None:
                 tokens = self.accumulator.output_tokens
+                watch_cpu_s = time.process_time()
                 server_process = await asyncio.shield(server.stop(tokens))
+                watch_cpu_s = time.process_time() - watch_cpu_s
         wall_s = (time.monotonic_ns() - wall0) / 1e9
-        self.stats.cpu_s += time.process_time() - cpu0
+        self.stats.cpu_s += time.process_time() - cpu0 - watch_cpu_s
         self.stats.wall_s = wall_s
         if not self.stop_reason:
             self.stop_reason = StopReason.CANCELLED if interrupted else StopReason.COMPLETED
@@ -327,7 +332,7 @@ class LoadRun:
         """A failed request: has the server died? (Caught here before the slot that sent it
         sends again, where the watch's own look comes a moment late.)"""
         if record.error is not None and self.server_watch is not None:
-            self.server_watch.check()
+            self.server_watch.check(failed=True)
 
     def _server_exited(self, exit: ServerExit, message: str) -> None:
         """The watched server exited (``message``: "server exited with signal 9 (SIGKILL)

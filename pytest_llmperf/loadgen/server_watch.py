@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import select
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # handed in by the plugin (or a library caller); never starte
     from pytest_llmperf.managed_server import ResourceSampler, ServerExit
 
 __all__ = [
+    "EXITING_WAIT_S",
     "EXIT_RECORD_WAIT_S",
     "LOG_TAIL_LINES",
     "POLL_S",
@@ -44,6 +46,9 @@ POLL_S = 0.1  # how often the run's loop asks whether the server has exited
 # once the kernel says it exited: how long the loop may wait for the server's record of
 # how (its waiter thread reads the exit status, the log's tail, the OOM counter)
 EXIT_RECORD_WAIT_S = 0.25
+# a failed request found the server exiting (PF_EXITING): how long its exit may take to
+# become a record (a many-threaded server's threads end one by one)
+EXITING_WAIT_S = 1.0
 LOG_TAIL_LINES = 30  # the log's last lines kept with an exit (and in a failed test's text)
 
 
@@ -93,14 +98,19 @@ class ServerWatch:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._pidfd: int | None = None
+        # psutil's import and NVML's one-time start, here and not in start(): a run's
+        # client CPU (the generator's self-check) is counted from its start
+        from pytest_llmperf.managed_server import ResourceSampler
+        from pytest_llmperf.managed_server.gpu import gpu_note
+
+        self._sampler_type = ResourceSampler
+        gpu_note()
 
     def start(self, t0_ns: int) -> None:
         """Start sampling and watching; a server found dead already stops the run now."""
         self.t0_ns = t0_ns
         try:
-            from pytest_llmperf.managed_server import ResourceSampler  # (psutil: only here)
-
-            sampler = ResourceSampler(self.server.pid)
+            sampler = self._sampler_type(self.server.pid)
             sampler.start()
             self._sampler = sampler
         except Exception as exc:  # the run goes on unsampled, and says why
@@ -114,22 +124,42 @@ class ServerWatch:
             loop.add_reader(self._pidfd, self._on_pidfd)
         self._timer = loop.call_later(POLL_S, self._tick)
 
-    def check(self, *, gone: bool = False) -> bool:
+    def check(self, *, gone: bool = False, failed: bool = False) -> bool:
         """Has the server exited? If so (the first time, while the run is on), tell the
         run. Cheap: ``server.poll()`` never blocks. ``gone``: the kernel said it exited
-        (its pidfd), so wait the moment the server's own waiter takes to record how."""
+        (its pidfd), so wait the moment the server's own waiter takes to record how.
+
+        ``failed``: a request just failed. A dying process closes its sockets before the
+        kernel reports it dead (its threads end one by one; a busy machine stretches
+        that to tens of ms), and in that window a closed loop's slots would send again and
+        be refused. So where the kernel says the process is exiting (its ``PF_EXITING``
+        flag), wait for the exit (at most :data:`EXITING_WAIT_S`) before the run goes on:
+        the loop stops only for a server that is dying, never for a live one."""
         if self.exit is not None or not self._watching:
             return self.exit is not None
         found = self.server.poll()
         wait: Callable[[float], ServerExit | None] | None = getattr(self.server, "wait", None)
         if found is None and wait is not None and (gone or self._pidfd_readable()):
             found = wait(EXIT_RECORD_WAIT_S)
+        if found is None and failed and _exiting(self.server.pid):
+            found = self._await_exit(wait)
         if found is None:
             return False
         self.exit = found = _with_status(found, self.server.pid)
         self._unwatch()
         self.on_exit(found, self._message(found))
         return True
+
+    def _await_exit(self, wait: Callable[[float], ServerExit | None] | None) -> ServerExit | None:
+        """The exit of a server the kernel says is exiting, waited for on this thread."""
+        if wait is not None:
+            return wait(EXITING_WAIT_S)
+        deadline = time.monotonic() + EXITING_WAIT_S
+        while time.monotonic() < deadline:  # a view without a waiter: poll, briefly
+            time.sleep(0.005)
+            if (found := self.server.poll()) is not None:
+                return found
+        return None
 
     def _message(self, exit: ServerExit) -> str:
         """The exit in one line: "server exited with signal 9 (SIGKILL) at 12.3 s into
@@ -238,6 +268,20 @@ def _with_status(exit: ServerExit, pid: int) -> ServerExit:
     if os.WIFEXITED(status):
         return ServerExit(code=os.WEXITSTATUS(status), signal=None, oom=exit.oom, at_ns=exit.at_ns)
     return exit
+
+
+_PF_EXITING = 0x4  # include/linux/sched.h: the task is in do_exit()
+
+
+def _exiting(pid: int) -> bool:
+    """The kernel's word that ``pid`` is on its way out (``/proc/PID/stat``'s flags have
+    ``PF_EXITING``, or it is a zombie already); False where that cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return fields[0] in ("Z", "X") or bool(int(fields[6]) & _PF_EXITING)
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _pidfd(pid: int) -> int | None:

@@ -182,3 +182,24 @@ async def test_a_leaking_server_grows_over_the_run_and_a_healthy_one_does_not(
     assert verdict.observed == pytest.approx(growth)
     assert resources["cpu_s"] is not None and resources["cpu_s"] >= 0
     assert resources["cpu_ms_per_output_token"] is not None
+
+
+def test_the_kernel_says_when_a_process_is_exiting() -> None:
+    """What a failed request asks before the run goes on (``server_watch._exiting``): a
+    live process is not exiting, one that has exited (a zombie, not yet reaped) is."""
+    import subprocess
+
+    from pytest_llmperf.loadgen.server_watch import _exiting
+
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=-1)
+    try:
+        assert not _exiting(proc.pid)
+        assert proc.stdin is not None
+        proc.stdin.close()  # it exits; not reaped until wait(): a zombie
+        deadline = time.monotonic() + 10
+        while not _exiting(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _exiting(proc.pid)
+    finally:
+        proc.wait(10)
+    assert not _exiting(proc.pid)  # reaped: nothing to read, so not "exiting"

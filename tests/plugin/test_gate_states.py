@@ -261,9 +261,11 @@ ROWS = [
         GateState.SERVER_EXITED,  # the session's server killed after the first test's run
         1,
         module(
-            gated("ttft.max < 60s", name="test_first"),
+            # error_rate: a tiny run's latency verdict can be "generator bound" on a busy
+            # machine; this row is about the exit, not about a latency
+            gated("error_rate < 1%", name="test_first"),
             KILLS_THE_SERVER,
-            gated("ttft.max < 60s", name="test_second"),
+            gated("error_rate < 1%", name="test_second"),
         ),
         {"passed": 2, "errors": 1},
         "## ⛔ pytest-llmperf: the gate stopped mid-session (server exited, exit status 1)",
@@ -276,9 +278,11 @@ ROWS = [
         GateState.SERVER_EXITED,  # under xdist: the controller's server, a worker sees it gone
         1,
         module(
-            gated("ttft.max < 60s", name="test_first"),
+            # error_rate: a tiny run's latency verdict can be "generator bound" on a busy
+            # machine; this row is about the exit, not about a latency
+            gated("error_rate < 1%", name="test_first"),
             KILLS_THE_SERVER,
-            gated("ttft.max < 60s", name="test_second"),
+            gated("error_rate < 1%", name="test_second"),
         ),
         {},
         "## ⛔ pytest-llmperf: the gate stopped mid-session (server exited, exit status 1)",

@@ -27,7 +27,7 @@ TINY = (
     "import pytest\n\n\n"
     '@pytest.mark.llm_workload("synthetic", input_tokens=8, output_tokens=2, requests=4)\n'
     '@pytest.mark.llm_load("concurrency", concurrency=4)\n'
-    '@pytest.mark.llm_slo("ttft.max < 60s")\n'
+    '@pytest.mark.llm_slo("error_rate < 1%")\n'  # never generator bound: a busy machine
     "async def test_gate(llm_loadgen):\n"
     "    await llm_loadgen.run()\n"
 )
@@ -113,7 +113,7 @@ def test_a_session_measures_the_server_it_started(pytester: pytest.Pytester) -> 
     assert result.ret == 0, result.stdout.str()
     report = json.loads((pytester.path / "r.json").read_text())
     [server] = report["session"]["servers"]
-    assert server["name"] == Path(PYTHON).name and "--profile tiny" in server["cmd"]
+    assert server["name"] == "pytest_llmperf" and "--profile tiny" in server["cmd"]
     assert server["ready_s"] > 0 and Path(server["log"]).is_file()
     assert report["tests"][0]["endpoint"]["url"] == server["url"] + "/v1"
     assert server["stopped_by"] == "pytest-llmperf" and not _alive(server["pid"])
@@ -220,7 +220,7 @@ def test_the_reference_server_is_started_the_same_way(pytester: pytest.Pytester)
     assert "A/B reference endpoint: " in result.stdout.str()
     report = json.loads((pytester.path / "r.json").read_text())
     names = sorted(s["name"] for s in report["session"]["servers"])
-    assert names == sorted([Path(PYTHON).name, "sim-tiny"])  # the candidate, the reference
+    assert names == sorted(["pytest_llmperf", "sim-tiny"])  # the candidate, the reference
     [reference] = [s for s in report["session"]["servers"] if s["name"] != "sim-tiny"]
     assert report["tests"][0]["runs"][0]["reference"] is not None
     assert not _alive(reference["pid"])

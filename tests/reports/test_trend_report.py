@@ -201,7 +201,9 @@ def test_sessions_with_history_and_html_show_the_trend(pytester: pytest.Pytester
             assert "this session will be its first" in html and "<h3>History</h3>" not in html
     assert html.count("<h3>History</h3>") == 1
     assert "over 2 stored comparable run(s) and this one" in html
-    assert html.count('data-kind="trend"') == len(DRAWN)
-    assert html.count('data-series="this run"') == len(DRAWN)
+    # and the embedded simulator's own process (started by the gate): startup and RSS
+    process = (("startup.ready_s", "value"), ("server.rss_max_mb", "value"))
+    assert html.count('data-kind="trend"') == len(DRAWN) + len(process)
+    assert html.count('data-series="this run"') == len(DRAWN) + len(process)
     with HistoryStore.open(str(pytester.path / "h.sqlite")) as store:
         assert len(store.sessions()) == 3  # the report read the store before the append
