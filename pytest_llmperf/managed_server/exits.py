@@ -63,15 +63,19 @@ class ServerExit:
     def signal_name(self) -> str | None:
         return signal_name(self.signal)
 
-    def describe(self, run_label: str = "", run_start_ns: int | None = None) -> str:
-        """``"server exited with code 3"``, ``"server exited with signal 9 (SIGKILL, out
-        of memory) at 12.3 s into run0"``."""
+    def how(self) -> str:
+        """How it ended: ``"server exited with signal 9 (SIGKILL, out of memory)"``."""
         if self.signal is not None:
             notes = [n for n in (self.signal_name, "out of memory" if self.oom else "") if n]
             what = f"signal {self.signal}" + (f" ({', '.join(notes)})" if notes else "")
         else:
             what = f"code {self.code}" + (" (out of memory)" if self.oom else "")
-        text = f"server exited with {what}"
+        return f"server exited with {what}"
+
+    def describe(self, run_label: str = "", run_start_ns: int | None = None) -> str:
+        """``"server exited with code 3"``, ``"server exited with signal 9 (SIGKILL, out
+        of memory) at 12.3 s into run0"``: :meth:`how`, and when."""
+        text = self.how()
         if run_start_ns is not None:
             text += f" at {max(0, self.at_ns - run_start_ns) / 1e9:.1f} s"
             if run_label:

@@ -29,15 +29,8 @@ class GoneServer(ServerExit):
     """The controller's server is gone, as a worker sees it: not its child, the worker
     cannot read how it ended (the controller's report does)."""
 
-    def describe(self, run_label: str = "", run_start_ns: int | None = None) -> str:
-        text = "server exited (its process is gone; the controller's report says how)"
-        if run_start_ns is not None:
-            text += f" at {max(0, self.at_ns - run_start_ns) / 1e9:.1f} s"
-            if run_label:
-                text += f" into {run_label}"
-        elif run_label:
-            text += f" during {run_label}"
-        return text
+    def how(self) -> str:
+        return "server exited (its process is gone; the controller's report says how)"
 
 
 class SharedServer:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from server_process_block import BLOCK
 from synthetic_session import ENDPOINT, payload, synthetic_run
 
 from pytest_llmperf.reports.html import build_html_report
@@ -19,26 +20,6 @@ from pytest_llmperf.reports.terminal import summary_lines
 from pytest_llmperf.slo.startup_regression import compare_process
 
 NODEID = "tests/test_chat.py::test_latency"
-BLOCK: dict[str, Any] = {
-    "name": "vllm",
-    "cmd": "vllm serve m --port 8123 --api-key ***",
-    "pid": 1234,
-    "log": "/tmp/llmperf-servers/vllm-1.log",
-    "restart": "session",
-    "startup": {"ready_s": 41.2, "first_token_s": 41.9},
-    "resources": {
-        "rss_start_mb": 812.0,
-        "rss_end_mb": 820.5,
-        "rss_max_mb": 830.1,
-        "rss_growth_mb": 8.5,
-        "cpu_s": 12.3,
-        "cpu_ms_per_output_token": 1.9,
-        "samples": 25,
-        "gpu_mem_max_mb": None,
-        "gpu_note": "no NVML (pip install pytest-llmperf[gpu])",
-    },
-    "exit": None,
-}
 EXIT = {
     "code": None,
     "signal": 9,

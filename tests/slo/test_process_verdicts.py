@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from server_process_block import BLOCK
+
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.run import _INTERRUPTING
@@ -15,27 +17,6 @@ from pytest_llmperf.slo.sequential import decide_run, stop_blockers
 from pytest_llmperf.slo.verdicts import NOT_STARTED, Verdict, evaluate, evaluate_runs
 from pytest_llmperf.specs.slo import parse_slo
 from pytest_llmperf.specs.stages import Stage
-
-BLOCK: dict[str, Any] = {
-    "name": "vllm",
-    "cmd": "vllm serve m --port 8123 --api-key ***",
-    "pid": 1234,
-    "log": "/tmp/llmperf-servers/vllm-1.log",
-    "restart": "session",
-    "startup": {"ready_s": 41.2, "first_token_s": 41.9},
-    "resources": {
-        "rss_start_mb": 812.0,
-        "rss_end_mb": 820.5,
-        "rss_max_mb": 830.1,
-        "rss_growth_mb": 8.5,
-        "cpu_s": 12.3,
-        "cpu_ms_per_output_token": 1.9,
-        "samples": 25,
-        "gpu_mem_max_mb": None,
-        "gpu_note": "no NVML (pip install pytest-llmperf[gpu])",
-    },
-    "exit": None,
-}
 
 
 def accumulator(n: int = 30) -> MetricsAccumulator:
