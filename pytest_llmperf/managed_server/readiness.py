@@ -18,7 +18,9 @@ from urllib.parse import urlsplit
 __all__ = ["Probe", "next_delay", "probe"]
 
 _BODY_LIMIT = 4 * 1024 * 1024
-_FAST_FOR_S = 3.0  # poll every 50 ms for this long: a 0.3 s start is not rounded up
+_FIRST_FOR_S = 1.0  # poll every 10 ms for this long: a 0.3 s start (the simulator, a
+_FIRST_S = 0.01  # small llama-server) is not rounded up; a refused connect costs ~50 µs
+_FAST_FOR_S = 3.0  # then every 50 ms for this long
 _FAST_S = 0.05
 _SLOW_S = 1.0
 
@@ -34,8 +36,10 @@ class Probe:
 
 
 def next_delay(elapsed_s: float, previous_s: float) -> float:
-    """How long to wait before the next check: 50 ms for the first seconds, then growing
-    by half each time up to 1 s."""
+    """How long to wait before the next check: 10 ms for the first second, 50 ms until the
+    third, then growing by half each time up to 1 s."""
+    if elapsed_s < _FIRST_FOR_S:
+        return _FIRST_S
     if elapsed_s < _FAST_FOR_S:
         return _FAST_S
     return min(_SLOW_S, max(_FAST_S, previous_s * 1.5))

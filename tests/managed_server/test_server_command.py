@@ -54,7 +54,8 @@ def test_the_description_is_redacted() -> None:
 
 
 def test_readiness_polls_fast_first_then_slower() -> None:
-    assert next_delay(0.1, 0.0) == 0.05 and next_delay(2.9, 0.05) == 0.05
+    assert next_delay(0.1, 0.0) == 0.01 and next_delay(0.99, 0.01) == 0.01
+    assert next_delay(1.0, 0.01) == 0.05 and next_delay(2.9, 0.05) == 0.05
     delays = [0.05]
     for _ in range(20):
         delays.append(next_delay(10.0, delays[-1]))
