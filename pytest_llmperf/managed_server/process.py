@@ -20,7 +20,7 @@ import psutil
 
 from pytest_llmperf.managed_server.tree import tree_of
 
-__all__ = ["descendants", "exit_status", "signal_all", "spawn", "terminate_tree"]
+__all__ = ["descendants", "exit_status", "running", "signal_all", "spawn", "terminate_tree"]
 
 _AFTER_KILL_S = 2.0  # how long SIGKILLed processes are waited for (they cannot refuse)
 
@@ -115,10 +115,11 @@ def terminate_tree(
 
 
 def _any_alive(pgid: int, procs: Iterable[psutil.Process]) -> bool:
-    return _group_alive_unreaped(pgid) or any(_running(p) for p in procs)
+    return _group_alive_unreaped(pgid) or any(running(p) for p in procs)
 
 
-def _running(proc: psutil.Process) -> bool:
+def running(proc: psutil.Process) -> bool:
+    """Still running: neither gone nor a zombie waiting for its parent's wait."""
     try:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except (psutil.Error, OSError):
@@ -130,7 +131,7 @@ def _wait(pgid: int, procs: Iterable[psutil.Process], deadline: float) -> None:
     procs = list(procs)
     step = 0.01
     while time.monotonic() < deadline:
-        if not _group_alive_unreaped(pgid) and not any(_running(p) for p in procs):
+        if not _group_alive_unreaped(pgid) and not any(running(p) for p in procs):
             return
         time.sleep(min(step, max(0.0, deadline - time.monotonic())))
         step = min(step * 2, 0.1)
@@ -145,7 +146,7 @@ def _group_alive_unreaped(pgid: int) -> bool:
         members = [p for p in psutil.process_iter(["pid"]) if _pgid(p.pid) == pgid]
     except (psutil.Error, OSError):
         return True
-    return any(_running(p) for p in members)
+    return any(running(p) for p in members)
 
 
 def _pgid(pid: int) -> int | None:

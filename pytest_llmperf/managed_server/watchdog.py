@@ -29,6 +29,7 @@ import time
 
 import psutil
 
+from pytest_llmperf.managed_server.process import running, signal_all
 from pytest_llmperf.managed_server.tree import tree_of
 
 __all__ = ["Watchdog", "main"]
@@ -67,7 +68,7 @@ class Watchdog:
         seen before that have ended)."""
         for pgid, (pid, _) in self.groups.items():
             known = self.seen.setdefault(pgid, {})
-            for old in [p for p, proc in known.items() if not _running(proc)]:
+            for old in [p for p, proc in known.items() if not running(proc)]:
                 del known[old]
             for child in [pid, *tree_of(pid)]:
                 if child not in known:
@@ -94,26 +95,15 @@ class Watchdog:
 
     def _signal(self, sig: int) -> None:
         for pgid in self.groups:
-            with contextlib.suppress(OSError):
-                os.killpg(pgid, sig)
-            for proc in self.seen.get(pgid, {}).values():
-                with contextlib.suppress(psutil.Error, OSError):
-                    proc.send_signal(sig)
+            signal_all(pgid, self.seen.get(pgid, {}).values(), sig)
 
     def _alive(self) -> bool:
         for pgid in self.groups:
             with contextlib.suppress(OSError):
                 os.killpg(pgid, 0)
                 return True
-            if any(_running(proc) for proc in self.seen.get(pgid, {}).values()):
+            if any(running(proc) for proc in self.seen.get(pgid, {}).values()):
                 return True
-        return False
-
-
-def _running(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, OSError):
         return False
 
 
