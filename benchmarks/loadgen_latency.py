@@ -39,8 +39,8 @@ from streaming_server import start_server
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.loadgen import LoadRun
-from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.specs.load import LoadSpec
 from pytest_llmperf.specs.run import RunSpec
 

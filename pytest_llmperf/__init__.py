@@ -30,12 +30,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     )
     from pytest_llmperf.hook_calls import LlmPerfHookError
     from pytest_llmperf.loadgen.generator import LoadGenerator
-    from pytest_llmperf.loadgen.result import RunResult
     from pytest_llmperf.loadgen.run import run_load
     from pytest_llmperf.methodology.llm_loadgen import LlmLoadgen
-    from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-    from pytest_llmperf.metrics.event_log import analyse_event_log
     from pytest_llmperf.metrics.histogram import LatencyHistogram
+    from pytest_llmperf.results.accumulator import MetricsAccumulator
+    from pytest_llmperf.results.event_log import analyse_event_log
+    from pytest_llmperf.results.run_result import RunResult
     from pytest_llmperf.session_tokenizer import TokenizerFallbackWarning
     from pytest_llmperf.sim.process import SimProcess, start_sim_process
     from pytest_llmperf.sim.virtual import VirtualResult, run_virtual
@@ -81,12 +81,12 @@ _EXPORTS: dict[str, str] = {
     "Tokenizer": "pytest_llmperf.workloads.tokenizer",
     # running load, and what a run yields
     "LoadGenerator": "pytest_llmperf.loadgen.generator",
-    "RunResult": "pytest_llmperf.loadgen.result",
+    "RunResult": "pytest_llmperf.results.run_result",
     "run_load": "pytest_llmperf.loadgen.run",  # one run of a RunSpec, no generator
     "LlmLoadgen": "pytest_llmperf.methodology.llm_loadgen",  # the llm_loadgen fixture's type
-    "MetricsAccumulator": "pytest_llmperf.metrics.accumulator",
+    "MetricsAccumulator": "pytest_llmperf.results.accumulator",
     "LatencyHistogram": "pytest_llmperf.metrics.histogram",
-    "analyse_event_log": "pytest_llmperf.metrics.event_log",
+    "analyse_event_log": "pytest_llmperf.results.event_log",
     # verdicts
     "SloVerdict": "pytest_llmperf.slo.verdicts",
     "evaluate_runs": "pytest_llmperf.slo.verdicts",

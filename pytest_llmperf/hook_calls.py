@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import pluggy
     import pytest
 
-    from pytest_llmperf.loadgen.result import RunResult
+    from pytest_llmperf.results.run_result import RunResult
 
 __all__ = [
     "HookFailure",

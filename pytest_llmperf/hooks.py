@@ -7,7 +7,7 @@ plugin that must also load without pytest-llmperf installed marks its
 implementations ``@pytest.hookimpl(optionalhook=True)``.
 
 Why hooks rather than reading the JSON afterwards: a run's
-:class:`~pytest_llmperf.loadgen.result.RunResult` holds the merged HDR
+:class:`~pytest_llmperf.results.run_result.RunResult` holds the merged HDR
 histograms and the run's configuration, which the JSON only summarises, and
 a hook sees it in the process that measured it (an xdist worker too).
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_llmperf.loadgen.result import RunResult
+    from pytest_llmperf.results.run_result import RunResult
 
 __all__ = [
     "pytest_llmperf_run_finished",
@@ -48,7 +48,7 @@ def pytest_llmperf_run_finished(item: pytest.Item, result: RunResult) -> None:
     ``result.accumulator``) and may send them elsewhere.
 
     :param item: the test that made the run.
-    :param result: the run's :class:`~pytest_llmperf.loadgen.result.RunResult`
+    :param result: the run's :class:`~pytest_llmperf.results.run_result.RunResult`
         (``label``, ``load``, ``workload``, ``counts``, ``metrics``,
         ``self_check``). Treat it as read-only: the test's verdicts and
         reports are computed from it.

@@ -19,7 +19,7 @@ from typing import Any
 from pytest_llmperf.analysis.collector import RequestRow
 from pytest_llmperf.analysis.stats import mean_interval, nearest_rank, welch_test
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.results.run_result import RunResult
 
 __all__ = [
     "DEFAULT_COMPARE_METRICS",

@@ -14,7 +14,7 @@ from typing import Any
 
 from pytest_llmperf.analysis.collector import RequestRow
 from pytest_llmperf.analysis.stats import nearest_rank
-from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.results.run_result import RunResult
 
 __all__ = ["DRAFT_INPUT_BUCKETS", "itl_distribution", "latency_results", "ttft_by_input_length"]
 

@@ -11,9 +11,9 @@ of requests preempted at least once" (a request can be preempted twice).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Unpack
+from typing import Any, Protocol, Unpack
 
 from pytest_llmperf.analysis.server_metrics import (
     KV_USAGE,
@@ -21,12 +21,25 @@ from pytest_llmperf.analysis.server_metrics import (
     counter_deltas,
     scrape_metrics,
 )
-from pytest_llmperf.loadgen.generator import LoadGenerator
-from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.client.endpoint import Endpoint
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.specs.load import LoadPattern
 from pytest_llmperf.specs.run import LevelOverrides
 
-__all__ = ["PressureLevel", "memory_pressure", "memory_pressure_table"]
+__all__ = ["PressureLevel", "RunsLoad", "memory_pressure", "memory_pressure_table"]
+
+
+class RunsLoad(Protocol):
+    """What :func:`memory_pressure` needs of a load generator (``llm_loadgen`` is one):
+    analyses sit below the load generator and so name only its shape."""
+
+    @property
+    def endpoint(self) -> Endpoint: ...
+
+    @property
+    def run(self) -> Callable[..., Awaitable[RunResult]]: ...
+
+    def attach(self, analysis: Mapping[str, Any]) -> None: ...
 
 
 @dataclass
@@ -47,7 +60,7 @@ class PressureLevel:
 
 
 async def memory_pressure(
-    gen: LoadGenerator,
+    gen: RunsLoad,
     *,
     capacity: int,
     levels: Sequence[float] = (1.0, 1.1, 1.25, 1.5),

@@ -51,8 +51,8 @@ from typing import Any, Protocol
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.history.records import StoredRun, comparison_key, process_block
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.server_metrics.fingerprint import (
     comparability,
     comparability_text,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.comparable_runs import SIZE_KEYS, comparable_workload
 from pytest_llmperf.specs.process_names import PROCESS_METRICS, process_value
 
@@ -112,7 +112,7 @@ class _RunFields:
 @dataclass(frozen=True)
 class RunRecord(_RunFields):
     """One run of one test, as appended: ``state`` is the accumulator's
-    :meth:`~pytest_llmperf.metrics.accumulator.MetricsAccumulator.to_state` (lossless)."""
+    :meth:`~pytest_llmperf.results.accumulator.MetricsAccumulator.to_state` (lossless)."""
 
     state: dict[str, Any]
     load: dict[str, Any] = field(default_factory=dict)

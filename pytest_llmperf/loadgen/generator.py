@@ -35,11 +35,12 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.event_files import events_file_for
 from pytest_llmperf.loadgen.issue.delivery import RecordObserver
 from pytest_llmperf.loadgen.plan.planner import effective_spec, sized_spec
-from pytest_llmperf.loadgen.progress import ProgressSink, watch_progress
-from pytest_llmperf.loadgen.result import RunResult, StopReason
+from pytest_llmperf.loadgen.progress import watch_progress
 from pytest_llmperf.loadgen.run import Decider, LoadRun
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
-from pytest_llmperf.metrics.event_log import read_records
+from pytest_llmperf.results.event_log import read_records
+from pytest_llmperf.results.progress import ProgressSink
+from pytest_llmperf.results.run_result import RunResult, StopReason
 from pytest_llmperf.server_metrics.cache_reset import with_run_evidence
 from pytest_llmperf.server_metrics.source import ServerMetricsSource
 from pytest_llmperf.specs.load import UNTIL_DECIDED, LoadPattern, SampleOrderMode

@@ -23,7 +23,7 @@ from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.loadgen.plan.planner import PlanSource, RunPlan
-from pytest_llmperf.metrics.outputs import SampleOutputs
+from pytest_llmperf.results.outputs import SampleOutputs
 
 __all__ = ["ALONE_SAMPLES", "outputs_alone"]
 

@@ -21,22 +21,19 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
+
+from pytest_llmperf.results.progress import Phase, ProgressSink, ProgressSnapshot
 
 if TYPE_CHECKING:
     from pytest_llmperf.loadgen.issue.stats import IssueStats
     from pytest_llmperf.loadgen.plan.planner import RunPlan
-    from pytest_llmperf.loadgen.result import StopReason
-    from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+    from pytest_llmperf.results.accumulator import MetricsAccumulator
+    from pytest_llmperf.results.run_result import StopReason
 
 __all__ = [
     "RATE_WINDOW_S",
-    "Phase",
     "ProgressSampler",
-    "ProgressSink",
-    "ProgressSnapshot",
     "ProgressWatch",
     "WatchedRun",
     "watch_progress",
@@ -73,57 +70,6 @@ class WatchedRun(Protocol):
 
 
 RATE_WINDOW_S = 10.0  # req/s is measured over about this many recent seconds
-
-
-class Phase(StrEnum):
-    """Where a run is (a ``StrEnum``: the rendered word)."""
-
-    STARTING = "starting"  # resolving the model, opening connections
-    WARMUP = "warm-up"  # untracked requests first (``warmup=``)
-    MEASURE = "measure"  # the performance phase
-    DRAIN = "drain"  # issuing is over; waiting for requests in flight
-    REMOTE = "running"  # worker processes issue: no live counts in this process
-
-
-@dataclass(frozen=True)
-class ProgressSnapshot:
-    """One look at a running run; every field is what the run knew at that moment.
-
-    ``done``/``planned`` count tracked requests finished (completed, failed or
-    cut) out of those planned, or warm-up requests sent during
-    :attr:`Phase.WARMUP`; ``planned`` is None for a timed run (``planned_s``
-    then says how long issuing lasts). ``rate`` is requests finished per
-    second over the last :data:`RATE_WINDOW_S` seconds (None before any
-    sample), ``stage`` is 1-based (0 without stages), ``eta_s`` None when
-    unknown. ``errors`` counts failed requests, ``blank`` completed ones with no
-    visible text (generated but blank).
-    """
-
-    label: str
-    phase: Phase
-    elapsed_s: float
-    done: int = 0
-    planned: int | None = None
-    planned_s: float | None = None
-    measure_s: float = 0.0
-    rate: float | None = None
-    in_flight: int = 0
-    errors: int = 0
-    blank: int = 0
-    eta_s: float | None = None
-    stage: int = 0
-    stages: int = 0
-    workers: int = 1
-
-
-class ProgressSink(Protocol):
-    """Where snapshots go: ``every_s`` between them, :meth:`show` each, :meth:`end` once."""
-
-    every_s: float
-
-    def show(self, snapshot: ProgressSnapshot) -> None: ...
-
-    def end(self) -> None: ...
 
 
 class ProgressSampler:

@@ -57,13 +57,13 @@ from pytest_llmperf.loadgen.issue.issuer import Issuer
 from pytest_llmperf.loadgen.issue.local import ShareRun
 from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.plan.planner import PlanSource, RunPlan, ScheduleShare
-from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.scale_out.dispatcher import Dispatcher
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.loadgen.self_check import generator_self_check
 from pytest_llmperf.loadgen.server_watch import ServerWatch, WatchedServer
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.server_metrics.per_request import server_metrics_from_requests
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult, StopReason
+from pytest_llmperf.results.server_per_request import server_metrics_from_requests
 from pytest_llmperf.server_metrics.sampler import ServerMetricsRecording, ServerMetricsSampler
 from pytest_llmperf.server_metrics.source import ServerMetricsSource
 from pytest_llmperf.server_metrics.summary import with_response_timings

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_llmperf.loadgen.issue.stats import IssueStats
-from pytest_llmperf.loadgen.result import StopReason
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.sample_size import supported_percentile
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import StopReason
 from pytest_llmperf.specs.load import LoadSpec, PacingMode
 
 __all__ = [

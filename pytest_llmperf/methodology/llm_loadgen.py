@@ -25,12 +25,12 @@ from pytest_llmperf.loadgen.generator import LoadGenerator
 from pytest_llmperf.loadgen.issue.delivery import RecordObserver
 from pytest_llmperf.loadgen.outputs_alone import ALONE_SAMPLES, outputs_alone
 from pytest_llmperf.loadgen.plan.planner import sized_spec
-from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.methodology.reference import AB_BLOCKS, AbComparison, run_ab
 from pytest_llmperf.methodology.search import max_concurrency, max_rate
 from pytest_llmperf.methodology.sweep import latency_sweep
 from pytest_llmperf.methodology.warm_up import warm_up
-from pytest_llmperf.metrics.outputs import MatchedAgainst
+from pytest_llmperf.results.outputs import MatchedAgainst
+from pytest_llmperf.results.run_result import RunResult, StopReason
 from pytest_llmperf.slo.output_match import compare_outputs
 from pytest_llmperf.slo.paired import DEFAULT_AB_THRESHOLD
 from pytest_llmperf.slo.regression import Thresholds

@@ -31,19 +31,19 @@ keeps its own event log, the reference's named ``...-reference-block<k>``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.server_watch import merged_server_process
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult, StopReason
+from pytest_llmperf.slo.ab_comparison import AbComparison
 from pytest_llmperf.slo.paired import (
     DEFAULT_AB_STATS,
     DEFAULT_AB_THRESHOLD,
-    PairedCheck,
     paired_checks,
 )
-from pytest_llmperf.slo.regression import RegressionVerdict, Thresholds
+from pytest_llmperf.slo.regression import Thresholds
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.specs.slo import Slo
 
@@ -104,101 +104,6 @@ def ab_stats(slos: Sequence[Slo]) -> list[tuple[str, str]]:
         if slo.metric in latency and pair[1] not in ("", "max") and pair not in out:
             out.append(pair)
     return out or list(DEFAULT_AB_STATS)
-
-
-@dataclass
-class AbComparison:
-    """One gated run compared with the reference: both merged sides and the checks."""
-
-    run: str
-    blocks: int
-    order: list[str]
-    candidate: RunResult
-    reference: RunResult
-    checks: list[PairedCheck]
-    reference_endpoint: dict[str, Any] = field(default_factory=dict)
-    events: dict[str, list[str]] = field(default_factory=dict)
-    # the allowance judged against (``--llm-ab-threshold``): {"default": 0.05, "ttft": ...}
-    thresholds: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def allowed(self) -> str:
-        """The allowance in words: ``+5%``, ``+5% (ttft.p99 +20%)``."""
-        default = self.thresholds.get("default")
-        if default is None:  # built by hand: the checks carry their limits
-            return ", ".join(sorted({f"+{c.threshold * 100:g}%" for c in self.checks}))
-        named = [f"{k} +{v * 100:g}%" for k, v in self.thresholds.items() if k != "default"]
-        return f"+{default * 100:g}%" + (f" ({', '.join(named)})" if named else "")
-
-    @property
-    def verdict(self) -> RegressionVerdict:
-        verdicts = {c.verdict for c in self.checks}
-        for verdict in RegressionVerdict:
-            if verdict in verdicts:
-                return verdict
-        return RegressionVerdict.UNCHANGED
-
-    def to_analysis(self) -> dict[str, Any]:
-        """The comparison as a table of the test's report (HTML, JSON ``analyses``)."""
-        where = self.reference_endpoint.get("url") or "the reference"
-        rows = [
-            [
-                c.name,
-                c.candidate,
-                c.reference,
-                None if c.change is None else round(c.change * 100, 2),
-                round(c.threshold * 100, 2),
-                c.p_value,
-                f"{c.slower_blocks}/{len(c.block_log_ratios)}",
-                c.p_blocks,
-                c.verdict.value,
-            ]
-            for c in self.checks
-        ]
-        return {
-            "title": (
-                f"A/B {self.run} against {where}: {self.verdict.value} "
-                f"(allowed {self.allowed}, {self.blocks} blocks a side, {' '.join(self.order)})"
-            ),
-            "kind": "table",
-            "columns": [
-                "statistic",
-                "candidate ms",
-                "reference ms",
-                "change %",
-                "allowed %",
-                "p",
-                "blocks slower",
-                "blocks p",
-                "verdict",
-            ],
-            "rows": rows,
-            "ab_verdict": self.verdict.value,
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON report's ``ab[]`` entry (``reference.run`` has a ``runs[]`` entry's keys)."""
-        return {
-            "run": self.run,
-            "verdict": self.verdict.value,
-            "blocks": self.blocks,
-            "order": self.order,
-            "thresholds": self.thresholds,
-            "reference_endpoint": self.reference_endpoint,
-            "candidate": {"counts": self.candidate.counts, "metrics": _summary(self.candidate)},
-            "reference": {
-                "counts": self.reference.counts,
-                "metrics": _summary(self.reference),
-                "run": self.reference.to_dict(),
-            },
-            "checks": [c.to_dict() for c in self.checks],
-            "events": self.events,
-        }
-
-
-def _summary(result: RunResult) -> dict[str, Any]:
-    summary: dict[str, Any] = result.accumulator.summary()
-    return summary
 
 
 def merge_blocks(parts: Sequence[RunResult], label: str) -> RunResult:

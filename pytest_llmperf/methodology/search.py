@@ -21,8 +21,8 @@ from typing import Any, Unpack
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.generator import LoadGenerator
-from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.methodology.table_values import table_number
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict, evaluate
 from pytest_llmperf.specs.load import LoadPattern
 from pytest_llmperf.specs.run import LevelOverrides, RunOverrides

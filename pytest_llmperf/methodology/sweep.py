@@ -17,8 +17,8 @@ from typing import Any, Unpack
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.generator import LoadGenerator
-from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.methodology.table_values import table_number
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.specs.load import OPEN_LOOP, LoadPattern
 from pytest_llmperf.specs.run import LevelOverrides
 

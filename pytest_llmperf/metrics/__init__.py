@@ -1,21 +1,15 @@
-"""Metrics: HDR latency histograms, per-run accumulation, and the run's event log."""
+"""Metrics: HDR latency histograms and how many samples a percentile needs.
 
-from pytest_llmperf.metrics.accumulator import LATENCY_METRICS, RATE_METRICS, MetricsAccumulator
-from pytest_llmperf.metrics.event_log import analyse_event_log, read_meta, read_records
+A run's accumulation of these (records -> histograms -> ``RunResult``) lives in
+:mod:`pytest_llmperf.results`, the floor the load generator writes into.
+"""
+
 from pytest_llmperf.metrics.histogram import PERCENTILES, LatencyHistogram
-from pytest_llmperf.metrics.recorder import EventRecorder
 from pytest_llmperf.metrics.sample_size import min_samples, supported_percentile
 
 __all__ = [
-    "LATENCY_METRICS",
     "PERCENTILES",
-    "RATE_METRICS",
-    "EventRecorder",
     "LatencyHistogram",
-    "MetricsAccumulator",
-    "analyse_event_log",
     "min_samples",
-    "read_meta",
-    "read_records",
     "supported_percentile",
 ]

@@ -20,10 +20,7 @@ from pytest_llmperf.errors import (
     LlmPerfTokenLengthWarning,
 )
 from pytest_llmperf.loadgen.generator import LoadGenerator
-from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.loadgen.server_watch import LOG_TAIL_LINES
-from pytest_llmperf.metrics.blank import all_blank_note
-from pytest_llmperf.metrics.outputs import MatchedAgainst, SampleOutputs
 from pytest_llmperf.options import InconclusivePolicy
 from pytest_llmperf.plugin.base import PluginBase
 from pytest_llmperf.plugin.markers import (
@@ -44,6 +41,9 @@ from pytest_llmperf.reports.junit import (
 )
 from pytest_llmperf.reports.outcome import judge_test, nothing_measured
 from pytest_llmperf.reports.server_words import exit_failure, log_block, server_log
+from pytest_llmperf.results.blank import all_blank_note
+from pytest_llmperf.results.outputs import MatchedAgainst, SampleOutputs
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.multiplicity import judge_family, test_level
 from pytest_llmperf.slo.output_match import OtherOutputs, judge_output_match
 from pytest_llmperf.slo.regression import DEFAULT_ALPHA, RegressionCheck

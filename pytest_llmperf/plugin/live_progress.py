@@ -29,9 +29,9 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmperf.loadgen.progress import ProgressSink, ProgressSnapshot
 from pytest_llmperf.options import LlmPerfOptions
 from pytest_llmperf.reports.live import plain_line, status_line
+from pytest_llmperf.results.progress import ProgressSink, ProgressSnapshot
 
 if TYPE_CHECKING:
     import pytest

@@ -11,7 +11,7 @@ of failing or passing on apples against oranges; an inconclusive comparison
 follows ``--llm-inconclusive`` (it fails by default).
 
 A greedy run's state carries its per-sample output fingerprints (``state.outputs``,
-:mod:`pytest_llmperf.metrics.outputs`): :meth:`Baseline.other_outputs` gives them
+:mod:`pytest_llmperf.results.outputs`): :meth:`Baseline.other_outputs` gives them
 to ``output_match`` for the run of the same test and label, whatever its load (the
 same workload sends the same prompt for the same sample index under any load).
 
@@ -57,9 +57,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.server_metrics.fingerprint import comparability, comparability_text
 from pytest_llmperf.slo.comparable_runs import run_differences
 from pytest_llmperf.slo.comparison import (

@@ -17,8 +17,6 @@ import jinja2
 from markupsafe import Markup
 
 from pytest_llmperf.gate_states import did_not_run_line
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.metrics.blank import all_blank_note
 from pytest_llmperf.reports import plots
 from pytest_llmperf.reports.html_outputs import is_path_key, outputs_view, path_config_rows
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
@@ -43,6 +41,8 @@ from pytest_llmperf.reports.time_split import (
     server_head,
     time_split,
 )
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.blank import all_blank_note
 from pytest_llmperf.slo.multiplicity import multiple_comparisons_line
 from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind, metric_kind
 from pytest_llmperf.specs.slo import percentile_of

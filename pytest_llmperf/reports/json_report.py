@@ -3,7 +3,7 @@
 Latencies are in milliseconds, throughputs per second, rates as fractions,
 verdicts ``pass | fail | inconclusive``. Keys may be added, never renamed.
 
-A run's entry is :meth:`RunResult.to_dict() <pytest_llmperf.loadgen.result.RunResult.to_dict>`:
+A run's entry is :meth:`RunResult.to_dict() <pytest_llmperf.results.run_result.RunResult.to_dict>`:
 every run's ``counts.blank`` and ``metrics.blank_rate`` count its completed replies that
 were blank (generated, nothing visible; docs/measurement.md); with the request paths of
 ``llm_workload(structured=, tools=, adapters=, greedy=)`` it carries ``counts.invalid``
@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import PERCENTILES
 from pytest_llmperf.reports.minimum_report import minimum_viable_report
 from pytest_llmperf.reports.session_data import SessionData, TestEntry
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.specs.slo import STATS, parse_slo
 
 __all__ = [

@@ -29,7 +29,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from xml.etree import ElementTree
 
-from pytest_llmperf.methodology.reference import AbComparison
 from pytest_llmperf.reports.model_view import model_entries
 from pytest_llmperf.reports.output_words import (
     compared_outputs,
@@ -46,6 +45,7 @@ from pytest_llmperf.reports.time_split import (
     metric_unit,
     time_split,
 )
+from pytest_llmperf.slo.ab_comparison import AbComparison
 from pytest_llmperf.slo.regression import RegressionCheck
 from pytest_llmperf.slo.verdicts import SloVerdict
 from pytest_llmperf.specs.process_names import PROCESS_METRICS, format_process_value, process_value

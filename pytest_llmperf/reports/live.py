@@ -1,6 +1,6 @@
 """Live progress as text: one status line that fits a terminal, or a plain line for a CI log.
 
-A :class:`~pytest_llmperf.loadgen.progress.ProgressSnapshot` becomes
+A :class:`~pytest_llmperf.results.progress.ProgressSnapshot` becomes
 
 - :func:`status_line`: at most ``width - 1`` columns (the last column would
   wrap on some terminals, and a wrapped line cannot be rewritten with a
@@ -16,7 +16,7 @@ Example (80 columns)::
 
 from __future__ import annotations
 
-from pytest_llmperf.loadgen.progress import Phase, ProgressSnapshot
+from pytest_llmperf.results.progress import Phase, ProgressSnapshot
 
 __all__ = ["format_seconds", "plain_line", "status_line"]
 

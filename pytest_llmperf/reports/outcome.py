@@ -29,7 +29,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.reports.output_words import invalid_sample_lines
 from pytest_llmperf.reports.table import (
     ab_table,
@@ -39,6 +38,7 @@ from pytest_llmperf.reports.table import (
     verdict_table,
     verdict_where,
 )
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.paired import PairedCheck
 from pytest_llmperf.slo.regression import RegressionCheck, RegressionVerdict
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict

@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 from pytest_llmperf.reports.table import stage_level
 from pytest_llmperf.reports.time_split import TimeSplit
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.svg import (
     PALETTE,
     Band,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.session import SessionGroup, group_runs
 
 __all__ = ["SessionData", "TestEntry"]

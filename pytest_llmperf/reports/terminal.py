@@ -46,8 +46,6 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_llmperf.loadgen.result import TOKEN_LENGTH_TOLERANCE
-from pytest_llmperf.metrics.blank import all_blank_note
 from pytest_llmperf.reports.line_breaks import fit, prose, wrap_parts
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.server_process import exit_message, process_parts
@@ -74,6 +72,8 @@ from pytest_llmperf.reports.time_split import (
     server_figures,
     server_head,
 )
+from pytest_llmperf.results.blank import all_blank_note
+from pytest_llmperf.results.run_result import TOKEN_LENGTH_TOLERANCE
 from pytest_llmperf.server_metrics.cache_reset import reset_said
 from pytest_llmperf.slo.regression import RegressionVerdict
 from pytest_llmperf.slo.verdicts import SloVerdict

@@ -16,8 +16,9 @@ Modules, in the order data flows through them (each has one job):
   percentiles, counter deltas, gauge statistics) and the same-process rule;
 - :mod:`.summarise`: a window of scrapes under the common names;
 - :mod:`.summary`: :class:`ServerMetrics`, what verdicts and reports read;
-- :mod:`.per_request`: the same names from each response's own server timings (vLLM's
-  per-request ``metrics``, llama.cpp's ``timings``) and the client's TTFT split;
+- the same names from each response's own server timings (vLLM's per-request
+  ``metrics``, llama.cpp's ``timings``) and the client's TTFT split are read off a run's
+  accumulator: :mod:`pytest_llmperf.results.server_per_request`, a floor above;
 - :mod:`.cache_reset`: ``--llm-reset-cache``, the server's prefix cache emptied before a
   gated run where it offers that;
 - :mod:`.fingerprint`: which server, configured how, measured from where (baselines and
@@ -36,7 +37,6 @@ from pytest_llmperf.server_metrics.fingerprint import (
     fingerprint_diff,
     session_fingerprint,
 )
-from pytest_llmperf.server_metrics.per_request import server_metrics_from_requests, ttft_split
 from pytest_llmperf.server_metrics.sampler import ServerMetricsRecording, ServerMetricsSampler
 from pytest_llmperf.server_metrics.source import (
     MetricsOption,
@@ -78,8 +78,6 @@ __all__ = [
     "parse_scrape",
     "reset_prefix_cache",
     "resolve_source",
-    "server_metrics_from_requests",
     "session_fingerprint",
     "summarise_window",
-    "ttft_split",
 ]

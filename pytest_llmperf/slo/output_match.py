@@ -4,7 +4,7 @@ With ``greedy=True`` (temperature 0, fixed seed) a prompt's output is a function
 the server's numerics: a kernel, quantisation or batching change that alters what the
 model says shows as outputs that differ from the last good run's for the same prompt.
 Each side keeps, per sample index, a digest of its output and a 2-byte checksum per
-token event (:mod:`pytest_llmperf.metrics.outputs`); two outputs match when their
+token event (:mod:`pytest_llmperf.results.outputs`); two outputs match when their
 digests are equal, and where they do not, the first token event whose checksums
 differ is where they part (a checksum collision can only move that position later,
 never hide a difference: the digests decide).
@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_llmperf.metrics.outputs import (
+from pytest_llmperf.results.outputs import (
     MAX_MISMATCHES,
     MatchedAgainst,
     OutputMatch,

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.analysis.stats import t_sf
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.quantile_bounds import DEFAULT_CONFIDENCE
 from pytest_llmperf.slo.regression import (
     BY_REQUEST,

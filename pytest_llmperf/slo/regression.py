@@ -62,9 +62,9 @@ from typing import Any
 import numpy as np
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 from pytest_llmperf.metrics.sample_size import nearest_rank
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.percentile_change import compare_percentile
 from pytest_llmperf.specs.process_names import PROCESS_METRICS, STARTUP_METRICS
 from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind

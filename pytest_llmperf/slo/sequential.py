@@ -73,7 +73,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.quantile_bounds import decided
 from pytest_llmperf.specs.rulesets import ruleset_bar
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, Slo

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict, evaluate
 from pytest_llmperf.specs.rulesets import Ruleset
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE

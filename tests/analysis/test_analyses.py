@@ -24,8 +24,8 @@ from pytest_llmperf.analysis import (
 from pytest_llmperf.analysis.server_metrics import metrics_url
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 
 MS = 1_000_000
 

@@ -24,8 +24,8 @@ from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.loadgen import run_load
 from pytest_llmperf.loadgen.progress import ProgressSampler
 from pytest_llmperf.loadgen.run import LoadRun
-from pytest_llmperf.metrics.blank import all_blank_note
-from pytest_llmperf.metrics.event_log import analyse_event_log
+from pytest_llmperf.results.blank import all_blank_note
+from pytest_llmperf.results.event_log import analyse_event_log
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads import Sample

@@ -34,7 +34,7 @@ from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import BROKEN_PROMISES, StreamClient
 from pytest_llmperf.loadgen import run_load
-from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads.base import Sample

@@ -580,7 +580,7 @@ def check_run_complete(run: dict[str, Any], requests: int, where: str) -> dict[s
 
 def run_records(run: dict[str, Any]) -> list[Any]:
     """The run's requests from its ``--llm-events`` log (the session must have set it)."""
-    from pytest_llmperf.metrics.event_log import read_records
+    from pytest_llmperf.results.event_log import read_records
 
     events = run.get("events")
     assert events, f"run {run.get('label')!r} has no event log (--llm-events): {sorted(run)}"

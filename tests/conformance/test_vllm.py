@@ -46,7 +46,7 @@ from conformance_checks import (
 )
 
 from pytest_llmperf.client.records import RequestRecord
-from pytest_llmperf.metrics.event_log import read_records
+from pytest_llmperf.results.event_log import read_records
 
 EVENTS = "events"  # each session's --llm-events folder, inside its workdir
 

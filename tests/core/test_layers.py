@@ -23,7 +23,8 @@ chain is measured: a worker's from its entry module down.
 
 The layers, low to high (each imports only layers before it): ``errors``,
 ``tokens``, ``tls``, ``redaction``, ``svg`` | ``workloads``, ``sim`` | ``specs``,
-``client`` | ``managed_server``, ``metrics`` | ``loadgen`` | ``slo``, ``analysis`` |
+``client`` | ``managed_server``, ``metrics``, ``server_metrics`` | ``results`` | ``loadgen``,
+``slo``, ``analysis`` |
 ``methodology`` | ``history`` | ``reports`` | ``plugin`` and the package's front door.
 """
 
@@ -185,7 +186,7 @@ from . import plan
 if TYPE_CHECKING:
     from pytest_llmperf.specs.run import RunSpec
 def later():
-    import pytest_llmperf.metrics.recorder
+    import pytest_llmperf.results.recorder
     from ..methodology.search import max_rate
     importlib.import_module("pytest_llmperf.loadgen.scale_out.ray_actor")
     import_module("ray")
@@ -194,7 +195,7 @@ WORKER = "pytest_llmperf.loadgen.scale_out.worker_process"  # python -m, in anot
     runtime = {
         f"{PACKAGE}.hooks",
         f"{PACKAGE}.loadgen.plan",
-        f"{PACKAGE}.metrics.recorder",
+        f"{PACKAGE}.results.recorder",
         f"{PACKAGE}.methodology.search",
         f"{PACKAGE}.loadgen.scale_out.ray_actor",
         f"{PACKAGE}.loadgen.scale_out.worker_process",
@@ -260,6 +261,16 @@ def test_managed_server_sits_beside_server_metrics() -> None:
         PACKAGE,
     }
     assert not above, f"managed_server reaches {sorted(above)}"
+
+
+def test_results_sit_below_the_load_generator() -> None:
+    """The load generator writes a run into ``results/`` (records, accumulators,
+    ``RunResult``, progress snapshots); verdicts, analyses, reports and the history read
+    them there and never reach the load generator."""
+    edges = layer_graph()
+    assert "loadgen" not in reachable(edges, "results"), "results reaches loadgen"
+    for reader in ("slo", "analysis", "reports", "history"):
+        assert "loadgen" not in reachable(edges, reader), f"{reader} reaches loadgen"
 
 
 def test_methodology_is_above_loadgen_slo_and_analysis() -> None:

@@ -17,8 +17,6 @@ from fingerprint_stubs import Calls, Serve, vllm_app
 from pytest_llmperf.client.endpoint import Endpoint, normalize_base_url
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports.baseline import (
     Baseline,
     build_baseline,
@@ -27,6 +25,8 @@ from pytest_llmperf.reports.baseline import (
 )
 from pytest_llmperf.reports.outcome import judge_test
 from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.server_metrics.fingerprint import session_fingerprint
 
 NODE = "tests/test_chat.py::test_latency"

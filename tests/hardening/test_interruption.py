@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.metrics.event_log import analyse_event_log
+from pytest_llmperf.results.event_log import analyse_event_log
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 

@@ -8,7 +8,7 @@ import socket
 from pytest_llmperf.history.backends import open_database
 from pytest_llmperf.history.records import RunRecord, SessionRecord, comparison_key
 from pytest_llmperf.history.store import HistoryStore
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 
 LOAD = {"pattern": "concurrency", "concurrency": 8}
 WORKLOAD = {"name": "synthetic", "input_tokens": 16, "output_tokens": 4, "requests": 20}

@@ -23,9 +23,9 @@ from pytest_llmperf.history.gate import (
     open_history_gate,
     parse_history_compare,
 )
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports.baseline import Baseline, load_comparison
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.sim import start_sim_process
 from pytest_llmperf.sim.process import SimProcess
 

@@ -18,7 +18,7 @@ from pytest_llmperf.history.export import export_json
 from pytest_llmperf.history.gate import HistoryGate, open_history_gate
 from pytest_llmperf.history.schema import migrations
 from pytest_llmperf.history.session import history_at_session_end
-from pytest_llmperf.loadgen.result import RunResult
+from pytest_llmperf.results.run_result import RunResult
 
 TEST = "t::a"
 ENDPOINT = {"model": "sim-model", "api": "chat"}

@@ -20,8 +20,8 @@ from pytest_llmperf.history.records import process_values
 from pytest_llmperf.history.schema import migrations
 from pytest_llmperf.history.session import build_session_record
 from pytest_llmperf.history.trends import detect_command, trend_sections, trend_series
-from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.reports.session_data import TestEntry
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.regression import RegressionVerdict
 
 TEST = "t::a"

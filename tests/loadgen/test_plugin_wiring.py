@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_llmperf.metrics.event_log import analyse_event_log
+from pytest_llmperf.results.event_log import analyse_event_log
 
 TEST_FILE = """
 import pytest

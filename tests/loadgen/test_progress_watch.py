@@ -7,8 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.loadgen.progress import Phase, ProgressSampler, ProgressSnapshot, watch_progress
+from pytest_llmperf.loadgen.progress import ProgressSampler, watch_progress
 from pytest_llmperf.loadgen.run import LoadRun
+from pytest_llmperf.results.progress import Phase, ProgressSnapshot
 from pytest_llmperf.specs.load import LoadSpec
 from pytest_llmperf.specs.run import RunSpec
 

@@ -22,10 +22,10 @@ import httpx
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
-from pytest_llmperf.metrics.event_log import analyse_event_log
+from pytest_llmperf.results.event_log import analyse_event_log
+from pytest_llmperf.results.run_result import StopReason
 from pytest_llmperf.sim import start_sim_process
 from pytest_llmperf.specs.run import RunSpec
 

@@ -18,9 +18,9 @@ import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.loadgen.run import LoadRun
-from pytest_llmperf.metrics.accumulator import ttft_parts_ns
-from pytest_llmperf.metrics.event_log import analyse_event_log, read_records
-from pytest_llmperf.server_metrics.per_request import server_metrics_from_requests, ttft_split
+from pytest_llmperf.results.accumulator import ttft_parts_ns
+from pytest_llmperf.results.event_log import analyse_event_log, read_records
+from pytest_llmperf.results.server_per_request import server_metrics_from_requests, ttft_split
 from pytest_llmperf.sim import SimProcess, start_sim_process
 from pytest_llmperf.specs.run import RunSpec
 

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.managed_server import ManagedServer, ServerCommand
+from pytest_llmperf.results.run_result import StopReason
 from pytest_llmperf.slo.verdicts import Verdict, evaluate_runs
 from pytest_llmperf.specs.load import LoadSpec
 from pytest_llmperf.specs.run import RunSpec

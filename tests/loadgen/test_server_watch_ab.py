@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.loadgen.server_watch import merged_server_process
 from pytest_llmperf.managed_server import ManagedServer, ServerCommand
 from pytest_llmperf.methodology.llm_loadgen import LlmLoadgen
+from pytest_llmperf.results.run_result import StopReason
 from pytest_llmperf.specs.perf import PerfSpec
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.loadgen.run import LoadRun
-from pytest_llmperf.metrics.event_log import analyse_event_log, read_meta
+from pytest_llmperf.results.event_log import analyse_event_log, read_meta
 from pytest_llmperf.sim import start_sim_process
 from pytest_llmperf.specs.run import RunSpec
 

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.methodology import LlmLoadgen, run_configurations
-from pytest_llmperf.metrics.event_log import read_meta
+from pytest_llmperf.results.event_log import read_meta
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.specs.perf import PerfSpec
 

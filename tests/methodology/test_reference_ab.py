@@ -20,8 +20,8 @@ from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.methodology import LlmLoadgen, run_configurations
 from pytest_llmperf.methodology.reference import ab_order, ab_stats, block_spec
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.metrics.event_log import read_meta
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.event_log import read_meta
 from pytest_llmperf.sim import SimProcess, SimServer, start_sim_process
 from pytest_llmperf.slo.paired import paired_checks
 from pytest_llmperf.slo.regression import Thresholds

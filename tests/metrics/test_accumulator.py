@@ -5,7 +5,7 @@ import itertools
 import pytest
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
-from pytest_llmperf.metrics import MetricsAccumulator
+from pytest_llmperf.results import MetricsAccumulator
 
 MS = 1_000_000
 BASE_MS = 10_000  # monotonic clocks never read 0; 0 means "did not happen"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
-from pytest_llmperf.metrics import MetricsAccumulator
+from pytest_llmperf.results import MetricsAccumulator
 
 MS = 1_000_000
 BASE = 10_000 * MS  # monotonic clocks never read 0

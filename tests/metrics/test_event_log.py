@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.metrics.event_log import analyse_event_log, read_meta, read_records
-from pytest_llmperf.metrics.recorder import EventRecorder, event_rows
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.event_log import analyse_event_log, read_meta, read_records
+from pytest_llmperf.results.recorder import EventRecorder, event_rows
 
 
 def finished(i: int, *, ok: bool = True, tracked: bool = True) -> RequestRecord:

@@ -12,10 +12,10 @@ import pytest
 
 from pytest_llmperf.client.output_check import EXAMPLE_SEP
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics import MetricsAccumulator
-from pytest_llmperf.metrics.output_samples import MAX_SAMPLES, InvalidSamples
-from pytest_llmperf.metrics.outputs import OutputMatch, SampleOutputs
+from pytest_llmperf.results import MetricsAccumulator
+from pytest_llmperf.results.output_samples import MAX_SAMPLES, InvalidSamples
+from pytest_llmperf.results.outputs import OutputMatch, SampleOutputs
+from pytest_llmperf.results.run_result import RunResult
 
 MS = 1_000_000
 T0 = 10_000 * MS
@@ -223,8 +223,8 @@ def test_output_match_to_dict_round_trips() -> None:
 
 
 def test_the_event_log_replays_models_validity_and_outputs(tmp_path: Path) -> None:
-    from pytest_llmperf.metrics.event_log import analyse_event_log
-    from pytest_llmperf.metrics.recorder import EventRecorder
+    from pytest_llmperf.results.event_log import analyse_event_log
+    from pytest_llmperf.results.recorder import EventRecorder
 
     records = [
         done(0, model="sim-lora-1", checked=True, digest="1" * 16, marks=marks(1, 2)),

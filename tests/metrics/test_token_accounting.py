@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.metrics.error_samples import MAX_SAMPLES, ErrorSamples
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.error_samples import MAX_SAMPLES, ErrorSamples
 
 MS = 1_000_000
 

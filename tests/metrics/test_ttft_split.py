@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator, ttft_parts_ns
-from pytest_llmperf.metrics.event_log import analyse_event_log, read_records
-from pytest_llmperf.metrics.recorder import EventRecorder
-from pytest_llmperf.server_metrics.per_request import server_metrics_from_requests, ttft_split
+from pytest_llmperf.results.accumulator import MetricsAccumulator, ttft_parts_ns
+from pytest_llmperf.results.event_log import analyse_event_log, read_records
+from pytest_llmperf.results.recorder import EventRecorder
+from pytest_llmperf.results.server_per_request import server_metrics_from_requests, ttft_split
 from pytest_llmperf.server_metrics.summary import ServerFamily
 
 MS = 1_000_000

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf.loadgen.result import token_length_warnings
+from pytest_llmperf.results.run_result import token_length_warnings
 from pytest_llmperf.sim import SimProcess, start_sim_process
 
 SCHEMA = {

@@ -14,10 +14,10 @@ from typing import Any
 from synthetic_session import ENDPOINT
 
 from pytest_llmperf.client.records import RequestRecord
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.metrics.outputs import OutputMatch
 from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.outputs import OutputMatch
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.verdicts import SloVerdict, evaluate, evaluate_models
 from pytest_llmperf.specs.slo import parse_slo
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.verdicts import evaluate
 from pytest_llmperf.specs.slo import parse_slo
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_llmperf.loadgen.progress import Phase, ProgressSnapshot
 from pytest_llmperf.reports.live import format_seconds, plain_line, status_line
+from pytest_llmperf.results.progress import Phase, ProgressSnapshot
 
 LONG_TEST = "tests/perf/very/deep/suite/test_chat_latency.py::test_poisson_under_load[llama-8b]"
 

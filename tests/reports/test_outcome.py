@@ -1,9 +1,9 @@
 """The rules that turn a test's verdicts into its outcome (no pytest session needed)."""
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics import MetricsAccumulator
 from pytest_llmperf.reports.outcome import Outcome, judge_test, nothing_measured
+from pytest_llmperf.results import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict
 from pytest_llmperf.specs.slo import parse_slo
 

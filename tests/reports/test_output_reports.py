@@ -27,7 +27,6 @@ from paths_session import (
 from synthetic_session import ENDPOINT, make_session_data
 from test_reports_agree import assert_shows, read_tables
 
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports.html import build_html_report
 from pytest_llmperf.reports.json_report import build_report
 from pytest_llmperf.reports.junit import junit_properties, run_properties
@@ -43,6 +42,7 @@ from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import verdict_table, verdict_where
 from pytest_llmperf.reports.terminal import summary_lines
 from pytest_llmperf.reports.terminal_outputs import MAX_MODEL_LINES
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict, evaluate, evaluate_models
 from pytest_llmperf.specs.slo import parse_slo
 

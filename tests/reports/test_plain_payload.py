@@ -15,10 +15,10 @@ import pytest
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.loadgen.plan.sample_order import SampleOrder
-from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.methodology.search import SearchResult
-from pytest_llmperf.metrics import MetricsAccumulator
 from pytest_llmperf.reports.junit import error_properties, junit_properties, regression_properties
+from pytest_llmperf.results import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult, StopReason
 from pytest_llmperf.slo.regression import compare_accumulators
 from pytest_llmperf.slo.verdicts import evaluate
 from pytest_llmperf.specs.load import LoadSpec

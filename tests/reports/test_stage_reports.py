@@ -19,9 +19,7 @@ from synthetic_session import ENDPOINT
 
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.records import RequestRecord
-from pytest_llmperf.loadgen.result import RunResult
 from pytest_llmperf.loadgen.run import LoadRun
-from pytest_llmperf.metrics.accumulator import TIMELINE_FIELDS, MetricsAccumulator
 from pytest_llmperf.reports import plots
 from pytest_llmperf.reports.html import build_html_report
 from pytest_llmperf.reports.json_report import build_report
@@ -30,6 +28,8 @@ from pytest_llmperf.reports.outcome import judge_test
 from pytest_llmperf.reports.session_data import SessionData
 from pytest_llmperf.reports.table import stage_level, stage_mark, verdict_table
 from pytest_llmperf.reports.terminal import MAX_STAGE_LINES, summary_lines
+from pytest_llmperf.results.accumulator import TIMELINE_FIELDS, MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.sim import SimServer
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict, evaluate_runs
 from pytest_llmperf.specs.run import RunSpec

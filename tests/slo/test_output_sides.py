@@ -10,9 +10,9 @@ from typing import Any
 
 from pytest_llmperf.history.gate import HistoryGate
 from pytest_llmperf.history.records import StoredRun
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics import MetricsAccumulator
 from pytest_llmperf.reports.baseline import Baseline
+from pytest_llmperf.results import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 
 WORKLOAD = {"name": "synthetic", "seed": 9, "greedy": True, "requests": 40}
 LOAD = {"pattern": "concurrency", "concurrency": 8}

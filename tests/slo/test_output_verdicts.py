@@ -9,9 +9,9 @@ import pytest
 
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics import MetricsAccumulator
-from pytest_llmperf.metrics.outputs import OutputMatch, SampleOutputs
+from pytest_llmperf.results import MetricsAccumulator
+from pytest_llmperf.results.outputs import OutputMatch, SampleOutputs
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.output_match import (
     NO_OTHER_SIDE,
     OtherOutputs,

@@ -13,9 +13,9 @@ import pytest
 
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.options import OPTIONS, LlmPerfOptions
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.quantile_bounds import rank_bounds, samples_to_decide
 from pytest_llmperf.slo.verdicts import Verdict, evaluate
 from pytest_llmperf.specs.perf import PerfSpec

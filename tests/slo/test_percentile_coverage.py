@@ -21,8 +21,8 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.quantile_bounds import rank_bounds
 from pytest_llmperf.slo.verdicts import Verdict, evaluate
 from pytest_llmperf.specs.slo import parse_slo

@@ -10,9 +10,9 @@ from typing import Any
 from server_process_block import BLOCK
 
 from pytest_llmperf.client.records import RequestRecord
-from pytest_llmperf.loadgen.result import RunResult, StopReason
 from pytest_llmperf.loadgen.run import _INTERRUPTING
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult, StopReason
 from pytest_llmperf.slo.sequential import decide_run, stop_blockers
 from pytest_llmperf.slo.verdicts import NOT_STARTED, Verdict, evaluate, evaluate_runs
 from pytest_llmperf.specs.slo import parse_slo

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.paired import paired_checks
 from pytest_llmperf.slo.percentile_change import exceedance_tail
 from pytest_llmperf.slo.regression import (

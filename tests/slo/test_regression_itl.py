@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pytest_llmperf.client.records import RequestRecord
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.regression import (
     Thresholds,
     bootstrap_p_value,

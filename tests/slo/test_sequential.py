@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from test_percentile_coverage import DISTRIBUTIONS, Sampler
 
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.quantile_bounds import rank_bounds
 from pytest_llmperf.slo.sequential import (
     decide_run,

@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.server_metrics.summary import ServerFamily, ServerMetrics
 from pytest_llmperf.slo.verdicts import Verdict, evaluate, evaluate_runs
 from pytest_llmperf.specs.slo import parse_slo

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.session import endpoint_key, evaluate_session, group_runs
 from pytest_llmperf.slo.verdicts import evaluate, evaluate_runs
 from pytest_llmperf.specs.rulesets import Ruleset

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import pytest
 
 from pytest_llmperf.client.records import RequestRecord
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.verdicts import (
     SloVerdict,
     Verdict,

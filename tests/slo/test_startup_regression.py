@@ -12,10 +12,10 @@ import pytest
 
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.loadgen.result import RunResult
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
 from pytest_llmperf.reports.baseline import build_baseline, load_baseline, write_baseline
 from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.regression import RegressionVerdict, Thresholds
 from pytest_llmperf.slo.startup_regression import compare_process
 

@@ -27,7 +27,7 @@ from pytest_llmperf.loadgen.issue.delivery import Delivery
 from pytest_llmperf.loadgen.issue.gc_pauses import collect_if_due
 from pytest_llmperf.loadgen.issue.pacing import Pacer
 from pytest_llmperf.loadgen.issue.stats import IssueStats
-from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.results.run_result import StopReason
 from pytest_llmperf.specs.load import PacingMode
 from pytest_llmperf.workloads.base import Sample
 

@@ -36,7 +36,7 @@ from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.loadgen.issue.turn_budget import TurnBudget
-from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.results.run_result import StopReason
 from pytest_llmperf.workloads.base import Sample
 
 if TYPE_CHECKING:  # handed in: the book it keeps time for, the plan's requests

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from pytest_llmperf.client.records import RequestRecord
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.metrics.recorder import EventRecorder
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.recorder import EventRecorder
 
 __all__ = ["Delivery", "RecordObserver"]
 

@@ -8,7 +8,7 @@ which waits for its actors' drains. Imports nothing of ``loadgen/`` but the stop
 from __future__ import annotations
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.results.run_result import StopReason
 
 __all__ = ["DRAIN_GRACE_S", "INTERRUPT_DRAIN_S", "drain_cap_s"]
 

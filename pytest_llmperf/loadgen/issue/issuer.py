@@ -52,7 +52,7 @@ from pytest_llmperf.loadgen.issue.drain import DRAIN_GRACE_S, INTERRUPT_DRAIN_S
 from pytest_llmperf.loadgen.issue.prepared import PreparedRequests
 from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.plan.planner import PlannedRequest, RunPlan
-from pytest_llmperf.loadgen.result import StopReason
+from pytest_llmperf.results.run_result import StopReason
 
 __all__ = ["DRAIN_GRACE_S", "INTERRUPT_DRAIN_S", "IssueStats", "Issuer"]
 

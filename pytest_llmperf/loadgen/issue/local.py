@@ -30,9 +30,9 @@ from pytest_llmperf.loadgen.issue.gc_pauses import (
 from pytest_llmperf.loadgen.issue.issuer import Issuer
 from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.plan.planner import RunPlan
-from pytest_llmperf.loadgen.result import StopReason
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.metrics.recorder import EventRecorder
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.recorder import EventRecorder
+from pytest_llmperf.results.run_result import StopReason
 
 __all__ = ["ShareRun", "drain_cap_s"]
 

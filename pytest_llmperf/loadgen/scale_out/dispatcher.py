@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster, RayWorkerPool
 from pytest_llmperf.loadgen.scale_out.workers import PooledRun, WorkerPool
 from pytest_llmperf.loadgen.self_check import WorkerReport
+from pytest_llmperf.results.run_result import StopReason
 
 if TYPE_CHECKING:  # the run hands in its own share run, issued here when there is no pool
     from pytest_llmperf.loadgen.issue.local import ShareRun

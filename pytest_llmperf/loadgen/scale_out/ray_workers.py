@@ -55,7 +55,6 @@ from typing import Any
 from pytest_llmperf.client.records import ErrorKind
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.issue.drain import DRAIN_GRACE_S
-from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
 from pytest_llmperf.loadgen.scale_out.workers import (
     PooledRun,
@@ -65,6 +64,7 @@ from pytest_llmperf.loadgen.scale_out.workers import (
     payload_for,
 )
 from pytest_llmperf.loadgen.self_check import WorkerReport
+from pytest_llmperf.results.run_result import StopReason
 
 __all__ = [
     "ACTOR_MODULE",

@@ -35,8 +35,8 @@ from typing import Any
 from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.loadgen.issue.local import ShareRun
 from pytest_llmperf.loadgen.plan.planner import RunPlan, ScheduleShare
-from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
+from pytest_llmperf.results.run_result import StopReason
 
 __all__ = ["ShareRunner", "shift_state"]
 

@@ -39,11 +39,11 @@ from typing import Any, Protocol
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.plan.planner import RunPlan
-from pytest_llmperf.loadgen.result import StopReason
 from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
 from pytest_llmperf.loadgen.self_check import WorkerReport
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
-from pytest_llmperf.metrics.recorder import SCHEMA
+from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.recorder import SCHEMA
+from pytest_llmperf.results.run_result import StopReason
 
 __all__ = [
     "START_MARGIN_S",

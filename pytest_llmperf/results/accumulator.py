@@ -79,7 +79,7 @@ token), its TTFT is split into four parts that add up to it exactly:
 ``server.*`` names come from ``server_queue`` (queue time), ``engine`` (prefill
 time), ``server_ttft`` (queue + engine, for requests with both), ``server_decode``
 (first to last token) and ``server_itl`` (each request's mean inter-token
-latency): :mod:`pytest_llmperf.server_metrics.per_request`.
+latency): :mod:`pytest_llmperf.results.server_per_request`.
 
 Breakdowns: a record planned in a load stage (``record.stage >= 0``) is also
 added to that stage's own accumulator (:attr:`stages`), a multi-turn
@@ -111,10 +111,10 @@ from enum import StrEnum
 from typing import Any
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
-from pytest_llmperf.metrics.error_samples import ErrorSamples
 from pytest_llmperf.metrics.histogram import LatencyHistogram
-from pytest_llmperf.metrics.output_samples import InvalidSamples
-from pytest_llmperf.metrics.outputs import SampleOutputs
+from pytest_llmperf.results.error_samples import ErrorSamples
+from pytest_llmperf.results.output_samples import InvalidSamples
+from pytest_llmperf.results.outputs import SampleOutputs
 
 __all__ = [
     "LATENCY_METRICS",

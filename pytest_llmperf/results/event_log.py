@@ -1,6 +1,6 @@
 """Re-analysing a run from its event log (``--llm-events``).
 
-The event log written by :class:`~pytest_llmperf.metrics.recorder.EventRecorder`
+The event log written by :class:`~pytest_llmperf.results.recorder.EventRecorder`
 holds every timestamp the metrics are computed from, so a run can be
 analysed again later — with other per-request limits for goodput, or by
 other tools with plain SQL — without re-running it. :func:`analyse_event_log`
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
-from pytest_llmperf.metrics.accumulator import MetricsAccumulator
+from pytest_llmperf.results.accumulator import MetricsAccumulator
 
 __all__ = ["analyse_event_log", "read_meta", "read_records"]
 

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from pytest_llmperf.metrics.accumulator import LATENCY_METRICS, RATE_METRICS, MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
-from pytest_llmperf.metrics.outputs import OutputMatch
-from pytest_llmperf.server_metrics import per_request
+from pytest_llmperf.results import server_per_request as per_request
+from pytest_llmperf.results.accumulator import LATENCY_METRICS, RATE_METRICS, MetricsAccumulator
+from pytest_llmperf.results.outputs import OutputMatch
 from pytest_llmperf.server_metrics.summary import ServerMetrics
 from pytest_llmperf.specs.stages import Stage
 
@@ -103,7 +103,7 @@ class RunResult:
     ``duration``, ``stop()``, ``SIGINT``, ``cancelled``; None in a result not
     made by a run, written ``""`` in the report); ``events_path`` is the run's
     event log (``--llm-events``), re-analysable with
-    :func:`pytest_llmperf.metrics.event_log.analyse_event_log`.
+    :func:`pytest_llmperf.results.event_log.analyse_event_log`.
     """
 
     workload: dict[str, Any]
@@ -307,7 +307,7 @@ class RunResult:
     def ttft_split(self) -> dict[str, Any] | None:
         """Where the TTFT went: each request's split into client queue, server queue,
         engine and the remainder, where the responses carried the server's own timings
-        (:func:`pytest_llmperf.server_metrics.per_request.ttft_split`); None otherwise."""
+        (:func:`pytest_llmperf.results.server_per_request.ttft_split`); None otherwise."""
         return per_request.ttft_split(self.accumulator)
 
     def to_dict(self) -> dict[str, Any]:

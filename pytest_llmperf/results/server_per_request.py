@@ -3,7 +3,7 @@
 Where the server says per request how long the request queued and computed
 (vLLM's ``--enable-per-request-metrics`` ``metrics`` object, llama.cpp's
 ``timings``; :mod:`pytest_llmperf.client.server_timing`), the run's
-:class:`~pytest_llmperf.metrics.accumulator.MetricsAccumulator` holds them as
+:class:`~pytest_llmperf.results.accumulator.MetricsAccumulator` holds them as
 HDR histograms (``server_histograms``). Two views are read from them here:
 
 - :func:`server_metrics_from_requests`: the common ``server.*`` names, the same
@@ -46,8 +46,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_llmperf.metrics.accumulator import TTFT_PARTS, MetricsAccumulator
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.results.accumulator import TTFT_PARTS, MetricsAccumulator
 from pytest_llmperf.server_metrics.summary import LATENCY_STATS, ServerFamily, ServerMetrics
 
 __all__ = ["RESPONSE_NAMES", "SPLIT_STATS", "server_metrics_from_requests", "ttft_split"]

@@ -33,7 +33,7 @@ completed reply with no visible text has ``blank`` (1) in its ``complete`` row's
 ``phase`` is 0 for warm-up requests and 1 for the tracked performance phase.
 The ``meta`` table holds the run's description (JSON). Rows are appended in
 the order the requests finished, which is the order the accumulator saw
-them, so :func:`pytest_llmperf.metrics.event_log.analyse_event_log` replays a
+them, so :func:`pytest_llmperf.results.event_log.analyse_event_log` replays a
 run into exactly the same metrics.
 
 Writing is batched (at most ``_BATCH`` records per transaction) so the

@@ -2,7 +2,7 @@
 
 ``counts.invalid`` says *that* outputs were invalid; the user needs to know *why*
 (``schema: $.title: 'x' is too long``) without re-running anything. Like
-:mod:`~pytest_llmperf.metrics.error_samples`, each run keeps the first
+:mod:`~pytest_llmperf.results.error_samples`, each run keeps the first
 :data:`MAX_SAMPLES` distinct ``(kind, message)`` pairs with their counts (later
 distinct messages are only counted), so memory stays bounded however long the run.
 ``kind`` is a :class:`~pytest_llmperf.client.output_check.InvalidKind` value
