@@ -97,12 +97,24 @@ VARYING_KEYS = {
     "rootdir",
     "commit",
     "minimum_report",  # prose with the run's latencies in it
+    # the server the gate started (issue 37): its command line (port), log file and log tail
+    "cmd",
+    "log",
+    "log_tail",
+    "PYTHONPATH",
+    # counts of samples taken on a timer (resources every 0.5 s, /metrics every interval):
+    # how many fit in a run depends on its wall-clock length
+    "samples",
+    "scrapes",
+    "series",
 }
 VARYING_SUFFIXES = ("_at", "_s", "_ms", "_ns", "time", "duration", "version", "elapsed")
 NUMBER = re.compile(r"127\.0\.0\.1:\d+|\d+\.\d+")  # the address first: its port varies
 
 
 def normalise(value: Any, key: str = "") -> Any:
+    if key in VARYING_KEYS:  # the whole value, a list or dict included
+        return "<varies>"
     if isinstance(value, dict):
         return {k: normalise(v, k) for k, v in value.items()}
     if isinstance(value, list):
