@@ -66,7 +66,7 @@ class Sample:
     chat template or BOS included when the tokenizer knows them (the server's
     ``usage`` is authoritative when it reports one).
     ``category`` labels the request class for per-class analyses.
-    ``headers`` are extra HTTP headers for this request only (a session's
+    ``headers`` are extra HTTP headers for this request only (a conversation's
     affinity header, say).
     ``images`` go with the last user turn, after its text (chat, Responses,
     Messages: ``llm_workload(images=N, ...)`` or a trace row's files).
@@ -153,7 +153,7 @@ REQUEST_PATH_PARAMS = ("structured", "tools", "tool_choice", "adapters", "greedy
 # ``(workload name, seed, the REQUEST_PATH_PARAMS given)`` -> a wrapper of the built workload,
 # or None when they ask for nothing. Registered by :mod:`.request_paths` when the package is
 # imported (as the workloads register themselves), so this module imports none of the
-# session machinery the wrapper needs.
+# conversation machinery the wrapper needs.
 RequestPathsHook = Callable[[str, int, Mapping[str, Any]], Callable[[Workload], Workload] | None]
 _request_paths: list[RequestPathsHook] = []
 

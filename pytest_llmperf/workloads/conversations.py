@@ -171,20 +171,19 @@ def think_time(value: Any) -> ThinkTime:
     return ThinkTime("uniform", low, high)
 
 
-def conversation_header(value: Any, name: str = "conversation_header") -> str | None:
-    """``conversation_header=``: an HTTP header name (a token) the client does not send itself.
-
-    ``name`` is the parameter as the user spelled it (``session_header`` before issue 38),
-    so an error names what they wrote."""
+def conversation_header(value: Any) -> str | None:
+    """``conversation_header=``: an HTTP header name (a token) the client does not send itself."""
     if value is None:
         return None
     if not isinstance(value, str) or not _TOKEN.fullmatch(value):
         raise LlmPerfUsageError(
-            f"{name} must be an HTTP header name (letters, digits, -, _ ...), got {value!r}"
+            "conversation_header must be an HTTP header name (letters, digits, -, _ ...), "
+            f"got {value!r}"
         )
     if value.lower() in _CLIENT_HEADERS:
         raise LlmPerfUsageError(
-            f"{name}={value!r} is a header the client sends itself; choose another name"
+            f"conversation_header={value!r} is a header the client sends itself; "
+            "choose another name"
         )
     return value
 
