@@ -138,7 +138,8 @@ def test_the_pool_asks_each_path_once_per_endpoint(
     finally:
         pool.close()
     asked = Counter(server.seen)
-    assert {path: asked[path] for path in ASKED_ONCE} == dict.fromkeys(ASKED_ONCE, 1), server.seen
+    once = {path: asked[path] for path in ASKED_ONCE}
+    assert once == dict.fromkeys(ASKED_ONCE, 1), repr(server.seen)
     # ... and every reader got its answer from that one asking
     assert endpoint.model == "counted"
     assert identity["server_version"] == "0.32.0"
@@ -185,6 +186,7 @@ def test_a_session_asks_each_path_once_before_the_first_run(
     result = pytester.runpytest(f"--llm-endpoint={url}", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     before = server.before_first_run()
-    assert {path: before[path] for path in ASKED_ONCE} == dict.fromkeys(ASKED_ONCE, 1), repr(server.seen)
+    once = {path: before[path] for path in ASKED_ONCE}
+    assert once == dict.fromkeys(ASKED_ONCE, 1), repr(server.seen)
     assert server.seen.count("POST /v1/chat/completions") == 3  # the run itself
     assert server.seen.count("POST /v1/chat/completions probe") == 1  # the field probe
