@@ -9,6 +9,7 @@ chat endpoint) and counts every request it receives, in order.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import Counter
@@ -190,3 +191,31 @@ def test_a_session_asks_each_path_once_before_the_first_run(
     assert once == dict.fromkeys(ASKED_ONCE, 1), repr(server.seen)
     assert server.seen.count("POST /v1/chat/completions") == 3  # the run itself
     assert server.seen.count("POST /v1/chat/completions probe") == 1  # the field probe
+
+
+def test_a_listing_that_stalls_after_its_head_still_settles_the_check() -> None:
+    """``Read.HEAD_THEN_BODY``: the head settles the call (as ``Read.HEAD`` did for the
+    preflight with ``--llm-model``); the body is kept as far as it came in time."""
+    from pytest_llmperf.client.endpoint import Endpoint, Timeouts
+    from pytest_llmperf.client.metadata import MetadataClient, Read
+
+    async def models(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"object": "list", "da')
+        await asyncio.sleep(30)
+        return response
+
+    async def ask(url: str) -> Any:
+        endpoint = Endpoint(url + "/v1", model="m", timeouts=Timeouts.from_seconds(1))
+        async with MetadataClient(endpoint) as meta:
+            return await meta.call(
+                "GET", meta.url("/models"), read=Read.HEAD_THEN_BODY, retry=False
+            )
+
+    app = web.Application()
+    app.add_routes([web.get("/v1/models", models)])
+    with aiohttp_apps() as serve:
+        answer = asyncio.run(ask(serve(app)))
+    assert answer.status == 200 and not answer.complete
+    assert answer.body == b'{"object": "list", "da'
