@@ -25,3 +25,23 @@ class Api(StrEnum):
     RESPONSES = "responses"  # OpenAI Responses, /v1/responses (typed events, streamed)
     MESSAGES = "messages"  # Anthropic Messages, /v1/messages (typed events, streamed)
     EMBEDDINGS = "embeddings"  # /v1/embeddings: one JSON answer, no token stream
+
+
+def extend_api(name: str) -> Api:
+    """``name`` as an :class:`Api` value, for a format registered beside the built-in ones
+    (:func:`pytest_llmperf.apis.registry.register`): ``Api(name)`` then gives it, equal to
+    its name like every member, while iterating :class:`Api` still gives the built-in
+    APIs only. An existing value is returned as it is."""
+    if name in Api._value2member_map_:
+        return Api(name)
+    value = str.__new__(Api, name)
+    value._name_ = name.upper()
+    value._value_ = name
+    Api._value2member_map_[name] = value
+    return value
+
+
+def withdraw_api(name: str) -> None:
+    """Forget a value :func:`extend_api` made (never a built-in member)."""
+    if name not in Api.__members__.values():
+        Api._value2member_map_.pop(name, None)
