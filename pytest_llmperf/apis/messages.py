@@ -315,6 +315,7 @@ def headers(api_key: str | None) -> dict[str, str]:
 MESSAGES = ApiFormat(
     name=Api.MESSAGES,
     path="/messages",
+    title="Anthropic Messages",
     build_body=build_payload,
     takes_images=True,
     field_rules=FieldRules(frozenset({"ignore_eos"}), "max_tokens"),

@@ -351,6 +351,7 @@ def _whole_response(out: OutputParts, response: dict[str, Any]) -> str:
 RESPONSES = ApiFormat(
     name=Api.RESPONSES,
     path="/responses",
+    title="OpenAI Responses",
     build_body=build_payload,
     takes_images=True,
     field_rules=FieldRules(frozenset({"ignore_eos"}), "max_output_tokens"),
