@@ -43,9 +43,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_llmperf.apis.fields import RequestFields
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.negotiation import UserFields
-from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.client.preflight import preflight_server_sync
 from pytest_llmperf.client.preflight_result import PreflightResult
 from pytest_llmperf.errors import LlmPerfUsageError

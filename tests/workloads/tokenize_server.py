@@ -33,8 +33,8 @@ from typing import Any
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from pytest_llmperf.apis import Api as ApiKind
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.client.openai import ApiKind
 
 
 class ReferenceCounter:
@@ -104,7 +104,7 @@ class ReferenceCounter:
         )
 
     def prompt_tokens(self, sample: Any, api: str) -> int:
-        """``usage.prompt_tokens`` for ``sample`` as the client sends it (client/openai.py)."""
+        """``usage.prompt_tokens`` for ``sample`` as the client sends it (apis/chat.py)."""
         if api == "chat":
             return self.tokenize_body({"messages": sample.messages()})["count"]
         history = "".join(f"{turn['content']}\n" for turn in sample.history)
