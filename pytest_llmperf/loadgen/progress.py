@@ -45,7 +45,9 @@ class WatchedRun(Protocol):
     its plan and plain counters, on a timer, never per request."""
 
     label: str
-    workers: int
+
+    @property
+    def workers(self) -> int: ...
 
     @property
     def plan(self) -> RunPlan: ...

@@ -114,7 +114,7 @@ def test_req_s_is_measured_over_the_recent_window(make_spec: Callable[..., RunSp
     """Finished requests per second over the last ten seconds, not since the start."""
     run = LoadRun(Endpoint("http://127.0.0.1:9/v1"), make_spec("poisson", rate=10, requests=10**6))
     sampler = ProgressSampler(run, started_ns=0)
-    book = run.issuer.book
+    book = run.book
     s = 1_000_000_000
     rates = []
     for second, finished in [(10, 100), (20, 200), (30, 1200), (40, 2200), (50, 2300)]:

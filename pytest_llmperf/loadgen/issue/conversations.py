@@ -2,9 +2,10 @@
 
 A workload that runs sessions (:func:`~pytest_llmperf.workloads.conversations.conversations_of`:
 ``conversation`` with ``sessions=True``, a trace whose rows carry
-``session_id``) is issued here instead of by the plain loops of
-:mod:`~pytest_llmperf.loadgen.issue.issuer`, which dispatches to these functions;
-they work over the issuer's public bookkeeping
+``session_id``) is issued here instead of by the plain loops: its plan's
+strategy (:class:`~pytest_llmperf.loadgen.plan.strategy.IssueStrategy`, chosen
+once when the plan is built) names one of these three functions. They work over
+the share's public bookkeeping
 (:class:`~pytest_llmperf.loadgen.issue.book.IssueBook`: records, delivery, the
 drain, the concurrency gate). What a session sends is the workload's business
 (:class:`~pytest_llmperf.workloads.conversations.ConversationScript`); *when* is decided
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.client.stream_client import StreamClient
+from pytest_llmperf.loadgen.issue.closed_loop import ClosedLoop
 from pytest_llmperf.loadgen.issue.pacing import WAKE_EARLY_NS
 from pytest_llmperf.workloads.base import Sample
 from pytest_llmperf.workloads.conversations import (
@@ -54,9 +56,8 @@ from pytest_llmperf.workloads.conversations import (
     TurnResult,
 )
 
-if TYPE_CHECKING:  # handed in by the issuer: its book, the closed loop's clock, the plan
+if TYPE_CHECKING:  # handed in: the book (and in it the plan) it issues over
     from pytest_llmperf.loadgen.issue.book import IssueBook
-    from pytest_llmperf.loadgen.issue.closed_loop import ClosedLoop
     from pytest_llmperf.loadgen.plan.planner import PlannedRequest, ScheduleShare
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "LiveConversation",
     "issue_conversations_closed_loop",
     "issue_conversations_open_loop",
+    "issue_conversations_trace",
 ]
 
 
@@ -166,20 +168,28 @@ async def _sleep_until(at_ns: int, stopping: asyncio.Event) -> bool:
 
 
 async def issue_conversations_open_loop(
-    book: IssueBook,
-    http: StreamClient,
-    endpoint: Endpoint,
-    plan: Iterator[PlannedRequest],
-    t0: int,
-    source: ConversationSource,
+    book: IssueBook, http: StreamClient, endpoint: Endpoint, t0: int
 ) -> None:
-    """Open loop of conversations: a trace's own times, or the pattern's arrivals as turns."""
+    """Open loop of conversations: the pattern's arrivals are turns."""
     book.t0 = t0
-    conversations = ConversationBook(source, book.plan.share)
-    if source.timed and book.plan.load.trace is not None:
-        await _timed_open_loop(book, http, endpoint, t0, conversations)
-    else:
-        await _arrivals_open_loop(book, http, endpoint, plan, t0, conversations)
+    conversations = ConversationBook(_source(book), book.plan.share)
+    await _arrivals_open_loop(book, http, endpoint, book.plan.planned(), t0, conversations)
+
+
+async def issue_conversations_trace(
+    book: IssueBook, http: StreamClient, endpoint: Endpoint, t0: int
+) -> None:
+    """A trace of conversations: each turn at its row's time, after its previous reply."""
+    book.t0 = t0
+    conversations = ConversationBook(_source(book), book.plan.share)
+    await _timed_open_loop(book, http, endpoint, t0, conversations)
+
+
+def _source(book: IssueBook) -> ConversationSource:
+    """The plan's conversations (its strategy is one of this module's: it has some)."""
+    source = book.plan.conversations
+    assert source is not None
+    return source
 
 
 async def _arrivals_open_loop(
@@ -321,20 +331,18 @@ async def _timed_open_loop(
 
 
 async def issue_conversations_closed_loop(
-    book: IssueBook,
-    loop: ClosedLoop,
-    http: StreamClient,
-    endpoint: Endpoint,
-    plan: Iterator[PlannedRequest],
+    book: IssueBook, http: StreamClient, endpoint: Endpoint, t0: int
 ) -> None:
     """Each slot runs one conversation at a time: turn, reply, think time (idle), next turn.
 
     The stages, warm-up and ``duration`` rules are those of the plain closed loop
-    (``Issuer.issue_closed_loop``, whose clock ``loop`` is); a slot that is thinking
-    holds no request of the plan, and ``duration`` ends its wait.
+    (:func:`~pytest_llmperf.loadgen.issue.closed_loop.issue_closed_loop`, whose clock
+    ``loop`` is); a slot that is thinking holds no request of the plan, and
+    ``duration`` ends its wait.
     """
-    source = book.plan.conversations
-    assert source is not None
+    loop = ClosedLoop(book, t0)
+    plan = book.plan.planned()
+    source = _source(book)
     conversations = ConversationBook(source, book.plan.share)
     deadline = loop.deadline
 
