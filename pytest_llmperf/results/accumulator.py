@@ -83,7 +83,7 @@ latency): :mod:`pytest_llmperf.results.server_per_request`.
 
 Breakdowns: a record planned in a load stage (``record.stage >= 0``) is also
 added to that stage's own accumulator (:attr:`stages`), a multi-turn
-session's turn to its turn's (:attr:`turns`, turns past
+conversation's turn to its turn's (:attr:`turns`, turns past
 :data:`MAX_TURN_BREAKDOWN` pooled in the last), and a request that named its
 served model (``llm_workload(adapters=...)``: ``record.model``, the base model by
 its own name) to that model's (:attr:`models`), so a run reports per-stage,

@@ -9,6 +9,7 @@ the same requests in the same order), and a 200,000-request run never holds
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -17,6 +18,7 @@ from pytest_llmperf.errors import LlmPerfUsageError, did_you_mean
 from pytest_llmperf.workloads.output_contract import OutputContract
 
 __all__ = [
+    "RENAMED_PARAMS",
     "REQUEST_PATH_PARAMS",
     "WORKLOADS",
     "ImageInput",
@@ -64,7 +66,7 @@ class Sample:
     chat template or BOS included when the tokenizer knows them (the server's
     ``usage`` is authoritative when it reports one).
     ``category`` labels the request class for per-class analyses.
-    ``headers`` are extra HTTP headers for this request only (a session's
+    ``headers`` are extra HTTP headers for this request only (a conversation's
     affinity header, say).
     ``images`` go with the last user turn, after its text (chat, Responses,
     Messages: ``llm_workload(images=N, ...)`` or a trace row's files).
@@ -115,16 +117,26 @@ class Workload(Protocol):
 
 WorkloadFactory = Callable[..., Workload]
 WORKLOADS: dict[str, WorkloadFactory] = {}
+# workload name -> {old parameter name: its new name}: spellings kept for one release,
+# taken by :func:`build_workload` with a DeprecationWarning, listed nowhere.
+RENAMED_PARAMS: dict[str, Mapping[str, str]] = {}
 
 
 _Factory = TypeVar("_Factory", bound=WorkloadFactory)
 
 
-def register_workload(name: str) -> Callable[[_Factory], _Factory]:
-    """Register a factory ``f(seed=..., **params) -> Workload`` under ``name``."""
+def register_workload(
+    name: str, *, renamed: Mapping[str, str] | None = None
+) -> Callable[[_Factory], _Factory]:
+    """Register a factory ``f(seed=..., **params) -> Workload`` under ``name``.
+
+    ``renamed``: ``{old: new}`` parameter names still accepted (and mapped) for one release.
+    """
 
     def decorate(factory: _Factory) -> _Factory:
         WORKLOADS[name] = factory
+        if renamed:
+            RENAMED_PARAMS[name] = dict(renamed)
         return factory
 
     return decorate
@@ -141,7 +153,7 @@ REQUEST_PATH_PARAMS = ("structured", "tools", "tool_choice", "adapters", "greedy
 # ``(workload name, seed, the REQUEST_PATH_PARAMS given)`` -> a wrapper of the built workload,
 # or None when they ask for nothing. Registered by :mod:`.request_paths` when the package is
 # imported (as the workloads register themselves), so this module imports none of the
-# session machinery the wrapper needs.
+# conversation machinery the wrapper needs.
 RequestPathsHook = Callable[[str, int, Mapping[str, Any]], Callable[[Workload], Workload] | None]
 _request_paths: list[RequestPathsHook] = []
 
@@ -183,11 +195,41 @@ def _check_params(name: str, given: Sequence[str], also_takes: Sequence[str]) ->
     unknown = [k for k in given if k not in takes]
     if unknown:
         valid = [*takes, *also_takes]
+        renamed = RENAMED_PARAMS.get(name, {})
         raise LlmPerfUsageError(
             f"workload {name!r}: does not take "
-            + ", ".join(f"{k}={did_you_mean(k, valid)}" for k in unknown)
+            + ", ".join(f"{k}={_nearest(k, valid, renamed)}" for k in unknown)
             + f"; it takes {', '.join(f'{k}=' for k in valid)}"
         )
+
+
+def _nearest(word: str, valid: Sequence[str], renamed: Mapping[str, str]) -> str:
+    """:func:`did_you_mean` over the names taken and the old ones, naming the new name for an
+    old one (``sesions=`` -> "did you mean conversations?")."""
+    hint = did_you_mean(word, [*valid, *renamed])
+    for old, new in renamed.items():
+        if hint == f" (did you mean {old}?)":
+            return f" (did you mean {new}?)"
+    return hint
+
+
+def _renamed(name: str, params: dict[str, Any]) -> None:
+    """Map the old spellings in ``params`` to the new ones in place (a DeprecationWarning
+    each); both spellings of one parameter at once is a usage error."""
+    for old, new in RENAMED_PARAMS.get(name, {}).items():
+        if old not in params:
+            continue
+        if new in params:
+            raise LlmPerfUsageError(
+                f"workload {name!r}: {old}= is the old name of {new}=; give {new}= only"
+            )
+        warnings.warn(
+            f"workload {name!r}: {old}= is now {new}= (the old name is kept until the next "
+            "release; docs/conversations.md)",
+            DeprecationWarning,
+            stacklevel=3,  # the caller of build_workload
+        )
+        params[new] = params.pop(old)
 
 
 def build_workload(
@@ -207,6 +249,7 @@ def build_workload(
     workload is returned as its factory built it.
     """
     factory = _factory(name)
+    _renamed(name, params)
     _check_params(name, list(params), also_takes)
     given = {k: params.pop(k) for k in REQUEST_PATH_PARAMS if k in params}
     wrap = None

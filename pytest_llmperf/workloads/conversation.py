@@ -14,12 +14,14 @@ is what the server will count: its messages' tokens plus what the chat
 template adds for that sequence of roles (measured once per shape, when the
 workload is built, so no sample needs a tokenizer call).
 
-With ``sessions=True`` the load generator runs each conversation as a
-multi-turn session instead (:class:`FileConversations`, docs/sessions.md):
-its answered user turns in order, turn ``k+1`` sending the earlier user turns
-with the server's *actual* replies to them, after a ``think_time``, with an
-optional ``session_header`` carrying the session's id. ``sample()`` is
-unchanged (independent requests with the recorded history).
+With ``conversations=True`` the load generator runs each conversation as a
+multi-turn conversation instead (:class:`FileConversations`,
+docs/conversations.md): its answered user turns in order, turn ``k+1`` sending
+the earlier user turns with the server's *actual* replies to them, after a
+``think_time``, with an optional ``conversation_header`` carrying the
+conversation's id. ``sample()`` is unchanged (independent requests with the
+recorded history). ``sessions=`` and ``session_header=``, the names before
+issue 38, are still taken for one release (mapped by ``build_workload``).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from pytest_llmperf.workloads.conversations import (
     ChatScript,
     ThinkTime,
     UserTurn,
-    session_header,
+    conversation_header,
     think_draws,
     think_time,
 )
@@ -152,11 +154,16 @@ class ConversationWorkload:
     name: str = "conversation"
     system_prompt_count: int = 0  # the system prompt's tokens as the tokenizer counts them
     overheads: Mapping[tuple[str, ...], int] = field(default_factory=dict)  # roles -> template
-    session_source: FileConversations | None = None  # sessions=True: run as sessions
+    conversation_source: FileConversations | None = None  # conversations=True: multi-turn
 
     @property
     def size(self) -> int:
         return len(self.requests)
+
+    @property
+    def session_source(self) -> FileConversations | None:
+        """:attr:`conversation_source` by its name before issue 38 (kept for one release)."""
+        return self.conversation_source
 
     def sample(self, index: int) -> Sample:
         # A seeded permutation per pass over the file, so repeats are shuffled too.
@@ -199,7 +206,12 @@ class ConversationWorkload:
             "output_control": "max_tokens" + ("" if self.controls else " + ignore_eos"),
             **describe_tokenizer(self.tokenizer),
             **self._describe_overheads(),
-            **({"sessions": self.session_source.describe()} if self.session_source else {}),
+            # "sessions": the JSON report's key, unchanged by issue 38 (a contract outside reads)
+            **(
+                {"sessions": self.conversation_source.describe()}
+                if self.conversation_source
+                else {}
+            ),
         }
 
     def _describe_overheads(self) -> dict[str, Any]:
@@ -252,12 +264,12 @@ def _overheads(
     return {roles: framing_tokens(tokenizer, roles) for roles in sorted(shapes)}
 
 
-# -- sessions ---------------------------------------------------------------------------
+# -- multi-turn conversations -----------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class _Session:
-    """One conversation as a session: its leading system turns, then its answered user turns."""
+class _Dialogue:
+    """One file conversation as sent: its leading system turns, then its answered user turns."""
 
     prefix: tuple[Turn, ...]
     prefix_tokens: int
@@ -265,9 +277,10 @@ class _Session:
 
 
 @lru_cache(maxsize=4)
-def _session_order(seed: int, size: int, rounds: int) -> tuple[int, ...]:
+def _conversation_order(seed: int, size: int, rounds: int) -> tuple[int, ...]:
     """The conversations' order in pass ``rounds`` over them (a seeded shuffle per pass)."""
     order = list(range(size))
+    # The seed's text is as it was before issue 38: the same seed, the same order.
     random.Random(f"{seed}:sessions:{rounds}").shuffle(order)
     return tuple(order)
 
@@ -277,18 +290,18 @@ class FileConversations:
     """The file's conversations, run as multi-turn conversations
     (a :class:`~.conversations.ConversationSource`).
 
-    Session ``i`` is conversation ``order[i % count]`` of a seeded shuffle per
-    pass over the file; it begins with the workload's system prompt with
-    probability ``system_prompt_share`` (drawn per session), its id is
+    Conversation ``i`` is file conversation ``order[i % count]`` of a seeded shuffle
+    per pass over the file; it begins with the workload's system prompt with
+    probability ``system_prompt_share`` (drawn per conversation), its id is
     ``s<seed>-<i>`` and its think times are drawn from ``seed`` and ``i``.
     """
 
     seed: int
-    conversations: tuple[_Session, ...]
+    conversations: tuple[_Dialogue, ...]
     system_prompt: str
     system_prompt_count: int
     system_prompt_share: float
-    framing: Mapping[tuple[str, ...], int]  # roles -> template tokens, every session shape
+    framing: Mapping[tuple[str, ...], int]  # roles -> template tokens, every turn's shape
     think: ThinkTime
     header: str | None
     controls: Mapping[str, Any] = field(default_factory=dict)
@@ -303,12 +316,12 @@ class FileConversations:
         return False
 
     def place(self, sample_index: int) -> tuple[int, int]:
-        raise TypeError("conversation sessions have no planned times")
+        raise TypeError("file conversations have no planned times")
 
-    def session(self, index: int) -> ChatScript:
+    def conversation(self, index: int) -> ChatScript:
         rounds, position = divmod(index, self.count)
-        conv = self.conversations[_session_order(self.seed, self.count, rounds)[position]]
-        rng = random.Random(f"{self.seed}:session:{index}")
+        conv = self.conversations[_conversation_order(self.seed, self.count, rounds)[position]]
+        rng = random.Random(f"{self.seed}:session:{index}")  # as before issue 38: same draws
         with_system = bool(self.system_prompt) and rng.random() < self.system_prompt_share
         prefix = [{"role": r, "content": c} for r, c in conv.prefix]
         if with_system:
@@ -321,7 +334,7 @@ class FileConversations:
         sid = f"s{self.seed}-{index}"
         return ChatScript(
             index=index,
-            session_id=sid,
+            conversation_id=sid,
             prefix=tuple(prefix),
             user_turns=conv.turns,
             first_input_tokens=first,
@@ -332,8 +345,11 @@ class FileConversations:
             headers={self.header: sid} if self.header else {},
         )
 
+    session = conversation  # the old spelling, kept for one release
+
     def describe(self) -> dict[str, Any]:
         lengths = [len(c.turns) for c in self.conversations]
+        # The keys are the JSON report's (workload description): unchanged by issue 38.
         return {
             "distinct_sessions": self.count,
             "turns_per_session": f"{min(lengths)}-{max(lengths)}, mean "
@@ -347,16 +363,16 @@ class FileConversations:
         }
 
 
-def _sessions(
+def _dialogues(
     conversations: Sequence[Sequence[Turn]],
     tokenizer: Tokenizer,
     max_input_tokens: int | None,
     output: Callable[[int], int],
-) -> tuple[list[_Session], int]:
+) -> tuple[list[_Dialogue], int]:
     """Each conversation's answered user turns, cut before the first past ``max_input_tokens``
     (measured on the recorded conversation, as for independent requests)."""
     count = _counter(tokenizer)
-    out: list[_Session] = []
+    out: list[_Dialogue] = []
     cut = 0
     for turns in conversations:
         lead = 0
@@ -379,16 +395,16 @@ def _sessions(
             kept.append(UserTurn(text, count(text), output(answer_tokens)))
             size += count(answer)
         if kept:
-            out.append(_Session(prefix, prefix_tokens, tuple(kept)))
+            out.append(_Dialogue(prefix, prefix_tokens, tuple(kept)))
     return out, cut
 
 
-def _session_framing(
-    sessions: Sequence[_Session], tokenizer: Tokenizer, with_system: bool
+def _dialogue_framing(
+    dialogues: Sequence[_Dialogue], tokenizer: Tokenizer, with_system: bool
 ) -> dict[tuple[str, ...], int]:
-    """What the chat template adds, for every shape a session's turns take."""
+    """What the chat template adds, for every shape a conversation's turns take."""
     shapes: set[tuple[str, ...]] = set()
-    for s in sessions:
+    for s in dialogues:
         heads = [tuple(r for r, _ in s.prefix)]
         if with_system:
             heads.append(("system", *heads[0]))
@@ -397,7 +413,9 @@ def _session_framing(
     return {roles: framing_tokens(tokenizer, roles) for roles in sorted(shapes)}
 
 
-@register_workload("conversation")
+@register_workload(
+    "conversation", renamed={"sessions": "conversations", "session_header": "conversation_header"}
+)
 def conversation(
     *,
     seed: int = 0,
@@ -409,16 +427,17 @@ def conversation(
     min_output_tokens: Any = 1,
     ignore_eos: Any = True,
     tokenizer: Any = None,
-    sessions: Any = False,
+    conversations: Any = False,
     think_time: Any = None,
-    session_header: Any = None,
+    conversation_header: Any = None,
 ) -> ConversationWorkload:
     """``path`` = a ShareGPT JSON/JSONL file; turns longer than ``max_input_tokens`` are skipped.
 
-    ``sessions=True``: run each conversation as a multi-turn session whose later
-    turns quote the server's replies; ``think_time`` (seconds, or a
-    distribution dict) between a reply and the next turn; ``session_header``:
-    a header carrying the session id on every turn.
+    ``conversations=True``: run each conversation as a multi-turn conversation whose
+    later turns quote the server's replies; ``think_time`` (seconds, or a
+    distribution dict) between a reply and the next turn; ``conversation_header``:
+    a header carrying the conversation id on every turn. (``sessions=`` and
+    ``session_header=``: their names before issue 38, mapped by ``build_workload``.)
     """
     if path is not None and not isinstance(path, (str, Path)):
         raise LlmPerfUsageError(f"conversation workload: path must be a file path, got {path!r}")
@@ -445,10 +464,10 @@ def conversation(
     min_out = positive_int("min_output_tokens", min_output_tokens)
     system_count = tok.count(system_prompt) if sys_tokens else 0
     controls = output_controls(ignore_eos)
-    sessions_run = _session_source(
-        sessions,
+    multi_turn = _conversation_source(
+        conversations,
         think_time,
-        session_header,
+        conversation_header,
         seed=seed,
         path=str(path or ""),
         tokenizer=tok,
@@ -473,12 +492,12 @@ def conversation(
         tokenizer=tok,
         skipped=skipped,
         controls=controls,
-        session_source=sessions_run,
+        conversation_source=multi_turn,
     )
 
 
-def _session_source(
-    sessions: Any,
+def _conversation_source(
+    conversations: Any,
     think: Any,
     header: Any,
     *,
@@ -492,21 +511,21 @@ def _session_source(
     system_prompt_share: float,
     controls: Mapping[str, Any],
 ) -> FileConversations | None:
-    """The sessions ``sessions=True`` asks for (None: independent requests, as before)."""
-    if not isinstance(sessions, bool):
-        raise LlmPerfUsageError(f"sessions must be True or False, got {sessions!r}")
+    """What ``conversations=True`` asks for (None: independent requests, as before)."""
+    if not isinstance(conversations, bool):
+        raise LlmPerfUsageError(f"conversations must be True or False, got {conversations!r}")
     pause = think_time(think)
-    name = session_header(header)
-    if not sessions:
-        given = [f"{k}={v!r}" for k, v in (("think_time", think), ("session_header", header))
+    name = conversation_header(header)
+    if not conversations:
+        given = [f"{k}={v!r}" for k, v in (("think_time", think), ("conversation_header", header))
                  if v is not None]  # fmt: skip
         if given:
             raise LlmPerfUsageError(
-                f"conversation workload: {', '.join(given)} applies to sessions only; "
-                "add sessions=True"
+                f"conversation workload: {', '.join(given)} applies to multi-turn "
+                "conversations only; add conversations=True"
             )
         return None
-    convs, cut = _sessions(load_conversations(path), tokenizer, max_in, output)
+    convs, cut = _dialogues(load_conversations(path), tokenizer, max_in, output)
     if not convs:  # pragma: no cover - the requests check above fails first
         raise LlmPerfUsageError("conversation workload: no conversation has an answered turn")
     share = system_prompt_share if system_prompt else 0.0
@@ -516,7 +535,7 @@ def _session_source(
         system_prompt=system_prompt,
         system_prompt_count=system_prompt_count,
         system_prompt_share=share,
-        framing=_session_framing(convs, tokenizer, share > 0),
+        framing=_dialogue_framing(convs, tokenizer, share > 0),
         think=pause,
         header=name,
         controls=controls,
@@ -524,5 +543,6 @@ def _session_source(
     )
 
 
-# The name before issue 23 (docs/sessions.md), kept for code written against it.
+# The name before issue 23 (docs/conversations.md, "Old spellings"), kept for code
+# written against it.
 ConversationSessions = FileConversations

@@ -1,28 +1,35 @@
-"""Multi-turn sessions: what a session-capable workload gives the load generator.
+"""Multi-turn conversations: what a conversation-capable workload gives the load generator.
 
-A *session* is one simulated user: a fixed sequence of turns, each sent
+A *conversation* is one simulated user: a fixed sequence of turns, each sent
 after the previous one's answer has arrived and a think time has passed. The
 load generator (:mod:`pytest_llmperf.loadgen.issue.conversations`) depends only on the
 protocols here, never on a particular workload:
 
-- :class:`ConversationSource`: the sessions of a workload, by index (a seeded,
-  endless sequence: ``session(i)`` is a pure function of the workload and
+- :class:`ConversationSource`: the conversations of a workload, by index (a seeded,
+  endless sequence: ``conversation(i)`` is a pure function of the workload and
   ``i``); ``timed`` sources are a trace's, whose turns are its rows, each
   with its own planned time (:meth:`ConversationSource.place`);
-- :class:`ConversationScript`: one session: how many turns, the think time before
+- :class:`ConversationScript`: one conversation: how many turns, the think time before
   each, and :meth:`ConversationScript.turn`, the request of turn ``k`` given what
   the earlier turns got back (:class:`TurnResult`: the reply's text and the
   server's token counts), so turn ``k+1`` can quote the server's actual
   reply to turn ``k``.
 
-:func:`conversations_of` finds a workload's source: its ``session_source``
-attribute (``conversation`` with ``sessions=True``), else a trace whose rows
-carry ``session_id`` (:class:`TraceConversations`, built here from the duck-typed
-``workload.trace.rows`` so the trace workload needs no change). Also here:
-the ``think_time`` and ``session_header`` parameters (:func:`think_time`,
-:func:`session_header`), shared by every session-capable workload, and
-:class:`ChatScript`, a chat session whose history is the earlier user turns
-and the server's replies.
+:func:`conversations_of` finds a workload's source: its ``conversation_source``
+attribute (``conversation`` with ``conversations=True``), else a trace whose rows
+carry ``session_id`` (the trace files' own field name; :class:`TraceConversations`,
+built here from the duck-typed ``workload.trace.rows`` so the trace workload needs
+no change). Also here: the ``think_time`` and ``conversation_header`` parameters
+(:func:`think_time`, :func:`conversation_header`), shared by every
+conversation-capable workload, and :class:`ChatScript`, a chat conversation whose
+history is the earlier user turns and the server's replies.
+
+"session" means the pytest session only (issue 38). The spellings from before
+(``session()``, ``session_id``, ``session_source``, ``session_header``,
+``SessionScript``, ``SessionSource``, ``TraceSessions``, ``sessions_of``, the
+module :mod:`pytest_llmperf.workloads.sessions`) are kept as documented aliases for
+one release (docs/conversations.md, "Old spellings"): :func:`conversations_of`
+also finds a ``session_source`` and adapts a source that has only ``session()``.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample
@@ -49,6 +56,7 @@ __all__ = [
     "TraceSessions",
     "TurnResult",
     "UserTurn",
+    "conversation_header",
     "conversations_of",
     "session_header",
     "sessions_of",
@@ -79,7 +87,7 @@ _CLIENT_HEADERS = frozenset(
 
 @dataclass(frozen=True)
 class ThinkTime:
-    """The pause between a reply's end and the session's next turn, in seconds.
+    """The pause between a reply's end and the conversation's next turn, in seconds.
 
     ``fixed``: always ``a``; ``exponential``: mean ``a``; ``uniform``: between
     ``a`` and ``b``. Draws come from the caller's seeded generator.
@@ -163,23 +171,25 @@ def think_time(value: Any) -> ThinkTime:
     return ThinkTime("uniform", low, high)
 
 
-def session_header(value: Any) -> str | None:
-    """``session_header=``: an HTTP header name (a token) the client does not send itself."""
+def conversation_header(value: Any) -> str | None:
+    """``conversation_header=``: an HTTP header name (a token) the client does not send itself."""
     if value is None:
         return None
     if not isinstance(value, str) or not _TOKEN.fullmatch(value):
         raise LlmPerfUsageError(
-            f"session_header must be an HTTP header name (letters, digits, -, _ ...), got {value!r}"
+            "conversation_header must be an HTTP header name (letters, digits, -, _ ...), "
+            f"got {value!r}"
         )
     if value.lower() in _CLIENT_HEADERS:
         raise LlmPerfUsageError(
-            f"session_header={value!r} is a header the client sends itself; choose another name"
+            f"conversation_header={value!r} is a header the client sends itself; "
+            "choose another name"
         )
     return value
 
 
 def think_draws(think: ThinkTime, seed: int, index: int, gaps: int) -> tuple[int, ...]:
-    """The think times (ns) of session ``index``: before turn 1, 2, ... (``gaps`` of them)."""
+    """The think times (ns) of conversation ``index``: before turn 1, 2, ... (``gaps`` of them)."""
     if think.zero or gaps <= 0:
         return (0,) * max(0, gaps)
     rng = random.Random(f"{seed}:think:{index}")
@@ -200,10 +210,11 @@ class TurnResult:
 
 @runtime_checkable
 class ConversationScript(Protocol):
-    """One session: ``turns`` requests, each after the previous one ended plus a think time.
+    """One conversation: ``turns`` requests, each after the previous one ended plus a think
+    time.
 
-    ``session_id`` is the value of the session header. ``tracks_turns`` is
-    False for a one-request "session" (a trace row with no ``session_id``):
+    ``conversation_id`` is the value of the conversation header. ``tracks_turns`` is
+    False for a one-request "conversation" (a trace row with no ``session_id``):
     its record is not a turn (``turn`` -1) and carries no header.
     ``replies``: later turns quote earlier replies (the client collects them).
     """
@@ -212,7 +223,7 @@ class ConversationScript(Protocol):
     def index(self) -> int: ...
 
     @property
-    def session_id(self) -> str: ...
+    def conversation_id(self) -> str: ...
 
     @property
     def turns(self) -> int: ...
@@ -234,10 +245,12 @@ class ConversationScript(Protocol):
 
 @runtime_checkable
 class ConversationSource(Protocol):
-    """A workload's sessions, by index (``count`` distinct ones, then they repeat).
+    """A workload's conversations, by index (``count`` distinct ones, then they repeat).
 
     ``timed``: the turns are rows of a trace with planned times;
-    :meth:`place` maps a row (a plan's sample index) to its session and turn.
+    :meth:`place` maps a row (a plan's sample index) to its conversation and turn.
+    A source written before issue 38 with ``session(index)`` instead of
+    ``conversation(index)`` still works: :func:`conversations_of` adapts it.
     """
 
     @property
@@ -246,7 +259,12 @@ class ConversationSource(Protocol):
     @property
     def timed(self) -> bool: ...
 
-    def session(self, index: int) -> ConversationScript: ...
+    def conversation(self, index: int) -> ConversationScript: ...
+
+    if TYPE_CHECKING:  # the old spelling, for the type checker only (no runtime member, so
+        # isinstance asks no source for it): until the load generator calls conversation()
+
+        def session(self, index: int) -> ConversationScript: ...
 
     def place(self, sample_index: int) -> tuple[int, int]: ...
 
@@ -254,15 +272,23 @@ class ConversationSource(Protocol):
 
 
 def conversations_of(workload: object) -> ConversationSource | None:
-    """``workload``'s sessions, or None (a workload of independent requests).
+    """``workload``'s conversations, or None (a workload of independent requests).
 
-    A ``session_source`` attribute (not None) wins; else a trace workload
-    (``workload.trace.rows``) with at least one row carrying a ``session_id``.
+    A ``conversation_source`` attribute (not None; ``session_source``, its name before
+    issue 38, is read too) wins; else a trace workload (``workload.trace.rows``) with
+    at least one row carrying a ``session_id``. A source with only the old method
+    ``session(index)`` comes back wrapped (:class:`_OldSpelledSource`).
     """
-    source = getattr(workload, "session_source", None)
+    attribute = "conversation_source"
+    source = getattr(workload, attribute, None)
+    if source is None:
+        attribute = "session_source"
+        source = getattr(workload, attribute, None)
     if source is not None:
+        if not isinstance(source, ConversationSource) and isinstance(source, _OldSource):
+            source = _OldSpelledSource(source)
         if not isinstance(source, ConversationSource):
-            raise TypeError(f"{type(workload).__name__}.session_source is not a ConversationSource")
+            raise TypeError(f"{type(workload).__name__}.{attribute} is not a ConversationSource")
         return source
     rows = getattr(getattr(workload, "trace", None), "rows", None)
     if rows and any(getattr(r, "session_id", None) is not None for r in rows):
@@ -270,12 +296,58 @@ def conversations_of(workload: object) -> ConversationSource | None:
     return None
 
 
-# -- chat sessions ---------------------------------------------------------------------
+@runtime_checkable
+class _OldSource(Protocol):
+    """A :class:`ConversationSource` as spelled before issue 38: ``session(index)``."""
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def timed(self) -> bool: ...
+
+    def session(self, index: int) -> Any: ...
+
+    def place(self, sample_index: int) -> tuple[int, int]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class _OldSpelledSource:
+    """A source written against the old spelling, seen through the new one (and the old one:
+    the load generator may still call ``session``). Its scripts pass unchanged: a script's
+    ``session_id`` is read by no one but the script itself."""
+
+    inner: _OldSource
+
+    @property
+    def count(self) -> int:
+        return self.inner.count
+
+    @property
+    def timed(self) -> bool:
+        return self.inner.timed
+
+    def conversation(self, index: int) -> ConversationScript:
+        script: ConversationScript = self.inner.session(index)
+        return script
+
+    session = conversation  # the old spelling, kept for one release
+
+    def place(self, sample_index: int) -> tuple[int, int]:
+        return self.inner.place(sample_index)
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+
+# -- chat conversations ----------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class UserTurn:
-    """A user message of a session and the length of the answer it asks for."""
+    """A user message of a conversation and the length of the answer it asks for."""
 
     text: str
     tokens: int  # the text's tokens by the workload's tokenizer
@@ -284,7 +356,7 @@ class UserTurn:
 
 @dataclass(frozen=True)
 class ChatScript:
-    """A chat session: turn ``k`` sends ``prefix``, then each earlier user turn followed by
+    """A chat conversation: turn ``k`` sends ``prefix``, then each earlier user turn followed by
     the server's actual reply to it, then user turn ``k``.
 
     Turn 0's ``input_tokens`` is exact (``first_input_tokens``: content plus
@@ -295,7 +367,7 @@ class ChatScript:
     """
 
     index: int
-    session_id: str
+    conversation_id: str
     prefix: tuple[Mapping[str, str], ...]
     user_turns: tuple[UserTurn, ...]
     first_input_tokens: int
@@ -310,6 +382,11 @@ class ChatScript:
     @property
     def turns(self) -> int:
         return len(self.user_turns)
+
+    @property
+    def session_id(self) -> str:
+        """:attr:`conversation_id` by its name before issue 38 (kept for one release)."""
+        return self.conversation_id
 
     def think_ns(self, k: int) -> int:
         return self.think[k - 1] if k >= 1 else 0
@@ -339,15 +416,15 @@ class ChatScript:
         )
 
 
-# -- trace sessions --------------------------------------------------------------------
+# -- trace conversations ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class TraceScript:
-    """The rows of one trace session (or one row of none), sent as the trace gives them."""
+    """The rows of one trace conversation (or one row of none), sent as the trace gives them."""
 
     index: int
-    session_id: str
+    conversation_id: str
     rows: tuple[int, ...]
     workload: Any
     think: tuple[int, ...]
@@ -358,6 +435,11 @@ class TraceScript:
     @property
     def turns(self) -> int:
         return len(self.rows)
+
+    @property
+    def session_id(self) -> str:
+        """:attr:`conversation_id` by its name before issue 38 (kept for one release)."""
+        return self.conversation_id
 
     def think_ns(self, k: int) -> int:
         return self.think[k - 1] if k >= 1 else 0
@@ -374,9 +456,10 @@ class TraceConversations:
     """A trace's rows grouped into units: the rows of each ``session_id`` (its turns, in
     order) and every other row alone, numbered in order of their first row.
 
-    Think time and session header come from the trace workload's
-    ``think_time`` / ``session_header`` attributes when it has them (default:
-    none, no header). Units past the last repeat the trace (``index % count``).
+    Think time and conversation header come from the trace workload's
+    ``think_time`` / ``conversation_header`` attributes when it has them
+    (``session_header`` too, its name before issue 38; default: none, no header).
+    Units past the last repeat the trace (``index % count``).
     """
 
     workload: Any
@@ -415,7 +498,7 @@ class TraceConversations:
             unit_ids=tuple(ids),
             placement=tuple(placement),
             think=think_time(getattr(workload, "think_time", None)),
-            header=session_header(getattr(workload, "session_header", None)),
+            header=conversation_header(_header_of(workload)),
             seed=int(getattr(workload, "seed", 0)),
         )
 
@@ -430,7 +513,7 @@ class TraceConversations:
     def place(self, sample_index: int) -> tuple[int, int]:
         return self.placement[sample_index % len(self.placement)]
 
-    def session(self, index: int) -> TraceScript:
+    def conversation(self, index: int) -> TraceScript:
         rounds, u = divmod(index, len(self.units))
         rows = self.units[u]
         sid = self.unit_ids[u]
@@ -446,7 +529,10 @@ class TraceConversations:
             headers={self.header: shown} if self.header else {},
         )
 
+    session = conversation  # the old spelling, kept for one release
+
     def describe(self) -> dict[str, Any]:
+        # The keys are the JSON report's (workload description): unchanged by issue 38.
         return {
             "sessions": sum(sid is not None for sid in self.unit_ids),
             "turns": "the rows of each session_id, in order; a turn goes at max(its trace "
@@ -456,8 +542,16 @@ class TraceConversations:
         }
 
 
-# The names before issue 23 (docs/sessions.md), kept for workloads written against them.
+def _header_of(workload: Any) -> Any:
+    """A trace workload's conversation header, under its new name or its old one."""
+    header = getattr(workload, "conversation_header", None)
+    return header if header is not None else getattr(workload, "session_header", None)
+
+
+# The spellings before issues 23 and 38 (docs/conversations.md, "Old spellings"), kept
+# for one release for workloads written against them.
 SessionScript = ConversationScript
 SessionSource = ConversationSource
 TraceSessions = TraceConversations
 sessions_of = conversations_of
+session_header = conversation_header

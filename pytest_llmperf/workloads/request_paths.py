@@ -9,10 +9,10 @@ prompts, lengths and order stay exactly the inner workload's, so a run with
 ``greedy=True`` sends the same prompts as one without.
 
 Samples a workload builds outside ``sample()`` get the same treatment: the
-turns of a multi-turn conversation (``conversation`` with ``sessions=True``,
-a trace whose rows carry ``session_id``) come from its session source, which
-the wrapper wraps too. A session draws its model once, at its session index
-(a trace session's turns keep their rows' sample indices): a conversation stays
+turns of a multi-turn conversation (``conversation`` with ``conversations=True``,
+a trace whose rows carry ``session_id``) come from its conversation source, which
+the wrapper wraps too. A conversation draws its model once, at its index (a
+trace conversation's turns keep their rows' sample indices): a conversation stays
 on one adapter, as a user of an adapter-served application would.
 """
 
@@ -33,6 +33,7 @@ from pytest_llmperf.workloads.conversations import (
 from pytest_llmperf.workloads.output_contract import OutputContract, parse_output_contract
 
 __all__ = [
+    "DressedConversations",
     "DressedScript",
     "DressedSessions",
     "RequestPaths",
@@ -107,8 +108,8 @@ class RequestPathsWorkload:
 
     ``sample(i)`` is ``inner.sample(i)`` with ``model`` = the adapter drawn for
     ``(seed, i)`` (None without adapters) and ``contract``; ``describe()`` adds
-    the parameters given; ``session_source`` is the inner workload's sessions
-    with every turn dressed; any other attribute is the inner workload's.
+    the parameters given; ``conversation_source`` is the inner workload's
+    conversations with every turn dressed; any other attribute is the inner workload's.
     """
 
     inner: Workload
@@ -148,18 +149,24 @@ class RequestPathsWorkload:
         return out
 
     @property
-    def session_source(self) -> ConversationSource | None:
-        """The inner workload's sessions (its own, or a trace's), their turns dressed."""
+    def conversation_source(self) -> ConversationSource | None:
+        """The inner workload's conversations (its own, or a trace's), their turns dressed."""
         source = conversations_of(self.inner)
-        return None if source is None else DressedSessions(source, self.paths)
+        return None if source is None else DressedConversations(source, self.paths)
+
+    @property
+    def session_source(self) -> ConversationSource | None:
+        """:attr:`conversation_source` by its name before issue 38 (kept for one release)."""
+        return self.conversation_source
 
     def __getattr__(self, name: str) -> Any:
         return _forward(self, "inner", name)
 
 
 @dataclass(frozen=True, slots=True)
-class DressedSessions:
-    """A :class:`ConversationSource` whose sessions' turns carry ``paths``' model and contract."""
+class DressedConversations:
+    """A :class:`ConversationSource` whose conversations' turns carry ``paths``' model and
+    contract."""
 
     source: ConversationSource
     paths: RequestPaths
@@ -172,8 +179,10 @@ class DressedSessions:
     def timed(self) -> bool:
         return self.source.timed
 
-    def session(self, index: int) -> ConversationScript:
-        return DressedScript(self.source.session(index), self.paths)
+    def conversation(self, index: int) -> ConversationScript:
+        return DressedScript(self.source.conversation(index), self.paths)
+
+    session = conversation  # the old spelling, kept for one release
 
     def place(self, sample_index: int) -> tuple[int, int]:
         return self.source.place(sample_index)
@@ -188,7 +197,7 @@ class DressedSessions:
 @dataclass(frozen=True, slots=True)
 class DressedScript:
     """A :class:`ConversationScript` whose every turn is dressed, the model drawn once for the
-    session (at its index)."""
+    conversation (at its index)."""
 
     script: ConversationScript
     paths: RequestPaths
@@ -198,8 +207,13 @@ class DressedScript:
         return self.script.index
 
     @property
+    def conversation_id(self) -> str:
+        return self.script.conversation_id
+
+    @property
     def session_id(self) -> str:
-        return self.script.session_id
+        """:attr:`conversation_id` by its name before issue 38 (kept for one release)."""
+        return self.conversation_id
 
     @property
     def turns(self) -> int:
@@ -221,3 +235,7 @@ class DressedScript:
 
     def __getattr__(self, name: str) -> Any:
         return _forward(self, "script", name)
+
+
+# The name before issue 38 (docs/conversations.md, "Old spellings"), kept for one release.
+DressedSessions = DressedConversations

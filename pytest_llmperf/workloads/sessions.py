@@ -1,6 +1,11 @@
-"""Before issue 23 the multi-turn protocols lived here; they are
-:mod:`pytest_llmperf.workloads.conversations` now. Kept so that workloads written
-against ``pytest_llmperf.workloads.sessions`` (docs/sessions.md) still import."""
+"""The old home of the multi-turn names, kept for one release as an alias module.
+
+Before issue 23 the multi-turn protocols lived here; they are
+:mod:`pytest_llmperf.workloads.conversations` now, and since issue 38 "session" names
+the pytest session only (docs/conversations.md, "Old spellings"). Kept so that
+workloads written against ``pytest_llmperf.workloads.sessions`` still import; new
+code imports :mod:`~pytest_llmperf.workloads.conversations`.
+"""
 
 from pytest_llmperf.workloads.conversations import (
     ChatScript,
@@ -11,6 +16,7 @@ from pytest_llmperf.workloads.conversations import (
     TraceConversations,
     TraceSessions,
     TurnResult,
+    conversation_header,
     conversations_of,
     session_header,
     sessions_of,
@@ -26,6 +32,7 @@ __all__ = [
     "TraceConversations",
     "TraceSessions",
     "TurnResult",
+    "conversation_header",
     "conversations_of",
     "session_header",
     "sessions_of",

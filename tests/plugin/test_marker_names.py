@@ -142,10 +142,10 @@ def test_a_deselected_test_is_not_checked(pytester: pytest.Pytester) -> None:
         ),
         (
             '@pytest.mark.llm_workload("conversation", sesions=True, requests=4)',
-            "workload 'conversation': does not take sesions= (did you mean sessions?); it takes "
-            "path=, system_prompt_tokens=, system_prompt_share=, max_input_tokens=, "
-            "max_output_tokens=, min_output_tokens=, ignore_eos=, tokenizer=, sessions=, "
-            "think_time=, session_header=, structured=",
+            "workload 'conversation': does not take sesions= (did you mean conversations?); "
+            "it takes path=, system_prompt_tokens=, system_prompt_share=, max_input_tokens=, "
+            "max_output_tokens=, min_output_tokens=, ignore_eos=, tokenizer=, conversations=, "
+            "think_time=, conversation_header=, structured=",
         ),
         (
             '@pytest.mark.llm_workload("long-context", colour="red")',

@@ -31,7 +31,7 @@ from pytest_llmperf.workloads.conversations import (
     TurnResult,
     conversations_of,
 )
-from pytest_llmperf.workloads.request_paths import DressedSessions
+from pytest_llmperf.workloads.request_paths import DressedConversations
 
 TRACES = Path(__file__).parent / "data" / "traces"
 SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
@@ -185,27 +185,27 @@ def test_the_wrapper_copies_and_pickles() -> None:
 
 
 def turns_of(source: ConversationSource, index: int) -> list[Sample]:
-    """Every turn of session ``index``, each given made-up replies to the earlier ones."""
-    script = source.session(index)
+    """Every turn of conversation ``index``, each given made-up replies to the earlier ones."""
+    script = source.conversation(index)
     earlier = [TurnResult(f"reply {k}", 50 + k, 5) for k in range(script.turns)]
     return [script.turn(k, earlier[:k]) for k in range(script.turns)]
 
 
-def test_conversation_sessions_dress_every_turn_and_keep_one_model_per_session() -> None:
-    plain, wrapped = plain_and_wrapped("conversation", {"sessions": True}, **PATHS)
+def test_multi_turn_conversations_dress_every_turn_and_keep_one_model_per_conversation() -> None:
+    plain, wrapped = plain_and_wrapped("conversation", {"conversations": True}, **PATHS)
     inner_source, source = conversations_of(plain), conversations_of(wrapped)
-    assert inner_source is not None and isinstance(source, DressedSessions)
+    assert inner_source is not None and isinstance(source, DressedConversations)
     assert isinstance(source, ConversationSource)
     assert (source.count, source.timed) == (inner_source.count, inner_source.timed)
     assert source.describe() == inner_source.describe()
     models = set()
     multi_turn = 0
     for index in range(12):
-        script, inner = source.session(index), inner_source.session(index)
+        script, inner = source.conversation(index), inner_source.conversation(index)
         assert isinstance(script, ConversationScript)
-        assert (script.index, script.session_id, script.turns) == (
+        assert (script.index, script.conversation_id, script.turns) == (
             inner.index,
-            inner.session_id,
+            inner.conversation_id,
             inner.turns,
         )
         assert (script.tracks_turns, script.replies) == (inner.tracks_turns, inner.replies)
@@ -215,14 +215,14 @@ def test_conversation_sessions_dress_every_turn_and_keep_one_model_per_session()
         got, want = turns_of(source, index), turns_of(inner_source, index)
         assert [bare(s) for s in got] == want  # the same turns, quoting the same replies
         model = wrapped.mix.draw(SEED, index) if wrapped.mix else None
-        assert {s.model for s in got} == {model}  # one model for the whole session
+        assert {s.model for s in got} == {model}  # one model for the whole conversation
         assert all(s.contract is wrapped.contract for s in got)
         models.add(model)
         multi_turn += len(got) > 1
     assert multi_turn and models == {"sim-lora-1", "sim-lora-2", ""}
 
 
-def test_trace_sessions_dress_every_row_and_keep_one_model_per_session() -> None:
+def test_trace_conversations_dress_every_row_and_keep_one_model_per_conversation() -> None:
     paths: dict[str, Any] = {"adapters": {"a": 0.5, "b": 0.5}, "greedy": True}
     plain = build_workload("trace", path=TRACES / "sessions_sample.jsonl", format="jsonl")
     wrapped = build_workload(
@@ -230,10 +230,10 @@ def test_trace_sessions_dress_every_row_and_keep_one_model_per_session() -> None
     )
     assert isinstance(wrapped, RequestPathsWorkload) and wrapped.mix is not None
     inner_source, source = conversations_of(plain), conversations_of(wrapped)
-    assert inner_source is not None and isinstance(source, DressedSessions)
+    assert inner_source is not None and isinstance(source, DressedConversations)
     assert source.timed and source.count == inner_source.count
     assert [source.place(i) for i in range(8)] == [inner_source.place(i) for i in range(8)]
-    assert source.session(0).session_id == "harbour" and source.session(0).turns == 3
+    assert source.conversation(0).conversation_id == "harbour" and source.conversation(0).turns == 3
     for index in range(source.count):
         got, want = turns_of(source, index), turns_of(inner_source, index)
         assert [bare(s) for s in got] == want
@@ -241,8 +241,8 @@ def test_trace_sessions_dress_every_row_and_keep_one_model_per_session() -> None
         assert all(s.contract is wrapped.contract for s in got)
 
 
-def test_a_workload_without_sessions_has_none_wrapped_or_not() -> None:
+def test_a_workload_without_conversations_has_none_wrapped_or_not() -> None:
     for name in ("synthetic", "conversation", "trace"):
         _, wrapped = plain_and_wrapped(name, greedy=True)
         assert conversations_of(wrapped) is None
-        assert wrapped.session_source is None
+        assert wrapped.conversation_source is None

@@ -1,9 +1,9 @@
-"""The load generator issues the dressed samples: independent requests and session turns.
+"""The load generator issues the dressed samples: independent requests and conversation turns.
 
 A run against a loopback server that streams a short reply to anything; the
 samples the load generator hands to the client are caught where each request
 is booked (``IssueBook.new_record``), so this checks the workload's wrapping
-reaches the send path (the plan's sessions included) whatever the client does
+reaches the send path (the plan's conversations included) whatever the client does
 with the fields.
 """
 
@@ -109,7 +109,7 @@ async def test_independent_requests_go_out_dressed(issued: list[Sample]) -> None
     }
 
 
-async def test_every_turn_of_a_session_goes_out_dressed(
+async def test_every_turn_of_a_conversation_goes_out_dressed(
     issued: list[Sample], tmp_path: Path
 ) -> None:
     path = tmp_path / "c.jsonl"
@@ -120,7 +120,7 @@ async def test_every_turn_of_a_session_goes_out_dressed(
                 messages.append({"role": "user", "content": f"c{c} t{k} question"})
                 messages.append({"role": "assistant", "content": "one two three"})
             f.write(json.dumps({"messages": messages}) + "\n")
-    params = {"path": str(path), "sessions": True, "system_prompt_tokens": 0, **PATHS}
+    params = {"path": str(path), "conversations": True, "system_prompt_tokens": 0, **PATHS}
     spec = RunSpec(
         "conversation", params, 0, LoadSpec.parse("concurrency", {"concurrency": 2}), requests=18
     )
@@ -129,14 +129,14 @@ async def test_every_turn_of_a_session_goes_out_dressed(
     with serve(ReplyServer()) as server:
         result = await LoadRun(server.endpoint(), spec).execute()
     assert result.counts["completed"] == 18 and len(issued) == 18
-    by_session: dict[int, list[Sample]] = {}
+    by_conversation: dict[int, list[Sample]] = {}
     for s in issued:
-        by_session.setdefault(s.index, []).append(s)
-    assert any(len(turns) == 3 for turns in by_session.values())  # later turns were sent
-    for index, turns in by_session.items():
+        by_conversation.setdefault(s.index, []).append(s)
+    assert any(len(turns) == 3 for turns in by_conversation.values())  # later turns were sent
+    for index, turns in by_conversation.items():
         assert {s.model for s in turns} == {workload.mix.draw(0, index)}
         assert all(s.contract is workload.contract for s in turns)
-    # later turns quote the server's reply: the session machinery ran as before
+    # later turns quote the server's reply: the conversation machinery ran as before
     assert any(
         {"role": "assistant", "content": "ok"} in [dict(m) for m in s.history] for s in issued
     )

@@ -102,7 +102,7 @@ def test_sessions_sample_keeps_each_session_s_turns() -> None:
     for r in trace.rows:
         by_session.setdefault(r.session_id, []).append(r.line)
     assert by_session == {"harbour": [1, 3, 6], "42": [2, 5, 7], None: [4]}
-    assert trace.sessions == 2
+    assert trace.conversations == 2
 
 
 def test_mooncake_rows_may_carry_a_session_id(tmp_path: Path) -> None:

@@ -86,9 +86,15 @@ class Trace:
         return [round(row.timestamp_s * scale * NS_PER_S) for row in self.rows]
 
     @property
-    def sessions(self) -> int:
-        """How many distinct ``session_id`` the kept rows carry."""
+    def conversations(self) -> int:
+        """How many distinct ``session_id`` (the trace files' field: a conversation's id) the
+        kept rows carry."""
         return len({r.session_id for r in self.rows if r.session_id is not None})
+
+    @property
+    def sessions(self) -> int:
+        """:attr:`conversations` by its name before issue 38 (kept for one release)."""
+        return self.conversations
 
 
 def offsets_ns(trace: Trace, time_scale: float = 1.0) -> list[int]:
@@ -253,7 +259,8 @@ def _build(shown: str, absolute: str, fmt: str, start: float | None, limit: int 
 
 
 def _sort_keys(rows: list[RawRow]) -> list[int]:
-    """Each row's send time in ns: its timestamp, raised so a session's turns stay in order."""
+    """Each row's send time in ns: its timestamp, raised so a conversation's turns stay in
+    order."""
     latest: dict[str, int] = {}
     keys: list[int] = []
     for row in rows:

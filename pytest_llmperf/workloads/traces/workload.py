@@ -12,10 +12,11 @@ around (row ``i % size``, the same prompt again).
 When to send a row is the load generator's business: it reads
 ``workload.trace.offsets_ns(time_scale)``. The category of a sample is the
 trace's own request class where it has one (BurstGPT's ``Model``), else
-``""``. Rows that share a ``session_id`` are the turns of one session: the
-load generator sends a turn no earlier than its previous turn's end plus
-``think_time`` (docs/sessions.md), with ``session_header`` naming the
-session where asked.
+``""``. Rows that share a ``session_id`` (the trace files' own field name) are
+the turns of one conversation: the load generator sends a turn no earlier than
+its previous turn's end plus ``think_time`` (docs/conversations.md), with
+``conversation_header`` naming the conversation where asked (``session_header=``,
+its name before issue 38, is still taken for one release).
 
 A row may name image files (``"images": ["cat.png", ...]``, relative to the
 trace file): they go with its last user turn, as read (PNG or JPEG, base64).
@@ -37,7 +38,7 @@ from typing import Any
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample, register_workload
 from pytest_llmperf.workloads.budget import content_tokens, describe_overhead
-from pytest_llmperf.workloads.conversations import session_header as parse_session_header
+from pytest_llmperf.workloads.conversations import conversation_header as parse_header
 from pytest_llmperf.workloads.conversations import think_time as parse_think_time
 from pytest_llmperf.workloads.corpus import default_corpus
 from pytest_llmperf.workloads.images import check_image_file, image_file
@@ -71,13 +72,18 @@ class TraceWorkload:
     start: float | None = None
     limit: int | None = None
     name: str = "trace"
-    think_time: Any = None  # read by workloads.sessions for session_id rows
-    session_header: str | None = None
+    think_time: Any = None  # read by workloads.conversations for session_id rows
+    conversation_header: str | None = None
     image_paths: tuple[tuple[str, ...], ...] = ()  # per row, absolute; () when no row has any
 
     @property
     def size(self) -> int:
         return len(self.trace.rows)
+
+    @property
+    def session_header(self) -> str | None:
+        """:attr:`conversation_header` by its name before issue 38 (kept for one release)."""
+        return self.conversation_header
 
     @cached_property
     def timestamps_s(self) -> tuple[float, ...]:
@@ -124,7 +130,7 @@ class TraceWorkload:
             "rows": len(rows),
             "skipped_rows": self.trace.skipped_rows,
             "span_s": round(self.trace.span_s, 6),
-            "sessions": self.trace.sessions,
+            "sessions": self.trace.conversations,  # the JSON report's key (unchanged)
             "block_size": self.block_size,
             "distinct_hash_ids": len(blocks),
             "timing": "row i at timestamp_s[i] * time_scale after the start",
@@ -175,10 +181,11 @@ def _image_paths(trace: Trace) -> tuple[tuple[str, ...], ...]:
         return ()
     for row in trace.rows:
         if row.images and row.session_id is not None:
-            # A session's later turns quote its earlier ones as text (docs/sessions.md);
-            # an image would have to ride along in every later turn: not done (yet).
+            # A conversation's later turns quote its earlier ones as text
+            # (docs/conversations.md); an image would have to ride along in every later
+            # turn: not done (yet).
             raise LlmPerfUsageError(
-                f"trace {trace.path} line {row.line}: images in a multi-turn session "
+                f"trace {trace.path} line {row.line}: images in a multi-turn conversation "
                 f"(session_id {row.session_id!r}) are not supported; drop session_id or "
                 "the row's images"
             )
@@ -196,7 +203,7 @@ def _image_paths(trace: Trace) -> tuple[tuple[str, ...], ...]:
     return tuple(out)
 
 
-@register_workload("trace")
+@register_workload("trace", renamed={"session_header": "conversation_header"})
 def trace(
     *,
     seed: int = 0,
@@ -208,7 +215,7 @@ def trace(
     tokenizer: Any = None,
     ignore_eos: Any = True,
     think_time: Any = None,
-    session_header: Any = None,
+    conversation_header: Any = None,
 ) -> TraceWorkload:
     """``path`` = a trace file in ``format`` (mooncake, burstgpt, azure, jsonl)."""
     if path is None:
@@ -218,7 +225,7 @@ def trace(
     size = positive_int("block_size", block_size)
     controls = output_controls(ignore_eos)
     think = None if think_time is None else parse_think_time(think_time)  # checked here
-    header = parse_session_header(session_header)
+    header = parse_header(conversation_header)
     loaded = read_trace(path, format, start=start, limit=limit)
     tok = resolve_tokenizer(tokenizer)
     return TraceWorkload(
@@ -233,6 +240,6 @@ def trace(
         start=start,
         limit=limit,
         think_time=think_time if think is not None else None,
-        session_header=header,
+        conversation_header=header,
         image_paths=_image_paths(loaded),
     )

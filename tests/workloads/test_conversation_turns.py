@@ -1,4 +1,5 @@
-"""``conversation`` with ``sessions=True``: the session scripts, their parameters, traces."""
+"""``conversation`` with ``conversations=True``: the conversation scripts, their parameters,
+traces."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from pytest_llmperf.workloads.conversations import (
     ThinkTime,
     TraceConversations,
     TurnResult,
+    conversation_header,
     conversations_of,
-    session_header,
     think_time,
 )
 from pytest_llmperf.workloads.hf_tokenizer import load_hf_tokenizer
@@ -51,7 +52,7 @@ def three_turns(tmp_path: Path) -> str:
     return write(tmp_path / "c.jsonl", records)
 
 
-def sessions(**params: Any) -> Any:
+def multi_turn(**params: Any) -> Any:
     source = conversations_of(build_workload("conversation", **params))
     assert source is not None
     return source
@@ -60,10 +61,10 @@ def sessions(**params: Any) -> Any:
 # -- defaults --------------------------------------------------------------------------
 
 
-def test_sessions_are_off_by_default_and_samples_unchanged() -> None:
+def test_conversations_are_off_by_default_and_samples_unchanged() -> None:
     plain = build_workload("conversation", seed=4)
-    off = build_workload("conversation", seed=4, sessions=False)
-    on = build_workload("conversation", seed=4, sessions=True)
+    off = build_workload("conversation", seed=4, conversations=False)
+    on = build_workload("conversation", seed=4, conversations=True)
     assert conversations_of(plain) is None and conversations_of(off) is None
     assert [plain.sample(i) for i in range(40)] == [off.sample(i) for i in range(40)]
     assert [plain.sample(i) for i in range(40)] == [on.sample(i) for i in range(40)]
@@ -76,8 +77,8 @@ def test_sessions_are_off_by_default_and_samples_unchanged() -> None:
 
 
 def test_turn_k_quotes_the_replies_it_is_given(three_turns: str) -> None:
-    source = sessions(path=three_turns, sessions=True, system_prompt_tokens=0)
-    script = source.session(0)
+    source = multi_turn(path=three_turns, conversations=True, system_prompt_tokens=0)
+    script = source.conversation(0)
     assert isinstance(script, ChatScript) and script.turns == 3
     first = script.turn(0, [])
     assert first.history == () and first.prompt.endswith("first question")
@@ -99,33 +100,37 @@ def test_turn_k_quotes_the_replies_it_is_given(three_turns: str) -> None:
     assert first.input_tokens == 3
 
 
-def test_session_ids_headers_and_order(three_turns: str) -> None:
-    source = sessions(path=three_turns, sessions=True, seed=7, session_header="X-Session-ID")
-    scripts = [source.session(i) for i in range(10)]
-    assert [s.session_id for s in scripts] == [f"s7-{i}" for i in range(10)]
+def test_conversation_ids_headers_and_order(three_turns: str) -> None:
+    source = multi_turn(
+        path=three_turns, conversations=True, seed=7, conversation_header="X-Session-ID"
+    )
+    scripts = [source.conversation(i) for i in range(10)]
+    assert [s.conversation_id for s in scripts] == [f"s7-{i}" for i in range(10)]
     for s in scripts:
         assert {s.turn(k, [TurnResult("r", 9, 1)] * k).headers["X-Session-ID"]
-                for k in range(s.turns)} == {s.session_id}  # fmt: skip
+                for k in range(s.turns)} == {s.conversation_id}  # fmt: skip
     firsts = [s.turn(0, []).prompt.split()[0] for s in scripts]
     assert sorted(firsts[:5]) == [f"c{c}" for c in range(5)]  # a pass covers every conversation
     assert sorted(firsts[5:]) == [f"c{c}" for c in range(5)]
-    again = sessions(path=three_turns, sessions=True, seed=7, session_header="X-Session-ID")
-    assert [again.session(i) for i in range(10)] == scripts  # seeded
-    none = sessions(path=three_turns, sessions=True, seed=7)
-    assert none.session(0).turn(0, []).headers == {}
+    again = multi_turn(
+        path=three_turns, conversations=True, seed=7, conversation_header="X-Session-ID"
+    )
+    assert [again.conversation(i) for i in range(10)] == scripts  # seeded
+    none = multi_turn(path=three_turns, conversations=True, seed=7)
+    assert none.conversation(0).turn(0, []).headers == {}
 
 
-def test_the_system_prompt_is_drawn_per_session(three_turns: str) -> None:
-    always = sessions(path=three_turns, sessions=True, system_prompt_share=1.0)
-    never = sessions(path=three_turns, sessions=True, system_prompt_share=0.0)
-    half = sessions(path=three_turns, sessions=True, system_prompt_share=0.5, seed=2)
-    s = always.session(3)
+def test_the_system_prompt_is_drawn_per_conversation(three_turns: str) -> None:
+    always = multi_turn(path=three_turns, conversations=True, system_prompt_share=1.0)
+    never = multi_turn(path=three_turns, conversations=True, system_prompt_share=0.0)
+    half = multi_turn(path=three_turns, conversations=True, system_prompt_share=0.5, seed=2)
+    s = always.conversation(3)
     turns = [s.turn(k, [TurnResult("r", 300, 1)] * k) for k in range(3)]
     assert {t.history[0]["role"] for t in turns} == {"system"}
     assert {t.category for t in turns} == {"system-prompt"}
     assert turns[0].input_tokens == 200 + 3
-    assert never.session(3).turn(0, []).category == "plain"
-    mix = {half.session(i).category for i in range(40)}
+    assert never.conversation(3).turn(0, []).category == "plain"
+    mix = {half.conversation(i).category for i in range(40)}
     assert mix == {"plain", "system-prompt"}
 
 
@@ -144,7 +149,7 @@ def test_leading_system_turns_of_the_file_stay_and_unanswered_turns_go(tmp_path:
             )
         ],
     )
-    s = sessions(path=path, sessions=True, system_prompt_tokens=0).session(0)
+    s = multi_turn(path=path, conversations=True, system_prompt_tokens=0).conversation(0)
     assert s.turns == 2
     second = s.turn(1, [TurnResult("HI", 6, 1)])
     assert second.messages() == [
@@ -156,17 +161,17 @@ def test_leading_system_turns_of_the_file_stay_and_unanswered_turns_go(tmp_path:
     assert s.turn(0, []).input_tokens == 2 + 2
 
 
-def test_max_input_tokens_cuts_a_session_before_its_first_long_turn(three_turns: str) -> None:
+def test_max_input_tokens_cuts_a_conversation_before_its_first_long_turn(three_turns: str) -> None:
     # recorded sizes: turn 1 = 3, turn 2 = 3 + 3 + 4 = 10, turn 3 = 10 + 2 + 2 = 14
-    source = sessions(path=three_turns, sessions=True, max_input_tokens=12)
-    assert {source.session(i).turns for i in range(5)} == {2}
+    source = multi_turn(path=three_turns, conversations=True, max_input_tokens=12)
+    assert {source.conversation(i).turns for i in range(5)} == {2}
     assert source.describe()["cut_turns"] == 5
 
 
 def test_output_limits_apply_to_each_turn(three_turns: str) -> None:
-    s = sessions(path=three_turns, sessions=True, min_output_tokens=4, max_output_tokens=4).session(
-        0
-    )
+    s = multi_turn(
+        path=three_turns, conversations=True, min_output_tokens=4, max_output_tokens=4
+    ).conversation(0)
     assert [s.turn(k, [TurnResult("r", 9, 1)] * k).max_tokens for k in range(3)] == [4, 4, 4]
 
 
@@ -181,10 +186,10 @@ def test_the_template_s_tokens_are_in_the_estimate(three_turns: str, folder: Pat
     count of the previous turn plus its reply (here: replies of corpus prose)."""
     tok = load_hf_tokenizer(folder).for_api("chat")
     server = ReferenceCounter(folder)
-    source = sessions(path=three_turns, sessions=True, tokenizer=tok, seed=3)
+    source = multi_turn(path=three_turns, conversations=True, tokenizer=tok, seed=3)
     errors = []
     for i in range(6):
-        script = source.session(i)
+        script = source.conversation(i)
         earlier: list[TurnResult] = []
         for k in range(script.turns):
             sample = script.turn(k, earlier)
@@ -201,14 +206,14 @@ def test_the_template_s_tokens_are_in_the_estimate(three_turns: str, folder: Pat
 # -- think time ------------------------------------------------------------------------
 
 
-def test_think_times_are_seeded_per_session_and_follow_their_distribution(
+def test_think_times_are_seeded_per_conversation_and_follow_their_distribution(
     three_turns: str,
 ) -> None:
     def draws(think: Any, seed: int = 0) -> list[int]:
-        source = sessions(path=three_turns, sessions=True, think_time=think, seed=seed)
+        source = multi_turn(path=three_turns, conversations=True, think_time=think, seed=seed)
         out = []
         for i in range(400):
-            s = source.session(i)
+            s = source.conversation(i)
             out += [s.think_ns(k) for k in range(1, s.turns)]
         return out
 
@@ -220,8 +225,8 @@ def test_think_times_are_seeded_per_session_and_follow_their_distribution(
     assert statistics.mean(expo) / 1e9 == pytest.approx(2.0, rel=0.1)
     assert expo == draws({"distribution": "exponential", "mean": 2.0})  # seeded
     assert expo != draws({"distribution": "exponential", "mean": 2.0}, seed=1)
-    source = sessions(path=three_turns, sessions=True, think_time=2)
-    assert source.session(0).think_ns(0) == 0  # nothing before the first turn
+    source = multi_turn(path=three_turns, conversations=True, think_time=2)
+    assert source.conversation(0).think_ns(0) == 0  # nothing before the first turn
 
 
 @pytest.mark.parametrize(
@@ -262,7 +267,7 @@ def test_good_think_times(value: Any, parsed: ThinkTime) -> None:
 )
 def test_bad_think_times_are_usage_errors(value: Any, named: str, three_turns: str) -> None:
     with pytest.raises(LlmPerfUsageError) as info:
-        build_workload("conversation", path=three_turns, sessions=True, think_time=value)
+        build_workload("conversation", path=three_turns, conversations=True, think_time=value)
     message = str(info.value)
     assert message.startswith(named) or f"{named} " in message, message
     assert repr(value) in message, message
@@ -271,29 +276,29 @@ def test_bad_think_times_are_usage_errors(value: Any, named: str, three_turns: s
 @pytest.mark.parametrize(
     "value", ["X Session", "X-Session:", "", "Sessión", 42, "Host", "content-length"]
 )
-def test_bad_session_headers_are_usage_errors(value: Any) -> None:
-    with pytest.raises(LlmPerfUsageError, match="session_header") as info:
-        build_workload("conversation", sessions=True, session_header=value)
+def test_bad_conversation_headers_are_usage_errors(value: Any) -> None:
+    with pytest.raises(LlmPerfUsageError, match="conversation_header") as info:
+        build_workload("conversation", conversations=True, conversation_header=value)
     assert repr(value) in str(info.value)
 
 
-def test_good_session_headers() -> None:
-    assert session_header("X-Session-ID") == "X-Session-ID"
-    assert session_header("x-affinity_key.1") == "x-affinity_key.1"
-    assert session_header(None) is None
+def test_good_conversation_headers() -> None:
+    assert conversation_header("X-Session-ID") == "X-Session-ID"
+    assert conversation_header("x-affinity_key.1") == "x-affinity_key.1"
+    assert conversation_header(None) is None
 
 
 @pytest.mark.parametrize(
     "params",
     [
-        {"sessions": "yes"},
-        {"sessions": 1},
+        {"conversations": "yes"},
+        {"conversations": 1},
         {"think_time": 2},
-        {"session_header": "X-Session-ID"},
-        {"sessions": False, "think_time": {"distribution": "fixed", "value": 1}},
+        {"conversation_header": "X-Session-ID"},
+        {"conversations": False, "think_time": {"distribution": "fixed", "value": 1}},
     ],
 )
-def test_session_options_without_sessions_are_usage_errors(params: dict[str, Any]) -> None:
+def test_multi_turn_options_without_conversations_are_usage_errors(params: dict[str, Any]) -> None:
     with pytest.raises(LlmPerfUsageError) as info:
         build_workload("conversation", **params)
     message = str(info.value)
@@ -303,7 +308,7 @@ def test_session_options_without_sessions_are_usage_errors(params: dict[str, Any
 # -- traces ----------------------------------------------------------------------------
 
 
-def test_a_trace_s_session_rows_become_sessions() -> None:
+def test_a_trace_s_session_id_rows_become_conversations() -> None:
     w = build_workload("trace", path=DATA / "sessions_sample.jsonl", format="jsonl")
     source = conversations_of(w)
     assert isinstance(source, TraceConversations) and source.timed
@@ -312,35 +317,35 @@ def test_a_trace_s_session_rows_become_sessions() -> None:
     assert [source.place(i) for i in range(7)] == [
         (0, 0), (1, 0), (0, 1), (2, 0), (1, 1), (0, 2), (1, 2),
     ]  # fmt: skip
-    harbour, alone = source.session(0), source.session(2)
-    assert harbour.session_id == "harbour" and harbour.turns == 3 and harbour.tracks_turns
+    harbour, alone = source.conversation(0), source.conversation(2)
+    assert harbour.conversation_id == "harbour" and harbour.turns == 3 and harbour.tracks_turns
     assert not alone.tracks_turns and alone.turns == 1
     assert harbour.turn(1, []) == w.sample(2)  # the row as the trace workload sends it
     assert harbour.think_ns(1) == 0 and harbour.turn(0, []).headers == {}
-    assert source.session(3).session_id == "harbour~1"  # past the last unit: repeats
+    assert source.conversation(3).conversation_id == "harbour~1"  # past the last unit: repeats
     assert source.describe()["sessions"] == 2
 
 
-def test_trace_sessions_take_think_time_and_header_from_the_workload() -> None:
+def test_trace_conversations_take_think_time_and_header_from_the_workload() -> None:
     w = build_workload("trace", path=DATA / "sessions_sample.jsonl", format="jsonl")
 
     class WithOptions:
         trace = w.trace
         seed = 5
         think_time: ClassVar = {"distribution": "uniform", "min": 1, "max": 2}
-        session_header = "X-Session-ID"
+        conversation_header = "X-Session-ID"
 
         def sample(self, index: int) -> Any:
             return w.sample(index)
 
     source = conversations_of(WithOptions())
     assert source is not None
-    s = source.session(1)
+    s = source.conversation(1)
     assert s.turn(2, []).headers == {"X-Session-ID": "42"}
     assert all(1e9 <= s.think_ns(k) <= 2e9 for k in (1, 2))
 
 
-def test_a_trace_without_session_ids_runs_no_sessions(tmp_path: Path) -> None:
+def test_a_trace_without_session_ids_runs_no_conversations(tmp_path: Path) -> None:
     path = write(tmp_path / "t.jsonl", [{"timestamp": 0, "input_length": 5, "output_length": 2}])
     assert conversations_of(build_workload("trace", path=path, format="jsonl")) is None
 
