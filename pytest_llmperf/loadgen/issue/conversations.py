@@ -1,33 +1,34 @@
 """Issuing multi-turn conversations: each turn after the previous one's reply and a think time.
 
-A workload that runs sessions (:func:`~pytest_llmperf.workloads.conversations.conversations_of`:
-``conversation`` with ``sessions=True``, a trace whose rows carry
-``session_id``) is issued here instead of by the plain loops: its plan's
-strategy (:class:`~pytest_llmperf.loadgen.plan.strategy.IssueStrategy`, chosen
-once when the plan is built) names one of these three functions. They work over
-the share's public bookkeeping
+A workload that runs conversations
+(:func:`~pytest_llmperf.workloads.conversations.conversations_of`: ``conversation``
+with ``conversations=True``, a trace whose rows carry ``conversation_id``) is
+issued here instead of by the plain loops: its plan's strategy
+(:class:`~pytest_llmperf.loadgen.plan.strategy.IssueStrategy`, chosen once when
+the plan is built) names one of these three functions. They work over the
+share's public bookkeeping
 (:class:`~pytest_llmperf.loadgen.issue.book.IssueBook`: records, delivery, the
-drain, the concurrency gate). What a session sends is the workload's business
+drain, the concurrency gate). What a conversation sends is the workload's business
 (:class:`~pytest_llmperf.workloads.conversations.ConversationScript`); *when* is decided
-here (docs/sessions.md):
+here (docs/conversations.md):
 
 - **open loop** (``poisson``, ``constant``, stages and ramps): the pattern's
-  arrivals are turns. At each planned arrival the turn of the session that
+  arrivals are turns. At each planned arrival the turn of the conversation that
   has been ready the longest (its previous reply received and its think time
-  over) is sent; if none is ready, a new session starts. The rate stays the
-  pattern's and sessions interleave; latency counts from the arrival.
-- **trace** (``llm_load("trace")`` with ``session_id`` rows): a session's turn
-  goes at max(its trace time, previous turn's end + think time), and that is
-  its planned time; rows of no session go at their trace time.
+  over) is sent; if none is ready, a new conversation starts. The rate stays the
+  pattern's and conversations interleave; latency counts from the arrival.
+- **trace** (``llm_load("trace")`` with ``conversation_id`` rows): a conversation's
+  turn goes at max(its trace time, previous turn's end + think time), and that is
+  its planned time; rows of no conversation go at their trace time.
 - **closed loop** (``concurrency``, ``max-throughput``): each slot runs one
-  session at a time: turn, reply, think time (the slot idles: concurrency
-  counts users), next turn; when the session ends the slot starts another.
+  conversation at a time: turn, reply, think time (the slot idles: concurrency
+  counts users), next turn; when the conversation ends the slot starts another.
 
-A session ends after its last turn, or at a turn that failed or was
+A conversation ends after its last turn, or at a turn that failed or was
 cancelled (later turns would quote a reply that never came). Warm-up
 requests are whole turns, untracked; ``requests`` and ``duration`` count
-turns. With ``--llm-workers`` each process owns the sessions ``s`` with
-``s % count == index`` (a trace: its units, see
+turns. With ``--llm-workers`` each process owns the conversations ``c`` with
+``c % count == index`` (a trace: its units, see
 :class:`~pytest_llmperf.workloads.conversations.TraceConversations`); open and closed
 loops still split the plan's positions (arrivals, request budget) as
 :mod:`~pytest_llmperf.loadgen.plan.planner` does.
@@ -94,7 +95,7 @@ class ConversationBook:
 
     def start(self) -> LiveConversation:
         """The next conversation of this process's share."""
-        live = LiveConversation(self.source.session(self._next))
+        live = LiveConversation(self.source.conversation(self._next))
         self._next += self._step
         return live
 
@@ -104,7 +105,7 @@ class ConversationBook:
 
     @staticmethod
     def mark(record: RequestRecord, live: LiveConversation, sample: Sample) -> None:
-        """Turn index, session sample and (when a later turn quotes it) reply collection."""
+        """Turn index, conversation sample and (when a later turn quotes it) reply collection."""
         script = live.script
         k = live.next
         record.index = sample.index
@@ -114,7 +115,7 @@ class ConversationBook:
 
     @staticmethod
     def ended(live: LiveConversation, record: RequestRecord, cut: bool = False) -> bool:
-        """Note how turn ``live.next`` went; True when the session has another turn to send.
+        """Note how turn ``live.next`` went; True when the conversation has another turn to send.
 
         ``cut``: the request was cancelled at the drain (never delivered as a reply).
         """
@@ -309,7 +310,7 @@ async def _timed_open_loop(
             break
         live = lives.get(unit)
         if live is None:
-            live = lives[unit] = LiveConversation(source.session(unit))
+            live = lives[unit] = LiveConversation(source.conversation(unit))
         if live.over:
             continue  # its conversation ended at a failed turn: the row is not sent
         live.queue.append((item, planned))

@@ -314,8 +314,8 @@ class RunPlan:
         out = self.describe_spec()
         if self.conversations is None:
             out["sample_order"] = self.sample_order.describe()
-        else:  # turns follow their conversations, not a sample order (docs/sessions.md)
-            out["sample_order"] = {"mode": "sessions"}
+        else:  # turns follow their conversations, not a sample order (docs/conversations.md)
+            out["sample_order"] = {"mode": "sessions"}  # (the JSON report's word, kept)
         return out
 
 
