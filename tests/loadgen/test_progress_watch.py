@@ -118,7 +118,7 @@ def test_req_s_is_measured_over_the_recent_window(make_spec: Callable[..., RunSp
     s = 1_000_000_000
     rates = []
     for second, finished in [(10, 100), (20, 200), (30, 1200), (40, 2200), (50, 2300)]:
-        book.issued = finished  # what the issuer counts as it sends (none in flight)
+        book.issued = finished  # what the book counts as it sends (none in flight)
         run.stats.tracked_issued = finished
         rates.append(sampler.sample(now_ns=second * s).rate)
     assert rates == pytest.approx([10.0, 10.0, 100.0, 100.0, 10.0])

@@ -2,7 +2,7 @@
 
 :class:`RunPlan` is built once from a :class:`~pytest_llmperf.specs.run.RunSpec`
 (and once per worker share, :meth:`RunPlan.for_share`); everything below it
-(the issuer, its strategies, the workers) takes the plan, never the spec. This
+(the share run, its strategies, the workers) takes the plan, never the spec. This
 is the one module of ``loadgen/`` that reads a spec: the generator has it derive the
 spec a run runs (:func:`effective_spec`: overrides and ``--llm-scale``;
 :func:`sized_spec`: the session's tokenizer) and passes specs through unread.
