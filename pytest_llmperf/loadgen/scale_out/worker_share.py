@@ -48,14 +48,14 @@ class ShareRunner:
 
     def __init__(self, payload: dict[str, Any]) -> None:
         self.payload = payload
-        self.plan = RunPlan.for_worker(payload["spec"], payload["share"])  # its share's plan
-        self.share_run = ShareRun(
+        plan = RunPlan.for_worker(payload["spec"], payload["share"])  # its share's plan
+        self.share_run = ShareRun(  # whose book holds the plan from here on
             payload["endpoint"],
-            self.plan,
+            plan,
             request_limits_ms=payload["request_limits_ms"],
             label=payload["label"],
         )
-        self.plan.workload.sample(0)  # corpora and datasets load before anyone says "go"
+        plan.workload.sample(0)  # corpora and datasets load before anyone says "go"
         # The run's own full collection (gc_pauses) comes after t0: leave it no garbage,
         # and time it, so a parent can leave that much before t0 (in a Ray worker's large
         # heap on a busy host it took 0.1-0.3 s, which would all have been schedule lag).
