@@ -45,7 +45,9 @@ class WatchedRun(Protocol):
     its plan and plain counters, on a timer, never per request."""
 
     label: str
-    workers: int
+
+    @property
+    def workers(self) -> int: ...
 
     @property
     def plan(self) -> RunPlan: ...
@@ -77,7 +79,7 @@ class ProgressSampler:
 
     Reads only: the counters are plain integers the run updates anyway
     (:class:`~pytest_llmperf.loadgen.issue.stats.IssueStats`, the accumulator's
-    counts, the issuer's requests in flight), and every read happens on the
+    counts, the book's requests in flight), and every read happens on the
     run's event loop, between its callbacks.
     """
 

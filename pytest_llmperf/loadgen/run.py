@@ -5,14 +5,17 @@ drained: the performance phase starts while they are still in flight, so
 it begins at the target load); then the performance phase (tracked, and
 drained at the end).
 
-:class:`LoadRun` owns one run's lifecycle and delegates each job:
+:class:`LoadRun` owns one run's lifecycle and delegates each job, down one chain
+(``LoadRun -> Dispatcher -> ShareRun -> IssueBook``, no link pointing back up):
 
-- the plan (which request, which sample, when; a worker's share), built once:
-  :class:`~pytest_llmperf.loadgen.plan.planner.RunPlan`;
+- the plan (which request, which sample, when; a worker's share; the strategy that
+  issues it), built once: :class:`~pytest_llmperf.loadgen.plan.planner.RunPlan`;
+- the run's share (all of it here): its accumulator, statistics, drain and
+  :class:`~pytest_llmperf.loadgen.issue.book.IssueBook`, the one holder of the
+  plan and the stop reason: :mod:`~pytest_llmperf.loadgen.issue.local`;
 - where it is issued (this process, worker processes, Ray actors), and the
-  controls passed on to it: :mod:`~pytest_llmperf.loadgen.scale_out.dispatcher`;
-- issuing in this process on the pattern's clock and the drain:
-  :mod:`~pytest_llmperf.loadgen.issue.local` and :mod:`~pytest_llmperf.loadgen.issue.issuer`;
+  controls passed on to it: :mod:`~pytest_llmperf.loadgen.scale_out.dispatcher`,
+  handed the share run (never this run);
 - where records go (metrics, event log, observers): :mod:`~pytest_llmperf.loadgen.issue.delivery`;
 - was the generator the bottleneck: :mod:`~pytest_llmperf.loadgen.self_check`;
 - the server's own metrics over the run (``server_metrics``: its ``/metrics``
@@ -52,8 +55,6 @@ from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.loadgen.event_files import events_file_for
 from pytest_llmperf.loadgen.issue.delivery import Delivery, RecordObserver
-from pytest_llmperf.loadgen.issue.drain import drain_cap_s
-from pytest_llmperf.loadgen.issue.issuer import Issuer
 from pytest_llmperf.loadgen.issue.local import ShareRun
 from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.plan.planner import PlanSource, RunPlan, ScheduleShare
@@ -69,6 +70,7 @@ from pytest_llmperf.server_metrics.source import ServerMetricsSource
 from pytest_llmperf.server_metrics.summary import with_response_timings
 
 if TYPE_CHECKING:  # started and stopped by the plugin; a run only watches it
+    from pytest_llmperf.loadgen.issue.book import IssueBook
     from pytest_llmperf.managed_server import ServerExit
 
 __all__ = ["DECIDE_EVERY_S", "Decider", "LoadRun", "run_load"]
@@ -121,52 +123,59 @@ class LoadRun:
         server: WatchedServer | None = None,
     ) -> None:
         self.spec = spec  # as given (callers read it); below here only the plan is used
-        self.plan = RunPlan.of(spec, share)
-        # the test's llm_workload(extra_body=...) rides on every request of this run
-        self.endpoint = endpoint.with_fields(endpoint.fields.with_extra(self.plan.extra_body))
+        plan = RunPlan.of(spec, share)
         self.label = label
-        self.request_limits_ms = dict(request_limits_ms or {})
         # the managed server: sampled and watched over the run (a failed request looks too)
         self.server = server
         self.server_watch = ServerWatch(server, label, self._server_exited) if server else None
         if self.server_watch is not None:
             observers = [*observers, self._look_at_server]
-        self.local = ShareRun(
-            self.endpoint,
-            self.plan,
+        # the run's share (all of it): its book holds the plan and the stop reason
+        self.share_run = ShareRun(
+            # the test's llm_workload(extra_body=...) rides on every request of this run
+            endpoint.with_fields(endpoint.fields.with_extra(plan.extra_body)),
+            plan,
             request_limits_ms=request_limits_ms,
             observers=observers,
             label=label,
         )
         self.events_dir = Path(events_dir) if events_dir is not None else None
         self.events_path = Path(events_path) if events_path is not None else None
-        self.workers = max(1, int(workers))
         self.handle_sigint = handle_sigint
         self.ray = ray  # --llm-workers=ray:N: the session's Ray cluster issues the run
-        self.dispatcher = Dispatcher(self, self.local, self.workers, ray)
+        self.dispatcher = Dispatcher(self.share_run, workers, ray)
         self.server_metrics = server_metrics  # scraped around and during the run, off its path
         self._sigints = 0
         # until="decided": looked at every DECIDE_EVERY_S; a decided run stops issuing, drains
         self.decide = decide
         self.stop_detail = ""
 
-    # -- the share of the run this process issues (the dispatcher's in-process choice) ---
+    # -- what the run's share holds (read there: one holder each) -----------------
+
+    @property
+    def plan(self) -> RunPlan:
+        return self.share_run.book.plan
+
+    @property
+    def book(self) -> IssueBook:
+        return self.share_run.book
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """The endpoint the run's requests go to (its model resolved once the run starts)."""
+        return self.share_run.endpoint
 
     @property
     def accumulator(self) -> MetricsAccumulator:
-        return self.local.accumulator
+        return self.share_run.accumulator
 
     @property
     def delivery(self) -> Delivery:
-        return self.local.delivery
+        return self.share_run.delivery
 
     @property
     def stats(self) -> IssueStats:
-        return self.local.stats
-
-    @property
-    def issuer(self) -> Issuer:
-        return self.local.issuer
+        return self.share_run.stats
 
     @property
     def share(self) -> ScheduleShare:
@@ -174,12 +183,14 @@ class LoadRun:
 
     @property
     def stop_reason(self) -> StopReason | None:
-        """Why issuing ended: ``completed``, ``duration``, ``stop()``, ``SIGINT``, ``cancelled``."""
-        return self.local.stop_reason
+        """Why issuing ended: ``completed``, ``duration``, ``stop()``, ``SIGINT``, ``cancelled``
+        (the book's: set there only)."""
+        return self.share_run.book.stop_reason
 
-    @stop_reason.setter
-    def stop_reason(self, reason: StopReason | None) -> None:
-        self.local.stop_reason = reason
+    @property
+    def workers(self) -> int:
+        """Processes or actors that issue the run (``--llm-workers``; Ray's once placed)."""
+        return self.dispatcher.workers
 
     # -- live counts (read by loadgen.progress on a timer, never per request) -----
 
@@ -191,12 +202,12 @@ class LoadRun:
     @property
     def issued_requests(self) -> int:
         """Requests issued so far in this process, warm-up included."""
-        return self.issuer.book.issued
+        return self.share_run.book.issued
 
     @property
     def in_flight(self) -> int:
         """Requests issued and not yet finished in this process (warm-up included)."""
-        return len(self.issuer.book.inflight)
+        return len(self.share_run.book.inflight)
 
     # -- control -----------------------------------------------------------------
 
@@ -228,7 +239,7 @@ class LoadRun:
 
     def event_log_meta(self, started_at: str) -> dict[str, Any]:
         """The run's description stored in its event log (``meta`` table)."""
-        return self.local.event_log_meta(started_at)
+        return self.share_run.event_log_meta(started_at)
 
     def _events_file(self) -> Path | None:
         if self.events_path is not None:
@@ -240,8 +251,7 @@ class LoadRun:
     # -- the run -----------------------------------------------------------------
 
     async def execute(self) -> RunResult:
-        endpoint = await resolve_model(self.endpoint)
-        self.endpoint = self.local.endpoint = endpoint
+        endpoint = self.share_run.endpoint = await resolve_model(self.endpoint)
         started = datetime.now(UTC)
         started_at = started.isoformat(timespec="milliseconds")
         events_file = self._events_file()
@@ -280,8 +290,7 @@ class LoadRun:
         wall_s = (time.monotonic_ns() - wall0) / 1e9
         self.stats.cpu_s += time.process_time() - cpu0 - watch_cpu_s
         self.stats.wall_s = wall_s
-        if not self.stop_reason:
-            self.stop_reason = StopReason.CANCELLED if interrupted else StopReason.COMPLETED
+        self.book.settle(StopReason.CANCELLED if interrupted else StopReason.COMPLETED)
         load = self.plan.load
         result = RunResult(
             workload=self.describe_workload(),
@@ -340,7 +349,8 @@ class LoadRun:
         are lost, and waiting for them would only wait out their timeouts."""
         self.stop_detail = message
         self.stop(StopReason.SERVER_EXITED)
-        self.stop_reason = StopReason.SERVER_EXITED  # also over a run that was draining
+        # also over a run that was draining
+        self.book.settle(StopReason.SERVER_EXITED, overrule=True)
         self.dispatcher.end_drain()
 
     def _add_server_metrics(
@@ -369,11 +379,6 @@ class LoadRun:
                 )
             )
             start = end
-
-    def _drain_cap_s(self) -> float:
-        """How long the drain may wait: a request's total timeout plus grace, or briefly
-        when someone is waiting (Ctrl-C, cancellation)."""
-        return drain_cap_s(self.endpoint, self.stop_reason)
 
     def _install_sigint(self) -> Callable[[], None]:
         """First Ctrl-C: stop issuing and drain; second: stop draining."""

@@ -13,7 +13,7 @@ every stage must meet.
 
 This module parses and validates, at collection; the schedule is drawn by
 :mod:`pytest_llmperf.loadgen.plan.arrivals` and a closed loop's slots follow the
-stages in :mod:`pytest_llmperf.loadgen.issue.issuer`.
+stages in :mod:`pytest_llmperf.loadgen.issue.closed_loop`.
 """
 
 from __future__ import annotations

@@ -114,7 +114,9 @@ def layer(module: str) -> str:
 # (starter, entry): ``starter`` runs ``entry`` in another process, naming it in a string.
 PROCESS_STARTS = {
     (f"{PACKAGE}.loadgen.scale_out.workers", f"{PACKAGE}.loadgen.scale_out.worker_process"),
-    (f"{PACKAGE}.loadgen.scale_out.ray_workers", f"{PACKAGE}.loadgen.scale_out.ray_actor"),
+    # the Ray actor's shell (pickled by reference: the actor imports ray_shell, which
+    # loads ray_actor by name inside it; the parent's ray_workers hands Ray the shell)
+    (f"{PACKAGE}.loadgen.scale_out.ray_shell", f"{PACKAGE}.loadgen.scale_out.ray_actor"),
     (f"{PACKAGE}.sim.process", f"{PACKAGE}.sim"),  # python -m pytest_llmperf.sim
     # python -m pytest_llmperf.managed_server.watchdog: one per process, ends orphaned servers
     (f"{PACKAGE}.managed_server.guard", f"{PACKAGE}.managed_server.watchdog"),

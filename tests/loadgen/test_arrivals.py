@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from pytest_llmperf.loadgen.plan.arrivals import StagedSchedule, arrival_offsets_ns
-from pytest_llmperf.loadgen.plan.planner import ScheduleShare, plan_requests
+from pytest_llmperf.loadgen.plan.planner import RunPlan, ScheduleShare
 from pytest_llmperf.specs.load import LoadSpec
 from pytest_llmperf.specs.run import RunSpec
 
@@ -137,10 +137,10 @@ def test_the_plan_tags_each_request_with_its_stage_and_ends_with_the_last_stage(
         ("constant",), {"stages": [{"rate": 10, "duration": 1}, {"rate": 30, "duration": 1}]},
     )  # fmt: skip
     assert spec.requests is None and spec.duration == 2.0
-    plan = list(plan_requests(spec, ScheduleShare()))
+    plan = list(RunPlan.from_spec(spec, ScheduleShare()).planned())
     assert [p.stage for p in plan].count(0) == 10 and [p.stage for p in plan].count(1) == 30
     assert len(plan) == 40
-    halves = [list(plan_requests(spec, ScheduleShare(i, 2))) for i in range(2)]
+    halves = [list(RunPlan.from_spec(spec, ScheduleShare(i, 2)).planned()) for i in range(2)]
     assert sorted(p.position for h in halves for p in h) == [p.position for p in plan]
 
 
@@ -150,7 +150,11 @@ def test_cancel_points_are_drawn_per_position_from_the_seed() -> None:
             ("synthetic",), {"input_tokens": 8, "output_tokens": 4, "requests": 2000},
             ("constant",), {"rate": 10, "seed": seed, "cancel": {"share": 0.25, "after_tokens": 3}},
         )  # fmt: skip
-        return [p.position for p in plan_requests(spec, ScheduleShare()) if p.cancel is not None]
+        return [
+            p.position
+            for p in RunPlan.from_spec(spec, ScheduleShare()).planned()
+            if p.cancel is not None
+        ]
 
     picked = cancelled(1)
     assert abs(len(picked) - 500) < 4 * math.sqrt(2000 * 0.25 * 0.75)

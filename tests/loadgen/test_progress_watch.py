@@ -114,11 +114,11 @@ def test_req_s_is_measured_over_the_recent_window(make_spec: Callable[..., RunSp
     """Finished requests per second over the last ten seconds, not since the start."""
     run = LoadRun(Endpoint("http://127.0.0.1:9/v1"), make_spec("poisson", rate=10, requests=10**6))
     sampler = ProgressSampler(run, started_ns=0)
-    book = run.issuer.book
+    book = run.book
     s = 1_000_000_000
     rates = []
     for second, finished in [(10, 100), (20, 200), (30, 1200), (40, 2200), (50, 2300)]:
-        book.issued = finished  # what the issuer counts as it sends (none in flight)
+        book.issued = finished  # what the book counts as it sends (none in flight)
         run.stats.tracked_issued = finished
         rates.append(sampler.sample(now_ns=second * s).rate)
     assert rates == pytest.approx([10.0, 10.0, 100.0, 100.0, 10.0])

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import RequestRecord
-from pytest_llmperf.loadgen.plan.planner import open_loop_offsets
+from pytest_llmperf.loadgen.plan.planner import RunPlan
 from pytest_llmperf.loadgen.run import LoadRun
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads.traces import read_trace
@@ -35,7 +35,7 @@ async def test_a_mooncake_trace_replays_on_its_own_schedule(fast_sim: Endpoint) 
     spec = trace_spec(MOONCAKE, "mooncake")
     assert spec.requests is None  # a trace replays every row unless told otherwise
     # unscaled, the plan is the trace's own times (relative to t0) ...
-    assert [offset for offset, _ in open_loop_offsets(spec)] == trace.offsets_ns()
+    assert [offset for offset, _ in RunPlan.from_spec(spec).offsets()] == trace.offsets_ns()
     # ... and a replay sends at the plan's times: run here at 0.3x its 10 s (~67 req/s)
     scale = 0.3
     seen: list[RequestRecord] = []

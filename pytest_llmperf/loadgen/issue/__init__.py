@@ -1,4 +1,6 @@
-"""Issuing one process's share of a plan: the issuer and its public bookkeeping
-(:class:`~pytest_llmperf.loadgen.issue.book.IssueBook`), open loop, closed loop and
-conversation turns as strategies over it, pacing, the concurrency cap, delivery,
-and the in-process share run. Imports ``plan/`` below it, never ``scale_out/``."""
+"""Issuing one process's share of a plan: the share run
+(:class:`~pytest_llmperf.loadgen.issue.local.ShareRun`), its public bookkeeping
+(:class:`~pytest_llmperf.loadgen.issue.book.IssueBook`, which holds the plan and the
+stop reason), the strategies over it (open loop, closed loop, conversations: one
+function each, looked up once from the plan's strategy), pacing, the concurrency cap,
+delivery and the drain. Imports ``plan/`` below it, never ``scale_out/``."""

@@ -1,12 +1,17 @@
-"""The issuer's bookkeeping, public: what every issuing strategy shares.
+"""One process's issuing state, public: the owner of its plan and its stop reason.
 
-The open loop (:class:`~pytest_llmperf.loadgen.issue.issuer.Issuer`), the
-closed loop's clock (:mod:`~pytest_llmperf.loadgen.issue.closed_loop`) and
-the conversation loops (:mod:`~pytest_llmperf.loadgen.issue.conversations`)
-are strategies over one :class:`IssueBook`: the plan, the records and their
-delivery, the in-flight map the drain reads, the concurrency gate, the
-pacer, the stop signal and the stage clock. It sits below all of them, so
-none reaches into another's private state.
+The open loop (:mod:`~pytest_llmperf.loadgen.issue.open_loop`), the closed
+loop (:mod:`~pytest_llmperf.loadgen.issue.closed_loop`) and the conversation
+loops (:mod:`~pytest_llmperf.loadgen.issue.conversations`) are strategies over
+one :class:`IssueBook`: the plan, the records and their delivery, the in-flight
+map the drain reads, the concurrency gate, the pacer, the stop signal and the
+stage clock. It sits below all of them, so none reaches into another's private
+state.
+
+It is the one holder of the plan this process issues and of why issuing
+ended: the share run (:mod:`~pytest_llmperf.loadgen.issue.local`), the run, the
+worker pools and the progress line read ``book.plan`` and ``book.stop_reason``;
+the reason is set here only (:meth:`IssueBook.stop`, :meth:`IssueBook.settle`).
 """
 
 from __future__ import annotations
@@ -40,9 +45,11 @@ __all__ = ["IssueBook", "IssueStats"]
 class IssueBook:
     """One process's issuing state: shared by the strategies, read by the run and the drain.
 
-    ``stop_reason`` says why issuing ended (first reason wins): ``stop()``,
-    ``SIGINT``, ``cancelled``, ``duration`` (a closed loop's clock ran out),
-    or None while nothing stopped it.
+    ``plan``: what this process issues (its share of the run, as a value: never
+    patched). ``stop_reason`` says why issuing ended (first reason wins):
+    ``stop()``, ``SIGINT``, ``cancelled``, ``duration`` (a closed loop's clock
+    ran out), a worker's merged reason, or None while nothing stopped it; read it
+    anywhere, set it with :meth:`stop` or :meth:`settle`.
     """
 
     def __init__(self, plan: RunPlan, delivery: Delivery, stats: IssueStats) -> None:
@@ -67,10 +74,15 @@ class IssueBook:
 
     # -- control -----------------------------------------------------------------
 
+    def settle(self, reason: StopReason, *, overrule: bool = False) -> None:
+        """Say why issuing ended, unless a reason is said already (``overrule``: even then:
+        a server that exited, a worker lost); signals nothing (:meth:`stop` does)."""
+        if overrule or not self.stop_reason:
+            self.stop_reason = reason
+
     def stop(self, reason: StopReason) -> None:
         """Stop issuing; requests in flight are still awaited and delivered."""
-        if not self.stop_reason:
-            self.stop_reason = reason
+        self.settle(reason)
         self.stopping.set()
         self.pacer.cancel()
         self.end_closed_loop()

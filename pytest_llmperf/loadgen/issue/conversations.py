@@ -1,32 +1,34 @@
 """Issuing multi-turn conversations: each turn after the previous one's reply and a think time.
 
-A workload that runs sessions (:func:`~pytest_llmperf.workloads.conversations.conversations_of`:
-``conversation`` with ``sessions=True``, a trace whose rows carry
-``session_id``) is issued here instead of by the plain loops of
-:mod:`~pytest_llmperf.loadgen.issue.issuer`, which dispatches to these functions;
-they work over the issuer's public bookkeeping
+A workload that runs conversations
+(:func:`~pytest_llmperf.workloads.conversations.conversations_of`: ``conversation``
+with ``conversations=True``, a trace whose rows carry ``conversation_id``) is
+issued here instead of by the plain loops: its plan's strategy
+(:class:`~pytest_llmperf.loadgen.plan.strategy.IssueStrategy`, chosen once when
+the plan is built) names one of these three functions. They work over the
+share's public bookkeeping
 (:class:`~pytest_llmperf.loadgen.issue.book.IssueBook`: records, delivery, the
-drain, the concurrency gate). What a session sends is the workload's business
+drain, the concurrency gate). What a conversation sends is the workload's business
 (:class:`~pytest_llmperf.workloads.conversations.ConversationScript`); *when* is decided
-here (docs/sessions.md):
+here (docs/conversations.md):
 
 - **open loop** (``poisson``, ``constant``, stages and ramps): the pattern's
-  arrivals are turns. At each planned arrival the turn of the session that
+  arrivals are turns. At each planned arrival the turn of the conversation that
   has been ready the longest (its previous reply received and its think time
-  over) is sent; if none is ready, a new session starts. The rate stays the
-  pattern's and sessions interleave; latency counts from the arrival.
-- **trace** (``llm_load("trace")`` with ``session_id`` rows): a session's turn
-  goes at max(its trace time, previous turn's end + think time), and that is
-  its planned time; rows of no session go at their trace time.
+  over) is sent; if none is ready, a new conversation starts. The rate stays the
+  pattern's and conversations interleave; latency counts from the arrival.
+- **trace** (``llm_load("trace")`` with ``conversation_id`` rows): a conversation's
+  turn goes at max(its trace time, previous turn's end + think time), and that is
+  its planned time; rows of no conversation go at their trace time.
 - **closed loop** (``concurrency``, ``max-throughput``): each slot runs one
-  session at a time: turn, reply, think time (the slot idles: concurrency
-  counts users), next turn; when the session ends the slot starts another.
+  conversation at a time: turn, reply, think time (the slot idles: concurrency
+  counts users), next turn; when the conversation ends the slot starts another.
 
-A session ends after its last turn, or at a turn that failed or was
+A conversation ends after its last turn, or at a turn that failed or was
 cancelled (later turns would quote a reply that never came). Warm-up
 requests are whole turns, untracked; ``requests`` and ``duration`` count
-turns. With ``--llm-workers`` each process owns the sessions ``s`` with
-``s % count == index`` (a trace: its units, see
+turns. With ``--llm-workers`` each process owns the conversations ``c`` with
+``c % count == index`` (a trace: its units, see
 :class:`~pytest_llmperf.workloads.conversations.TraceConversations`); open and closed
 loops still split the plan's positions (arrivals, request budget) as
 :mod:`~pytest_llmperf.loadgen.plan.planner` does.
@@ -46,6 +48,7 @@ from typing import TYPE_CHECKING
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.client.stream_client import StreamClient
+from pytest_llmperf.loadgen.issue.closed_loop import ClosedLoop
 from pytest_llmperf.loadgen.issue.pacing import WAKE_EARLY_NS
 from pytest_llmperf.workloads.base import Sample
 from pytest_llmperf.workloads.conversations import (
@@ -54,9 +57,8 @@ from pytest_llmperf.workloads.conversations import (
     TurnResult,
 )
 
-if TYPE_CHECKING:  # handed in by the issuer: its book, the closed loop's clock, the plan
+if TYPE_CHECKING:  # handed in: the book (and in it the plan) it issues over
     from pytest_llmperf.loadgen.issue.book import IssueBook
-    from pytest_llmperf.loadgen.issue.closed_loop import ClosedLoop
     from pytest_llmperf.loadgen.plan.planner import PlannedRequest, ScheduleShare
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "LiveConversation",
     "issue_conversations_closed_loop",
     "issue_conversations_open_loop",
+    "issue_conversations_trace",
 ]
 
 
@@ -92,7 +95,7 @@ class ConversationBook:
 
     def start(self) -> LiveConversation:
         """The next conversation of this process's share."""
-        live = LiveConversation(self.source.session(self._next))
+        live = LiveConversation(self.source.conversation(self._next))
         self._next += self._step
         return live
 
@@ -102,7 +105,7 @@ class ConversationBook:
 
     @staticmethod
     def mark(record: RequestRecord, live: LiveConversation, sample: Sample) -> None:
-        """Turn index, session sample and (when a later turn quotes it) reply collection."""
+        """Turn index, conversation sample and (when a later turn quotes it) reply collection."""
         script = live.script
         k = live.next
         record.index = sample.index
@@ -112,7 +115,7 @@ class ConversationBook:
 
     @staticmethod
     def ended(live: LiveConversation, record: RequestRecord, cut: bool = False) -> bool:
-        """Note how turn ``live.next`` went; True when the session has another turn to send.
+        """Note how turn ``live.next`` went; True when the conversation has another turn to send.
 
         ``cut``: the request was cancelled at the drain (never delivered as a reply).
         """
@@ -166,20 +169,28 @@ async def _sleep_until(at_ns: int, stopping: asyncio.Event) -> bool:
 
 
 async def issue_conversations_open_loop(
-    book: IssueBook,
-    http: StreamClient,
-    endpoint: Endpoint,
-    plan: Iterator[PlannedRequest],
-    t0: int,
-    source: ConversationSource,
+    book: IssueBook, http: StreamClient, endpoint: Endpoint, t0: int
 ) -> None:
-    """Open loop of conversations: a trace's own times, or the pattern's arrivals as turns."""
+    """Open loop of conversations: the pattern's arrivals are turns."""
     book.t0 = t0
-    conversations = ConversationBook(source, book.plan.share)
-    if source.timed and book.plan.load.trace is not None:
-        await _timed_open_loop(book, http, endpoint, t0, conversations)
-    else:
-        await _arrivals_open_loop(book, http, endpoint, plan, t0, conversations)
+    conversations = ConversationBook(_source(book), book.plan.share)
+    await _arrivals_open_loop(book, http, endpoint, book.plan.planned(), t0, conversations)
+
+
+async def issue_conversations_trace(
+    book: IssueBook, http: StreamClient, endpoint: Endpoint, t0: int
+) -> None:
+    """A trace of conversations: each turn at its row's time, after its previous reply."""
+    book.t0 = t0
+    conversations = ConversationBook(_source(book), book.plan.share)
+    await _timed_open_loop(book, http, endpoint, t0, conversations)
+
+
+def _source(book: IssueBook) -> ConversationSource:
+    """The plan's conversations (its strategy is one of this module's: it has some)."""
+    source = book.plan.conversations
+    assert source is not None
+    return source
 
 
 async def _arrivals_open_loop(
@@ -299,7 +310,7 @@ async def _timed_open_loop(
             break
         live = lives.get(unit)
         if live is None:
-            live = lives[unit] = LiveConversation(source.session(unit))
+            live = lives[unit] = LiveConversation(source.conversation(unit))
         if live.over:
             continue  # its conversation ended at a failed turn: the row is not sent
         live.queue.append((item, planned))
@@ -321,20 +332,18 @@ async def _timed_open_loop(
 
 
 async def issue_conversations_closed_loop(
-    book: IssueBook,
-    loop: ClosedLoop,
-    http: StreamClient,
-    endpoint: Endpoint,
-    plan: Iterator[PlannedRequest],
+    book: IssueBook, http: StreamClient, endpoint: Endpoint, t0: int
 ) -> None:
     """Each slot runs one conversation at a time: turn, reply, think time (idle), next turn.
 
     The stages, warm-up and ``duration`` rules are those of the plain closed loop
-    (``Issuer.issue_closed_loop``, whose clock ``loop`` is); a slot that is thinking
-    holds no request of the plan, and ``duration`` ends its wait.
+    (:func:`~pytest_llmperf.loadgen.issue.closed_loop.issue_closed_loop`, whose clock
+    ``loop`` is); a slot that is thinking holds no request of the plan, and
+    ``duration`` ends its wait.
     """
-    source = book.plan.conversations
-    assert source is not None
+    loop = ClosedLoop(book, t0)
+    plan = book.plan.planned()
+    source = _source(book)
     conversations = ConversationBook(source, book.plan.share)
     deadline = loop.deadline
 

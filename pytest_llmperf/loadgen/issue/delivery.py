@@ -2,8 +2,8 @@
 
 Every issued request ends in exactly one record, delivered exactly once,
 whether it completed, failed or was cut at the drain's cap; the issuing
-side (:mod:`~pytest_llmperf.loadgen.issue.issuer`) decides *when*, this decides
-*where*. A closed loop counts latency from the actual send, so its
+side (the strategies of :mod:`~pytest_llmperf.loadgen.issue.strategies`) decides
+*when*, this decides *where*. A closed loop counts latency from the actual send, so its
 ``t_sched`` becomes ``t_send`` here, before anything sees the record.
 """
 

@@ -16,12 +16,15 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.request import request_data
 from pytest_llmperf.client.stream_client import StreamClient
-from pytest_llmperf.loadgen.plan.planner import PlannedRequest
 from pytest_llmperf.workloads.base import Sample, Workload
+
+if TYPE_CHECKING:  # handed in: the plan's requests, made by the planner
+    from pytest_llmperf.loadgen.plan.planner import PlannedRequest
 
 __all__ = ["LOOKAHEAD", "PREPARE_SPARE_NS", "Prepared", "PreparedRequests"]
 

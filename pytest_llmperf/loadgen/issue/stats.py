@@ -1,7 +1,7 @@
 """What the issuing side did, for the self-check: sends on and off their plan, CPU time.
 
 Plain data that merges across workers (:meth:`IssueStats.merge`) and crosses
-processes as a dict (:meth:`IssueStats.to_state`); the issuer's book fills it,
+processes as a dict (:meth:`IssueStats.to_state`); the issuing book fills it,
 the self-check, the worker pools and the live progress read it. Imports
 nothing of ``loadgen/``.
 """

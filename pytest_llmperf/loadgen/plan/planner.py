@@ -2,7 +2,7 @@
 
 :class:`RunPlan` is built once from a :class:`~pytest_llmperf.specs.run.RunSpec`
 (and once per worker share, :meth:`RunPlan.for_share`); everything below it
-(the issuer, its strategies, the workers) takes the plan, never the spec. This
+(the share run, its strategies, the workers) takes the plan, never the spec. This
 is the one module of ``loadgen/`` that reads a spec: the generator has it derive the
 spec a run runs (:func:`effective_spec`: overrides and ``--llm-scale``;
 :func:`sized_spec`: the session's tokenizer) and passes specs through unread.
@@ -18,15 +18,21 @@ split across worker processes without changing its meaning:
 - which requests are abandoned mid-stream (``cancel=``), drawn per run
   position from the load's seed;
 - :func:`sample_order_for`: which workload sample the n-th request sends;
-- :class:`ScheduleShare` and :func:`plan_requests`: position ``i`` of the run
+- :class:`ScheduleShare` and :meth:`RunPlan.planned`: position ``i`` of the run
   belongs to worker ``i % count``; every worker walks the same schedule and
   sample order and keeps its own positions, so the union of the shares is
-  exactly the planned run;
-- :func:`warm_connections`: how many connections to open before ``t0``;
+  exactly the planned run. A worker gets the plan of its share as a value
+  (:meth:`RunPlan.worker_share`, then :meth:`RunPlan.for_worker`), built before
+  it starts: nothing patches a plan (the common start instant ``t0`` is no part
+  of it: the share run is handed it when it issues);
+- :meth:`RunPlan.warm_connections`: how many connections to open before ``t0``;
 - a closed loop's slots and, staged, its slots per stage (a worker's share of them);
-- the multi-turn conversations the workload runs, if any (found once, before the clock).
+- the multi-turn conversations the workload runs, if any (found once, before the clock),
+  and with them the :class:`~pytest_llmperf.loadgen.plan.strategy.IssueStrategy` that
+  issues the plan (chosen here, once).
 
-Issuing the plan is :mod:`~pytest_llmperf.loadgen.issue.issuer`.
+Issuing the plan is :mod:`~pytest_llmperf.loadgen.issue.local` and its strategies
+(:mod:`~pytest_llmperf.loadgen.issue.strategies`).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from typing import Any
 from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.loadgen.plan.arrivals import StagedSchedule, arrival_offsets_ns
 from pytest_llmperf.loadgen.plan.sample_order import SampleOrder
+from pytest_llmperf.loadgen.plan.strategy import IssueStrategy, choose_strategy
 from pytest_llmperf.specs.load import LoadSpec, SampleOrderMode
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads.base import Workload
@@ -48,17 +55,14 @@ from pytest_llmperf.workloads.tokenizer import Tokenizer, bind_api, resolve_toke
 
 __all__ = [
     "WARM_CONNECTIONS_MAX",
+    "IssueStrategy",
     "PlanSource",
     "PlannedRequest",
     "RunPlan",
     "ScheduleShare",
-    "cancel_points",
     "effective_spec",
-    "open_loop_offsets",
-    "plan_requests",
     "sample_order_for",
     "sized_spec",
-    "warm_connections",
 ]
 
 WARM_CONNECTIONS_MAX = 256  # connections opened before the clock starts
@@ -70,13 +74,11 @@ class ScheduleShare:
 
     Position ``i`` of the run (warm-up included) belongs to worker
     ``i % count``; every worker walks the same seeded schedule and sample
-    order, so the union of the shares is exactly the planned run. ``t0_ns``
-    is the common start on the system-wide monotonic clock.
+    order, so the union of the shares is exactly the planned run.
     """
 
     index: int = 0
     count: int = 1
-    t0_ns: int | None = None
     concurrency: int | None = None  # this worker's share of a closed loop's slots
     stage_concurrency: tuple[int, ...] | None = None  # ... per stage, for a staged closed loop
 
@@ -103,7 +105,8 @@ class RunPlan:
     ``duration``), this process's ``share``, the sample order, the staged
     schedule (an open loop's stage bounds and arrivals come from one object),
     the cancel points, the conversations the workload runs (None: independent
-    requests) and the spec's arguments a worker rebuilds it from.
+    requests), the strategy that issues it and the spec's arguments a worker
+    rebuilds it from.
     """
 
     load: LoadSpec
@@ -115,6 +118,7 @@ class RunPlan:
     sample_order: SampleOrder
     schedule: StagedSchedule | None  # an open loop with stages: arrivals and stage bounds
     conversations: ConversationSource | None
+    strategy: IssueStrategy  # how it is issued: chosen here, once
     worker_args: Mapping[str, Any] = field(repr=False)  # picklable: a worker's RunSpec(**args)
     describe_spec: Callable[[], dict[str, Any]] = field(repr=False)
     share: ScheduleShare = ScheduleShare()
@@ -124,6 +128,8 @@ class RunPlan:
         """The plan of ``spec`` (``share``: one process's part of it)."""
         load = spec.load
         staged = bool(load.stages) and load.open_loop
+        sample_order = sample_order_for(spec)
+        conversations = conversations_of(spec.workload)  # before the clock: a trace is scanned
         return cls(
             load=load,
             workload=spec.workload,
@@ -131,9 +137,16 @@ class RunPlan:
             requests=spec.requests,
             duration=spec.duration,
             extra_body=spec.extra_body,
-            sample_order=sample_order_for(spec),
+            sample_order=sample_order,
             schedule=StagedSchedule(load, spec.warmup) if staged else None,
-            conversations=conversations_of(spec.workload),  # before the clock: a trace is scanned
+            conversations=conversations,
+            strategy=choose_strategy(
+                open_loop=load.open_loop,
+                conversations=conversations is not None,
+                timed_trace=conversations is not None
+                and conversations.timed
+                and load.trace is not None,
+            ),
             worker_args={
                 "workload_name": spec.workload_name,
                 "workload_params": dict(spec.workload_params),
@@ -252,7 +265,7 @@ class RunPlan:
             if position % share.count == share.index:
                 yield PlannedRequest(position, index, offset, tracked, stage, cancel)
 
-    def warm_connections(self, concurrency: int) -> int:
+    def warm_connections(self) -> int:
         """Connections to open before the clock starts: ~50 ms of arrivals for an open loop,
         a closed loop's first slots.
 
@@ -276,7 +289,7 @@ class RunPlan:
             return min(want, load.max_concurrency) if load.max_concurrency else want
         if not load.open_loop:
             levels = self.stage_levels
-            return max(1, levels[0] if levels else concurrency)
+            return max(1, levels[0] if levels else self.concurrency)
         return 1
 
     def worker_share(self, index: int, count: int) -> ScheduleShare:
@@ -290,7 +303,6 @@ class RunPlan:
         return ScheduleShare(
             index,
             count,
-            None,
             split(load.slots) if closed and load.slots is not None else None,
             tuple(split(st.concurrency or 1) for st in load.stages)
             if closed and load.stages
@@ -302,8 +314,8 @@ class RunPlan:
         out = self.describe_spec()
         if self.conversations is None:
             out["sample_order"] = self.sample_order.describe()
-        else:  # turns follow their conversations, not a sample order (docs/sessions.md)
-            out["sample_order"] = {"mode": "sessions"}
+        else:  # turns follow their conversations, not a sample order (docs/conversations.md)
+            out["sample_order"] = {"mode": "sessions"}  # (the JSON report's word, kept)
         return out
 
 
@@ -333,19 +345,6 @@ def sized_spec(spec: RunSpec, tokenizer: Tokenizer | None, api: str) -> RunSpec:
     return replace(spec, workload_params={**spec.workload_params, "tokenizer": chosen})
 
 
-# -- the same, one question at a time, from a spec (the library's own callers and tests) ---
-
-
-def open_loop_offsets(spec: RunSpec) -> Iterator[tuple[int, int]]:
-    """``(offset_ns, stage)`` of every planned open-loop request, warm-up included."""
-    return RunPlan.from_spec(spec).offsets()
-
-
-def cancel_points(spec: RunSpec) -> Iterator[CancelAt | None]:
-    """Per run position: where that request is abandoned, or None (most requests)."""
-    return RunPlan.from_spec(spec).cancel_points()
-
-
 def sample_order_for(spec: RunSpec) -> SampleOrder:
     """The order ``spec``'s run walks its workload's samples in (warm-up included).
 
@@ -361,13 +360,3 @@ def sample_order_for(spec: RunSpec) -> SampleOrder:
         spec.workload.size,
         pool=(spec.requests or 0) + spec.warmup or None,
     )
-
-
-def plan_requests(spec: RunSpec, share: ScheduleShare) -> Iterator[PlannedRequest]:
-    """This process's share of ``spec``'s planned requests, in order (:meth:`RunPlan.planned`)."""
-    return RunPlan.from_spec(spec, share).planned()
-
-
-def warm_connections(spec: RunSpec, concurrency: int) -> int:
-    """Connections to open before the clock starts (:meth:`RunPlan.warm_connections`)."""
-    return RunPlan.from_spec(spec).warm_connections(concurrency)

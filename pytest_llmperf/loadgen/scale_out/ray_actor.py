@@ -1,10 +1,12 @@
 """The inside of one ``--llm-workers=ray:N`` actor: its share of each run, on whichever node.
 
-The parent's side is :mod:`~pytest_llmperf.loadgen.scale_out.ray_workers`, whose
-``LoadActorShell`` loads this module by name inside each actor (the parent never
-imports it, as it never imports a local worker's
-:mod:`~pytest_llmperf.loadgen.scale_out.worker_process`; what runs here is a
-worker's share run, which never imports a pool). The work itself is the local workers' own
+The parent's side is :mod:`~pytest_llmperf.loadgen.scale_out.ray_workers`; the class
+it hands Ray, :class:`~pytest_llmperf.loadgen.scale_out.ray_shell.LoadActorShell`,
+loads this module by name inside each actor (the parent never imports it, as it
+never imports a local worker's :mod:`~pytest_llmperf.loadgen.scale_out.worker_process`;
+what runs here is a worker's share run, which never imports a pool, the dispatcher,
+the run or the generator: ``tests/loadgen/test_worker_imports.py`` checks it). The
+work itself is the local workers' own
 (:class:`~pytest_llmperf.loadgen.scale_out.worker_share.ShareRunner`); this adds where
 the actor runs, its wall clock for the parent's offset estimate, the start
 instant's conversion to this node's monotonic clock, and the event log shipped

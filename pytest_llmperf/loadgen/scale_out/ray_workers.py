@@ -50,14 +50,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.client.records import ErrorKind
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen.issue.drain import DRAIN_GRACE_S
 from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
+from pytest_llmperf.loadgen.scale_out.ray_shell import ACTOR_MODULE, LoadActorShell
 from pytest_llmperf.loadgen.scale_out.workers import (
-    PooledRun,
     WorkerError,
     merge_event_logs,
     merge_states,
@@ -65,6 +65,9 @@ from pytest_llmperf.loadgen.scale_out.workers import (
 )
 from pytest_llmperf.loadgen.self_check import WorkerReport
 from pytest_llmperf.results.run_result import StopReason
+
+if TYPE_CHECKING:  # handed in by the dispatcher: the parent's share of the run (all of it)
+    from pytest_llmperf.loadgen.issue.local import ShareRun
 
 __all__ = [
     "ACTOR_MODULE",
@@ -83,9 +86,6 @@ PROGRESS_EVERY_S = 1.0  # how often each actor reports its issued / delivered co
 CLOCK_PINGS = 5  # round trips per remote actor; the fastest one's estimate is kept
 RESOURCE_SETTLE_S = 5.0  # at most this long for CPUs being given back before sizing actors
 START_MARGIN_S = 0.1  # from "all actors ready" to the common start (plus the below)
-# What each actor runs, loaded by name inside the actor's own process (as a local worker
-# runs ``python -m`` its module): the parent never imports the worker side.
-ACTOR_MODULE = "pytest_llmperf.loadgen.scale_out.ray_actor"
 
 
 def import_ray(where: str = "--llm-workers") -> Any:
@@ -98,35 +98,6 @@ def import_ray(where: str = "--llm-workers") -> Any:
             f"({exc}): {RAY_EXTRA_HINT}",
             where=where,
         ) from None
-
-
-class LoadActorShell:
-    """The class the parent hands Ray: inside the actor it loads :data:`ACTOR_MODULE` and
-    passes each call to that module's ``LoadActor`` (an async actor, as that one is)."""
-
-    def __init__(self) -> None:
-        self._actor = importlib.import_module(ACTOR_MODULE).LoadActor()
-
-    async def where(self) -> dict[str, Any]:
-        return await self._actor.where()  # type: ignore[no-any-return]
-
-    async def prepare(self, payload: dict[str, Any]) -> dict[str, Any]:
-        return await self._actor.prepare(payload)  # type: ignore[no-any-return]
-
-    async def clock(self) -> int:
-        return await self._actor.clock()  # type: ignore[no-any-return]
-
-    async def run(self, t0_wall_ns: int | None, t0_parent_ns: int) -> dict[str, Any]:
-        return await self._actor.run(t0_wall_ns, t0_parent_ns)  # type: ignore[no-any-return]
-
-    async def progress(self) -> tuple[int, int]:
-        return await self._actor.progress()  # type: ignore[no-any-return]
-
-    async def stop(self) -> None:
-        await self._actor.stop()
-
-    async def abort(self) -> None:
-        await self._actor.abort()
 
 
 @dataclass
@@ -273,26 +244,34 @@ class _Placed:
 
 
 class RayWorkerPool:
-    """Runs ``run``'s spec in Ray actors and merges into ``run`` (the :class:`WorkerPool`
-    interface: :meth:`run`, :meth:`stop`, :meth:`abort`, plus :attr:`reports`)."""
+    """Runs ``share``'s plan in Ray actors and merges into ``share`` (the :class:`WorkerPool`
+    interface: :meth:`run`, :meth:`stop`, :meth:`abort`, plus :attr:`reports`).
+
+    ``workers``: the actors asked for (``ray:N``; ``ray:auto`` settles its own count);
+    :attr:`count` is how many ran, once they are placed.
+    """
 
     def __init__(
         self,
-        run: PooledRun,
+        share: ShareRun,
         cluster: RayCluster,
+        workers: int,
         events_file: Path | None,
         started_at: str = "",
         *,
         actor_class: type = LoadActorShell,
         drain_cap_s: float | None = None,
     ) -> None:
-        self.load_run = run
+        self.share = share
+        self.workers = workers
         self.cluster = cluster
         self.actor_class = actor_class  # what each actor runs (ray_actor.LoadActor, by name)
         self.events_file = events_file
         self.started_at = started_at
         self.drain_cap_s = (
-            drain_cap_s if drain_cap_s is not None else run.endpoint.timeouts.total + DRAIN_GRACE_S
+            drain_cap_s
+            if drain_cap_s is not None
+            else share.endpoint.timeouts.total + DRAIN_GRACE_S
         )
         self.count = 0
         self.reports: list[WorkerReport] = []
@@ -330,14 +309,12 @@ class RayWorkerPool:
     # -- the parent's side of one run (a thread: every Ray call here blocks) -------
 
     def _run_blocking(self) -> None:
-        run = self.load_run
         ray = self.cluster.connect()
-        load = run.plan.load
-        count = self.cluster.actor_count(run.workers)
+        load = self.share.plan.load
+        count = self.cluster.actor_count(self.workers)
         if not load.open_loop and load.slots:
             count = min(count, load.slots)  # never more workers than slots
         self.count = count
-        run.workers = count
         actors = self.cluster.acquire(count, self.actor_class)
         self.cpus_per_actor = min(a.cpus for a in actors)
         try:
@@ -354,9 +331,8 @@ class RayWorkerPool:
         self._merge()
 
     def _start(self, ray: Any, actors: list[_Actor]) -> None:
-        run = self.load_run
         payloads = [
-            payload_for(run, i, self.count, "on-the-actor" if self.events_file else None)
+            payload_for(self.share, i, self.count, "on-the-actor" if self.events_file else None)
             for i in range(self.count)
         ]
         refs = [a.handle.prepare.remote(p) for a, p in zip(actors, payloads, strict=True)]
@@ -454,17 +430,17 @@ class RayWorkerPool:
         self.stop()  # the run is incomplete: the others stop issuing and drain
 
     def _merge(self) -> None:
-        run = self.load_run
+        share = self.share
         lost = [p for p in self._placed if p.lost]
         if lost:
-            run.stop_reason = StopReason.WORKER_LOST
+            share.book.settle(StopReason.WORKER_LOST, overrule=True)
         states = [p.state for p in self._placed if p.state is not None]
-        merged = iter(merge_states(run, states))
+        merged = iter(merge_states(share, states))
         accumulators = {id(p): next(merged) for p in self._placed if p.state is not None}
         parts: list[Path] = []
         for i, p in enumerate(self._placed):
             if p.state is None:
-                _count_lost(run, p.issued, p.lost)
+                _count_lost(share, p.issued, p.lost)
             elif self.events_file is not None and p.state.get("events") is not None:
                 part = self.events_file.with_name(f"{self.events_file.stem}.w{i}.sqlite")
                 part.write_bytes(p.state["events"])
@@ -484,8 +460,8 @@ class RayWorkerPool:
                 )
             )
         if self.events_file is not None:
-            meta = run.event_log_meta(self.started_at)
-            meta["summary"] = run.accumulator.summary()
+            meta = share.event_log_meta(self.started_at)
+            meta["summary"] = share.accumulator.summary()
             meta["workers"] = self.count
             meta["worker_backend"] = "ray"
             if lost:
@@ -493,9 +469,9 @@ class RayWorkerPool:
             merge_event_logs(self.events_file, parts, meta)
 
 
-def _count_lost(run: PooledRun, issued: int, message: str) -> None:
+def _count_lost(share: ShareRun, issued: int, message: str) -> None:
     """A lost actor's requests: issued, failed as incomplete (their measurements are gone)."""
-    acc = run.accumulator
+    acc = share.accumulator
     kind = str(ErrorKind.INCOMPLETE)
     acc.issued += issued
     acc.failed += issued
@@ -503,7 +479,7 @@ def _count_lost(run: PooledRun, issued: int, message: str) -> None:
     if issued:
         acc.errors[kind] += issued
         acc.error_samples.add(kind, None, message, count=issued)
-    run.stats.tracked_issued += issued
+    share.stats.tracked_issued += issued
 
 
 def _free_cpus(ray: Any, wanted: float) -> float:

@@ -2,12 +2,14 @@
 
 Both kinds of ``--llm-workers`` do the same three things, and this is the one
 copy of them: build the worker's :class:`~pytest_llmperf.loadgen.issue.local.ShareRun`
-from the parent's payload (and load its workload before the clock starts),
-run its :class:`~pytest_llmperf.loadgen.plan.planner.ScheduleShare` from the common
-``t0``, and hand back the state the parent merges (the accumulator's lossless
-``to_state()``, the issue statistics and the stop reason). Only the transport
-differs: pipes for a process (:mod:`~pytest_llmperf.loadgen.scale_out.worker_process`),
-actor method calls for Ray (:mod:`~pytest_llmperf.loadgen.scale_out.ray_workers`).
+from the parent's payload (the spec's arguments and the worker's
+:class:`~pytest_llmperf.loadgen.plan.planner.ScheduleShare`, a value the parent's
+planner made: the planner builds the plan of that share here, and its workload loads
+before the clock starts), run it from the common ``t0``, and hand back the state the
+parent merges (the accumulator's lossless ``to_state()``, the issue statistics and
+the stop reason). Only the transport differs: pipes for a process
+(:mod:`~pytest_llmperf.loadgen.scale_out.worker_process`), actor method calls for Ray
+(:mod:`~pytest_llmperf.loadgen.scale_out.ray_workers`).
 
 :meth:`ShareRunner.stop` and :meth:`ShareRunner.abort` may be called from any
 thread, before, during or after the run: the control arrives on the transport's
@@ -34,7 +36,7 @@ from typing import Any
 
 from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.loadgen.issue.local import ShareRun
-from pytest_llmperf.loadgen.plan.planner import RunPlan, ScheduleShare
+from pytest_llmperf.loadgen.plan.planner import RunPlan
 from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
 from pytest_llmperf.results.run_result import StopReason
 
@@ -46,14 +48,14 @@ class ShareRunner:
 
     def __init__(self, payload: dict[str, Any]) -> None:
         self.payload = payload
-        self.plan = RunPlan.for_worker(payload["spec"], ScheduleShare())
-        self.share_run = ShareRun(
+        plan = RunPlan.for_worker(payload["spec"], payload["share"])  # its share's plan
+        self.share_run = ShareRun(  # whose book holds the plan from here on
             payload["endpoint"],
-            self.plan,
+            plan,
             request_limits_ms=payload["request_limits_ms"],
             label=payload["label"],
         )
-        self.plan.workload.sample(0)  # corpora and datasets load before anyone says "go"
+        plan.workload.sample(0)  # corpora and datasets load before anyone says "go"
         # The run's own full collection (gc_pauses) comes after t0: leave it no garbage,
         # and time it, so a parent can leave that much before t0 (in a Ray worker's large
         # heap on a busy host it took 0.1-0.3 s, which would all have been schedule lag).
@@ -72,18 +74,14 @@ class ShareRunner:
     async def execute(self, t0_ns: int, shift_ns: int = 0) -> dict[str, Any]:
         """:meth:`run` on the running event loop (a Ray actor's own)."""
         p = self.payload
-        share = ScheduleShare(
-            p["index"], p["count"], t0_ns, p["concurrency"], p.get("stage_concurrency")
-        )
         run = self.share_run
-        run.set_share(self.plan.for_share(share))
         with self._lock:
             self._loop = asyncio.get_running_loop()
             early, self._early = self._early, []
         for what in early:
             self._apply(what)
         try:
-            await self._issue(run, p["events_path"])
+            await self._issue(run, p["events_path"], t0_ns)
         finally:
             with self._lock:
                 self._finished = True
@@ -91,7 +89,7 @@ class ShareRunner:
         state = {
             "accumulator": run.accumulator.to_state(),
             "stats": run.stats.to_state(),
-            "stop_reason": str(run.stop_reason or StopReason.COMPLETED),
+            "stop_reason": str(run.book.stop_reason or StopReason.COMPLETED),
         }
         if shift_ns:
             shift_state(state, shift_ns)
@@ -100,18 +98,17 @@ class ShareRunner:
         return state
 
     @staticmethod
-    async def _issue(run: ShareRun, events_path: str | None) -> None:
+    async def _issue(run: ShareRun, events_path: str | None, t0_ns: int) -> None:
         """Issue the share; raises ``CancelledError`` when the task was cancelled."""
         run.endpoint = await resolve_model(run.endpoint)
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         cpu0 = time.process_time()
         wall0 = time.monotonic_ns()
         events = Path(events_path) if events_path is not None else None
-        interrupted = await run.issue(events, lambda: run.event_log_meta(started_at))
+        interrupted = await run.issue(events, lambda: run.event_log_meta(started_at), t0_ns)
         run.stats.cpu_s += time.process_time() - cpu0
         run.stats.wall_s = (time.monotonic_ns() - wall0) / 1e9
-        if not run.stop_reason:
-            run.stop_reason = StopReason.CANCELLED if interrupted else StopReason.COMPLETED
+        run.book.settle(StopReason.CANCELLED if interrupted else StopReason.COMPLETED)
         if interrupted:
             raise asyncio.CancelledError
 

@@ -18,9 +18,11 @@ merged percentiles are those of one histogram fed every sample, and merges
 the workers' event logs into the run's one database.
 
 This module is the parent's side; what runs inside each worker process is
-:mod:`~pytest_llmperf.loadgen.scale_out.worker_process`. The pool sees the run it
-serves only through :class:`PooledRun`, and is chosen by
-:mod:`~pytest_llmperf.loadgen.scale_out.dispatcher`.
+:mod:`~pytest_llmperf.loadgen.scale_out.worker_process`. The pool is chosen by
+:mod:`~pytest_llmperf.loadgen.scale_out.dispatcher`, which hands it the parent's
+:class:`~pytest_llmperf.loadgen.issue.local.ShareRun` (the whole plan, the run's
+accumulator, statistics and, in its book, the stop reason): the pool reads the
+plan there and merges into it, and never sees the run above.
 """
 
 from __future__ import annotations
@@ -34,20 +36,20 @@ import sys
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.loadgen.issue.stats import IssueStats
-from pytest_llmperf.loadgen.plan.planner import RunPlan
 from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
 from pytest_llmperf.loadgen.self_check import WorkerReport
 from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.results.recorder import SCHEMA
 from pytest_llmperf.results.run_result import StopReason
 
+if TYPE_CHECKING:  # handed in by the dispatcher: the parent's share of the run (all of it)
+    from pytest_llmperf.loadgen.issue.local import ShareRun
+
 __all__ = [
     "START_MARGIN_S",
-    "PooledRun",
     "WorkerError",
     "WorkerPool",
     "merge_event_logs",
@@ -65,34 +67,17 @@ class WorkerError(RuntimeError):
     """A worker process died or did not start."""
 
 
-class PooledRun(Protocol):
-    """What the pool reads from and merges into the run it serves (a ``LoadRun``)."""
-
-    plan: RunPlan
-    endpoint: Endpoint
-    request_limits_ms: dict[str, float]
-    label: str
-    workers: int
-    stop_reason: StopReason | None
-
-    @property
-    def accumulator(self) -> MetricsAccumulator: ...
-
-    @property
-    def stats(self) -> IssueStats: ...
-
-    def event_log_meta(self, started_at: str) -> dict[str, Any]: ...
-
-
 class WorkerPool:
-    """Runs ``run``'s spec in ``run.workers`` processes and merges into ``run``."""
+    """Runs ``share``'s plan in ``workers`` processes and merges into ``share``."""
 
-    def __init__(self, run: PooledRun, events_file: Path | None, started_at: str = "") -> None:
-        self.load_run = run
+    def __init__(
+        self, share: ShareRun, workers: int, events_file: Path | None, started_at: str = ""
+    ) -> None:
+        self.share = share
         self.events_file = events_file
         self.started_at = started_at
-        load = run.plan.load
-        count = run.workers
+        load = share.plan.load
+        count = workers
         if not load.open_loop and load.slots:
             count = min(count, load.slots)
         self.count = count
@@ -106,10 +91,10 @@ class WorkerPool:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        run = self.load_run
+        share = self.share
         for i in range(self.count):
             part = self._part(i)
-            payload = payload_for(run, i, self.count, str(part) if part else None)
+            payload = payload_for(share, i, self.count, str(part) if part else None)
             self._channels.append(_Channel.start(payload))
         try:
             for i, ch in enumerate(self._channels):
@@ -133,7 +118,7 @@ class WorkerPool:
             if msg[0] != WorkerMessage.RESULT:
                 raise WorkerError(f"load-generator worker {i} failed: {msg[1]}")
             states.append(msg[1])
-        merge_states(run, states)
+        merge_states(share, states)
         if self.events_file is not None:
             parts = [p for p in map(self._part, range(self.count)) if p]
             meta = self.event_log_meta()
@@ -141,8 +126,8 @@ class WorkerPool:
 
     def event_log_meta(self) -> dict[str, Any]:
         """The merged event log's ``meta``: the run's, with its merged summary."""
-        meta = self.load_run.event_log_meta(self.started_at)
-        meta["summary"] = self.load_run.accumulator.summary()
+        meta = self.share.event_log_meta(self.started_at)
+        meta["summary"] = self.share.accumulator.summary()
         meta["workers"] = self.count
         return meta
 
@@ -216,8 +201,8 @@ class _Channel:
         self.inp.close()
 
 
-def merge_states(run: PooledRun, states: list[dict[str, Any]]) -> list[MetricsAccumulator]:
-    """Merge the workers' returned states into ``run`` (the one merge, for every backend).
+def merge_states(share: ShareRun, states: list[dict[str, Any]]) -> list[MetricsAccumulator]:
+    """Merge the workers' returned states into ``share`` (the one merge, for every backend).
 
     Histograms bucket by bucket (HDR's lossless encoding), issue statistics and
     counters added, and the first reason that is not ``completed`` becomes the
@@ -227,30 +212,26 @@ def merge_states(run: PooledRun, states: list[dict[str, Any]]) -> list[MetricsAc
     reasons: list[StopReason] = []
     for state in states:
         acc = MetricsAccumulator.from_state(state["accumulator"])
-        run.accumulator.merge(acc)
-        run.stats.merge(IssueStats.from_state(state["stats"]))
+        share.accumulator.merge(acc)
+        share.stats.merge(IssueStats.from_state(state["stats"]))
         reasons.append(StopReason(state["stop_reason"]))
         parts.append(acc)
-    if not run.stop_reason:
-        run.stop_reason = next(
-            (r for r in reasons if r is not StopReason.COMPLETED), StopReason.COMPLETED
-        )
+    first = next((r for r in reasons if r is not StopReason.COMPLETED), StopReason.COMPLETED)
+    share.book.settle(first)  # unless the run has a reason already
     return parts
 
 
-def payload_for(run: PooledRun, index: int, count: int, events_path: str | None) -> dict[str, Any]:
-    """What worker ``index`` of ``count`` needs to build its share of ``run`` (picklable)."""
-    share = run.plan.worker_share(index, count)
+def payload_for(share: ShareRun, index: int, count: int, events_path: str | None) -> dict[str, Any]:
+    """What worker ``index`` of ``count`` needs to build its share of ``share``'s plan
+    (picklable): the spec's arguments and the worker's share, a value the planner made."""
+    plan = share.plan
     return {
-        "endpoint": run.endpoint,
-        "spec": dict(run.plan.worker_args),
-        "request_limits_ms": run.request_limits_ms,
-        "label": run.label,
+        "endpoint": share.endpoint,
+        "spec": dict(plan.worker_args),
+        "share": plan.worker_share(index, count),
+        "request_limits_ms": share.request_limits_ms,
+        "label": share.label,
         "events_path": events_path,
-        "index": index,
-        "count": count,
-        "concurrency": share.concurrency,
-        "stage_concurrency": share.stage_concurrency,
     }
 
 

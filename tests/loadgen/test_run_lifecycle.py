@@ -114,7 +114,7 @@ async def test_second_interrupt_abandons_the_drain_and_reports_incomplete(
             run.abort()
         else:
             run.interrupt()
-            await until(lambda: run.issuer._abort_drain is not None, "the drain has begun")
+            await until(lambda: run.share_run.drain.begun, "the drain has begun")
             run.interrupt()
         result = await asyncio.wait_for(task, 10)
     assert result.counts == {

@@ -1,4 +1,4 @@
-"""Multi-turn sessions against real local servers (loopback sockets).
+"""Multi-turn conversations against real local servers (loopback sockets).
 
 ``EchoServer`` (below) records every request it receives, with its receive and
 end times on this process's clock, and answers request ``n`` with the reply
@@ -31,7 +31,7 @@ from pytest_llmperf.specs.run import RunSpec
 
 pytestmark = pytest.mark.asyncio
 
-HEADER = "X-Session-ID"
+HEADER = "X-Conversation-ID"
 
 
 # -- the echo server -----------------------------------------------------------------------
@@ -61,7 +61,7 @@ class Seen:
         return self.messages[-1]["content"]
 
     @property
-    def session(self) -> str:
+    def conversation(self) -> str:
         return self.headers.get(HEADER.lower(), "")
 
 
@@ -118,10 +118,10 @@ class EchoServer:
                 writer.write(b"0\r\n\r\n")
                 await writer.drain()
 
-    def by_session(self) -> dict[str, list[Seen]]:
+    def by_conversation(self) -> dict[str, list[Seen]]:
         out: dict[str, list[Seen]] = {}
         for s in self.seen:
-            out.setdefault(s.session, []).append(s)
+            out.setdefault(s.conversation, []).append(s)
         return out
 
 
@@ -146,21 +146,21 @@ def conversations(path: Path, turns: int = 3, count: int = 6, fail: int | None =
     return str(path)
 
 
-def session_spec(
+def conversation_spec(
     path: str, pattern: str, load: dict[str, Any], *, requests: int | None = None, **params: Any
 ) -> RunSpec:
-    params = {"path": path, "sessions": True, "system_prompt_tokens": 0, **params}
+    params = {"path": path, "conversations": True, "system_prompt_tokens": 0, **params}
     return RunSpec(
         "conversation", params, 0, LoadSpec.parse(pattern, load), requests=requests,
         warmup=params.pop("warmup", 0),
     )  # fmt: skip
 
 
-def check_replies_quoted(session: list[Seen]) -> None:
+def check_replies_quoted(conversation: list[Seen]) -> None:
     """Turn ``k+1`` sends every earlier user turn, each followed by the server's reply to it."""
-    for k, turn in enumerate(session):
+    for k, turn in enumerate(conversation):
         expected = []
-        for earlier in session[:k]:
+        for earlier in conversation[:k]:
             expected.append({"role": "user", "content": earlier.last_user})
             expected.append({"role": "assistant", "content": f"reply-{earlier.n}"})
         assert turn.messages[:-1] == expected, (k, turn.messages)
@@ -174,16 +174,16 @@ async def test_closed_loop_turns_quote_the_servers_replies_after_the_think_time(
 ) -> None:
     path = conversations(tmp_path / "c.jsonl")
     with serve(EchoServer()) as server:
-        spec = session_spec(
+        spec = conversation_spec(
             path, "concurrency", {"concurrency": 1}, requests=9, think_time=0.05,
-            session_header=HEADER,
+            conversation_header=HEADER,
         )  # fmt: skip
         records: list[RequestRecord] = []
         result = await LoadRun(server.endpoint(), spec, observers=[records.append]).execute()
     assert result.counts["completed"] == 9
-    sessions = server.by_session()
-    assert list(sessions) == ["s0-0", "s0-1", "s0-2"]  # one slot: one session after another
-    for turns in sessions.values():
+    by_id = server.by_conversation()
+    assert list(by_id) == ["s0-0", "s0-1", "s0-2"]  # one slot: one conversation after another
+    for turns in by_id.values():
         assert len(turns) == 3
         check_replies_quoted(turns)
         for before, after in itertools.pairwise(turns):
@@ -198,40 +198,38 @@ async def test_closed_loop_turns_quote_the_servers_replies_after_the_think_time(
     assert report["workload"]["sessions"]["think_time"] == "0.05 s"
 
 
-async def test_a_closed_loop_slot_runs_one_session_at_a_time(tmp_path: Path) -> None:
+async def test_a_closed_loop_slot_runs_one_conversation_at_a_time(tmp_path: Path) -> None:
     path = conversations(tmp_path / "c.jsonl", count=8)
     with serve(EchoServer(delay_s=0.01)) as server:
-        spec = session_spec(
+        spec = conversation_spec(
             path, "concurrency", {"concurrency": 2}, requests=18, think_time=0.03,
-            session_header=HEADER,
+            conversation_header=HEADER,
         )  # fmt: skip
         result = await LoadRun(server.endpoint(), spec).execute()
     assert result.counts["completed"] == 18
-    sessions = server.by_session()
-    # the slots share the 18 turns as their timing has it: one session per slot may be cut
-    assert sorted(sessions, key=lambda sid: int(sid[3:])) == [
-        f"s0-{i}" for i in range(len(sessions))
-    ]
-    assert sorted(len(t) for t in sessions.values())[2:] == [3] * (len(sessions) - 2)
-    spans = [(t[0].received_ns, t[-1].ended_ns) for t in sessions.values()]
-    for start, _ in spans:  # at most two sessions (= slots) live at any instant
+    by_id = server.by_conversation()
+    # the slots share the 18 turns as their timing has it: one conversation per slot may be cut
+    assert sorted(by_id, key=lambda sid: int(sid[3:])) == [f"s0-{i}" for i in range(len(by_id))]
+    assert sorted(len(t) for t in by_id.values())[2:] == [3] * (len(by_id) - 2)
+    spans = [(t[0].received_ns, t[-1].ended_ns) for t in by_id.values()]
+    for start, _ in spans:  # at most two conversations (= slots) live at any instant
         assert sum(a <= start < b for a, b in spans) <= 2
-    for turns in sessions.values():
+    for turns in by_id.values():
         check_replies_quoted(turns)
         for before, after in itertools.pairwise(turns):  # never two turns at once
             assert after.received_ns >= before.ended_ns + 30e6
 
 
-async def test_a_failed_turn_ends_its_session(tmp_path: Path) -> None:
+async def test_a_failed_turn_ends_its_conversation(tmp_path: Path) -> None:
     path = conversations(tmp_path / "c.jsonl", count=3, fail=1)
     with serve(EchoServer()) as server:
-        spec = session_spec(
-            path, "concurrency", {"concurrency": 1}, requests=5, session_header=HEADER
+        spec = conversation_spec(
+            path, "concurrency", {"concurrency": 1}, requests=5, conversation_header=HEADER
         )
         result = await LoadRun(server.endpoint(), spec).execute()
-    sessions = server.by_session()
-    assert list(sessions) == ["s0-0", "s0-1", "s0-2"]
-    assert [[t.status for t in s] for s in sessions.values()] == [[200, 500], [200, 500], [200]]
+    by_id = server.by_conversation()
+    assert list(by_id) == ["s0-0", "s0-1", "s0-2"]
+    assert [[t.status for t in s] for s in by_id.values()] == [[200, 500], [200, 500], [200]]
     assert result.counts == {
         "issued": 5, "completed": 3, "failed": 2, "incomplete": 0, "cancelled": 0,
         "connection_retries": 0,
@@ -240,23 +238,28 @@ async def test_a_failed_turn_ends_its_session(tmp_path: Path) -> None:
     }  # fmt: skip
 
 
-async def test_a_cancelled_turn_ends_its_session(tmp_path: Path) -> None:
+async def test_a_cancelled_turn_ends_its_conversation(tmp_path: Path) -> None:
     path = conversations(tmp_path / "c.jsonl")
     load = {"concurrency": 1, "cancel": {"share": 1.0, "after_tokens": 1}}
     with serve(EchoServer()) as server:
-        spec = session_spec(path, "concurrency", load, requests=3, session_header=HEADER)
+        spec = conversation_spec(path, "concurrency", load, requests=3, conversation_header=HEADER)
         records: list[RequestRecord] = []
         result = await LoadRun(server.endpoint(), spec, observers=[records.append]).execute()
     assert [(r.turn, r.cancelled) for r in records] == [(0, True)] * 3
     assert result.counts["cancelled"] == 3
-    assert list(server.by_session()) == ["s0-0", "s0-1", "s0-2"]
+    assert list(server.by_conversation()) == ["s0-0", "s0-1", "s0-2"]
 
 
 async def test_warm_up_turns_are_whole_turns_and_untracked(tmp_path: Path) -> None:
     path = conversations(tmp_path / "c.jsonl")
     with serve(EchoServer()) as server:
-        spec = session_spec(
-            path, "concurrency", {"concurrency": 1}, requests=4, warmup=2, session_header=HEADER
+        spec = conversation_spec(
+            path,
+            "concurrency",
+            {"concurrency": 1},
+            requests=4,
+            warmup=2,
+            conversation_header=HEADER,
         )
         records: list[RequestRecord] = []
         result = await LoadRun(server.endpoint(), spec, observers=[records.append]).execute()
@@ -267,13 +270,15 @@ async def test_warm_up_turns_are_whole_turns_and_untracked(tmp_path: Path) -> No
     assert result.counts["issued"] == 4
     turns = {t["turn"]: t["counts"]["issued"] for t in result.to_dict()["turns"]}
     assert turns == {1: 1, 2: 1, 3: 2}
-    check_replies_quoted(server.by_session()["s0-0"])  # the session went on past the warm-up
+    check_replies_quoted(
+        server.by_conversation()["s0-0"]
+    )  # the conversation went on past the warm-up
 
 
-async def test_no_session_header_unless_asked(tmp_path: Path) -> None:
+async def test_no_conversation_header_unless_asked(tmp_path: Path) -> None:
     path = conversations(tmp_path / "c.jsonl")
     with serve(EchoServer()) as server:
-        spec = session_spec(path, "concurrency", {"concurrency": 1}, requests=3)
+        spec = conversation_spec(path, "concurrency", {"concurrency": 1}, requests=3)
         await LoadRun(server.endpoint(), spec).execute()
     assert [HEADER.lower() in s.headers for s in server.seen] == [False] * 3
     check_replies_quoted(server.seen)
@@ -282,12 +287,14 @@ async def test_no_session_header_unless_asked(tmp_path: Path) -> None:
 async def test_a_stop_during_a_think_time_ends_the_run_at_once(tmp_path: Path) -> None:
     path = conversations(tmp_path / "c.jsonl")
     with serve(EchoServer()) as server:
-        spec = session_spec(path, "concurrency", {"concurrency": 2}, requests=50, think_time=30)
+        spec = conversation_spec(
+            path, "concurrency", {"concurrency": 2}, requests=50, think_time=30
+        )
         answered: list[RequestRecord] = []
         stopped: list[float] = []
 
         def stop_once_both_first_turns_are_answered(record: RequestRecord) -> None:
-            # evidence that both sessions are in their 30 s think time, not a timer
+            # evidence that both conversations are in their 30 s think time, not a timer
             # (which a busy machine can fire before the first turns were even sent)
             answered.append(record)
             if len(answered) == 2:
@@ -309,7 +316,7 @@ async def test_closed_loop_duration_counts_turns_and_ends_the_think_time(tmp_pat
     with serve(EchoServer()) as server:
         spec = RunSpec(
             "conversation",
-            {"path": path, "sessions": True, "think_time": 30},
+            {"path": path, "conversations": True, "think_time": 30},
             0,
             LoadSpec.parse("concurrency", {"concurrency": 3}),
             requests=None,
@@ -320,24 +327,24 @@ async def test_closed_loop_duration_counts_turns_and_ends_the_think_time(tmp_pat
     # the 30 s think time is cut at the 0.4 s duration: judged against the 30 s, a bound
     # scheduling noise cannot reach (a run that waited the think time out would take 30 s)
     assert time.monotonic() - started < 10
-    assert result.counts["issued"] == 3  # three sessions' first turns; the think time outlasts
+    assert result.counts["issued"] == 3  # three conversations' first turns; the think time outlasts
     assert result.stop_reason == "duration"
 
 
-async def test_workers_split_the_sessions_exactly(tmp_path: Path) -> None:
+async def test_workers_split_the_conversations_exactly(tmp_path: Path) -> None:
     path = conversations(tmp_path / "c.jsonl", count=8)
     with serve(EchoServer()) as server:
-        spec = session_spec(
-            path, "concurrency", {"concurrency": 2}, requests=12, session_header=HEADER
+        spec = conversation_spec(
+            path, "concurrency", {"concurrency": 2}, requests=12, conversation_header=HEADER
         )
         result = await LoadRun(server.endpoint(), spec, workers=2).execute()
     assert result.counts["completed"] == 12
-    sessions = server.by_session()
-    # worker w runs sessions w, w + 2, ...: each of its slot's 6 turns = two 3-turn sessions
-    assert sorted(sessions) == ["s0-0", "s0-1", "s0-2", "s0-3"]
-    for turns in sessions.values():
+    by_id = server.by_conversation()
+    # worker w runs conversations w, w + 2, ...: its slot's 6 turns = two 3-turn conversations
+    assert sorted(by_id) == ["s0-0", "s0-1", "s0-2", "s0-3"]
+    for turns in by_id.values():
         assert len(turns) == 3
-        check_replies_quoted(turns)  # the session's state lived in one process
+        check_replies_quoted(turns)  # the conversation's state lived in one process
     turns_report = {t["turn"]: t["counts"]["completed"] for t in result.to_dict()["turns"]}
     assert turns_report == {1: 4, 2: 4, 3: 4}  # merged across the workers
 
@@ -345,11 +352,11 @@ async def test_workers_split_the_sessions_exactly(tmp_path: Path) -> None:
 # -- open loop -----------------------------------------------------------------------------
 
 
-async def test_open_loop_arrivals_are_turns_and_sessions_interleave(tmp_path: Path) -> None:
+async def test_open_loop_arrivals_are_turns_and_conversations_interleave(tmp_path: Path) -> None:
     path = conversations(tmp_path / "c.jsonl", count=10)
     with serve(EchoServer(delay_s=0.01)) as server:
-        spec = session_spec(
-            path, "constant", {"rate": 50}, requests=24, think_time=0.1, session_header=HEADER
+        spec = conversation_spec(
+            path, "constant", {"rate": 50}, requests=24, think_time=0.1, conversation_header=HEADER
         )
         records: list[RequestRecord] = []
         result = await LoadRun(server.endpoint(), spec, observers=[records.append]).execute()
@@ -357,33 +364,35 @@ async def test_open_loop_arrivals_are_turns_and_sessions_interleave(tmp_path: Pa
     # the pattern's schedule is kept: one turn every 20 ms, latency counted from it
     planned = sorted(r.t_sched for r in records)
     assert {round((b - a) / 1e6) for a, b in itertools.pairwise(planned)} == {20}
-    sessions = server.by_session()
-    assert len(sessions) >= 6  # a session is busy ~110 ms per turn: new ones start meanwhile
-    order = [s.session for s in server.seen]
-    first, second = sessions["s0-0"][0].n, sessions["s0-0"][1].n
-    assert len(set(order[first + 1 : second])) >= 3  # other sessions' turns in between
-    for turns in sessions.values():
+    by_id = server.by_conversation()
+    assert len(by_id) >= 6  # a conversation is busy ~110 ms per turn: new ones start meanwhile
+    order = [s.conversation for s in server.seen]
+    first, second = by_id["s0-0"][0].n, by_id["s0-0"][1].n
+    assert len(set(order[first + 1 : second])) >= 3  # other conversations' turns in between
+    for turns in by_id.values():
         check_replies_quoted(turns)
         for before, after in itertools.pairwise(turns):
             assert after.received_ns - before.ended_ns >= 100e6
     assert [t["turn"] for t in result.to_dict()["turns"]] == [1, 2, 3]
 
 
-async def test_open_loop_sends_the_session_ready_the_longest(tmp_path: Path) -> None:
-    """Think time 0 and a slow server: at each arrival the session whose reply came first goes;
-    a new session starts only when none is ready."""
+async def test_open_loop_sends_the_conversation_ready_the_longest(tmp_path: Path) -> None:
+    """Think time 0 and a slow server: at each arrival the conversation whose reply came first goes;
+    a new conversation starts only when none is ready."""
     path = conversations(tmp_path / "c.jsonl", count=10, turns=4)
     with serve(EchoServer(delay_s=0.05)) as server:
-        spec = session_spec(path, "constant", {"rate": 40}, requests=30, session_header=HEADER)
+        spec = conversation_spec(
+            path, "constant", {"rate": 40}, requests=30, conversation_header=HEADER
+        )
         records: list[RequestRecord] = []
         await LoadRun(server.endpoint(), spec, observers=[records.append]).execute()
     assert len(records) == 30
     margin = 10e6  # a reply ended this long before the arrival has surely been noted
-    waiting: dict[int, int] = {}  # session -> when its last turn ended (= ready: think 0)
+    waiting: dict[int, int] = {}  # conversation -> when its last turn ended (= ready: think 0)
     for r in sorted(records, key=lambda r: r.t_sched):
         ready = {s: end for s, end in waiting.items() if end + margin <= r.t_sched}
         if r.turn == 0:
-            assert not ready, (r.index, ready)  # a session was ready: no new one
+            assert not ready, (r.index, ready)  # a conversation was ready: no new one
         else:
             assert r.index in waiting and r.t_sched >= waiting[r.index]
             assert all(waiting[r.index] <= end for end in ready.values())
@@ -391,43 +400,43 @@ async def test_open_loop_sends_the_session_ready_the_longest(tmp_path: Path) -> 
         if r.turn + 1 < 4:
             waiting[r.index] = r.t_end
     starts = [r.index for r in sorted(records, key=lambda r: r.t_sched) if r.turn == 0]
-    assert starts == list(range(len(starts)))  # sessions start in order
+    assert starts == list(range(len(starts)))  # conversations start in order
     assert len(starts) >= 3  # and several interleave
 
 
-async def test_a_capped_open_loop_queues_turns_and_keeps_the_sessions(tmp_path: Path) -> None:
+async def test_a_capped_open_loop_queues_turns_and_keeps_the_conversations(tmp_path: Path) -> None:
     path = conversations(tmp_path / "c.jsonl")
     with serve(EchoServer(delay_s=0.03)) as server:
         load = {"rate": 50, "max_concurrency": 1}
-        spec = session_spec(path, "constant", load, requests=10, session_header=HEADER)
+        spec = conversation_spec(path, "constant", load, requests=10, conversation_header=HEADER)
         result = await LoadRun(server.endpoint(), spec).execute()
     assert result.counts["completed"] == 10
     assert result.histogram("queue_wait").p(90) > 10  # ms: turns waited for the one slot
-    for turns in server.by_session().values():
+    for turns in server.by_conversation().values():
         check_replies_quoted(turns)
     spans = sorted((s.received_ns, s.ended_ns) for s in server.seen)
     assert all(b[0] >= a[1] for a, b in itertools.pairwise(spans))  # one at a time
 
 
-async def test_open_loop_workers_split_arrivals_and_sessions(tmp_path: Path) -> None:
+async def test_open_loop_workers_split_arrivals_and_conversations(tmp_path: Path) -> None:
     path = conversations(tmp_path / "c.jsonl", count=10)
     with serve(EchoServer()) as server:
-        spec = session_spec(
-            path, "constant", {"rate": 40}, requests=20, think_time=0.2, session_header=HEADER
+        spec = conversation_spec(
+            path, "constant", {"rate": 40}, requests=20, think_time=0.2, conversation_header=HEADER
         )
         result = await LoadRun(server.endpoint(), spec, workers=2).execute()
     assert result.counts["completed"] == 20
-    sessions = server.by_session()
-    ids = sorted(int(s.split("-")[1]) for s in sessions)
+    by_id = server.by_conversation()
+    ids = sorted(int(s.split("-")[1]) for s in by_id)
     evens = [i for i in ids if i % 2 == 0]
     odds = [i for i in ids if i % 2 == 1]
     assert evens == list(range(0, 2 * len(evens), 2))  # each worker starts its own in order
     assert odds == list(range(1, 2 * len(odds), 2))
-    for turns in sessions.values():
+    for turns in by_id.values():
         check_replies_quoted(turns)
 
 
-# -- traces with session_id ----------------------------------------------------------------
+# -- traces whose rows carry session_id (the trace files' own field name) -------------------
 
 
 def trace_file(path: Path, rows: list[dict[str, Any]]) -> str:
@@ -441,7 +450,7 @@ def trace_spec(path: str, **load: Any) -> RunSpec:
     )
 
 
-async def test_a_trace_session_turn_waits_for_the_previous_turn(tmp_path: Path) -> None:
+async def test_a_trace_conversation_turn_waits_for_the_previous_turn(tmp_path: Path) -> None:
     rows = [  # input lengths name the rows below
         {"timestamp": 0, "session_id": "a", "input_length": 8, "output_length": 2},
         {"timestamp": 10, "session_id": "a", "input_length": 12, "output_length": 2},
@@ -470,7 +479,7 @@ async def test_a_trace_session_turn_waits_for_the_previous_turn(tmp_path: Path) 
     assert turns == {1: 2, 2: 1, 3: 1}
 
 
-async def test_a_failed_trace_turn_drops_the_rest_of_its_session(tmp_path: Path) -> None:
+async def test_a_failed_trace_turn_drops_the_rest_of_its_conversation(tmp_path: Path) -> None:
     rows = [
         {"timestamp": 0, "session_id": "a", "messages": [{"role": "user", "content": "FAIL"}],
          "output_length": 2},
@@ -490,7 +499,7 @@ async def test_a_failed_trace_turn_drops_the_rest_of_its_session(tmp_path: Path)
     }  # fmt: skip
 
 
-async def test_trace_sessions_split_by_session_across_workers(tmp_path: Path) -> None:
+async def test_trace_conversations_split_by_conversation_across_workers(tmp_path: Path) -> None:
     rows = []
     for k in range(3):
         for s in range(4):
@@ -501,10 +510,12 @@ async def test_trace_sessions_split_by_session_across_workers(tmp_path: Path) ->
     with serve(EchoServer(delay_s=0.05)) as server:
         result = await LoadRun(server.endpoint(), trace_spec(path), workers=2).execute()
     assert result.counts["completed"] == 12
-    by_session: dict[str, list[Seen]] = {}
+    by_conversation: dict[str, list[Seen]] = {}
     for s in server.seen:
-        by_session.setdefault(s.last_user.split()[0], []).append(s)
-    for turns in by_session.values():  # in order, never overlapping: one process per session
+        by_conversation.setdefault(s.last_user.split()[0], []).append(s)
+    for (
+        turns
+    ) in by_conversation.values():  # in order, never overlapping: one process per conversation
         assert [t.last_user.split()[-1] for t in turns] == ["0", "1", "2"]
         for before, after in itertools.pairwise(turns):
             assert after.received_ns >= before.ended_ns
@@ -532,7 +543,7 @@ async def test_on_the_simulator_later_turns_hit_the_prefix_cache(tmp_path: Path)
     turn (and a partial block) is cached, and its TTFT stays flat; without prefix caching
     the TTFT grows with the history."""
     path = long_conversations(tmp_path / "c.jsonl")
-    spec = session_spec(path, "concurrency", {"concurrency": 4}, requests=16, think_time=0.01)
+    spec = conversation_spec(path, "concurrency", {"concurrency": 4}, requests=16, think_time=0.01)
     runs: dict[bool, tuple[list[dict[str, Any]], list[RequestRecord]]] = {}
     for caching in (True, False):
         async with SimServer("llama-3.1-8b-h100", enable_prefix_caching=caching) as sim:
