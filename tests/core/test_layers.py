@@ -399,3 +399,26 @@ def test_only_the_planner_and_the_dispatcher_read_a_run_spec() -> None:
     }
     allowed = {f"{LOADGEN}.plan.planner", f"{LOADGEN}.scale_out.dispatcher"}
     assert readers <= allowed, f"these read RunSpec: {sorted(readers - allowed)}"
+
+
+PYTEST_SIDE_MAX_LINES = 300  # issue 23's limit on the pytest side (issue 38, item 4)
+
+
+def test_the_pytest_side_is_small() -> None:
+    """No module of the pytest side (``plugin/``, ``hooks.py``, ``hook_calls.py``) is over
+    300 lines: the hooks live in small modules with one job each, over one plain state
+    object (``plugin/state.py``), so following one hook means reading one file."""
+    side = [
+        path
+        for name, path in MODULES.items()
+        if name == f"{PACKAGE}.plugin"
+        or name.startswith(f"{PACKAGE}.plugin.")
+        or name in (f"{PACKAGE}.hooks", f"{PACKAGE}.hook_calls")
+    ]
+    assert len(side) > 3, "the pytest side was not found"
+    lengths = {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in side
+    }
+    long = {name: n for name, n in lengths.items() if n > PYTEST_SIDE_MAX_LINES}
+    assert not long, f"over {PYTEST_SIDE_MAX_LINES} lines: {long}"
