@@ -17,9 +17,10 @@ Against the embedded simulator the approximation *is* the server's
 tokenizer, so it is used without a warning. Library use needs no pytest:
 :func:`choose_tokenizer` takes an endpoint and returns the choice.
 
-Every call to the server here (``GET /v1/models``, ``/tokenize``) is one of
-the metadata client's (:mod:`~pytest_llmperf.client.metadata`): bounded by
-``--llm-timeout``, transient answers retried. In the default order a call that
+Every call to the server here (``GET /v1/models``, unless the preflight's
+answer is handed in, and ``/tokenize``) is one of the metadata client's
+(:mod:`~pytest_llmperf.client.metadata`): bounded by ``--llm-timeout``,
+transient answers retried. In the default order a call that
 fails is one more reason in the fallback warning; with ``server`` asked for,
 it is the metadata client's usage error.
 """
@@ -32,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_llmperf.client.blocking_metadata import BlockingMetadataClient
 from pytest_llmperf.client.endpoint import Endpoint, redact_url
-from pytest_llmperf.client.metadata import BlockingMetadataClient, server_root
+from pytest_llmperf.client.metadata import Answer, server_root
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.hf_cache import cached_tokenizer_file, hub_cache_dir
 from pytest_llmperf.workloads.hf_tokenizer import (
@@ -131,20 +133,26 @@ def check_tokenizer_option(value: Any) -> str | None:
     )
 
 
-def session_tokenizer(option: str | None, endpoint: Endpoint) -> Tokenizer:
+def session_tokenizer(
+    option: str | None, endpoint: Endpoint, *, listing: Answer | None = None
+) -> Tokenizer:
     """:func:`choose_tokenizer`'s tokenizer; a fallback is announced as a warning."""
-    choice = choose_tokenizer(option, endpoint)
+    choice = choose_tokenizer(option, endpoint, listing=listing)
     if choice.warning:
         warnings.warn(TokenizerFallbackWarning(choice.warning), stacklevel=2)
     return choice.tokenizer
 
 
-def choose_tokenizer(option: str | None, endpoint: Endpoint) -> TokenizerChoice:
+def choose_tokenizer(
+    option: str | None, endpoint: Endpoint, *, listing: Answer | None = None
+) -> TokenizerChoice:
     """The tokenizer for ``endpoint`` (its model resolved): ``option``'s, or the default order.
 
     An explicit ``option`` that cannot be honoured is a usage error naming
     the option (``server`` with a call out of time or retries: the metadata
     client's, naming the call); the default order never fails, it falls back.
+    ``listing``: the server's ``GET /v1/models`` as the preflight read it (its
+    :class:`~pytest_llmperf.client.preflight_result.PreflightResult`), not asked again.
     """
     option = check_tokenizer_option(option)
     api = endpoint.api
@@ -161,7 +169,7 @@ def choose_tokenizer(option: str | None, endpoint: Endpoint) -> TokenizerChoice:
             raise
     if option is not None:
         return TokenizerChoice(bind_api(_explicit(option), api), "option")
-    return _default(endpoint)
+    return _default(endpoint, listing)
 
 
 def _server_choice(tok: ServerTokenizer, endpoint: Endpoint) -> TokenizerChoice:
@@ -194,10 +202,10 @@ def _explicit(option: str) -> Tokenizer:
         raise exc.located(OPTION) from None
 
 
-def _default(endpoint: Endpoint) -> TokenizerChoice:
+def _default(endpoint: Endpoint, listing: Answer | None) -> TokenizerChoice:
     routes = MetadataRoutes(endpoint)  # one connection for the listing and /tokenize
     try:
-        choice = _default_order(endpoint, routes)
+        choice = _default_order(endpoint, routes, listing)
     except BaseException:
         routes.close()
         raise
@@ -206,10 +214,12 @@ def _default(endpoint: Endpoint) -> TokenizerChoice:
     return choice
 
 
-def _default_order(endpoint: Endpoint, routes: MetadataRoutes) -> TokenizerChoice:
+def _default_order(
+    endpoint: Endpoint, routes: MetadataRoutes, listing: Answer | None
+) -> TokenizerChoice:
     api, model = endpoint.api, endpoint.model
     passed: list[str] = []
-    root, why = _model_root(routes.meta)
+    root, why = _model_root(routes.meta, listing)
     if why:
         passed.append(why)
     if _have_tokenizers():
@@ -275,10 +285,13 @@ class MetadataRoutes:
         self.meta.close()
 
 
-def _model_root(meta: BlockingMetadataClient) -> tuple[str | None, str | None]:
-    """The ``root`` of the served model in ``GET /v1/models`` (and why there is none)."""
+def _model_root(
+    meta: BlockingMetadataClient, listing: Answer | None
+) -> tuple[str | None, str | None]:
+    """The ``root`` of the served model in ``GET /v1/models`` (and why there is none):
+    ``listing``, the preflight's answer, else asked here."""
     try:
-        answer = meta.call("GET", meta.url("/models"))
+        answer = listing if listing is not None else meta.call("GET", meta.url("/models"))
     except LlmPerfUsageError as exc:
         return None, f"GET /v1/models failed ({exc.message})"
     if answer.status != 200:

@@ -20,21 +20,19 @@ Here every such call:
   :class:`MetadataCallError` (a usage error at ``--llm-endpoint``) naming the
   endpoint (never the key), the call and what the server did each time.
 
-Synchronous code (the server tokenizer, tokenizer discovery, the identity
-probe) uses :class:`BlockingMetadataClient`: the same client on a private
-event loop, so the deadlines are the same ones, enforced by cancellation.
+Synchronous code (the server tokenizer, the metrics sampler) uses
+:class:`~pytest_llmperf.client.blocking_metadata.BlockingMetadataClient`: this
+client on a private event loop, so the deadlines are the same ones, enforced
+by cancellation.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import email.utils
 import json as jsonlib
-import threading
 import time
-import weakref
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -57,12 +55,12 @@ __all__ = [
     "MAX_ATTEMPTS",
     "Answer",
     "Attempt",
-    "BlockingMetadataClient",
     "CallFailure",
     "CallLimits",
     "MetadataCallError",
     "MetadataClient",
     "Read",
+    "call_name",
     "is_transient",
     "server_root",
     "server_words",
@@ -78,7 +76,6 @@ FIRST_EVENT_LIMIT = 64 << 10  # a stream's start: the first event, or this many 
 _QUIET_S = 1.5  # no byte for longer than this at the deadline: "then nothing", not "streamed"
 _DEFINITIVE_5XX = frozenset({501, 505})  # not implemented / version: asking again cannot help
 _TIMES = {1: "once", 2: "twice", 3: "three times"}
-_GRACE_S = 5.0  # a blocking caller's own backstop beyond the call's deadline
 
 
 class CallFailure(Enum):
@@ -96,6 +93,10 @@ class Read(Enum):
     HEAD = "head"  # status and headers: "does anything answer", any status will do
     BODY = "body"  # the whole body, up to a size cap
     FIRST_EVENT = "first event"  # a stream's first SSE event (or its first bytes): a probe
+    # the head settles the call ("is anything there"); the body is kept as far as it comes
+    # within the deadline and the cap (``complete`` says whether all of it did), so a check
+    # that needs only the head can hand the body on to those that read it
+    HEAD_THEN_BODY = "head, then the body"
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +292,12 @@ class MetadataClient:
         if self._http is None:
             self._http = self.endpoint.client(max_connections=2)
 
+    def sharing(self, limits: CallLimits) -> MetadataClient:
+        """A client of the same endpoint and connections under other ``limits`` (a short,
+        best-effort probe beside the calls of a preflight); closing it closes nothing."""
+        self.open()
+        return MetadataClient(self.endpoint, limits=limits, http=self._http)
+
     async def aclose(self) -> None:
         http, self._http = self._http, None
         if http is not None and self._owned:
@@ -426,6 +433,7 @@ class MetadataClient:
         if ok and read is Read.HEAD:
             return _Answered(status, response.headers, b"", False)
         first_event = ok and read is Read.FIRST_EVENT
+        lenient = ok and read is Read.HEAD_THEN_BODY  # the head settled it: keep what came
         limit = max_bytes if ok else ERROR_BODY_LIMIT  # of an error, its message is all we keep
         if first_event:
             limit = FIRST_EVENT_LIMIT
@@ -441,10 +449,14 @@ class MetadataClient:
                 async with asyncio.timeout(wait):
                     chunk = await anext(chunks, None)
             except TimeoutError:
+                if lenient:
+                    return _Answered(status, response.headers, bytes(buf), False)
                 now = time.monotonic()
                 what = _late(status, len(buf), now - head_at, now - last, first_event)
                 return _Ended(what, CallFailure.OUT_OF_TIME)
             except httpx.HTTPError as exc:
+                if lenient:
+                    return _Answered(status, response.headers, bytes(buf), False)
                 _, detail = classify_transport_error(exc)
                 what = f"sent the head (HTTP {status}), then closed the connection ({detail})"
                 return _Ended(scrub(what, *self.endpoint.secrets), CallFailure.GAVE_UP)
@@ -455,7 +467,7 @@ class MetadataClient:
             if first_event and (b"\n\n" in buf or b"\r\n\r\n" in buf):
                 return _Answered(status, response.headers, bytes(buf), False)
             if len(buf) >= limit:
-                if ok and not first_event:
+                if ok and not (first_event or lenient):
                     what = f"answered HTTP {status} with more than {_size(limit)}"
                     return _Ended(what, CallFailure.TOO_LARGE)
                 return _Answered(status, response.headers, bytes(buf[:limit]), False)
@@ -542,141 +554,3 @@ def _retry_after_s(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-class BlockingMetadataClient:
-    """:class:`MetadataClient` for synchronous code, on a private event loop in a daemon thread.
-
-    Synchronous callers (the server tokenizer sizing prompts, tokenizer
-    discovery, the identity probe) may run inside another event loop's thread,
-    where no loop can be started; the calls run on this client's own loop
-    instead, so their deadlines are enforced by cancellation exactly as for
-    async callers, and one connection pool serves many calls. Pickles as its
-    endpoint and limits (a worker process opens its own loop when it calls).
-    """
-
-    def __init__(self, endpoint: Endpoint, *, limits: CallLimits | None = None) -> None:
-        self.endpoint = endpoint
-        self.limits = limits or CallLimits.of(endpoint.timeouts)
-        self._reset()
-
-    def _reset(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._clients: list[MetadataClient] = []  # the one client living on the loop, once made
-        self._stop: weakref.finalize[Any, Any] | None = None
-
-    def __enter__(self) -> BlockingMetadataClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"endpoint": self.endpoint, "limits": self.limits}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.endpoint = state["endpoint"]
-        self.limits = state["limits"]
-        self._reset()
-
-    def with_limits(self, limits: CallLimits) -> BlockingMetadataClient:
-        """A client of the same endpoint under other limits (its own loop)."""
-        return BlockingMetadataClient(self.endpoint, limits=limits)
-
-    def url(self, route: str) -> str:
-        return self.endpoint.base_url + route
-
-    def root_url(self, route: str) -> str:
-        return server_root(self.endpoint.base_url) + route
-
-    def call(
-        self,
-        method: str,
-        url: str,
-        *,
-        what: str = "",
-        json: Any = None,
-        read: Read = Read.BODY,
-        retry: bool = True,
-        max_bytes: int = BODY_LIMIT,
-        hint: str = "",
-    ) -> Answer:
-        """:meth:`MetadataClient.call`, waited for (same arguments, same errors)."""
-        loop = self._running()
-        kwargs: dict[str, Any] = {
-            "what": what,
-            "json": json,
-            "read": read,
-            "retry": retry,
-            "max_bytes": max_bytes,
-            "hint": hint,
-        }
-        future = asyncio.run_coroutine_threadsafe(self._call(method, url, kwargs), loop)
-        try:
-            return future.result(timeout=self.limits.total_s + _GRACE_S)
-        except concurrent.futures.TimeoutError:  # the call's own deadline failed: a bug
-            future.cancel()
-            name = call_name(method, url, what)
-            raise MetadataCallError(
-                f"{name} at {self.endpoint.label} did not end within its "
-                f"{self.limits.total_s:g} s limit",
-                call=name,
-                failure=CallFailure.OUT_OF_TIME,
-            ) from None
-
-    async def _call(self, method: str, url: str, kwargs: dict[str, Any]) -> Answer:
-        if not self._clients:
-            self._clients.append(MetadataClient(self.endpoint, limits=self.limits))
-        return await self._clients[0].call(method, url, **kwargs)
-
-    def _running(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=_serve, args=(loop,), name="llmperf-metadata", daemon=True
-                )
-                thread.start()
-                self._loop, self._clients = loop, []
-                # closed when this client is (or is collected, or at exit): never a stray socket
-                self._stop = weakref.finalize(self, _shut_down, loop, thread, self._clients)
-            return self._loop
-
-    def close(self) -> None:
-        """Close the connections and stop the loop (idempotent; a later call starts anew)."""
-        with self._lock:
-            stop, self._loop, self._stop = self._stop, None, None
-        if stop is not None:
-            stop()
-
-
-def _serve(loop: asyncio.AbstractEventLoop) -> None:
-    """The loop thread: run until stopped, then close the loop (its own thread closes it)."""
-    try:
-        loop.run_forever()
-    finally:
-        loop.close()
-
-
-def _shut_down(
-    loop: asyncio.AbstractEventLoop, thread: threading.Thread, clients: list[MetadataClient]
-) -> None:
-    """Close the loop's client, stop the loop, join its thread (from any thread)."""
-    if loop.is_closed():
-        return
-    if threading.current_thread() is thread:  # collected on the loop itself: no waiting there
-        task = loop.create_task(_close(clients))
-        task.add_done_callback(lambda _: loop.stop())
-        return
-    with contextlib.suppress(Exception):
-        asyncio.run_coroutine_threadsafe(_close(clients), loop).result(timeout=_GRACE_S)
-    with contextlib.suppress(RuntimeError):  # closed meanwhile
-        loop.call_soon_threadsafe(loop.stop)
-    thread.join(_GRACE_S)
-
-
-async def _close(clients: list[MetadataClient]) -> None:
-    for client in clients:
-        with contextlib.suppress(Exception):
-            await client.aclose()

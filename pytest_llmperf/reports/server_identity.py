@@ -2,42 +2,36 @@
 
 A baseline compared across a server upgrade should say so. Servers tell in
 different ways: vLLM and the embedded simulator answer ``GET /version``
-(``{"version": ...}``), others only a ``Server`` response header. Probing is
-best effort (calls of the metadata client capped at a short limit, no retries,
-any failure = unknown) and records only response data, never the request's
-headers, so the API key cannot leak into a report.
+(``{"version": ...}``), others only a ``Server`` response header. The answers
+are the preflight's (:class:`~pytest_llmperf.client.preflight_result.PreflightResult`:
+``GET /version`` capped at 3 s, no retries, any failure = unknown; the headers
+of its ``GET /v1/models``), read here without asking again; only response data
+is recorded, never the request's headers, so the API key cannot leak into a
+report.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.client.metadata import Answer, BlockingMetadataClient, CallLimits, Read
-from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.client.metadata import Answer
+from pytest_llmperf.client.preflight_result import PreflightResult
 
-__all__ = ["probe_server_identity"]
+__all__ = ["server_identity"]
 
 _VERSION_HEADERS = ("server", "x-server-version", "x-version", "openai-version")
 
 
-def probe_server_identity(endpoint: Endpoint, *, timeout: float = 3.0) -> dict[str, Any]:
-    """``{"server_version": str | None, "server_software": str | None}`` from the server."""
+def server_identity(preflight: PreflightResult) -> dict[str, Any]:
+    """``{"server_version": str | None, "server_software": str | None}`` from what the
+    server answered at preflight: ``GET /version``'s body and headers, else the headers of
+    its ``GET /v1/models`` (nothing is asked here)."""
     identity: dict[str, Any] = {"server_version": None, "server_software": None}
-    limits = CallLimits.of(endpoint.timeouts).within(timeout)
-    try:
-        with BlockingMetadataClient(endpoint, limits=limits) as meta:
-            calls = ((meta.root_url("/version"), Read.BODY), (meta.url("/models"), Read.HEAD))
-            for url, read in calls:
-                try:
-                    answer = meta.call("GET", url, read=read, retry=False, max_bytes=64 << 10)
-                except LlmPerfUsageError:
-                    continue
-                _read(answer, identity, version=read is Read.BODY)
-                if identity["server_version"]:
-                    break
-    except Exception:  # best effort: identity is informative, never a reason to fail
-        return identity
+    version = preflight.version
+    if isinstance(version, Answer):
+        _read(version, identity, version=True)
+    if not identity["server_version"]:
+        _read(preflight.models, identity, version=False)
     return identity
 
 

@@ -38,7 +38,10 @@ effort and bounded, what the server tells about itself:
 Every probe is a metadata call (:mod:`pytest_llmperf.client.metadata`) without
 retries, each bounded by ``timeout`` (3 s) and all by ``total`` (10 s); the
 first that does not answer in time or cannot connect ends the probing. What
-could not be read is listed in ``notes``; nothing here raises.
+the preflight already asked (``GET /v1/models``, ``/version``, ``/metrics``: a
+:class:`~pytest_llmperf.client.preflight_result.PreflightResult`) is read from
+its answers instead of asked again. What could not be read is listed in
+``notes``; nothing here raises.
 
 :func:`fingerprint_diff` names what differs (``model.max_model_len: 2048 ->
 1024``) among the fields both sides know (a field one side could not read is
@@ -70,6 +73,13 @@ from pytest_llmperf.client.metadata import (
     CallLimits,
     MetadataCallError,
     MetadataClient,
+)
+from pytest_llmperf.client.preflight_result import (
+    METRICS,
+    MODELS,
+    VERSION,
+    Outcome,
+    PreflightResult,
 )
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.redaction import scrub
@@ -229,8 +239,15 @@ class _Prober:
     """The probes of one fingerprint, each bounded; the first that cannot connect or
     runs out of time ends them (``dead``)."""
 
-    def __init__(self, meta: MetadataClient, deadline: float, call_s: float) -> None:
+    def __init__(
+        self,
+        meta: MetadataClient,
+        deadline: float,
+        call_s: float,
+        answered: Mapping[str, Outcome] | None = None,
+    ) -> None:
         self.meta = meta
+        self.answered = dict(answered or {})  # the preflight's answers, by call name
         self.limits = meta.limits
         self.deadline = deadline
         self.call_s = call_s
@@ -239,9 +256,37 @@ class _Prober:
         self.software: str | None = None
 
     async def get(self, url: str, name: str, *, body: Any = None) -> Any:
-        """The JSON (or text, for ``/metrics``) of a 200 answer; None otherwise (noted)."""
+        """The JSON (or text, for ``/metrics``) of a 200 answer; None otherwise (noted).
+        What the preflight asked (``answered``) is read from its answer, not asked again."""
         if self.dead:
             return None
+        known = self.answered.get(name)
+        try:
+            if isinstance(known, MetadataCallError):
+                raise known
+            answer = known if known is not None else await self._ask(url, name, body)
+        except MetadataCallError as exc:
+            self.notes.append(f"{name}: {exc.message}")
+            if exc.failure in (CallFailure.UNREACHABLE, CallFailure.OUT_OF_TIME):
+                self.dead = True
+            return None
+        if answer is None:
+            return None
+        self._headers(answer)
+        if answer.status != 200:
+            said = f": {answer.message[:120]}" if answer.message else ""
+            self.notes.append(f"{name}: HTTP {answer.status}{said}")
+            return None
+        if name == METRICS:
+            return answer.body.decode("utf-8", "replace")
+        try:
+            return answer.json()
+        except ValueError:
+            self.notes.append(f"{name}: not JSON")
+            return None
+
+    async def _ask(self, url: str, name: str, body: Any) -> Answer | None:
+        """One call within what is left of the fingerprint's time (None: none left)."""
         left = self.deadline - time.monotonic()
         if left <= 0.05:
             self.notes.append(f"{name}: not asked (the fingerprint's time was up)")
@@ -249,27 +294,7 @@ class _Prober:
             return None
         self.meta.limits = self.limits.within(min(self.call_s, left))
         method = "POST" if body is not None else "GET"
-        try:
-            answer = await self.meta.call(
-                method, url, json=body, retry=False, max_bytes=_BODY_LIMIT
-            )
-        except MetadataCallError as exc:
-            self.notes.append(f"{name}: {exc.message}")
-            if exc.failure in (CallFailure.UNREACHABLE, CallFailure.OUT_OF_TIME):
-                self.dead = True
-            return None
-        self._headers(answer)
-        if answer.status != 200:
-            said = f": {answer.message[:120]}" if answer.message else ""
-            self.notes.append(f"{name}: HTTP {answer.status}{said}")
-            return None
-        if name == "GET /metrics":
-            return answer.body.decode("utf-8", "replace")
-        try:
-            return answer.json()
-        except ValueError:
-            self.notes.append(f"{name}: not JSON")
-            return None
+        return await self.meta.call(method, url, json=body, retry=False, max_bytes=_BODY_LIMIT)
 
     def _headers(self, answer: Answer) -> None:
         server = answer.headers.get("server")
@@ -283,19 +308,24 @@ def session_fingerprint(
     metrics_text: str | None = None,
     timeout: float = CALL_TIMEOUT_S,
     total: float = TOTAL_TIMEOUT_S,
+    preflight: PreflightResult | None = None,
 ) -> dict[str, Any]:
     """The fingerprint of ``endpoint``'s server and of this machine (see the module's doc).
 
     ``metrics_text``: the server's ``/metrics`` page if the caller already has it (a
     scrape); None: fetched here where it can tell something (vLLM, an unknown family);
-    ``""``: not read. Synchronous, on a private event loop in a thread of its own (safe
-    inside another loop's thread); never raises.
+    ``""``: not read. ``preflight``: what the server answered at preflight
+    (``GET /v1/models``, ``/version``, ``/metrics``): read from there, not asked again
+    (a failed answer is noted as a failed probe would be). Synchronous, on a private
+    event loop in a thread of its own (safe inside another loop's thread); never raises.
     """
     box: list[dict[str, Any]] = []
+    answered = preflight.answered() if preflight is not None else {}
 
     def run() -> None:
         try:
-            box.append(asyncio.run(_fingerprint(endpoint, metrics_text, timeout, total)))
+            taking = _fingerprint(endpoint, metrics_text, timeout, total, answered)
+            box.append(asyncio.run(taking))
         except BaseException as exc:  # best effort: never a reason to fail the session
             text = scrub(f"{type(exc).__name__}: {exc}", *endpoint.secrets)[:300]
             box.append(_empty(endpoint, [f"the fingerprint could not be taken ({text})"]))
@@ -323,12 +353,16 @@ def _empty(endpoint: Endpoint, notes: list[str]) -> dict[str, Any]:
 
 
 async def _fingerprint(
-    endpoint: Endpoint, metrics_text: str | None, timeout: float, total: float
+    endpoint: Endpoint,
+    metrics_text: str | None,
+    timeout: float,
+    total: float,
+    answered: Mapping[str, Outcome],
 ) -> dict[str, Any]:
     out = _empty(endpoint, [])
     limits = CallLimits.of(endpoint.timeouts).within(timeout)
     async with MetadataClient(endpoint, limits=limits) as meta:
-        probe = _Prober(meta, time.monotonic() + total, timeout)
+        probe = _Prober(meta, time.monotonic() + total, timeout, answered)
         await _probe(probe, endpoint, out, metrics_text)
         out["server"]["software"] = probe.software
         out["notes"] = [scrub(n, *endpoint.secrets) for n in probe.notes]
@@ -340,9 +374,9 @@ async def _probe(
 ) -> None:
     meta = probe.meta
     server, engine = out["server"], out["engine"]
-    listing = await probe.get(meta.url("/models"), "GET /v1/models")
+    listing = await probe.get(meta.url("/models"), MODELS)
     card = _read_models(listing, endpoint.model, out)
-    version = await probe.get(meta.root_url("/version"), "GET /version")
+    version = await probe.get(meta.root_url("/version"), VERSION)
     if isinstance(version, dict) and isinstance(version.get("version"), (str, int, float)):
         server["version"] = str(version["version"])[:100]
         if isinstance(version.get("profile"), str):
@@ -366,7 +400,7 @@ async def _probe(
             server["version"] = str(info["version"])[:100]
             engine.update({k: info[k] for k in _TGI_INFO if info.get(k) is not None})
     if metrics_text is None and family in (ServerFamily.VLLM, ServerFamily.UNKNOWN):
-        text = await probe.get(meta.root_url("/metrics"), "GET /metrics")
+        text = await probe.get(meta.root_url("/metrics"), METRICS)
         metrics_text = text if isinstance(text, str) else ""
     if metrics_text:
         found = _read_metrics(metrics_text, out, probe.notes)

@@ -24,8 +24,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from pytest_llmperf.client.blocking_metadata import BlockingMetadataClient
 from pytest_llmperf.client.endpoint import Endpoint, redact_url
-from pytest_llmperf.client.metadata import BlockingMetadataClient
 from pytest_llmperf.server_metrics.exposition import Scrape, ScrapeFailure
 from pytest_llmperf.server_metrics.families import MAPPINGS, family_of, metric_names
 from pytest_llmperf.server_metrics.source import (

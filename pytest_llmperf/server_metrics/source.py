@@ -23,13 +23,14 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from pytest_llmperf.client.blocking_metadata import BlockingMetadataClient
 from pytest_llmperf.client.endpoint import Endpoint, redact_url
 from pytest_llmperf.client.metadata import (
-    BlockingMetadataClient,
     CallLimits,
     MetadataCallError,
     server_root,
 )
+from pytest_llmperf.client.preflight_result import METRICS_LIMIT_S, Outcome
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.server_metrics.exposition import Scrape, ScrapeFailure, parse_scrape
 from pytest_llmperf.server_metrics.families import family_of
@@ -47,12 +48,13 @@ __all__ = [
     "parse_option",
     "resolve_source",
     "scrape_once",
+    "scraped",
 ]
 
 OPTION = "--llm-server-metrics"
 DEFAULT_INTERVAL_S = 1.0
 SCRAPE_LIMIT_S = 2.0  # one scrape, whole: a page a server cannot serve in 2 s is not sampled
-PROBE_LIMIT_S = 5.0  # the preflight read (retries of a 503 while a server warms up included)
+PROBE_LIMIT_S = METRICS_LIMIT_S  # the preflight read (retries of a 503 while a server warms up)
 _MAX_INTERVAL_S = 3600.0
 _REASON_LIMIT = 200
 
@@ -123,7 +125,11 @@ class ServerMetricsSource:
 
 
 def resolve_source(
-    endpoint: Endpoint, option: str, *, limit_s: float = PROBE_LIMIT_S
+    endpoint: Endpoint,
+    option: str,
+    *,
+    limit_s: float = PROBE_LIMIT_S,
+    answered: Outcome | None = None,
 ) -> tuple[ServerMetricsSource | None, str]:
     """The session's source for ``--llm-server-metrics=option`` and the header's note.
 
@@ -132,14 +138,19 @@ def resolve_source(
     gives a source (``"vllm at http://h:8000/metrics every 1 s"``); anything else
     ``None`` and why (``"none (GET http://h:8000/metrics: 404)"``). Blocks the
     calling thread for at most that limit (a loop's caller: ``asyncio.to_thread``).
-    A bad ``option`` is a usage error.
+    A bad ``option`` is a usage error. ``answered``: the endpoint's own page as the
+    preflight read it (:attr:`~pytest_llmperf.client.preflight_result.PreflightResult.metrics`):
+    not asked again where that is the page (``auto``, ``SECONDS``).
     """
     parsed = parse_option(option)
     if parsed.mode == "off":
         return None, "off"
     url = parsed.url if parsed.url is not None else metrics_url(endpoint.base_url)
-    with metrics_client(endpoint, url, limit_s) as client:
-        got = scrape_once(client, url, retry=True)
+    if answered is not None and parsed.url is None:
+        got = scraped(url, answered, time.monotonic_ns())
+    else:
+        with metrics_client(endpoint, url, limit_s) as client:
+            got = scrape_once(client, url, retry=True)
     if isinstance(got, ScrapeFailure):
         return None, f"none ({got.reason})"
     source = ServerMetricsSource(url, parsed.interval_s, family_of(got))
@@ -194,15 +205,24 @@ def scrape_once(
     what it looks like; no answer in time says what the server did. ``keep``: the
     metric names to parse (:func:`~pytest_llmperf.server_metrics.exposition.parse_scrape`).
     """
-    shown = redact_url(url)
     try:
-        answer = client.call("GET", _plain(url), retry=retry)
+        answer: Outcome = client.call("GET", _plain(url), retry=retry)
     except MetadataCallError as exc:
-        what = exc.attempts[-1].what if exc.attempts else exc.message
-        return ScrapeFailure(_short(f"GET {shown}: {what}"))
+        answer = exc
     except Exception as exc:  # never out of a scrape: the run must not notice
-        return ScrapeFailure(_short(f"GET {shown}: {type(exc).__name__}: {exc}"))
-    at_ns = time.monotonic_ns()
+        return ScrapeFailure(_short(f"GET {redact_url(url)}: {type(exc).__name__}: {exc}"))
+    return scraped(url, answer, time.monotonic_ns(), keep=keep)
+
+
+def scraped(
+    url: str, answer: Outcome, at_ns: int, *, keep: Collection[str] | None = None
+) -> Scrape | ScrapeFailure:
+    """A read of ``url`` (an answer, or the error that ended the call) as a scrape taken
+    at ``at_ns``, or why there is none (:func:`scrape_once`'s words)."""
+    shown = redact_url(url)
+    if isinstance(answer, MetadataCallError):
+        what = answer.attempts[-1].what if answer.attempts else answer.message
+        return ScrapeFailure(_short(f"GET {shown}: {what}"))
     if answer.status != 200:
         said = f" {answer.message}" if answer.message else ""
         return ScrapeFailure(_short(f"GET {shown}: {answer.status}{said}"))

@@ -94,7 +94,8 @@ def test_the_blocking_metadata_client_leaves_no_thread_and_pickles() -> None:
     import socket
     import threading
 
-    from pytest_llmperf.client.metadata import BlockingMetadataClient, CallFailure
+    from pytest_llmperf.client.blocking_metadata import BlockingMetadataClient
+    from pytest_llmperf.client.metadata import CallFailure
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
