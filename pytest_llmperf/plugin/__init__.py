@@ -18,7 +18,8 @@ each job has a module:
   the endpoint under test and the A/B reference, started on first use:
   :mod:`.under_test`; the session's endpoints by spec, and the servers the gate
   starts for them (``--llm-server-cmd``, the simulator;
-  :mod:`pytest_llmperf.managed_server`): :mod:`.endpoints`
+  :mod:`pytest_llmperf.managed_server`): :mod:`.endpoints` (with
+  :mod:`.endpoint_spec`, :mod:`.endpoint_servers`, :mod:`.endpoint_facts`)
 - servers in pytest's terms: the ``llm_server`` marker's scopes, a session server
   that exited, xdist's one server started by the controller: :mod:`.servers`
   (a worker's view of it: :mod:`.shared_server`)

@@ -51,7 +51,6 @@ def endpoint(state: SessionState) -> Endpoint:
 def start_endpoint(state: SessionState) -> Endpoint:
     """Raises one :class:`LlmPerfUsageError` (endpoints.py) if it cannot be prepared."""
     prepared = state.endpoints.default()
-    state.endpoints.identity(prepared)
     state.endpoints.tokenizer(prepared)  # bound to its API now, as the preflight ends
     return prepared
 
