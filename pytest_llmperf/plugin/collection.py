@@ -1,5 +1,6 @@
 """Collection: every test's markers become a spec (a bad one, or an ``llm_*`` marker we do
-not know, is a usage error naming the test), then a real endpoint is preflighted once.
+not know, is a usage error naming the test), then a real endpoint is preflighted once
+(:mod:`.preflight`); how many collected tests can measure.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from pytest_llmperf.client.negotiation import UserFields
 from pytest_llmperf.errors import (
     LlmPerfUsageError,
 )
-from pytest_llmperf.plugin.base import PluginBase
 from pytest_llmperf.plugin.markers import (
     LLM_MARKERS,
     SPEC_KEY,
@@ -21,16 +21,30 @@ from pytest_llmperf.plugin.markers import (
     spec_for,
     unknown_marks,
 )
+from pytest_llmperf.plugin.preflight import preflight
+from pytest_llmperf.plugin.state import SessionState
 from pytest_llmperf.specs.api_fit import check_api_fit
 
+__all__ = ["CollectionHooks"]
 
-class CollectionPart(PluginBase):
+
+class CollectionHooks:
     """Markers into specs at collection; a given endpoint preflighted once, before any test."""
+
+    def __init__(self, state: SessionState) -> None:
+        self.state = state
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        """Under xdist: the controller's preflight stop (:mod:`.preflight`), raised here."""
+        if self.state.stop_at_collection is not None:
+            raise self.state.stop_at_collection
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        state = self.state
         errors: list[str] = []
-        registered = registered_elsewhere(self.config)
+        registered = registered_elsewhere(state.config)
         for item in items:
             unknown = unknown_marks(item, registered)
             if unknown:
@@ -41,12 +55,12 @@ class CollectionPart(PluginBase):
             try:
                 spec = item.stash[SPEC_KEY] = spec_for(item)
                 # a bad spec, profile or API: a usage error here; then does the spec fit the API?
-                api = api_of_test(item, self.endpoints.default_spec, self.options.api)
+                api = api_of_test(item, state.endpoints.default_spec, state.options.api)
                 check_api_fit(spec, api, where=f"api {api.value}")
                 marked_inconclusive(item)
                 server = item.get_closest_marker("llm_server")
                 if server is not None:  # a bad llm_server marker names the test
-                    server_command(item, server, self.options.server)
+                    server_command(item, server, state.options.server)
             except LlmPerfUsageError as exc:  # named once: some errors name the test already
                 message = str(exc)
                 errors.append(
@@ -55,33 +69,17 @@ class CollectionPart(PluginBase):
                 continue
             if spec.run.extra_body:
                 where = f"{item.nodeid} llm_workload(extra_body=...)"
-                self._user_fields.append(UserFields(where, spec.run.extra_body, api.value))
+                state.user_fields.append(UserFields(where, spec.run.extra_body, api.value))
         if len(errors) == 1:  # one ERROR line, as for a bad option
             raise pytest.UsageError(f"pytest-llmperf: {errors[0]}")
         if errors:
             raise pytest.UsageError("pytest-llmperf: bad markers\n" + "\n".join(errors))
-        self._preflight(items)
+        preflight(state, items)
 
-    def preflight_controller(self) -> None:
-        """Under xdist the controller collects nothing and a worker's usage error is an
-        internal error, so the controller checks a given endpoint once, as the session is
-        configured (plugin/configure.py), before xdist starts any worker. A stop turns
-        the distribution off (no worker starts for a session that will not run) and is
-        raised as collection starts (:meth:`pytest_collection`): raised before the session
-        starts, pytest would end it without ``pytest_sessionfinish``, and so without a
-        report saying why."""
-        if not self._given_servers() or self.config.option.collectonly:
-            return
-        try:
-            self._preflight_now()
-        except (pytest.UsageError, pytest.Session.Failed) as exc:
-            self._stop_at_collection = exc
-            option = self.config.option  # read by xdist's pytest_configure, which runs last
-            option.dist, option.numprocesses, option.tx = "no", 0, []
-
-    _stop_at_collection: BaseException | None = None
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection(self, session: pytest.Session) -> None:
-        if self._stop_at_collection is not None:
-            raise self._stop_at_collection
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """How many collected tests can measure: the session's alpha is split among them
+        (slo/multiplicity.py). Known here, before any test runs (xdist: on each worker,
+        which collects the whole session)."""
+        self.state.measuring_tests = sum(
+            1 for item in session.items if "llm_loadgen" in getattr(item, "fixturenames", ())
+        )

@@ -1,29 +1,64 @@
 """Options and configuration: the command line and ini keys, the markers' help, the
-plugin object registered for the session (and unregistered after it).
+session's state built and stashed (:mod:`.state`), and the plugin's hook objects, one per
+job, registered for the session over that state (and unregistered after it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_llmperf.client.negotiation import UserFields
 from pytest_llmperf.errors import (
     LlmPerfUsageError,
 )
-from pytest_llmperf.loadgen.scale_out.ray_workers import import_ray
+from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster, import_ray
 from pytest_llmperf.options import OPTIONS, LlmPerfOptions, WorkerBackend
 from pytest_llmperf.plugin.asyncio_scope import set_default_fixture_loop_scope
-from pytest_llmperf.plugin.core import PLUGIN_KEY, LlmPerfPlugin
+from pytest_llmperf.plugin.collection import CollectionHooks
+from pytest_llmperf.plugin.endpoints import EndpointPool
+from pytest_llmperf.plugin.header import HeaderHooks
+from pytest_llmperf.plugin.interrupts import InterruptHooks
+from pytest_llmperf.plugin.judging import JudgingHooks
+from pytest_llmperf.plugin.live_progress import server_progress
 from pytest_llmperf.plugin.markers import MARKERS
 from pytest_llmperf.plugin.output_paths import check_output_paths
-from pytest_llmperf.reports.baseline import (
-    load_comparison,
-)
+from pytest_llmperf.plugin.preflight import preflight_controller
+from pytest_llmperf.plugin.reports import ReportsHooks
+from pytest_llmperf.plugin.servers import SHARED_SERVERS_KEY, ServersHooks
+from pytest_llmperf.plugin.state import STATE_KEY, SessionState
+from pytest_llmperf.plugin.summary import SummaryHooks
+from pytest_llmperf.plugin.under_test import arm_sigterm
+from pytest_llmperf.reports.baseline import BaselineSource, load_comparison
 from pytest_llmperf.slo.paired import DEFAULT_AB_THRESHOLD
 from pytest_llmperf.slo.regression import Thresholds
-from pytest_llmperf.specs.rulesets import load_ruleset
+from pytest_llmperf.specs.rulesets import Ruleset, load_ruleset
+
+__all__ = [
+    "HOOKS",
+    "pytest_addhooks",
+    "pytest_addoption",
+    "pytest_configure",
+    "pytest_load_initial_conftests",
+    "pytest_unconfigure",
+]
+
+HOOKS = {
+    "llmperf-collection": CollectionHooks,
+    "llmperf-servers": ServersHooks,
+    "llmperf-judging": JudgingHooks,
+    "llmperf-header": HeaderHooks,
+    "llmperf-interrupts": InterruptHooks,
+    "llmperf-reports": ReportsHooks,
+    "llmperf-summary": SummaryHooks,
+}
+"""The plugin's hook objects, one per job, each registered under its name over the
+session's state (each hook of pytest's is implemented by one of them only)."""
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -113,18 +148,74 @@ def pytest_configure(config: pytest.Config) -> None:
             )
     except LlmPerfUsageError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
-    plugin = LlmPerfPlugin(
-        config,
+    state = _new_state(config, options, ruleset, baseline, thresholds, ab_thresholds)
+    config.stash[STATE_KEY] = state
+    for name, hooks in HOOKS.items():
+        config.pluginmanager.register(hooks(state), name)
+    if _under_xdist(config) and not hasattr(config, "workerinput"):
+        preflight_controller(state)  # before xdist's pytest_configure (trylast) starts workers
+
+
+def _new_state(
+    config: pytest.Config,
+    options: LlmPerfOptions,
+    ruleset: Ruleset | None,
+    baseline: BaselineSource | None,
+    thresholds: Thresholds,
+    ab_thresholds: Thresholds,
+) -> SessionState:
+    """The session's state, its endpoint pool ready to start what the tests ask for."""
+    from pytest_llmperf.history.session import utc_now
+
+    started_at = utc_now()  # the session's start, for the history
+    user_fields: list[UserFields] = []  # tests' extra_body, probed at each preflight
+    # every endpoint of the session by spec (endpoints.py); --llm-endpoint on the
+    # command line pins them all to one server
+    # --llm-server-cmd on the command line pins them to the server it starts; under
+    # xdist a worker measures the controller's (workerinput, plugin/servers.py)
+    workerinput = getattr(config, "workerinput", None) or {}
+    state: SessionState
+    endpoints = EndpointPool(
         options,
-        ruleset,
+        user_fields,
+        pinned=config.getoption("llm_endpoint", default=None) is not None
+        or config.getoption("llm_server_cmd", default=None) is not None,
+        on_first_use=lambda: arm_sigterm(state),
+        log_dir=lambda: _server_log_dir(config, options),
+        progress=lambda: server_progress(config, options),
+        shared=workerinput.get(SHARED_SERVERS_KEY),
+    )
+    state = SessionState(
+        config=config,
+        options=options,
+        endpoints=endpoints,
+        user_fields=user_fields,
+        ruleset=ruleset,
         baseline=baseline,
         thresholds=thresholds,
         ab_thresholds=ab_thresholds,
+        # --llm-workers=ray:N: connected (or a local instance started) at the first Ray run
+        ray=RayCluster(options.ray_address, auto=options.workers_auto)
+        if options.worker_backend is WorkerBackend.RAY
+        else None,
+        started_at=started_at,
     )
-    config.stash[PLUGIN_KEY] = plugin
-    config.pluginmanager.register(plugin, "llmperf-session")
-    if _under_xdist(config) and not hasattr(config, "workerinput"):
-        plugin.preflight_controller()  # before xdist's pytest_configure (trylast) starts workers
+    return state
+
+
+def _server_log_dir(config: pytest.Config, options: LlmPerfOptions) -> Path:
+    """``--llm-server-log-dir``, else ``llmperf-servers/`` under pytest's basetemp."""
+    if options.server_log_dir:
+        return Path(options.server_log_dir).resolve()
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None and not config.option.basetemp:
+        # an xdist controller starts the session's server as it is configured, before
+        # pytest's own factory exists: a numbered basetemp of its own, as pytest's
+        with contextlib.suppress(Exception):
+            factory = pytest.TempPathFactory.from_config(config, _ispytest=True)
+    if factory is not None:
+        return Path(factory.getbasetemp()) / "llmperf-servers"
+    return Path(tempfile.mkdtemp(prefix="llmperf-servers-"))
 
 
 def _under_xdist(config: pytest.Config) -> bool:
@@ -136,8 +227,12 @@ def _under_xdist(config: pytest.Config) -> bool:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    plugin = config.stash.get(PLUGIN_KEY, None)
-    if plugin is not None:
-        plugin.close()
-        config.pluginmanager.unregister(plugin)
-        del config.stash[PLUGIN_KEY]
+    state = config.stash.get(STATE_KEY, None)
+    if state is not None:
+        state.restore_sigterm()
+        if state.ray is not None:  # its actors; a local Ray instance the session started
+            state.ray.close()
+        state.endpoints.close()  # the reference's simulator too
+        for name in HOOKS:
+            config.pluginmanager.unregister(name=name)
+        del config.stash[STATE_KEY]

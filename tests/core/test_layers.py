@@ -483,3 +483,26 @@ def test_no_api_name_is_compared_outside_the_registry() -> None:
         for hit in api_name_comparisons(path.read_text(encoding="utf-8"), names)
     ]
     assert not found, "API names compared outside apis/: " + "; ".join(found)
+
+
+PYTEST_SIDE_MAX_LINES = 300  # issue 23's limit on the pytest side (issue 38, item 4)
+
+
+def test_the_pytest_side_is_small() -> None:
+    """No module of the pytest side (``plugin/``, ``hooks.py``, ``hook_calls.py``) is over
+    300 lines: the hooks live in small modules with one job each, over one plain state
+    object (``plugin/state.py``), so following one hook means reading one file."""
+    side = [
+        path
+        for name, path in MODULES.items()
+        if name == f"{PACKAGE}.plugin"
+        or name.startswith(f"{PACKAGE}.plugin.")
+        or name in (f"{PACKAGE}.hooks", f"{PACKAGE}.hook_calls")
+    ]
+    assert len(side) > 3, "the pytest side was not found"
+    lengths = {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in side
+    }
+    long = {name: n for name, n in lengths.items() if n > PYTEST_SIDE_MAX_LINES}
+    assert not long, f"over {PYTEST_SIDE_MAX_LINES} lines: {long}"

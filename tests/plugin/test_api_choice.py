@@ -147,7 +147,8 @@ def test_one_session_drives_every_api_on_one_simulator(
 
 AB = """
 import pytest
-from pytest_llmperf.plugin.core import PLUGIN_KEY
+from pytest_llmperf.plugin.state import STATE_KEY
+from pytest_llmperf.plugin.under_test import reference_endpoint
 
 @pytest.mark.llm_endpoint(api="messages")
 @pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=4, requests=24)
@@ -155,10 +156,10 @@ from pytest_llmperf.plugin.core import PLUGIN_KEY
 @pytest.mark.llm_slo("error_rate < 5%")
 async def test_ab(llm_loadgen, pytestconfig):
     await llm_loadgen.run()
-    plugin = pytestconfig.stash[PLUGIN_KEY]
-    assert plugin.reference_endpoint().api == "chat"
-    assert plugin.reference_endpoint("messages").api == "messages"
-    assert plugin.reference_endpoint("messages") is plugin.reference_endpoint("messages")
+    state = pytestconfig.stash[STATE_KEY]
+    assert reference_endpoint(state).api == "chat"
+    assert reference_endpoint(state, "messages").api == "messages"
+    assert reference_endpoint(state, "messages") is reference_endpoint(state, "messages")
 """
 
 
