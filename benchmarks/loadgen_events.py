@@ -668,8 +668,8 @@ def micro(tokens: int, repeat: int) -> None:
     """The per-event path's pieces on the server's own stream, no profiler, no socket."""
     import timeit
 
-    from pytest_llmperf.client.chunk_shapes import ChunkReader
-    from pytest_llmperf.client.openai import _SCAN, parse_chunk
+    from pytest_llmperf.apis.chunk_shapes import ChunkReader
+    from pytest_llmperf.apis.chunks import _SCAN, parse_chunk
     from pytest_llmperf.client.records import RequestRecord
     from pytest_llmperf.client.request import _on_event
     from pytest_llmperf.client.sse import SSEParser

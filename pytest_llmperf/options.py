@@ -16,7 +16,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_llmperf.client.endpoint import Timeouts, normalize_base_url
-from pytest_llmperf.client.openai import ApiKind
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.server_metrics.source import parse_option
 from pytest_llmperf.session_tokenizer import check_tokenizer_option
@@ -273,7 +272,7 @@ class LlmPerfOptions:
     endpoint_url: str | None
     sim_profile: str | None
     model: str | None
-    api: ApiKind
+    api: str
     api_key_env: str
     ruleset: str | None
     html: str | None
@@ -340,7 +339,7 @@ class LlmPerfOptions:
             profile = sim_profile_of("--llm-endpoint", endpoint)
         else:
             url = _checked("--llm-endpoint", endpoint, normalize_base_url)
-        api: ApiKind = parse_api(raw["llm_api"], where="--llm-api").value
+        api: str = parse_api(raw["llm_api"], where="--llm-api").value
         inconclusive = raw["llm_inconclusive"]
         if inconclusive not in INCONCLUSIVE_POLICIES:
             raise LlmPerfUsageError(

@@ -1,11 +1,12 @@
-"""The endpoint client: OpenAI chat, completions and Responses, Anthropic Messages (streamed
-SSE, a timestamp per event) and embeddings (one JSON answer, checked whole);
-:mod:`~pytest_llmperf.client.apis` dispatches over them."""
+"""The endpoint client: the transport every API shares (HTTP/1.1 connections, SSE, a
+timestamp per read, the per-request limits and retries). What differs between APIs
+(the path, the body, the event reader, the answer check) is the format's, asked of the
+registry in :mod:`pytest_llmperf.apis`: the client knows no API by name."""
 
+from pytest_llmperf.apis.fields import RequestFields
 from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url, redact_url
 from pytest_llmperf.client.models import resolve_model
-from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.client.preflight import preflight, preflight_sync
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request

@@ -16,9 +16,10 @@ from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 import httpx
 
-from pytest_llmperf.client.api_kinds import API_NAMES, API_PATHS, ApiKind
-from pytest_llmperf.client.messages_api import ANTHROPIC_VERSION
-from pytest_llmperf.client.openai import DEFAULT_FIELDS, RequestFields
+from pytest_llmperf.apis.fields import DEFAULT_FIELDS, RequestFields
+from pytest_llmperf.apis.format import ApiFormat
+from pytest_llmperf.apis.names import Api
+from pytest_llmperf.apis.registry import API_PATHS, api_format
 from pytest_llmperf.errors import LlmPerfUsageError
 
 __all__ = ["Endpoint", "Timeouts", "normalize_base_url", "redact_url"]
@@ -154,7 +155,7 @@ class Endpoint:
 
     base_url: str
     model: str | None = None
-    api: ApiKind = "chat"
+    api: str = Api.CHAT.value
     timeouts: Timeouts = field(default_factory=Timeouts)
     api_key: str | None = field(default=None, repr=False, compare=False)
     sim_profile: str | None = None
@@ -162,8 +163,7 @@ class Endpoint:
     fields: RequestFields = DEFAULT_FIELDS
 
     def __post_init__(self) -> None:
-        if self.api not in API_PATHS:
-            raise LlmPerfUsageError(f"api must be one of {', '.join(API_NAMES)}, got {self.api!r}")
+        api_format(self.api)  # a usage error for a name no format in the registry has
         # user:password@ in the URL moves out of the URL at once (into a Basic auth header),
         # so no URL this object hands out, prints or puts in a request line carries it.
         parts = urlsplit(self.base_url)
@@ -179,7 +179,7 @@ class Endpoint:
         *,
         api_key_env: str | None = "OPENAI_API_KEY",
         model: str | None = None,
-        api: ApiKind = "chat",
+        api: str = Api.CHAT.value,
         timeouts: Timeouts | None = None,
         sim_profile: str | None = None,
         fields: RequestFields = DEFAULT_FIELDS,
@@ -206,8 +206,13 @@ class Endpoint:
         )
 
     @property
+    def format(self) -> ApiFormat:
+        """The wire format of :attr:`api` (:mod:`pytest_llmperf.apis`)."""
+        return api_format(self.api)
+
+    @property
     def request_url(self) -> str:
-        return self.base_url + API_PATHS[self.api]
+        return self.base_url + self.format.path
 
     def headers(self, api: str | None = None) -> dict[str, str]:
         """The headers of every request of ``api`` (default: this endpoint's API).
@@ -216,7 +221,8 @@ class Endpoint:
         checks that one, on ``/v1/messages`` too); the Anthropic Messages API also
         gets it as ``x-api-key`` (Anthropic's own header; llama.cpp's server reads it
         when ``Authorization`` is absent) and ``anthropic-version``, which
-        Anthropic-compatible servers may require.
+        Anthropic-compatible servers may require: each format adds its own
+        (:attr:`~pytest_llmperf.apis.format.ApiFormat.headers`).
         """
         out: dict[str, str] = {}
         if self.api_key:
@@ -224,10 +230,7 @@ class Endpoint:
         elif self.url_credentials:
             token = base64.b64encode(":".join(self.url_credentials).encode()).decode()
             out["Authorization"] = f"Basic {token}"
-        if (api or self.api) == "messages":
-            if self.api_key:
-                out["x-api-key"] = self.api_key
-            out["anthropic-version"] = ANTHROPIC_VERSION
+        out.update(api_format(api or self.api).headers(self.api_key))
         return out
 
     @property
@@ -250,7 +253,7 @@ class Endpoint:
             "api": self.api,
             "simulator": self.sim_profile,
             "api_key": "set" if self.api_key else "none",
-            "request_fields": self.fields.describe(self.api),
+            "request_fields": self.fields.describe(self.format.field_rules),
         }
 
     def client(self, *, max_connections: int | None = 1024) -> httpx.AsyncClient:

@@ -43,9 +43,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from pytest_llmperf.apis.events import error_message
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.failures import classify_transport_error
-from pytest_llmperf.client.openai import error_message
 from pytest_llmperf.client.records import ErrorKind
 from pytest_llmperf.client.unreachable import unreachable_message
 from pytest_llmperf.errors import LlmPerfUsageError, StopCause

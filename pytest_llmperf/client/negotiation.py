@@ -10,7 +10,7 @@ ignore_eos"; ``transformers serve``: "Unexpected fields in the request:
 some chat models refuse ``max_tokens`` in favour of ``max_completion_tokens``.
 Sending a refused field would fail every request of the session, so one
 small streaming request finds out first, and the refused fields are dropped
-(:class:`~pytest_llmperf.client.openai.RequestFields` keeps the server's
+(:class:`~pytest_llmperf.apis.fields.RequestFields` keeps the server's
 words for the report).
 
 The user's own fields (``--llm-request-extra``, ``llm_workload(extra_body=...)``)
@@ -26,7 +26,7 @@ broken for this client, not the user's options, so the gate fails (exit status 1
 usage error (4).
 
 Which optional fields there are depends on the API
-(:meth:`~pytest_llmperf.client.openai.RequestFields.sends`): chat has all three
+(:meth:`~pytest_llmperf.apis.fields.RequestFields.sends`): chat has all three
 (``ignore_eos``, ``stream_options``, ``max_tokens`` -> ``max_completion_tokens``),
 completions the first two, the Responses and Messages APIs ``ignore_eos`` only
 (their length fields, ``max_output_tokens`` and ``max_tokens``, are the APIs' own),
@@ -48,10 +48,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from pytest_llmperf.client.apis import build_payload
+from pytest_llmperf.apis.fields import RequestFields
+from pytest_llmperf.apis.registry import api_format, build_payload
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.metadata import MetadataClient, Read, server_words
-from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.errors import LlmPerfUsageError, StopCause
 from pytest_llmperf.workloads.base import Sample
 
@@ -219,7 +219,7 @@ def _unserved(endpoint: Endpoint, probe: FieldProbe) -> str:
 
 
 def _sent(fields: RequestFields, name: str, api: str) -> bool:
-    return fields.sends(api, name)
+    return fields.sends(api_format(api).field_rules, name)
 
 
 def _names(probe: FieldProbe, name: str) -> bool:
@@ -254,6 +254,6 @@ async def _probe(endpoint: Endpoint, meta: MetadataClient, fields: RequestFields
     """
     assert endpoint.model is not None
     body = build_payload(endpoint.api, endpoint.model, PROBE_SAMPLE, fields)
-    read = Read.BODY if endpoint.api == "embeddings" else Read.FIRST_EVENT
+    read = Read.FIRST_EVENT if endpoint.format.streams_tokens else Read.BODY
     answer = await meta.call("POST", endpoint.request_url, what="field probe", json=body, read=read)
     return FieldProbe(answer.status, answer.message)

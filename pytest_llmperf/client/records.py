@@ -42,7 +42,7 @@ class RequestRecord:
     ``t_sched`` is when the load pattern planned the send (equal to ``t_send``
     for closed-loop loads); ``t_first``/``t_last`` are the arrival times of
     the first and last token events (reasoning and empty deltas included, see
-    :class:`~pytest_llmperf.client.openai.ChunkInfo`); ``t_out`` is the first
+    :class:`~pytest_llmperf.apis.events.ChunkInfo`); ``t_out`` is the first
     event with answer content or a tool call (``ttfo``); ``gaps_ns`` are the
     gaps between consecutive token events (the pooled ITL samples).
     ``input_requested``/``output_requested`` are what the workload asked for

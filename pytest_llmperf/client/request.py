@@ -43,26 +43,18 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Coroutine
+from enum import Enum
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmperf.client.apis import (
-    STREAM_END,
-    answer_text_for,
-    build_payload,
-    chunk_parser,
-    request_model,
-    sends_images,
-)
+from pytest_llmperf.apis.events import ChunkInfo, error_message
+from pytest_llmperf.apis.format import AnswerFault, ApiFormat, RunReader, WholeAnswer
+from pytest_llmperf.apis.registry import api_format
 from pytest_llmperf.client.cancel import CancelAt
-from pytest_llmperf.client.chunk_shapes import ChunkReader
-from pytest_llmperf.client.embeddings_api import EmbeddingsFault, check_answer, inputs_of
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.http1 import Http1Connection
-from pytest_llmperf.client.openai import ChunkInfo, error_message, parse_chunk
-from pytest_llmperf.client.openai import answer_text as openai_answer_text
 from pytest_llmperf.client.output_check import settle_output
-from pytest_llmperf.client.outputs import CollectedOutput, collects_output
+from pytest_llmperf.client.outputs import CollectedOutput
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.server_timing import apply_server_timing
 from pytest_llmperf.client.sse import SSEParser
@@ -73,13 +65,22 @@ from pytest_llmperf.workloads.base import Sample
 if TYPE_CHECKING:
     from pytest_llmperf.workloads.output_contract import OutputContract
 
-__all__ = ["CancelAt", "request_data", "send_request", "start_request"]
+__all__ = ["CancelAt", "request_data", "request_model", "send_request", "start_request"]
 
 _ERROR_BODY_LIMIT = 64 * 1024
 _JSON_BODY_LIMIT = 64 * 1024 * 1024
 
-# What the response turned out to be, from its status and content type.
-_STREAM, _ERROR, _WHOLE = range(3)
+
+class _Body(Enum):
+    """What the response turned out to be, from its status and content type."""
+
+    STREAM = "a stream of events, read by the format's event reader"
+    ERROR = "an error answer (status 300 or more), read whole for its message"
+    WHOLE = "one JSON answer, read whole (the format's answer check, or its event reader)"
+
+
+# bound once: the reading loop compares them per read (``is``, no attribute look-up)
+_STREAM, _ERROR, _WHOLE = _Body.STREAM, _Body.ERROR, _Body.WHOLE
 _NEVER = 1 << 62  # a deadline that does not come (monotonic ns)
 
 
@@ -149,10 +150,16 @@ def request_data(client: StreamClient, endpoint: Endpoint, sample: Sample) -> by
     before the planned instant and hands them to :func:`start_request`.
     """
     api = endpoint.api
-    body = json.dumps(
-        build_payload(api, _served_model(endpoint, sample), sample, endpoint.fields)
-    ).encode()
+    build = api_format(api).build_body
+    body = json.dumps(build(_served_model(endpoint, sample), sample, endpoint.fields)).encode()
     return client.request_bytes(api, body, sample.headers)
+
+
+def request_model(sample: Sample, endpoint_model: str) -> str:
+    """The ``model`` a request of ``sample`` names: the adapter (or base model) the
+    sample drew (``llm_workload(adapters=...)``: ``""`` is the base model, by the
+    endpoint's name for it), else the endpoint's model."""
+    return sample.model or endpoint_model
 
 
 def _served_model(endpoint: Endpoint, sample: Sample) -> str:
@@ -166,7 +173,7 @@ def _note_sample(endpoint: Endpoint, sample: Sample, record: RequestRecord) -> N
     """What the record keeps of the sample sent: its served model, its images."""
     if sample.model is not None:
         record.model = _served_model(endpoint, sample)
-    if sample.images and sends_images(endpoint.api, sample):
+    if sample.images and api_format(endpoint.api).takes_images:
         record.images = len(sample.images)
         record.image_bytes = sum(image.nbytes for image in sample.images)
 
@@ -178,12 +185,13 @@ def _reading_for(
     start_ns: int,
     cancel: CancelAt | None,
 ) -> _Reading:
-    api = endpoint.api
     reading = _Reading(
-        record, endpoint.timeouts, start_ns, cancel, api=api, contract=sample.contract
+        record, endpoint.timeouts, start_ns, cancel, api=endpoint.api, contract=sample.contract
     )
-    if api == "embeddings":
-        reading.embedding_inputs = len(inputs_of(sample))
+    check = reading.format.answer_check
+    if check is not None:  # an answer read whole (embeddings): checked against the sample
+        reading.check_answer = check(sample)
+    if not reading.format.streams_tokens:
         record.output_requested = 0  # nothing is generated: no output length was asked for
     return reading
 
@@ -285,19 +293,19 @@ class _Reading:
     :attr:`done` with ``True`` instead — "send it again" — and puts a fresh
     future in its place for the second attempt, which the same timer watches.
 
-    ``api`` picks the event parser (chat and completions keep
-    :func:`~pytest_llmperf.client.openai.parse_chunk`) and what ends a stream: a
-    ``finish_reason`` on chat and completions, only the terminal event (``done``)
-    on the typed-event APIs, whose finish rides on an earlier event
-    (``message_delta``). An embeddings answer is read whole and checked
-    (``embedding_inputs``: how many vectors it must hold). ``contract``: the
+    ``api`` names the wire format (:attr:`format`, from the registry), which decides
+    everything that differs between APIs: the reader of the stream's events (a
+    :class:`~pytest_llmperf.apis.format.RunReader` also takes a read's run of its
+    stream's common event at once), whether a ``finish_reason`` ends the stream or
+    only the terminal event (``done``) does, what a cut stream lacked, and, for a
+    format that streams no tokens, the check of its answer read whole
+    (:attr:`check_answer`, set by :func:`start_request` from the sample). ``contract``: the
     sample's output contract; when it keeps the output, every event (and a
     whole answer) is collected and the output settled once the request completed.
     """
 
     __slots__ = (
         "_answer_text",
-        "_api",
         "_blank_finish_ns",
         "_body",
         "_cancel",
@@ -317,8 +325,9 @@ class _Reading:
         "_timeouts",
         "_timer",
         "_whole_reads",
+        "check_answer",
         "done",
-        "embedding_inputs",
+        "format",
         "last_read_ns",
         "record",
         "resend_on",
@@ -335,13 +344,15 @@ class _Reading:
         contract: OutputContract | None = None,
     ) -> None:
         self.record = record
-        self._api = api
-        self._parse: Callable[[str], ChunkInfo] = chunk_parser(api)
-        # chat and completions: the stream's ChunkReader, whose runs _events takes at once
-        self._reader = self._parse if isinstance(self._parse, ChunkReader) else None
-        self._answer_text: Callable[[str], str] = answer_text_for(api)
-        self._finish_ends = api == "chat" or api == "completions"
-        self.embedding_inputs = 0
+        self.format: ApiFormat = api_format(api)
+        reader = self.format.event_reader
+        self._parse: Callable[[str], ChunkInfo] = _no_events if reader is None else reader()
+        # a reader that learns its stream's common event: _events takes its runs at once
+        self._reader = self._parse if isinstance(self._parse, RunReader) else None
+        self._answer_text: Callable[[str], str] = self.format.answer_text
+        self._finish_ends = self.format.finish_ends
+        # the check of an answer read whole (a format that streams no tokens)
+        self.check_answer: Callable[[bytes], WholeAnswer | AnswerFault] | None = None
         self.done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.resend_on: Http1Connection | None = None
         self.last_read_ns = start_ns
@@ -357,7 +368,7 @@ class _Reading:
         self._cancel = cancel
         self._cancel_ns = _NEVER  # set by watch(), once t_send is known
         self._cancel_tokens = 0 if cancel is None else cancel.after_tokens or 0
-        if contract is not None and (not contract.keeps_output or not collects_output(api)):
+        if contract is not None and (not contract.keeps_output or not self.format.collects_output):
             contract = None
         self._contract = contract
         self._output = None if contract is None else CollectedOutput(api, marks=contract.greedy)
@@ -416,7 +427,7 @@ class _Reading:
         elif now >= limit:
             if self.record.t_first:
                 self._fail(ErrorKind.TOTAL_TIMEOUT, f"no end of stream within {t.total:g} s", now)
-            elif self._api == "embeddings":  # no token ever comes: the answer is the first
+            elif not self.format.streams_tokens:  # no token ever comes: the answer is the first
                 detail = f"no answer within {t.first_token:g} s"
                 self._fail(ErrorKind.FIRST_TOKEN_TIMEOUT, detail, now)
             else:
@@ -434,7 +445,7 @@ class _Reading:
         self.record.status = status
         if status >= 300:  # redirects are not followed: a wrong URL
             self._mode, self._headers = _ERROR, headers
-        elif self._api == "embeddings" or headers.get("content-type", "").startswith(
+        elif not self.format.streams_tokens or headers.get("content-type", "").startswith(
             "application/json"
         ):
             self._mode = _WHOLE
@@ -472,8 +483,9 @@ class _Reading:
             self._http_error(now_ns)
             return
         if self._mode == _WHOLE:
-            if self._api == "embeddings":
-                _apply_embeddings(bytes(self._body), now_ns, self.record, self.embedding_inputs)
+            check = self.check_answer
+            if check is not None:
+                _apply_answer(check(bytes(self._body)), now_ns, self.record)
             else:
                 raw, output = bytes(self._body), self._output
                 _apply_whole(raw, now_ns, self.record, self._parse, self._answer_text, output)
@@ -499,7 +511,7 @@ class _Reading:
                 if self._output is not None:
                     self._output.mark("")
             if not self._finished:
-                record.fail(ErrorKind.TRUNCATED, f"stream ended without {STREAM_END[self._api]}")
+                record.fail(ErrorKind.TRUNCATED, f"stream ended without {self.format.stream_end}")
             elif not record.has_output and not _generated(record):
                 # Nothing says a token was generated: no event, and no usage counting one.
                 record.fail(ErrorKind.EMPTY, _empty_detail(record))
@@ -615,10 +627,15 @@ class _Reading:
             self.done.set_result(False)
 
 
+def _no_events(data: str) -> ChunkInfo:
+    """The event reader of a format that streams none (its answers are read whole)."""
+    raise ValueError("this API streams no events")
+
+
 def _on_event(
-    data: str, now: int, record: RequestRecord, parse: Callable[[str], ChunkInfo] = parse_chunk
+    data: str, now: int, record: RequestRecord, parse: Callable[[str], ChunkInfo]
 ) -> ChunkInfo | None:
-    """Apply one event (read by its API's ``parse``); ``None`` when it failed the request."""
+    """Apply one event (read by its format's ``parse``); ``None`` when it failed the request."""
     try:
         info = parse(data)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:  # JSON of the wrong shape
@@ -675,8 +692,8 @@ def _apply_whole(
     raw: bytes,
     now: int,
     record: RequestRecord,
-    parse: Callable[[str], ChunkInfo] = parse_chunk,
-    answer_text: Callable[[str], str] = openai_answer_text,
+    parse: Callable[[str], ChunkInfo],
+    answer_text: Callable[[str], str],
     output: CollectedOutput | None = None,
 ) -> None:
     """A server that ignored ``stream: true``: one timestamp for the whole answer
@@ -712,14 +729,14 @@ def _apply_whole(
     record.token_events = 1
 
 
-def _apply_embeddings(raw: bytes, now: int, record: RequestRecord, inputs: int) -> None:
-    """An embeddings answer, read whole at ``now`` and checked (one vector per input, all
-    of one length): completed with its sizes and usage, or failed saying what was wrong.
+def _apply_answer(answer: WholeAnswer | AnswerFault, now: int, record: RequestRecord) -> None:
+    """An answer read whole at ``now`` and checked by its format (embeddings: one vector
+    per input, all of one length): completed with its sizes and usage, or failed saying
+    what was wrong.
 
     No token streams, so ``t_first``/``t_out`` stay 0; ``t_last`` = ``t_end`` = ``now``.
     """
-    answer = check_answer(raw, inputs)
-    if isinstance(answer, EmbeddingsFault):
+    if isinstance(answer, AnswerFault):
         kind = ErrorKind.STREAM_ERROR if answer.server_error else ErrorKind.PROTOCOL
         record.fail(kind, answer.message, now=now)
         return

@@ -3,7 +3,7 @@
 Two shapes are known, both read from the chunk that ends a stream (or from a
 non-streamed answer's body), never from a token chunk: the client looks for
 them only on a chunk that carries ``usage`` or a ``finish_reason``
-(:func:`pytest_llmperf.client.openai.parse_chunk`), so a stream's token events
+(:func:`pytest_llmperf.apis.chunks.parse_chunk`), so a stream's token events
 cost nothing more.
 
 - **vLLM** with ``--enable-per-request-metrics``: a ``metrics`` object on the

@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from urllib.parse import urlsplit
 
-from pytest_llmperf.client.api_kinds import API_PATHS
+from pytest_llmperf.apis.registry import API_FORMATS
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.fdlimits import connection_budget, ensure_descriptors
 from pytest_llmperf.client.http1 import Http1Connection, check_request_headers, request_prefix
@@ -70,11 +70,12 @@ _LENGTH = b"Content-Length: "  # where request_prefix ends
 
 
 def _head_headers(endpoint: Endpoint, api: str) -> dict[str, str]:
-    """The headers of every ``api`` request: a stream is asked for, except of embeddings,
-    whose answer is one JSON body; the endpoint's auth headers for that API."""
+    """The headers of every ``api`` request: a stream is asked for, except of a format that
+    streams no tokens (embeddings), whose answer is one JSON body; the endpoint's auth
+    headers for that API."""
     return {
         "User-Agent": "pytest-llmperf",
-        "Accept": "application/json" if api == "embeddings" else "text/event-stream",
+        "Accept": "text/event-stream" if API_FORMATS[api].streams_tokens else "application/json",
         "Accept-Encoding": "identity",
         "Content-Type": "application/json",
         **endpoint.headers(api),
@@ -120,12 +121,14 @@ class StreamClient:
             if not isinstance(verify, ssl.SSLContext):
                 verify = ssl.create_default_context()
             self._ssl = verify
-        heads = {api: _head_headers(endpoint, api) for api in API_PATHS}
+        heads = {api: _head_headers(endpoint, api) for api in API_FORMATS}
         query = f"?{parts.query}" if parts.query else ""  # e.g. ?api-version=… of a gateway
         try:
             self._prefixes = {
-                api: request_prefix("POST", parts.path + path + query, self.authority, heads[api])
-                for api, path in API_PATHS.items()
+                api: request_prefix(
+                    "POST", parts.path + fmt.path + query, self.authority, heads[api]
+                )
+                for api, fmt in API_FORMATS.items()
             }
         except ValueError as exc:  # a header or path that would break every request's framing
             raise LlmPerfUsageError(
@@ -179,7 +182,7 @@ class StreamClient:
     def request_bytes(
         self, api: str, body: bytes, headers: Mapping[str, str] | None = None
     ) -> bytes:
-        """A whole POST of ``body`` to the ``api``'s path (any of ``API_PATHS``).
+        """A whole POST of ``body`` to the ``api``'s path (any format of ``API_FORMATS``).
 
         ``headers`` are this request's own (``Sample.headers``, e.g. a session's
         affinity header), added to the client's. ``ValueError`` (naming the header,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import cast
 
 __all__ = ["FIRST_TOKEN_TIMEOUT_S", "first_token_ns"]
 
@@ -59,10 +58,9 @@ def first_token_ns(
 async def _first_token(
     url: str, model: str | None, api: str, api_key: str | None, timeout_s: float
 ) -> tuple[int | None, str | None]:
-    from pytest_llmperf.client.api_kinds import ApiKind
+    from pytest_llmperf.apis.fields import RequestFields
     from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url
     from pytest_llmperf.client.models import resolve_model
-    from pytest_llmperf.client.openai import RequestFields
     from pytest_llmperf.client.records import RequestRecord
     from pytest_llmperf.client.request import send_request
     from pytest_llmperf.client.stream_client import StreamClient
@@ -74,7 +72,7 @@ async def _first_token(
     endpoint = Endpoint(
         base_url=normalize_base_url(url),
         model=model,
-        api=cast(ApiKind, api),
+        api=api,
         timeouts=timeouts,
         api_key=api_key,
         # the API's own fields only: nothing negotiated yet, and a strict server
@@ -82,7 +80,7 @@ async def _first_token(
         fields=RequestFields(ignore_eos=False, include_usage=False),
     )
     endpoint = await resolve_model(endpoint)
-    embeddings = api == "embeddings"
+    embeddings = not endpoint.format.streams_tokens
     sample = Sample(
         index=0,
         prompt=_PROMPT,

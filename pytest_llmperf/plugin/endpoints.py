@@ -43,9 +43,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_llmperf.apis.fields import RequestFields
 from pytest_llmperf.client.endpoint import Endpoint, normalize_base_url
 from pytest_llmperf.client.negotiation import UserFields
-from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.client.preflight import preflight_sync
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.options import DEFAULT_SIM_PROFILE, LlmPerfOptions, sim_profile_of

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from api_server import ApiServer, Reply, event, serve
 
+from pytest_llmperf.apis import API_PATHS, build_payload
+from pytest_llmperf.apis.fields import RequestFields
+from pytest_llmperf.apis.registry import API_PATHS as OLD_PATHS
 from pytest_llmperf.client import Endpoint, RequestRecord, normalize_base_url, send_request
-from pytest_llmperf.client.apis import API_PATHS, build_payload
-from pytest_llmperf.client.openai import API_PATHS as OLD_PATHS
-from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import ImageInput, Sample

@@ -19,10 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_llmperf.client.apis import chunk_parser
-from pytest_llmperf.client.chunk_shapes import ChunkReader
+from pytest_llmperf.apis import chunk_parser
+from pytest_llmperf.apis.chunk_shapes import ChunkReader
+from pytest_llmperf.apis.chunks import parse_chunk
+from pytest_llmperf.apis.events import ChunkInfo
 from pytest_llmperf.client.endpoint import Timeouts
-from pytest_llmperf.client.openai import ChunkInfo, parse_chunk
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import _on_event, _Reading
 
@@ -124,7 +125,7 @@ def decoded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         parsed.append(data)
         return full(data)
 
-    monkeypatch.setattr("pytest_llmperf.client.chunk_shapes.parse_chunk", counting)
+    monkeypatch.setattr("pytest_llmperf.apis.chunk_shapes.parse_chunk", counting)
     return parsed
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from api_server import ApiServer, Reply, event, serve
 
+from pytest_llmperf.apis import Api as ApiKind
 from pytest_llmperf.client import Endpoint, RequestRecord, send_request
-from pytest_llmperf.client.api_kinds import ApiKind
 from pytest_llmperf.client.output_check import InvalidKind
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.workloads import Sample

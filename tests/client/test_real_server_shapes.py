@@ -15,8 +15,9 @@ import time
 import pytest
 from strict_server import ServedRequest, StrictServer, serve
 
+from pytest_llmperf.apis.chunks import parse_chunk
+from pytest_llmperf.apis.fields import RequestFields
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url
-from pytest_llmperf.client.openai import RequestFields, parse_chunk
 from pytest_llmperf.client.preflight import preflight
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.errors import LlmPerfUsageError

@@ -17,8 +17,8 @@ import pytest
 from scripted_server import Script, ScriptedServer, chat_chunk, sse
 from strict_server import StrictServer, serve
 
+from pytest_llmperf.apis.chunks import answer_text, parse_chunk
 from pytest_llmperf.client import Endpoint, RequestRecord, send_request
-from pytest_llmperf.client.openai import answer_text, parse_chunk
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.workloads import Sample
 

@@ -17,8 +17,8 @@ from typing import Any, Literal
 import pytest
 from scripted_server import Script, ScriptedServer, chat_chunk, sse
 
+from pytest_llmperf.apis.chunks import parse_chunk
 from pytest_llmperf.client import Endpoint, RequestRecord, Timeouts, send_request
-from pytest_llmperf.client.openai import parse_chunk
 from pytest_llmperf.client.server_timing import apply_server_timing
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.workloads import Sample

@@ -13,7 +13,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_llmperf.client.openai import error_message, parse_chunk
+from pytest_llmperf.apis.chunks import parse_chunk
+from pytest_llmperf.apis.events import error_message
 from pytest_llmperf.client.sse import SSEParser
 
 KEYS = [

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from odd_servers import OddServer, Request, Wire, serve_in_thread, sse_ok
 
+from pytest_llmperf.apis.fields import RequestFields
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.negotiation import UserFields
-from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.client.preflight import preflight
 from pytest_llmperf.errors import LlmPerfUsageError, StopCause
 

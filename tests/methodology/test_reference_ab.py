@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_llmperf.apis.fields import RequestFields
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.client.openai import RequestFields
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.methodology import LlmLoadgen, run_configurations
 from pytest_llmperf.methodology.reference import ab_order, ab_stats, block_spec

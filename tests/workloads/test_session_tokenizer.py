@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from tokenize_server import ReferenceCounter, TokenizeServer
 
+from pytest_llmperf.apis import Api as ApiKind
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.client.openai import ApiKind
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.session_tokenizer import (
     TokenizerFallbackWarning,

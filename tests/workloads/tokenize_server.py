@@ -33,8 +33,8 @@ from typing import Any
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from pytest_llmperf.apis import Api as ApiKind
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
-from pytest_llmperf.client.openai import ApiKind
 
 
 class ReferenceCounter:

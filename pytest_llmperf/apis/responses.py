@@ -1,4 +1,4 @@
-"""OpenAI's Responses API (``POST /v1/responses``): request bodies out, typed events in.
+"""OpenAI's Responses API (``POST /v1/responses``): the ``responses`` format.
 
 The stream is a sequence of typed events (``data: {"type": "response.…", …}``,
 each after an ``event:`` line that repeats the type). Token events are the
@@ -33,23 +33,30 @@ is tolerated, and ends nothing by itself.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_llmperf.client.openai import (
+from pytest_llmperf.apis.events import ChunkInfo, error_message, load_event
+from pytest_llmperf.apis.fields import (
     DEFAULT_FIELDS,
-    ChunkInfo,
+    FieldRules,
     RequestFields,
     apply_extra,
     apply_output_fields,
-    error_message,
-    load_event,
 )
-from pytest_llmperf.workloads.base import Sample
+from pytest_llmperf.apis.format import ApiFormat
+from pytest_llmperf.apis.names import Api
+from pytest_llmperf.apis.output_parts import OutputParts, name_call
+from pytest_llmperf.apis.samples import ContractLike, SampleLike
 
-if TYPE_CHECKING:
-    from pytest_llmperf.workloads.output_contract import OutputContract
-
-__all__ = ["TERMINAL_EVENTS", "answer_text", "build_payload", "output_fields", "parse_event"]
+__all__ = [
+    "RESPONSES",
+    "TERMINAL_EVENTS",
+    "answer_text",
+    "build_payload",
+    "output_fields",
+    "parse_event",
+    "read_output",
+]
 
 TERMINAL_EVENTS = ("response.completed", "response.incomplete")
 _ANSWER_DELTAS = frozenset({"response.output_text.delta"})
@@ -63,7 +70,7 @@ _NOTHING = ChunkInfo()
 
 
 def build_payload(
-    model: str, sample: Sample, fields: RequestFields = DEFAULT_FIELDS
+    model: str, sample: SampleLike, fields: RequestFields = DEFAULT_FIELDS
 ) -> dict[str, Any]:
     """The streaming Responses body of ``sample``.
 
@@ -98,7 +105,7 @@ def build_payload(
     return apply_extra(body, sample, fields, ignore_eos=fields.ignore_eos)
 
 
-def output_fields(contract: OutputContract) -> dict[str, Any]:
+def output_fields(contract: ContractLike) -> dict[str, Any]:
     """What a Responses body adds for ``contract``, in the API's own shapes: the schema
     as ``text.format`` (``json_schema``, strict), function tools flat (``name``,
     ``description``, ``parameters`` beside ``type``), a named ``tool_choice`` as
@@ -274,3 +281,102 @@ def answer_text(data: str) -> str:
             if item.get("type") == "message"
         )
     return ""
+
+
+# -- output (what a reply's answer and tool calls are, for validation) -----------------
+#
+# A call opens with ``response.output_item.added`` (``item.type`` ``function_call``, its
+# ``name``), streams ``response.function_call_arguments.delta`` (``output_index``,
+# ``item_id``, ``delta``) and closes with ``…arguments.done`` (``arguments``, whole: the
+# server's last word wins); a whole response has its ``output`` items.
+
+
+def read_output(out: OutputParts, obj: dict[str, Any]) -> str:
+    """A Responses stream event, or a whole response object."""
+    kind = obj.get("type")
+    if kind == "response.output_text.delta":
+        return out.text_piece(obj.get("delta"))
+    if kind == "response.function_call_arguments.delta":
+        delta = obj.get("delta")
+        if delta.__class__ is not str:
+            return ""
+        if delta:
+            out.target(_item_key(out, obj)).pieces.append(delta)
+        return str(delta)
+    if kind in _REASONING_DELTAS or kind == "response.custom_tool_call_input.delta":
+        delta = obj.get("delta")
+        return str(delta) if delta.__class__ is str else ""
+    if kind == "response.output_item.added" or kind == "response.output_item.done":
+        item = obj.get("item")
+        if item.__class__ is dict and item.get("type") == "function_call":
+            key = _item_key(out, obj, item.get("id"))
+            call = out.target(key, opening=kind == "response.output_item.added")
+            name_call(call, item.get("name"))
+            arguments = item.get("arguments")
+            if kind == "response.output_item.done" and arguments.__class__ is str:
+                call.final = arguments
+        return ""
+    if kind == "response.function_call_arguments.done":
+        arguments = obj.get("arguments")
+        if arguments.__class__ is str:
+            out.target(_item_key(out, obj)).final = arguments
+        return ""
+    if kind is None and obj.get("object") == "response":
+        return _whole_response(out, obj)
+    return ""
+
+
+def _item_key(out: OutputParts, obj: dict[str, Any], item_id: Any = None) -> Any:
+    """A Responses call's key: its ``output_index``, or what its item id was seen with."""
+    ident = item_id if item_id.__class__ is str else obj.get("item_id")
+    index = obj.get("output_index")
+    if index.__class__ is int:
+        if ident.__class__ is str:
+            out.aliases[ident] = index
+        return index
+    if ident.__class__ is str:
+        return out.aliases.get(ident, ident)
+    return None
+
+
+def _whole_response(out: OutputParts, response: dict[str, Any]) -> str:
+    pieces: list[str] = []
+    items = response.get("output")
+    for position, item in enumerate(items if items.__class__ is list else ()):
+        if item.__class__ is not dict:
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            parts = item.get("content")
+            for part in parts if parts.__class__ is list else ():
+                if part.__class__ is dict:
+                    pieces.append(out.text_piece(part.get("text")))
+        elif kind == "function_call":
+            call = out.call(position)
+            name_call(call, item.get("name"))
+            arguments = item.get("arguments")
+            if arguments.__class__ is str:
+                call.final = arguments
+                pieces.append(arguments)
+    return "".join(pieces)
+
+
+RESPONSES = ApiFormat(
+    name=Api.RESPONSES,
+    path="/responses",
+    build_body=build_payload,
+    takes_images=True,
+    field_rules=FieldRules(frozenset({"ignore_eos"}), "max_output_tokens"),
+    event_reader=lambda: parse_event,  # no state per stream: one function for all
+    stream_end=" or ".join(TERMINAL_EVENTS),
+    answer_text=answer_text,
+    read_output=read_output,
+    contract_fields={
+        "structured": ("text",),
+        "tools": ("tools", "tool_choice"),
+        "greedy": ("temperature", "top_p"),
+    },
+)
+
+
+# -- the simulator's side (pytest_llmperf.sim serves this format with what follows) --

@@ -9,7 +9,7 @@ text: vLLM's
 and likewise SGLang's, llama.cpp's and TGI's, each with its own constant fields.
 
 A :class:`ChunkReader` is one stream's parser: it parses each chunk in full
-(:func:`~pytest_llmperf.client.openai.parse_chunk`) until one is a plain text
+(:func:`~pytest_llmperf.apis.chunks.parse_chunk`) until one is a plain text
 token (a delta's ``content``, beside whatever constant fields the server adds, or
 a completions ``text``; no finish, usage, timing or error), learns the bytes
 before and after that text and what the full parser says of that shape with a
@@ -32,7 +32,9 @@ from __future__ import annotations
 import json
 import re
 
-from pytest_llmperf.client.openai import ChunkInfo, parse_chunk
+from pytest_llmperf.apis.chunks import parse_chunk
+from pytest_llmperf.apis.events import ChunkInfo
+from pytest_llmperf.apis.format import RunReader
 
 __all__ = ["ChunkReader"]
 
@@ -43,7 +45,7 @@ _SSE_DATA = b"data: "  # the framing sse_run takes (any other goes through SSEPa
 _TEXT_KEYS = ("content", "text")  # chat's delta, completions' choice
 
 
-class ChunkReader:
+class ChunkReader(RunReader):
     """``parse_chunk`` for one chat or completions stream, with the fast path above."""
 
     __slots__ = (

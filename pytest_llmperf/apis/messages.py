@@ -1,4 +1,4 @@
-"""Anthropic's Messages API (``POST /v1/messages``): request bodies out, typed events in.
+"""Anthropic's Messages API (``POST /v1/messages``): the ``messages`` format.
 
 The stream's events (``data: {"type": …}`` after an ``event:`` line): ``message_start``
 (the prompt's usage), ``content_block_start``/``_stop`` (block boundaries),
@@ -31,29 +31,32 @@ the completion. What real servers send, read in their sources:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import json
+from typing import Any
 
-from pytest_llmperf.client.openai import (
+from pytest_llmperf.apis.events import ChunkInfo, error_message, load_event
+from pytest_llmperf.apis.fields import (
     DEFAULT_FIELDS,
-    ChunkInfo,
+    FieldRules,
     RequestFields,
     apply_extra,
     apply_output_fields,
-    error_message,
-    load_event,
 )
-from pytest_llmperf.workloads.base import Sample
-
-if TYPE_CHECKING:
-    from pytest_llmperf.workloads.output_contract import OutputContract
+from pytest_llmperf.apis.format import ApiFormat
+from pytest_llmperf.apis.names import Api
+from pytest_llmperf.apis.output_parts import OutputParts, name_call
+from pytest_llmperf.apis.samples import ContractLike, SampleLike
 
 __all__ = [
     "ANTHROPIC_VERSION",
+    "MESSAGES",
     "TERMINAL_EVENTS",
     "answer_text",
     "build_payload",
+    "headers",
     "output_fields",
     "parse_event",
+    "read_output",
 ]
 
 ANTHROPIC_VERSION = "2023-06-01"  # the anthropic-version header every request carries
@@ -63,7 +66,7 @@ _DONE = ChunkInfo(done=True)
 
 
 def build_payload(
-    model: str, sample: Sample, fields: RequestFields = DEFAULT_FIELDS
+    model: str, sample: SampleLike, fields: RequestFields = DEFAULT_FIELDS
 ) -> dict[str, Any]:
     """The streaming Messages body of ``sample``.
 
@@ -109,7 +112,7 @@ def build_payload(
 _TOOL_CHOICE = {"auto": "auto", "required": "any", "none": "none"}
 
 
-def output_fields(contract: OutputContract) -> dict[str, Any]:
+def output_fields(contract: ContractLike) -> dict[str, Any]:
     """What a Messages body adds for ``contract``: tools as ``{"name", "description",
     "input_schema"}``, ``tool_choice`` as ``{"type": "auto" | "any" | "none"}`` or
     ``{"type": "tool", "name"}`` (chat's ``"required"`` is ``any``); greedy decoding
@@ -252,3 +255,89 @@ def answer_text(data: str) -> str:
             if b.__class__ is dict and b.get("type") == "text" and b.get("text").__class__ is str
         )
     return ""
+
+
+# -- output (what a reply's answer and tool calls are, for validation) -----------------
+#
+# A call is a ``content_block_start`` of type ``tool_use`` (its ``name``, ``input``
+# ``{}``) and ``input_json_delta`` pieces (``partial_json``) at the block's ``index``; a
+# whole message has ``tool_use`` blocks with ``input`` parsed.
+
+
+def read_output(out: OutputParts, obj: dict[str, Any]) -> str:
+    """A Messages stream event, or a whole message."""
+    kind = obj.get("type")
+    if kind == "content_block_delta":
+        delta = obj.get("delta")
+        if delta.__class__ is not dict:
+            return ""
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            return out.text_piece(delta.get("text"))
+        if dtype == "input_json_delta":
+            partial = delta.get("partial_json")
+            if partial.__class__ is not str:
+                return ""
+            if partial:
+                out.target(_block_key(obj)).pieces.append(partial)
+            return str(partial)
+        if dtype == "thinking_delta":
+            thinking = delta.get("thinking")
+            return str(thinking) if thinking.__class__ is str else ""
+        return ""
+    if kind == "content_block_start":
+        block = obj.get("content_block")
+        if block.__class__ is dict and block.get("type") == "tool_use":
+            call = out.target(_block_key(obj), opening=True)
+            name_call(call, block.get("name"))
+            start = block.get("input")
+            if start is not None:
+                call.start = json.dumps(start, ensure_ascii=False)
+        return ""
+    if kind == "message":
+        pieces: list[str] = []
+        blocks = obj.get("content")
+        for position, block in enumerate(blocks if blocks.__class__ is list else ()):
+            if block.__class__ is not dict:
+                continue
+            if block.get("type") == "text":
+                pieces.append(out.text_piece(block.get("text")))
+            elif block.get("type") == "tool_use":
+                call = out.call(position)
+                name_call(call, block.get("name"))
+                call.final = json.dumps(block.get("input", {}), ensure_ascii=False)
+                pieces.append(call.final)
+        return "".join(pieces)
+    return ""
+
+
+def _block_key(obj: dict[str, Any]) -> Any:
+    index = obj.get("index")
+    return index if index.__class__ is int else None
+
+
+def headers(api_key: str | None) -> dict[str, str]:
+    """The Messages API's own headers: the key again as ``x-api-key`` (Anthropic's own
+    header; llama.cpp's server reads it when ``Authorization`` is absent) and
+    ``anthropic-version``, which Anthropic-compatible servers may require."""
+    out = {"x-api-key": api_key} if api_key else {}
+    out["anthropic-version"] = ANTHROPIC_VERSION
+    return out
+
+
+MESSAGES = ApiFormat(
+    name=Api.MESSAGES,
+    path="/messages",
+    build_body=build_payload,
+    takes_images=True,
+    field_rules=FieldRules(frozenset({"ignore_eos"}), "max_tokens"),
+    event_reader=lambda: parse_event,  # no state per stream: one function for all
+    stream_end=" or ".join(TERMINAL_EVENTS),
+    answer_text=answer_text,
+    read_output=read_output,
+    headers=headers,
+    contract_fields={"tools": ("tools", "tool_choice"), "greedy": ("temperature", "top_p")},
+)
+
+
+# -- the simulator's side (pytest_llmperf.sim serves this format with what follows) --

@@ -1,4 +1,5 @@
-"""Embeddings (``POST /v1/embeddings``): one JSON answer per request, checked whole.
+"""Embeddings (``POST /v1/embeddings``): the ``embeddings`` format, one JSON answer per
+request, checked whole.
 
 An embeddings request streams nothing: its one measurement is when the whole
 answer has been read (``e2e``), and its answer is only worth that time if it is
@@ -27,13 +28,18 @@ import json
 import math
 import sys
 from array import array
-from dataclasses import dataclass
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from pytest_llmperf.client.openai import DEFAULT_FIELDS, RequestFields, apply_extra, error_message
-from pytest_llmperf.workloads.base import Sample
+from pytest_llmperf.apis.events import error_message
+from pytest_llmperf.apis.fields import DEFAULT_FIELDS, FieldRules, RequestFields, apply_extra
+from pytest_llmperf.apis.format import AnswerFault, ApiFormat, WholeAnswer
+from pytest_llmperf.apis.names import Api
+from pytest_llmperf.apis.samples import SampleLike
 
 __all__ = [
+    "EMBEDDINGS",
     "EmbeddingsAnswer",
     "EmbeddingsFault",
     "build_payload",
@@ -41,36 +47,20 @@ __all__ = [
     "inputs_of",
 ]
 
+# An answer that checked out, and one that did not (the format's whole-answer types).
+EmbeddingsAnswer = WholeAnswer
+EmbeddingsFault = AnswerFault
+
 _NUMBERS = frozenset({float, int})
 
 
-@dataclass(frozen=True, slots=True)
-class EmbeddingsAnswer:
-    """An answer that checked out: ``inputs`` vectors of ``dimensions`` numbers each, and
-    the server's count of input tokens (``usage.prompt_tokens``; None when not given)."""
-
-    inputs: int
-    dimensions: int
-    prompt_tokens: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class EmbeddingsFault:
-    """An answer that did not: ``message`` says what was wrong; ``server_error`` when
-    the server itself said so (an error object in a 2xx answer) rather than a broken
-    answer."""
-
-    message: str
-    server_error: bool = False
-
-
-def inputs_of(sample: Sample) -> list[str]:
+def inputs_of(sample: SampleLike) -> list[str]:
     """The texts one request embeds: ``sample.inputs``, or its prompt alone."""
     return list(sample.inputs) if sample.inputs else [sample.prompt]
 
 
 def build_payload(
-    model: str, sample: Sample, fields: RequestFields = DEFAULT_FIELDS
+    model: str, sample: SampleLike, fields: RequestFields = DEFAULT_FIELDS
 ) -> dict[str, Any]:
     """The embeddings body of ``sample``: ``model``, ``input`` (a list of strings) and
     ``encoding_format: "float"``, then the sample's and the user's extra fields. None of
@@ -84,7 +74,7 @@ def build_payload(
     return apply_extra(body, sample, fields, ignore_eos=False)
 
 
-def check_answer(raw: bytes | str, inputs: int) -> EmbeddingsAnswer | EmbeddingsFault:
+def check_answer(raw: bytes | str, inputs: int) -> WholeAnswer | AnswerFault:
     """``raw`` (a whole 2xx answer's body) checked against ``inputs`` texts sent."""
     try:
         obj = json.loads(raw)
@@ -154,3 +144,23 @@ def _vector_size(embedding: Any) -> int | str:
             return "holds values that are not finite"
         return len(floats)
     return f"is {type(embedding).__name__}, not a list of numbers"
+
+
+def answer_check(sample: SampleLike) -> Callable[[bytes], WholeAnswer | AnswerFault]:
+    """The check of the answer to ``sample``'s request: one vector per text it sent."""
+    return partial(check_answer, inputs=len(inputs_of(sample)))
+
+
+EMBEDDINGS = ApiFormat(
+    name=Api.EMBEDDINGS,
+    path="/embeddings",
+    build_body=build_payload,
+    streams_tokens=False,
+    field_rules=FieldRules(frozenset(), None),
+    stream_end="its JSON answer",
+    answer_check=answer_check,
+    contract_fields={},
+)
+
+
+# -- the simulator's side (pytest_llmperf.sim serves this format with what follows) --
