@@ -18,22 +18,24 @@ import dataclasses
 import random
 from typing import Any
 
+from ..apis.filler_text import token_text
+from ..apis.served import PooledRequest
+from ..apis.served_chunks import split_text
+from ..apis.server_wire import DeltaPlan, OutputPlan, ParsedRequest, WireError
 from ..tokens import split_tokens
 from .clock import TIMING_MODES
-from .deltas import DeltaPlan, plan_deltas, split_text
-from .embeddings import EmbeddingsRequest
+from .deltas import plan_deltas
 from .faults import FaultPlan, plan_faults
 from .fixed import FixedBackend
 from .gc_control import GcControl
 from .kv_cache import KVCache, prompt_block_hashes
-from .outputs import PLAIN, OutputPlan, changed_output, output_salt, plan_output, read_output_ask
+from .outputs import PLAIN, changed_output, output_salt, plan_output, read_output_ask
 from .profiles import Profile
 from .prometheus import ServerCounters
 from .streams import Backend, Submission, TokenStream
-from .text import token_text
 from .token_paths import TokenPaths
 from .validation import request_policy
-from .wire import ParsedRequest, WireError, per_request_metrics
+from .wire import per_request_metrics
 
 __all__ = ["EngineBridge", "make_backend"]
 
@@ -158,12 +160,20 @@ class EngineBridge:
         return n_out, finish
 
     def output(
-        self, parsed: ParsedRequest, body: Any, index: int, n_out: int, finish: str
+        self,
+        parsed: ParsedRequest,
+        body: Any,
+        index: int,
+        n_out: int,
+        finish: str,
+        reasons: bool = True,
     ) -> OutputPlan:
         """What the request's tokens say (outputs.py): the plain filler words of old, or
         JSON, a tool call, a greedy output, a changed one; WireError(400) if its output
-        fields are malformed. A deterministic (greedy or seeded) output's early stop is
-        drawn from its salt, so it too is the same for the same prompt."""
+        fields are malformed; ``reasons``: the format has a reasoning field (not
+        completions, whose reasoning is text). A deterministic (greedy or seeded)
+        output's early stop is drawn from its salt, so it too is the same for the same
+        prompt."""
         p = self.profile
         ask = read_output_ask(parsed.api, body)
         if ask is PLAIN and not p.output_change_rate:
@@ -180,7 +190,7 @@ class EngineBridge:
             n_cap=n_out,
             finish_cap=finish,
             salt=salt,
-            reasoning=p.reasoning_tokens if parsed.api != "completions" else 0,
+            reasoning=p.reasoning_tokens if reasons else 0,
             changed=changed_output(p.output_change_rate, self.seed, salt),
             sim_seed=self.seed,
             constrained=p.constrain_outputs,
@@ -242,7 +252,7 @@ class EngineBridge:
             deltas = dataclasses.replace(deltas, empty=deltas.empty[:-1] + b"\x00")
         return deltas
 
-    def embeddings_fit(self, parsed: EmbeddingsRequest) -> None:
+    def embeddings_fit(self, parsed: PooledRequest) -> None:
         """WireError(400) where an input could never fit the engine's whole KV cache."""
         p = self.profile
         if p.kind == "engine":
@@ -255,7 +265,7 @@ class EngineBridge:
                     "input",
                 )
 
-    async def embed(self, parsed: EmbeddingsRequest) -> None:
+    async def embed(self, parsed: PooledRequest) -> None:
         """Each input a prefill-only request of the back end; back when the last is done
         (RuntimeError: the engine died)."""
         streams: list[TokenStream] = []

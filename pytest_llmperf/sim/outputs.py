@@ -7,8 +7,8 @@ the same words, under any load, in any run), and a fault may change a chosen
 share of outputs (``output_change_rate``). This module reads those fields
 (:func:`read_output_ask`, per API) and decides the output up front
 (:func:`plan_output`): how many tokens, the finish reason, and each token's
-text as pre-escaped JSON bytes, so the renderers (deltas.py, tool_calls.py,
-events.py) and both token paths write them exactly like the filler words —
+text as pre-escaped JSON bytes, so each format's renderer (the server halves
+in :mod:`pytest_llmperf.apis`) and both token paths write them exactly like the filler words —
 one ready-made chunk per token.
 
 A tool call takes one token for its header (the function's name: chat's first
@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..apis.filler_text import WORDS, token_index
+from ..apis.server_wire import OutputPlan, ToolCall, WireError
 from .json_outputs import Draws, SchemaError, json_for_schema, json_pieces
-from .text import WORDS, token_index
-from .wire import WireError
 
 __all__ = [
     "GREEDY_TEMPERATURE",
@@ -74,34 +74,6 @@ class OutputAsk:
 
 
 PLAIN = OutputAsk()
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """The tool call an answer makes: at token ``at`` its header, then its arguments."""
-
-    name: str
-    arguments: str  # the whole arguments JSON (cut short when the cap cut it)
-    at: int  # index of the header token (after any reasoning tokens)
-    named: bool  # tool_choice named it: chat's finish_reason is then "stop", as OpenAI's
-    call_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class OutputPlan:
-    """A request's output, decided before it is submitted."""
-
-    n: int  # output tokens (usage)
-    finish: str  # "stop" | "length" | "tool_calls"
-    salt: int  # the filler words' offset (text.token_index)
-    pieces: tuple[bytes, ...] | None  # JSON-escaped text of each token; None: filler words
-    tool: ToolCall | None = None
-    text: str | None = None  # the answer text (after reasoning) when pieces are given
-
-    @property
-    def engine_finish(self) -> str:
-        """The engine's reason (vLLM's ``finished_reason`` label): stop or length."""
-        return "length" if self.finish == "length" else "stop"
 
 
 # -- reading the request ----------------------------------------------------------------

@@ -1,20 +1,25 @@
 """The simulator's HTTP surface (aiohttp.web): the routes, one handler per API.
 
-A handler reads a request's body, asks the API's served half (served_apis.py)
-to parse it, hands it to the bridge to the engine (bridge.py: admission, faults,
-what its tokens say, the back end) and writes the answer in the API's shape
-(answers.py) as each token comes due (token_paths.py). Errors are rendered here,
-in each API's shape. A client that disconnects cancels its handler (aiohttp's
-``handler_cancellation``), and the ``finally`` releases the request in the
-engine, as vLLM aborts a request whose client went away.
+The routes are built from the registry of formats (:mod:`pytest_llmperf.apis`):
+``POST /v1/<path>`` of each format that has a server half (the end of its
+module), so the surface names no API. A handler reads a request's body, asks
+the format's server half to parse it, hands it to the bridge to the engine
+(bridge.py: admission, faults, what its tokens say, the back end) and writes
+the answer in the format's framing as each token comes due (token_paths.py).
+Errors are rendered here, in each API's shape. A client that disconnects
+cancels its handler (aiohttp's ``handler_cancellation``), and the ``finally``
+releases the request in the engine, as vLLM aborts a request whose client went
+away.
 
-The jobs around that live in their own modules: request strictness
-(validation.py), vLLM's ``/tokenize`` (tokenization.py), the delta shapes of
-other servers (deltas.py), the socket writers of the engine's fan-out
-(sink.py), and serving the app on a port (serving.py). Every token-streaming
-API shares one path — admission, faults, the back end, both token paths — and
-differs only in its parsing and bytes; embeddings submit each input as a
-prefill-only request; images in prompts are charged as prompt tokens (images.py).
+The jobs around that live in their own modules: the routes beside the APIs
+(``/v1/models``, ``/health``, ``/version``, ``/metrics``: info_routes.py),
+request strictness (validation.py), vLLM's ``/tokenize`` (tokenization.py), the
+delta shapes of other servers (deltas.py), the socket writers of the engine's
+fan-out (sink.py), and serving the app on a port (serving.py). Every
+token-streaming API shares one path — admission, faults, the back end, both
+token paths — and differs only in its parsing and bytes; a pooling API
+(embeddings) submits each input as a prefill-only request; images in prompts
+are charged as prompt tokens (apis/prompt_images.py).
 """
 
 from __future__ import annotations
@@ -27,22 +32,20 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from .answers import Usage
+from ..apis.served import AnswerSettings, ServedPooling, ServedTokens
+from ..apis.served_chunks import split_text
+from ..apis.server_table import served_formats
+from ..apis.server_wire import DeltaPlan, OutputPlan, ParsedRequest, Usage, WireError
 from .bridge import EngineBridge
-from .deltas import DeltaPlan, split_text
 from .faults import FaultPlan
-from .outputs import OutputPlan
-from .prometheus import render_metrics
-from .served_apis import EMBEDDINGS, SERVED, ServedApi, ServedEmbeddings
+from .info_routes import SIM_VERSION, InfoRoutes
 from .streams import TokenStream, writes_itself
 from .tokenization import Tokenization
-from .wire import ParsedRequest, WireError, models_body
 
 __all__ = ["SIM_VERSION", "SimApp"]
 
 MAX_REQUEST_BYTES = 256 * 1024 * 1024  # what one request body may hold
 
-SIM_VERSION = "pytest-llmperf-sim 0.1"
 _FAULT_MESSAGES = {
     429: "Too many requests (simulated).",
     500: "Internal server error (simulated).",
@@ -61,9 +64,11 @@ class SimApp:
         self.counters = sim.counters
         self.paths = sim.paths
         self.policy = sim.policy
+        self.settings = AnswerSettings(profile.reasoning_field, profile.responses_incomplete_event)
         self.tokenization = Tokenization(
             profile.model, profile.max_model_len, profile.lora_adapters
         )
+        info = InfoRoutes(sim)
         # aiohttp refuses bodies over 1 MiB by default; two 512x512 PNGs in base64 are
         # 1.4 MiB, and vLLM (uvicorn) sets no limit: take what a vision prompt sends.
         self.app = web.Application(
@@ -71,18 +76,13 @@ class SimApp:
         )
         self.app.add_routes(
             [
-                web.get("/v1/models", self.models),
-                web.get("/health", self.health),
-                web.get("/version", self.version),
-                web.get("/metrics", self.metrics),
-                *(web.post(served.path, self._handler(served)) for served in SERVED),
-                web.post(EMBEDDINGS.path, self.embeddings),
+                *info.routes(),
+                *self._api_routes(),
                 web.post("/tokenize", self.tokenization.tokenize),
                 web.post("/detokenize", self.tokenization.detokenize),
             ]
         )
-        if sim.kv is not None:  # vLLM's (development mode) reset, where there is a cache
-            self.app.add_routes([web.post("/reset_prefix_cache", self.reset_prefix_cache)])
+        self.app.add_routes(info.cache_routes())
         self.app.on_startup.append(self._on_startup)
         self.app.on_cleanup.append(self._on_cleanup)
 
@@ -101,31 +101,10 @@ class SimApp:
     async def _on_cleanup(self, _app: web.Application) -> None:
         await self.sim.stop()
 
-    # -- simple endpoints -------------------------------------------------
-    async def models(self, _request: web.Request) -> web.Response:
-        p = self.profile
-        return web.json_response(models_body(p.model, p.max_model_len, p.lora_adapters))
-
-    async def health(self, _request: web.Request) -> web.Response:
-        return web.Response(status=200)
-
-    async def version(self, _request: web.Request) -> web.Response:
-        return web.json_response({"version": SIM_VERSION, "profile": self.profile.name})
-
-    async def metrics(self, _request: web.Request) -> web.Response:
-        text = render_metrics(self.profile.model, self.sim.backend.stats(), self.counters)
-        return web.Response(text=text, content_type="text/plain", charset="utf-8")
-
-    async def reset_prefix_cache(self, _request: web.Request) -> web.Response:
-        """vLLM's ``POST /reset_prefix_cache``: ``{"success": bool}``, false while blocks
-        are in use (see :meth:`KVCache.reset_prefix_cache`)."""
-        assert self.sim.kv is not None  # routed only where there is a cache
-        return web.json_response({"success": self.sim.kv.reset_prefix_cache()})
-
     # -- reading and refusing ---------------------------------------------
     def _error(
         self,
-        served: ServedApi | ServedEmbeddings,
+        served: ServedTokens | ServedPooling,
         status: int,
         message: str,
         param: str | None = None,
@@ -137,7 +116,7 @@ class SimApp:
         body = served.error_body(status, message, param)
         return web.json_response(body, status=status, headers=headers)
 
-    def _fault_error(self, served: ServedApi | ServedEmbeddings, faults: FaultPlan) -> web.Response:
+    def _fault_error(self, served: ServedTokens | ServedPooling, faults: FaultPlan) -> web.Response:
         """The error status a fault injects."""
         status = faults.error_status
         assert status is not None
@@ -145,7 +124,7 @@ class SimApp:
         return self._error(served, status, _FAULT_MESSAGES[status], None, retry_after)
 
     async def _accepted_body(
-        self, request: web.Request, served: ServedApi | ServedEmbeddings
+        self, request: web.Request, name: str, served: ServedTokens | ServedPooling
     ) -> Any:
         """The request's JSON body, or the answer that refuses it (not JSON, or a field the
         strict profile's policy refuses) as a :class:`web.Response`."""
@@ -154,24 +133,40 @@ class SimApp:
         except (json.JSONDecodeError, UnicodeDecodeError):
             return self._error(served, 400, "request body is not valid JSON")
         if self.policy is not None:
-            rejection = self.policy.check(served.api, body)
+            rejection = self.policy.check(name, body)
             if rejection is not None:
                 self.counters.errors += 1
                 return web.json_response(rejection.body, status=rejection.status)
         return body
 
-    # -- the token-streaming APIs -----------------------------------------
-    def _handler(self, served: ServedApi) -> _Route:
-        """The route of one token-streaming API."""
+    # -- the APIs -----------------------------------------------------------
+    def _api_routes(self) -> list[web.RouteDef]:
+        """``POST /v1/<path>`` of each format in the registry that has a server half,
+        in the registry's order: one handler per API."""
+        return [
+            web.post("/v1" + path, self._handler(name, served))
+            for name, path, served in served_formats()
+        ]
 
-        async def handle(request: web.Request) -> web.StreamResponse:
-            return await self._handle(request, served)
+    def _handler(self, name: str, served: ServedTokens | ServedPooling) -> _Route:
+        """The handler of the API ``name``."""
+        if isinstance(served, ServedTokens):
 
-        handle.__name__ = served.api
+            async def handle(request: web.Request) -> web.StreamResponse:
+                return await self._handle(request, name, served)
+
+        else:
+
+            async def handle(request: web.Request) -> web.StreamResponse:
+                return await self._pooled(request, name, served)
+
+        handle.__name__ = name
         return handle
 
-    async def _handle(self, request: web.Request, served: ServedApi) -> web.StreamResponse:
-        body = await self._accepted_body(request, served)
+    async def _handle(
+        self, request: web.Request, name: str, served: ServedTokens
+    ) -> web.StreamResponse:
+        body = await self._accepted_body(request, name, served)
         if isinstance(body, web.StreamResponse):
             return body
         # Between its pieces of work a handler lets the engine emit whatever fell due:
@@ -184,7 +179,7 @@ class SimApp:
         try:
             parsed = served.parse(body, p.model, p.image_token_px, p.lora_adapters)
             n_out, finish = sim.admit(parsed, served.prompt_param, served.max_param)
-            out = sim.output(parsed, body, index, n_out, finish)
+            out = sim.output(parsed, body, index, n_out, finish, served.reasons)
         except WireError as exc:
             return self._error(served, exc.status, exc.message, exc.param)
         poll()
@@ -223,7 +218,7 @@ class SimApp:
     async def _stream(
         self,
         request: web.Request,
-        served: ServedApi,
+        served: ServedTokens,
         parsed: ParsedRequest,
         stream: TokenStream,
         out: OutputPlan,
@@ -238,8 +233,7 @@ class SimApp:
         )
         writer = await resp.prepare(request)
         self.poll()
-        p = self.profile
-        answer = served.answer(parsed, deltas, out, p.reasoning_field, p.responses_incomplete_event)
+        answer = served.answer(parsed, deltas, out, self.settings)
         opening = answer.opening()
         if opening:
             await resp.write(opening)
@@ -280,7 +274,7 @@ class SimApp:
     async def _full(
         self,
         request: web.Request,
-        served: ServedApi,
+        served: ServedTokens,
         parsed: ParsedRequest,
         stream: TokenStream,
         out: OutputPlan,
@@ -295,12 +289,11 @@ class SimApp:
         self.counters.finished(out.engine_finish, n_out, stream.served_times(), last - arrival)
         reasoning, text = split_text(deltas, out.salt, n_out, out.pieces)
         usage = self._usage(parsed, stream, n_out, deltas)
-        p = self.profile
-        answer = served.answer(parsed, deltas, out, p.reasoning_field, p.responses_incomplete_event)
+        answer = served.answer(parsed, deltas, out, self.settings)
         return web.json_response(answer.full_body(reasoning, text, usage))
 
     async def _stream_error(
-        self, request: web.Request, served: ServedApi, parsed: ParsedRequest, status: int
+        self, request: web.Request, served: ServedTokens, parsed: ParsedRequest, status: int
     ) -> web.StreamResponse:
         """An injected error as a streamed Responses / Messages API sends one (profile
         key ``stream_error_events``): 200, the opening events, then ``response.failed``
@@ -315,14 +308,15 @@ class SimApp:
         await resp.write_eof()
         return resp
 
-    # -- embeddings -------------------------------------------------------
-    async def embeddings(self, request: web.Request) -> web.StreamResponse:
-        """``POST /v1/embeddings``: each input a prefill-only request of the back end
-        (embeddings.py); the answer when the last of them is done."""
-        served = EMBEDDINGS
+    # -- the pooling APIs (embeddings) ------------------------------------
+    async def _pooled(
+        self, request: web.Request, name: str, served: ServedPooling
+    ) -> web.StreamResponse:
+        """``POST /v1/embeddings``: each input a prefill-only request of the back end;
+        the answer when the last of them is done."""
         sim = self.sim
         p = self.profile
-        body = await self._accepted_body(request, served)
+        body = await self._accepted_body(request, name, served)
         if isinstance(body, web.StreamResponse):
             return body
         self.poll()

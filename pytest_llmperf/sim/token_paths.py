@@ -17,14 +17,13 @@ from typing import cast
 
 from aiohttp import web
 
+from ..apis.filler_text import token_text
+from ..apis.served import ChunkSource, PlainChunks
 from .clock import sleep_until
-from .deltas import ChunkSource
 from .faults import FaultPlan
 from .prometheus import ServerCounters
 from .sink import ShapedSocketSink, SocketSink
 from .streams import TokenStream, WritableTokenStream
-from .text import token_text
-from .wire import ChunkWriter
 
 __all__ = ["KEEPALIVE_FRAME", "MALFORMED_FRAME", "TokenPaths"]
 
@@ -62,7 +61,7 @@ class TokenPaths:
         self,
         request: web.Request,
         resp: web.StreamResponse,
-        w: ChunkWriter | None,
+        w: PlainChunks | None,
         stream: TokenStream,
         n_out: int,
         finish: str,
@@ -76,7 +75,7 @@ class TokenPaths:
         False if the stream was cut (nothing more may be written); ``w`` renders the
         plain chunks where there is no ``shaped`` renderer."""
         assert shaped is not None or w is not None
-        plain = cast(ChunkWriter, w)  # used only where there is no ``shaped``
+        plain = cast(PlainChunks, w)  # used only where there is no ``shaped``
         loop = asyncio.get_running_loop()
         counters = self.counters
         last = 0.0
@@ -115,7 +114,7 @@ class TokenPaths:
             if lags is not None:
                 lags.append(now - planned)
                 self.emit_planned.append(planned)
-            if chunk:  # empty: a dropped empty delta (events.py) sends nothing
+            if chunk:  # empty: a dropped empty delta (a typed event) sends nothing
                 await resp.write(chunk)
             if last:
                 counters.itl.observe(now - last)
@@ -127,7 +126,7 @@ class TokenPaths:
     async def write_directly(
         self,
         request: web.Request,
-        w: ChunkWriter | None,
+        w: PlainChunks | None,
         stream: WritableTokenStream,
         n_out: int,
         finish: str,

@@ -263,6 +263,15 @@ def test_managed_server_sits_beside_server_metrics() -> None:
     assert not above, f"managed_server reaches {sorted(above)}"
 
 
+def test_the_simulator_serves_the_formats_it_imports() -> None:
+    """The simulator imports only ``tokens``, ``apis`` (each format's server half, at the
+    end of its module) and itself; ``apis`` imports only ``errors``, ``tokens`` and
+    itself, never the simulator: a format's both halves sit in one module below both."""
+    edges = layer_graph()
+    assert edges.get("sim", set()) <= {"tokens", "apis"}, sorted(edges.get("sim", set()))
+    assert edges.get("apis", set()) <= {"errors", "tokens"}, sorted(edges.get("apis", set()))
+
+
 def test_results_sit_below_the_load_generator() -> None:
     """The load generator writes a run into ``results/`` (records, accumulators,
     ``RunResult``, progress snapshots); verdicts, analyses, reports and the history read
