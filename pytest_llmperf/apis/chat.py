@@ -101,8 +101,15 @@ CHAT = ApiFormat(
 # tokens, each image_url part's image tokens where it stands), and its answer framed in
 # chunks (served_chunks.py). chat_prompt_texts is shared with the simulator's /tokenize.
 
-from collections.abc import Collection  # noqa: E402
+from collections.abc import Collection, Mapping  # noqa: E402
 
+from pytest_llmperf.apis.output_asks import (  # noqa: E402
+    OutputFields,
+    json_format,
+    openai_tool_choice,
+    read_tool_choice,
+    read_tools,
+)
 from pytest_llmperf.apis.prompt_images import (  # noqa: E402
     DEFAULT_IMAGE_TOKEN_PX,
     ImageError,
@@ -126,6 +133,7 @@ from pytest_llmperf.apis.server_wire import (  # noqa: E402
 from pytest_llmperf.tokens import split_tokens  # noqa: E402
 
 __all__ += [
+    "CHAT_FIELDS",
     "SERVED_CHAT",
     "ServedChat",
     "chat_prompt",
@@ -205,10 +213,81 @@ def chat_prompt(messages: list[Any], image_px: int = DEFAULT_IMAGE_TOKEN_PX) -> 
     return prompt
 
 
+# The request fields of OpenAI's own API reference, nothing that only vLLM or another
+# server adds (what a strict profile accepts: sim/validation.py).
+CHAT_FIELDS = frozenset(
+    {
+        "messages",
+        "model",
+        "audio",
+        "frequency_penalty",
+        "function_call",
+        "functions",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "modalities",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "reasoning_effort",
+        "response_format",
+        "safety_identifier",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "verbosity",
+        "web_search_options",
+    }
+)
+
+
+def _chat_tool(tool: dict[str, Any], where: str) -> tuple[Any, Any]:
+    fn = tool.get("function")
+    if tool.get("type", "function") != "function" or not isinstance(fn, dict):
+        raise WireError(400, f"{where}: only function tools are served", "tools")
+    return fn.get("name"), fn.get("parameters", {})
+
+
+def _chat_schema(body: Mapping[str, Any]) -> Any:
+    fmt = body.get("response_format")
+    param = "response_format"
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict):
+        raise WireError(400, f"{param} must be an object", param)
+    inner = fmt.get("json_schema")
+    return json_format(fmt, inner.get("schema") if isinstance(inner, dict) else None, param)
+
+
 class ServedChat(ServedTokens):
     """``POST /v1/chat/completions`` as vLLM serves it."""
 
     prompt_param = "messages"
+    known_fields = CHAT_FIELDS
+    refuses_max_tokens = True  # OpenAI's newer models: max_completion_tokens only
+
+    def output_fields(self, body: Mapping[str, Any]) -> OutputFields:
+        """``response_format`` (``json_schema``, ``json_object``, ``text``), ``tools``
+        (``{"type": "function", "function": {name, parameters}}``), ``tool_choice``."""
+        schema = _chat_schema(body)
+        tools = read_tools(body.get("tools"), _chat_tool)
+        choice, named = read_tool_choice(body.get("tool_choice"), tools, openai_tool_choice)
+        return schema, tools, choice, named
 
     def parse(
         self,

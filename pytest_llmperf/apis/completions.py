@@ -81,7 +81,31 @@ from pytest_llmperf.apis.server_wire import (  # noqa: E402
 )
 from pytest_llmperf.tokens import split_tokens  # noqa: E402
 
-__all__ += ["SERVED_COMPLETIONS", "ServedCompletions"]
+__all__ += ["COMPLETIONS_FIELDS", "SERVED_COMPLETIONS", "ServedCompletions"]
+
+# OpenAI's API reference of the legacy completions (what a strict profile accepts)
+COMPLETIONS_FIELDS = frozenset(
+    {
+        "model",
+        "prompt",
+        "best_of",
+        "echo",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "max_tokens",
+        "n",
+        "presence_penalty",
+        "seed",
+        "stop",
+        "stream",
+        "stream_options",
+        "suffix",
+        "temperature",
+        "top_p",
+        "user",
+    }
+)
 
 
 class ServedCompletions(ServedTokens):
@@ -89,6 +113,7 @@ class ServedCompletions(ServedTokens):
 
     prompt_param = "prompt"
     reasons = False  # no reasoning field: the reasoning tokens are text (vLLM)
+    known_fields = COMPLETIONS_FIELDS
 
     def parse(
         self, body: Any, served_model: str, image_px: int, adapters: Collection[str] = ()

@@ -184,6 +184,7 @@ from pytest_llmperf.apis.server_wire import WireError  # noqa: E402
 from pytest_llmperf.tokens import split_tokens  # noqa: E402
 
 __all__ += [
+    "EMBEDDINGS_FIELDS",
     "ENCODING_FORMATS",
     "SERVED_EMBEDDINGS",
     "EmbeddingsRequest",
@@ -318,8 +319,14 @@ def parse_embeddings(
     )
 
 
+# OpenAI's embeddings reference (what a strict profile accepts)
+EMBEDDINGS_FIELDS = frozenset({"model", "input", "dimensions", "encoding_format", "user"})
+
+
 class ServedEmbeddings(ServedPooling):
     """``POST /v1/embeddings`` as a pooling server answers it."""
+
+    known_fields = EMBEDDINGS_FIELDS
 
     def parse(
         self, body: Any, served_model: str, embedding_dim: int, max_model_len: int

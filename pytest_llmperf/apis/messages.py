@@ -352,8 +352,9 @@ MESSAGES = ApiFormat(
 # at the cap, ``end_turn`` otherwise) and the usage, and ``message_stop``.
 
 import uuid  # noqa: E402
-from collections.abc import Callable, Collection  # noqa: E402
+from collections.abc import Callable, Collection, Mapping  # noqa: E402
 
+from pytest_llmperf.apis.output_asks import OutputFields, read_tool_choice, read_tools  # noqa: E402
 from pytest_llmperf.apis.prompt_images import (  # noqa: E402
     DEFAULT_IMAGE_TOKEN_PX,
     ImageError,
@@ -378,6 +379,7 @@ from pytest_llmperf.apis.server_wire import (  # noqa: E402
 
 __all__ += [
     "ANTHROPIC_ERROR_TYPES",
+    "MESSAGES_FIELDS",
     "SERVED_MESSAGES",
     "MessagesAnswer",
     "MessagesEvents",
@@ -709,11 +711,64 @@ class MessagesAnswer:
         return self.events.full_body(reasoning, text, usage.prompt_tokens, usage.cached_tokens)
 
 
+# Anthropic's Messages API reference (what a strict profile accepts)
+MESSAGES_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "container",
+        "context_management",
+        "mcp_servers",
+        "metadata",
+        "output_config",
+        "service_tier",
+        "stop_sequences",
+        "stream",
+        "system",
+        "temperature",
+        "thinking",
+        "tool_choice",
+        "tools",
+        "top_k",
+        "top_p",
+    }
+)
+
+_CHOICES = {"auto": "auto", "any": "required", "none": "none", "tool": "named"}
+
+
+def _messages_tool(tool: dict[str, Any], where: str) -> tuple[Any, Any]:
+    return tool.get("name"), tool.get("input_schema", {})
+
+
+def _messages_tool_choice(raw: Any) -> tuple[str, Any]:
+    """Anthropic's ``tool_choice``: ``{"type": "auto" | "any" | "none" | "tool"}``."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if kind not in _CHOICES:
+        raise WireError(400, f"tool_choice: unsupported {raw!r}", "tool_choice")
+    choice = _CHOICES[kind]
+    return choice, raw.get("name") if choice == "named" else None
+
+
 class ServedMessages(ServedTokens):
     """``POST /v1/messages`` as vLLM serves it."""
 
     prompt_param = "messages"
     event_stream = True
+    known_fields = MESSAGES_FIELDS
+
+    def output_fields(self, body: Mapping[str, Any]) -> OutputFields:
+        """``tools`` (``{name, input_schema}``), ``tool_choice`` (``auto``/``any``/
+        ``tool``/``none``); no JSON schema."""
+        tools = read_tools(body.get("tools"), _messages_tool)
+        choice, named = read_tool_choice(body.get("tool_choice"), tools, _messages_tool_choice)
+        return None, tools, choice, named
+
+    def unknown_fields_body(self, unknown: list[str]) -> dict[str, Any]:
+        """Anthropic's: "F: Extra inputs are not permitted", in its error shape."""
+        message = "; ".join(f"{name}: Extra inputs are not permitted" for name in unknown)
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
 
     def parse(
         self, body: Any, served_model: str, image_px: int, adapters: Collection[str] = ()

@@ -396,8 +396,15 @@ RESPONSES = ApiFormat(
 import json  # noqa: E402
 import time  # noqa: E402
 import uuid  # noqa: E402
-from collections.abc import Callable, Collection  # noqa: E402
+from collections.abc import Callable, Collection, Mapping  # noqa: E402
 
+from pytest_llmperf.apis.output_asks import (  # noqa: E402
+    OutputFields,
+    json_format,
+    openai_tool_choice,
+    read_tool_choice,
+    read_tools,
+)
 from pytest_llmperf.apis.prompt_images import (  # noqa: E402
     DEFAULT_IMAGE_TOKEN_PX,
     ImageError,
@@ -416,11 +423,13 @@ from pytest_llmperf.apis.server_wire import (  # noqa: E402
     WireError,
     check_model,
     int_field,
+    invalid_request_body,
     priority_field,
     stream_flag,
 )
 
 __all__ += [
+    "RESPONSES_FIELDS",
     "SERVED_RESPONSES",
     "ResponsesAnswer",
     "ResponsesEvents",
@@ -875,12 +884,77 @@ class ResponsesAnswer:
         )
 
 
+# OpenAI's Responses API reference (what a strict profile accepts)
+RESPONSES_FIELDS = frozenset(
+    {
+        "model",
+        "input",
+        "background",
+        "conversation",
+        "include",
+        "instructions",
+        "max_output_tokens",
+        "max_tool_calls",
+        "metadata",
+        "parallel_tool_calls",
+        "previous_response_id",
+        "prompt",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "reasoning",
+        "safety_identifier",
+        "service_tier",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "text",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "truncation",
+        "user",
+    }
+)
+
+
+def _responses_tool(tool: dict[str, Any], where: str) -> tuple[Any, Any]:
+    if tool.get("type") != "function":
+        raise WireError(400, f"{where}: only function tools are served", "tools")
+    return tool.get("name"), tool.get("parameters", {})
+
+
+def _responses_schema(body: Mapping[str, Any]) -> Any:
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict):
+        raise WireError(400, "text.format must be an object", "text")
+    return json_format(fmt, fmt.get("schema"), "text.format")
+
+
 class ServedResponses(ServedTokens):
     """``POST /v1/responses`` as vLLM serves it."""
 
     prompt_param = "input"
     max_param = "max_output_tokens"
+    schema_param = "text.format"
     event_stream = True
+    known_fields = RESPONSES_FIELDS
+
+    def output_fields(self, body: Mapping[str, Any]) -> OutputFields:
+        """``text.format``, flat function ``tools``, ``tool_choice``."""
+        schema = _responses_schema(body)
+        tools = read_tools(body.get("tools"), _responses_tool)
+        choice, named = read_tool_choice(body.get("tool_choice"), tools, openai_tool_choice)
+        return schema, tools, choice, named
+
+    def unknown_fields_body(self, unknown: list[str]) -> dict[str, Any]:
+        """OpenAI's Responses API: "Unknown parameter: 'F'." (``unknown_parameter``)."""
+        message = f"Unknown parameter: '{unknown[0]}'."
+        return invalid_request_body(message, unknown[0], "unknown_parameter")
 
     def parse(
         self, body: Any, served_model: str, image_px: int, adapters: Collection[str] = ()

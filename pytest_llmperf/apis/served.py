@@ -25,12 +25,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
+from pytest_llmperf.apis.output_asks import OutputFields
 from pytest_llmperf.apis.server_wire import (
     DeltaPlan,
     OutputPlan,
     ParsedRequest,
     Usage,
     error_body,
+    invalid_request_body,
 )
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "ChunkSource",
     "PlainChunks",
     "PooledRequest",
+    "ServedHalf",
     "ServedPooling",
     "ServedTokens",
     "serve",
@@ -102,11 +105,31 @@ class AnswerSettings:
     incomplete_event: bool = False  # Responses: response.incomplete at the cap
 
 
-class ServedTokens(ABC):
+class ServedHalf:
+    """What every format's server half says: its request fields and its errors."""
+
+    # the request fields of the format's own reference (a strict profile refuses others)
+    known_fields: frozenset[str] = frozenset()
+    refuses_max_tokens = False  # a profile's reject_max_tokens applies (chat)
+
+    def error_body(self, status: int, message: str, param: str | None) -> dict[str, Any]:
+        """An error answer's JSON (OpenAI's shape unless the format has its own)."""
+        return error_body(status, message, param)
+
+    def unknown_fields_body(self, unknown: list[str]) -> dict[str, Any]:
+        """A 400 for ``unknown`` fields in the words of the format's own server (OpenAI's
+        "Unrecognized request argument supplied: F" unless the format has its own)."""
+        noun = "argument" if len(unknown) == 1 else "arguments"
+        message = f"Unrecognized request {noun} supplied: {', '.join(unknown)}"
+        return invalid_request_body(message, unknown[0], None)
+
+
+class ServedTokens(ServedHalf, ABC):
     """A token-streaming format's server half."""
 
     prompt_param = "messages"  # the field admission's errors name for the prompt
     max_param = "max_tokens"  # … and for the output cap
+    schema_param = "response_format"  # … and for the output's JSON schema
     event_stream = False  # a streamed error may come as events (stream_error_events)
     reasons = True  # the answer may carry reasoning tokens (not completions)
 
@@ -116,9 +139,10 @@ class ServedTokens(ABC):
     ) -> ParsedRequest:
         """The request body as the simulator's request (WireError 400/404 as vLLM)."""
 
-    def error_body(self, status: int, message: str, param: str | None) -> dict[str, Any]:
-        """An error answer's JSON (OpenAI's shape unless the format has its own)."""
-        return error_body(status, message, param)
+    def output_fields(self, body: Mapping[str, Any]) -> OutputFields:
+        """``(schema, tools, tool_choice, named)`` the body asks of its output
+        (output_asks.py; none by default: completions)."""
+        return None, (), "none", None
 
     @abstractmethod
     def answer(
@@ -151,7 +175,7 @@ class PooledRequest(Protocol):
         """The answer."""
 
 
-class ServedPooling(ABC):
+class ServedPooling(ServedHalf, ABC):
     """A format answered whole once each input is prefilled (embeddings)."""
 
     @abstractmethod
@@ -159,9 +183,6 @@ class ServedPooling(ABC):
         self, body: Any, served_model: str, embedding_dim: int, max_model_len: int
     ) -> PooledRequest:
         """The request body as the simulator's request (WireError as vLLM answers)."""
-
-    def error_body(self, status: int, message: str, param: str | None) -> dict[str, Any]:
-        return error_body(status, message, param)
 
 
 _SERVED: dict[str, ServedTokens | ServedPooling] = {}

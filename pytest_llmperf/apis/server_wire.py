@@ -26,6 +26,7 @@ __all__ = [
     "check_model",
     "error_body",
     "int_field",
+    "invalid_request_body",
     "plain_plan",
     "priority_field",
     "stream_flag",
@@ -59,6 +60,18 @@ def error_body(status: int, message: str, param: str | None = None) -> dict[str,
             "type": _ERROR_TYPES.get(status, "APIError"),
             "param": param,
             "code": status,
+        }
+    }
+
+
+def invalid_request_body(message: str, param: str | None, code: str | None) -> dict[str, Any]:
+    """OpenAI's ``invalid_request_error`` JSON (a strict server's refusal of a field)."""
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": code,
         }
     }
 

@@ -19,7 +19,7 @@ import random
 from typing import Any
 
 from ..apis.filler_text import token_text
-from ..apis.served import PooledRequest
+from ..apis.served import PooledRequest, ServedTokens
 from ..apis.served_chunks import split_text
 from ..apis.server_wire import DeltaPlan, OutputPlan, ParsedRequest, WireError
 from ..tokens import split_tokens
@@ -166,16 +166,16 @@ class EngineBridge:
         index: int,
         n_out: int,
         finish: str,
-        reasons: bool = True,
+        served: ServedTokens,
     ) -> OutputPlan:
         """What the request's tokens say (outputs.py): the plain filler words of old, or
         JSON, a tool call, a greedy output, a changed one; WireError(400) if its output
-        fields are malformed; ``reasons``: the format has a reasoning field (not
-        completions, whose reasoning is text). A deterministic (greedy or seeded)
-        output's early stop is drawn from its salt, so it too is the same for the same
-        prompt."""
+        fields are malformed (``served``, the format's server half, reads them; its
+        answers carry reasoning where it has a reasoning field: not completions). A
+        deterministic (greedy or seeded) output's early stop is drawn from its salt, so
+        it too is the same for the same prompt."""
         p = self.profile
-        ask = read_output_ask(parsed.api, body)
+        ask = read_output_ask(served, body)
         if ask is PLAIN and not p.output_change_rate:
             if p.early_stop_prob:
                 n_out, finish = self._early_stop(parsed, f"{self.seed}:{index}", n_out, finish)
@@ -186,11 +186,11 @@ class EngineBridge:
             n_out, finish = self._early_stop(parsed, key, n_out, finish)
         return plan_output(
             ask,
-            api=parsed.api,
+            schema_param=served.schema_param,
             n_cap=n_out,
             finish_cap=finish,
             salt=salt,
-            reasoning=p.reasoning_tokens if reasons else 0,
+            reasoning=p.reasoning_tokens if served.reasons else 0,
             changed=changed_output(p.output_change_rate, self.seed, salt),
             sim_seed=self.seed,
             constrained=p.constrain_outputs,

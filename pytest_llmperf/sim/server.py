@@ -133,7 +133,7 @@ class SimApp:
         except (json.JSONDecodeError, UnicodeDecodeError):
             return self._error(served, 400, "request body is not valid JSON")
         if self.policy is not None:
-            rejection = self.policy.check(name, body)
+            rejection = self.policy.check(served, body)
             if rejection is not None:
                 self.counters.errors += 1
                 return web.json_response(rejection.body, status=rejection.status)
@@ -179,7 +179,7 @@ class SimApp:
         try:
             parsed = served.parse(body, p.model, p.image_token_px, p.lora_adapters)
             n_out, finish = sim.admit(parsed, served.prompt_param, served.max_param)
-            out = sim.output(parsed, body, index, n_out, finish, served.reasons)
+            out = sim.output(parsed, body, index, n_out, finish, served)
         except WireError as exc:
             return self._error(served, exc.status, exc.message, exc.param)
         poll()
