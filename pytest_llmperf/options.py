@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pytest_llmperf.apis.registry import api_choices
 from pytest_llmperf.client.endpoint import Timeouts, normalize_base_url
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.server_metrics.source import parse_option
@@ -89,8 +90,7 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("--llm-model", "model name sent in requests (default: first id of GET /v1/models)"),
     OptionDef(
         "--llm-api",
-        "API to drive: chat, completions, responses (OpenAI Responses), messages "
-        "(Anthropic Messages) or embeddings (default chat)",
+        f"API to drive: {api_choices()} (default chat)",
         "chat",
     ),
     OptionDef(

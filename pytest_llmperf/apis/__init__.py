@@ -13,27 +13,11 @@ from pytest_llmperf.apis.events import ChunkInfo
 from pytest_llmperf.apis.fields import DEFAULT_FIELDS, FieldRules, RequestFields
 from pytest_llmperf.apis.format import AnswerFault, ApiFormat, RunReader, WholeAnswer
 from pytest_llmperf.apis.names import Api
-from pytest_llmperf.apis.registry import (
-    API_FORMATS,
-    API_PATHS,
-    IMAGE_APIS,
-    TOKEN_STREAM_APIS,
-    answer_text_for,
-    api_format,
-    api_names,
-    build_payload,
-    chunk_parser,
-    parse_api,
-    register,
-    unregister,
-)
+from pytest_llmperf.apis.registry import API_FORMATS, api_format, parse_api, register, unregister
 
 __all__ = [
     "API_FORMATS",
-    "API_PATHS",
     "DEFAULT_FIELDS",
-    "IMAGE_APIS",
-    "TOKEN_STREAM_APIS",
     "AnswerFault",
     "Api",
     "ApiFormat",
@@ -42,11 +26,7 @@ __all__ = [
     "RequestFields",
     "RunReader",
     "WholeAnswer",
-    "answer_text_for",
     "api_format",
-    "api_names",
-    "build_payload",
-    "chunk_parser",
     "parse_api",
     "register",
     "unregister",

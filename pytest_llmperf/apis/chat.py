@@ -13,13 +13,7 @@ from typing import Any
 
 from pytest_llmperf.apis.chunk_shapes import ChunkReader
 from pytest_llmperf.apis.chunks import STREAM_END, answer_text, read_output, stream_body
-from pytest_llmperf.apis.fields import (
-    DEFAULT_FIELDS,
-    EVERY_FIELD,
-    RequestFields,
-    apply_extra,
-    apply_output_fields,
-)
+from pytest_llmperf.apis.fields import DEFAULT_FIELDS, EVERY_FIELD, RequestFields, finish_body
 from pytest_llmperf.apis.format import ApiFormat
 from pytest_llmperf.apis.names import Api
 from pytest_llmperf.apis.samples import ContractLike, SampleLike
@@ -41,9 +35,7 @@ def build_body(
     """
     body = stream_body(model, sample, fields)
     body["messages"] = chat_messages(sample) if sample.images else sample.messages()
-    if sample.contract is not None:
-        apply_output_fields(body, sample.contract, output_fields(sample.contract))
-    return apply_extra(body, sample, fields, ignore_eos=fields.ignore_eos)
+    return finish_body(body, sample, fields, output_fields)
 
 
 def output_fields(contract: ContractLike) -> dict[str, Any]:

@@ -9,7 +9,7 @@ format says which of the optional fields its bodies have at all (its
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,6 +23,7 @@ __all__ = [
     "RequestFields",
     "apply_extra",
     "apply_output_fields",
+    "finish_body",
 ]
 
 # The optional fields a request may carry, each negotiated at preflight.
@@ -169,3 +170,17 @@ def apply_extra(
     if fields.extra:
         body.update(fields.extra)
     return body
+
+
+def finish_body(
+    body: dict[str, Any],
+    sample: SampleLike,
+    fields: RequestFields,
+    output_fields: Callable[[ContractLike], Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The end of every generating format's body: its contract's fields (``output_fields``
+    gives them in the format's own shapes), then the sample's and the user's own fields
+    (:func:`apply_extra`, ``ignore_eos`` as negotiated)."""
+    if sample.contract is not None:
+        apply_output_fields(body, sample.contract, output_fields(sample.contract))
+    return apply_extra(body, sample, fields, ignore_eos=fields.ignore_eos)

@@ -100,7 +100,8 @@ class ApiFormat:
     """One API's wire format, as the client speaks it.
 
     ``name``: the registry's key (an :class:`~pytest_llmperf.apis.names.Api` value, or
-    a registered format's own name). ``path``: under the base URL, which ends in
+    a registered format's own name; ``title`` what ``--llm-api``'s help says of it
+    beside its name, if anything). ``path``: under the base URL, which ends in
     ``/v1``. ``streams_tokens``: the answer is an SSE stream of token events (ttft,
     ttfo, tpot and itl mean something); else one JSON answer read whole and checked
     (:attr:`answer_check`). ``takes_images``: a sample's images go out with its user
@@ -124,6 +125,7 @@ class ApiFormat:
     name: str
     path: str
     build_body: BodyBuilder
+    title: str = ""  # what --llm-api's help says of it beside its name ("OpenAI Responses")
     streams_tokens: bool = True
     takes_images: bool = False
     field_rules: FieldRules = EVERY_FIELD
@@ -135,6 +137,12 @@ class ApiFormat:
     answer_check: AnswerCheck | None = None
     headers: Callable[[str | None], dict[str, str]] = _no_headers
     contract_fields: Mapping[str, tuple[str, ...]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.streams_tokens and self.event_reader is None:
+            raise ValueError(f"API {self.name!r} streams tokens: it needs an event_reader")
+        if not self.streams_tokens and self.answer_check is None:
+            raise ValueError(f"API {self.name!r} streams no tokens: it needs an answer_check")
 
     @property
     def collects_output(self) -> bool:

@@ -35,13 +35,7 @@ import json
 from typing import Any
 
 from pytest_llmperf.apis.events import ChunkInfo, error_message, load_event
-from pytest_llmperf.apis.fields import (
-    DEFAULT_FIELDS,
-    FieldRules,
-    RequestFields,
-    apply_extra,
-    apply_output_fields,
-)
+from pytest_llmperf.apis.fields import DEFAULT_FIELDS, FieldRules, RequestFields, finish_body
 from pytest_llmperf.apis.format import ApiFormat
 from pytest_llmperf.apis.names import Api
 from pytest_llmperf.apis.output_parts import OutputParts, name_call
@@ -103,9 +97,7 @@ def build_payload(
     body.update(messages=messages, max_tokens=sample.max_tokens, stream=True, temperature=0.0)
     if fields.ignore_eos:
         body["ignore_eos"] = True
-    if sample.contract is not None:
-        apply_output_fields(body, sample.contract, output_fields(sample.contract))
-    return apply_extra(body, sample, fields, ignore_eos=fields.ignore_eos)
+    return finish_body(body, sample, fields, output_fields)
 
 
 # The Messages API's names of chat's tool_choice modes.
@@ -275,12 +267,7 @@ def read_output(out: OutputParts, obj: dict[str, Any]) -> str:
         if dtype == "text_delta":
             return out.text_piece(delta.get("text"))
         if dtype == "input_json_delta":
-            partial = delta.get("partial_json")
-            if partial.__class__ is not str:
-                return ""
-            if partial:
-                out.target(_block_key(obj)).pieces.append(partial)
-            return str(partial)
+            return out.argument_piece(delta.get("partial_json"), lambda: _block_key(obj))
         if dtype == "thinking_delta":
             thinking = delta.get("thinking")
             return str(thinking) if thinking.__class__ is str else ""
@@ -328,6 +315,7 @@ def headers(api_key: str | None) -> dict[str, str]:
 MESSAGES = ApiFormat(
     name=Api.MESSAGES,
     path="/messages",
+    title="Anthropic Messages",
     build_body=build_payload,
     takes_images=True,
     field_rules=FieldRules(frozenset({"ignore_eos"}), "max_tokens"),

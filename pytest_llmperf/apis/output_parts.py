@@ -9,6 +9,7 @@ feeds them the events of a request whose output is checked or fingerprinted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,16 @@ class OutputParts:
             self.text.append(text)
             return str(text)
         return ""
+
+    def argument_piece(self, piece: Any, key: Callable[[], Any]) -> str:
+        """A piece of a streamed call's arguments, for the call ``key()`` names (asked only
+        for a non-empty piece): nothing unless a string; an empty one is a token event's
+        empty piece."""
+        if piece.__class__ is not str:
+            return ""
+        if piece:
+            self.target(key()).pieces.append(piece)
+        return str(piece)
 
     def call(self, key: Any) -> CallParts:
         """The call ``key`` names (opened now if new)."""

@@ -33,6 +33,7 @@ __all__ = [
     "IMAGE_APIS",
     "TOKEN_STREAM_APIS",
     "answer_text_for",
+    "api_choices",
     "api_format",
     "api_names",
     "build_payload",
@@ -42,8 +43,10 @@ __all__ = [
     "unregister",
 ]
 
+# The table: one line per built-in format, in --llm-api's order. A name that is no member
+# of Api (a format added here without one) gets an Api value all the same.
 _FORMATS: dict[str, ApiFormat] = {
-    fmt.name: fmt for fmt in (CHAT, COMPLETIONS, RESPONSES, MESSAGES, EMBEDDINGS)
+    extend_api(fmt.name): fmt for fmt in (CHAT, COMPLETIONS, RESPONSES, MESSAGES, EMBEDDINGS)
 }
 _BUILT_IN = frozenset(_FORMATS)
 # Every format, by name, in --llm-api's order (registered ones after the built-in ones).
@@ -73,6 +76,13 @@ IMAGE_APIS = frozenset(Api(f.name) for f in _FORMATS.values() if f.takes_images)
 def api_names() -> tuple[str, ...]:
     """Every API a run may drive, in ``--llm-api``'s order."""
     return tuple(_FORMATS)
+
+
+def api_choices() -> str:
+    """``--llm-api``'s choices in words: ``chat, ..., messages (Anthropic Messages) or
+    embeddings``."""
+    named = [f"{f.name} ({f.title})" if f.title else str(f.name) for f in _FORMATS.values()]
+    return " or ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
 
 
 def parse_api(value: object, *, where: str) -> Api:

@@ -36,13 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_llmperf.apis.events import ChunkInfo, error_message, load_event
-from pytest_llmperf.apis.fields import (
-    DEFAULT_FIELDS,
-    FieldRules,
-    RequestFields,
-    apply_extra,
-    apply_output_fields,
-)
+from pytest_llmperf.apis.fields import DEFAULT_FIELDS, FieldRules, RequestFields, finish_body
 from pytest_llmperf.apis.format import ApiFormat
 from pytest_llmperf.apis.names import Api
 from pytest_llmperf.apis.output_parts import OutputParts, name_call
@@ -100,9 +94,7 @@ def build_payload(
     }
     if fields.ignore_eos:
         body["ignore_eos"] = True
-    if sample.contract is not None:
-        apply_output_fields(body, sample.contract, output_fields(sample.contract))
-    return apply_extra(body, sample, fields, ignore_eos=fields.ignore_eos)
+    return finish_body(body, sample, fields, output_fields)
 
 
 def output_fields(contract: ContractLike) -> dict[str, Any]:
@@ -297,12 +289,7 @@ def read_output(out: OutputParts, obj: dict[str, Any]) -> str:
     if kind == "response.output_text.delta":
         return out.text_piece(obj.get("delta"))
     if kind == "response.function_call_arguments.delta":
-        delta = obj.get("delta")
-        if delta.__class__ is not str:
-            return ""
-        if delta:
-            out.target(_item_key(out, obj)).pieces.append(delta)
-        return str(delta)
+        return out.argument_piece(obj.get("delta"), lambda: _item_key(out, obj))
     if kind in _REASONING_DELTAS or kind == "response.custom_tool_call_input.delta":
         delta = obj.get("delta")
         return str(delta) if delta.__class__ is str else ""
@@ -364,6 +351,7 @@ def _whole_response(out: OutputParts, response: dict[str, Any]) -> str:
 RESPONSES = ApiFormat(
     name=Api.RESPONSES,
     path="/responses",
+    title="OpenAI Responses",
     build_body=build_payload,
     takes_images=True,
     field_rules=FieldRules(frozenset({"ignore_eos"}), "max_output_tokens"),

@@ -58,7 +58,7 @@ def first_token_ns(
 async def _first_token(
     url: str, model: str | None, api: str, api_key: str | None, timeout_s: float
 ) -> tuple[int | None, str | None]:
-    from pytest_llmperf.apis.fields import RequestFields
+    from pytest_llmperf.client import RequestFields
     from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url
     from pytest_llmperf.client.models import resolve_model
     from pytest_llmperf.client.records import RequestRecord

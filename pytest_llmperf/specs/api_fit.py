@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_llmperf.apis.registry import API_FORMATS
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.workloads.apis import IMAGE_APIS, TOKEN_STREAM_APIS, Api
@@ -32,22 +33,21 @@ __all__ = [
 TOKEN_STREAM_METRICS = frozenset(
     {"ttft", "ttfo", "tpot", "itl", "tpot_token_weighted", "output_throughput", "blank_rate"}
 )
-# The APIs with a JSON Schema response format, with tools, and that generate text.
-STRUCTURED_APIS = frozenset({Api.CHAT, Api.RESPONSES})
-TOOL_APIS = frozenset({Api.CHAT, Api.RESPONSES, Api.MESSAGES})
-GREEDY_APIS = frozenset({Api.CHAT, Api.COMPLETIONS, Api.RESPONSES, Api.MESSAGES})
-# The request fields each workload parameter sends, per API: extra_body may not set them too
-# (which one the server would see would depend on the client's merge order).
+# The request fields each workload parameter sends, per API (each format says which it
+# takes: ApiFormat.contract_fields): extra_body may not set them too (which one the server
+# would see would depend on the client's merge order).
 PATH_FIELDS: Mapping[str, Mapping[Api, tuple[str, ...]]] = {
-    "structured": {Api.CHAT: ("response_format",), Api.RESPONSES: ("text",)},
-    "tools": {api: ("tools", "tool_choice") for api in TOOL_APIS},
-    "greedy": {
-        Api.CHAT: ("temperature", "top_p", "seed"),
-        Api.COMPLETIONS: ("temperature", "top_p", "seed"),
-        Api.RESPONSES: ("temperature", "top_p"),
-        Api.MESSAGES: ("temperature", "top_p"),
-    },
+    name: {
+        Api(f.name): f.contract_fields[name]
+        for f in API_FORMATS.values()
+        if name in (f.contract_fields or {})
+    }
+    for name in ("structured", "tools", "greedy")
 }
+# The APIs with a JSON Schema response format, with tools, and that generate text.
+STRUCTURED_APIS = frozenset(PATH_FIELDS["structured"])
+TOOL_APIS = frozenset(PATH_FIELDS["tools"])
+GREEDY_APIS = frozenset(PATH_FIELDS["greedy"])
 # What to do instead, per parameter and API it does not fit
 _INSTEAD = {
     ("structured", Api.COMPLETIONS): "completions have no response_format; drive chat or "
@@ -107,7 +107,8 @@ def _check_paths(params: Mapping[str, Any], api: Api, where: str) -> None:
         shown = f"llm_workload({name}={value!r:.80})"
         if api not in apis:
             raise LlmPerfUsageError(
-                f"{shown} does not fit --llm-api={api.value}: {_INSTEAD[(name, api)]}",
+                f"{shown} does not fit --llm-api={api.value}: "
+                + _INSTEAD.get((name, api), f"--llm-api={api.value} does not take it"),
                 where=where,
             )
         clash = [

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from api_server import ApiServer, Reply, serve
 
-from pytest_llmperf.apis import build_payload
 from pytest_llmperf.apis.embeddings import EmbeddingsAnswer, EmbeddingsFault, check_answer
 from pytest_llmperf.apis.fields import RequestFields
+from pytest_llmperf.apis.registry import build_payload
 from pytest_llmperf.client import Endpoint, ErrorKind, RequestRecord, Timeouts, send_request
 from pytest_llmperf.client.preflight import preflight
 from pytest_llmperf.client.stream_client import StreamClient

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from api_server import ApiServer, Reply, event, serve
 
-from pytest_llmperf.apis import API_PATHS, build_payload
 from pytest_llmperf.apis.fields import RequestFields
+from pytest_llmperf.apis.registry import API_PATHS, build_payload
 from pytest_llmperf.apis.registry import API_PATHS as OLD_PATHS
 from pytest_llmperf.client import Endpoint, RequestRecord, normalize_base_url, send_request
 from pytest_llmperf.client.stream_client import StreamClient

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from api_server import ApiServer, Reply, event, serve
 
-from pytest_llmperf.apis import answer_text_for, build_payload, chunk_parser
 from pytest_llmperf.apis.fields import RequestFields
+from pytest_llmperf.apis.registry import answer_text_for, build_payload, chunk_parser
 from pytest_llmperf.apis.responses import parse_event
 from pytest_llmperf.client import Endpoint, ErrorKind, RequestRecord, Timeouts, send_request
 from pytest_llmperf.client.preflight import preflight

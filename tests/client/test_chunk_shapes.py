@@ -19,10 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_llmperf.apis import chunk_parser
 from pytest_llmperf.apis.chunk_shapes import ChunkReader
 from pytest_llmperf.apis.chunks import parse_chunk
 from pytest_llmperf.apis.events import ChunkInfo
+from pytest_llmperf.apis.registry import chunk_parser
 from pytest_llmperf.client.endpoint import Timeouts
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import _on_event, _Reading

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from api_server import ApiServer, Reply, event, serve
 
-from pytest_llmperf.apis import build_payload
+from pytest_llmperf.apis.registry import build_payload
 from pytest_llmperf.client import Endpoint, RequestRecord, send_request
 from pytest_llmperf.client.request import request_model
 from pytest_llmperf.client.stream_client import StreamClient

@@ -22,7 +22,7 @@ handed such an object and never loads that module to use it). Each process's
 chain is measured: a worker's from its entry module down.
 
 The layers, low to high (each imports only layers before it): ``errors``,
-``tokens``, ``tls``, ``redaction``, ``svg`` | ``workloads``, ``sim`` | ``specs``,
+``tokens``, ``tls``, ``redaction``, ``svg`` | ``apis`` | ``workloads``, ``sim`` | ``specs``,
 ``client`` | ``managed_server``, ``metrics``, ``server_metrics`` | ``results`` | ``loadgen``,
 ``slo``, ``analysis`` |
 ``methodology`` | ``history`` | ``reports`` | ``plugin`` and the package's front door.
@@ -39,7 +39,7 @@ import pytest_llmperf
 
 ROOT = Path(pytest_llmperf.__file__).resolve().parent
 PACKAGE = ROOT.name
-SPECS_MAY_IMPORT = {"errors", "tokens", "workloads"}  # and, through workloads, tls
+SPECS_MAY_IMPORT = {"errors", "tokens", "apis", "workloads"}  # and, through workloads, tls
 SPECS_REACH = SPECS_MAY_IMPORT | {"tls"}
 
 
@@ -408,3 +408,85 @@ def test_only_the_planner_and_the_dispatcher_read_a_run_spec() -> None:
     }
     allowed = {f"{LOADGEN}.plan.planner", f"{LOADGEN}.scale_out.dispatcher"}
     assert readers <= allowed, f"these read RunSpec: {sorted(readers - allowed)}"
+
+
+APIS_MAY_IMPORT = {"errors", "tokens"}
+
+
+def test_the_api_formats_are_a_floor_below_client_sim_and_workloads() -> None:
+    """``apis/`` (one module per wire format, and their registry) imports only
+    ``errors``, ``tokens`` and itself: the client, the simulator and the workloads ask
+    a format what they need, so no format may reach back up to them."""
+    edges = layer_graph()
+    direct = edges.get("apis", set())
+    assert direct <= APIS_MAY_IMPORT, f"apis imports {sorted(direct - APIS_MAY_IMPORT)}"
+    above = reachable(edges, "apis") - APIS_MAY_IMPORT
+    assert not above, f"apis reaches {sorted(above)} through its imports"
+
+
+# Where an API's name may be compared as a string: its own modules (and the simulator's
+# side of them, moving there), nowhere else.
+API_NAME_HOMES = ("apis", "sim")
+
+
+def _api_like(node: ast.expr) -> bool:
+    """A name or attribute called ``api`` or ending in ``api`` (``self._api``,
+    ``endpoint.api``), or ``(api or self.api)``."""
+    if isinstance(node, ast.BoolOp):
+        return any(_api_like(v) for v in node.values)
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return isinstance(name, str) and name.lower().endswith("api")
+
+
+def _strings(node: ast.expr) -> set[str]:
+    """The string constants ``node`` is, or holds (a tuple, list or set of them)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return {v for e in node.elts for v in _strings(e)}
+    return set()
+
+
+def api_name_comparisons(source: str, names: Iterable[str]) -> list[str]:
+    """Each comparison in ``source`` of an ``api``-like name against a string constant
+    that is one of the API ``names`` (``api == "chat"``, ``api in ("responses", ...)``)."""
+    names = set(names)
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(_api_like(o) for o in operands) and any(_strings(o) & names for o in operands):
+                found.append((node.lineno, node.col_offset, ast.unparse(node)))
+    return [f"line {line}: {text}" for line, _, text in sorted(found)]
+
+
+def test_the_api_comparison_finder_finds_them() -> None:
+    names = {"chat", "messages", "embeddings"}
+    source = """
+if api == "chat" or self._api != "embeddings": pass
+if (api or self.api) == "messages": pass
+if endpoint.api in ("chat", "completions"): pass
+if api == "tok" or kind == "chat" or fmt.streams_tokens: pass
+"""
+    assert [f.split(":")[0] for f in api_name_comparisons(source, names)] == [
+        "line 2",
+        "line 2",
+        "line 3",
+        "line 4",
+    ]
+
+
+def test_no_api_name_is_compared_outside_the_registry() -> None:
+    """The API registry rule: code outside ``apis/`` asks a format
+    (:class:`pytest_llmperf.apis.format.ApiFormat`'s attributes) and never compares an
+    API's name, so a new API is one module and a line in the registry."""
+    from pytest_llmperf.apis import Api
+
+    names = {a.value for a in Api}
+    found = [
+        f"{module} {hit}"
+        for module, path in MODULES.items()
+        if layer(module) not in API_NAME_HOMES
+        for hit in api_name_comparisons(path.read_text(encoding="utf-8"), names)
+    ]
+    assert not found, "API names compared outside apis/: " + "; ".join(found)

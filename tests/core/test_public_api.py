@@ -107,6 +107,7 @@ SUB_PACKAGES = (
 RE_EXPORTS = {
     ("slo", "min_samples"),  # the rule verdicts apply; it lives with the histograms
     ("loadgen", "RunResult"),  # what a run returns; it lives in results/ (issue 38)
+    ("client", "RequestFields"),  # the fields a body carries; they live in apis/ (issue 38)
 }
 
 

@@ -104,7 +104,7 @@ class ReferenceCounter:
         )
 
     def prompt_tokens(self, sample: Any, api: str) -> int:
-        """``usage.prompt_tokens`` for ``sample`` as the client sends it (client/openai.py)."""
+        """``usage.prompt_tokens`` for ``sample`` as the client sends it (apis/chat.py)."""
         if api == "chat":
             return self.tokenize_body({"messages": sample.messages()})["count"]
         history = "".join(f"{turn['content']}\n" for turn in sample.history)
