@@ -170,7 +170,7 @@ def chat_prompt_tokens(messages: list[Any]) -> list[str]:
 def chat_prompt(messages: list[Any], image_px: int = DEFAULT_IMAGE_TOKEN_PX) -> PromptTokens:
     """A chat prompt's tokens with its images: each message content's text tokens and,
     for an ``image_url`` part (``{"url": "data:..."}``), the image's tokens where it
-    stands (images.py). Text-only prompts count exactly as :func:`chat_prompt_tokens`."""
+    stands (prompt_images.py). Text-only prompts count exactly as :func:`chat_prompt_tokens`."""
     prompt = PromptTokens(image_px)
     for msg in messages:
         if not isinstance(msg, dict):

@@ -166,7 +166,7 @@ class ChunkWriter:
 
     def delta_chunk(self, members: str, finish_reason: str | None = None) -> bytes:
         """A chat chunk whose ``delta`` object has the JSON ``members`` (no braces):
-        the shape of deltas other than text, such as tool calls (tool_calls.py)."""
+        the shape of deltas other than text, such as tool calls (ToolCallChunks)."""
         fr = "null" if finish_reason is None else f'"{finish_reason}"'
         return ("data: " + self._finish_prefix + members + self._mid + fr + self._suffix).encode()
 
