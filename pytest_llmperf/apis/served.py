@@ -46,6 +46,7 @@ __all__ = [
     "ServedPooling",
     "ServedTokens",
     "serve",
+    "unserve",
 ]
 
 
@@ -195,6 +196,11 @@ def serve(name: str, half: _Half) -> _Half:
     """Register ``half`` as the server half of the format ``name``; returns it."""
     _SERVED[name] = half
     return half
+
+
+def unserve(name: str) -> None:
+    """Take the server half of ``name`` out of the table again (a test's made-up one)."""
+    _SERVED.pop(name, None)
 
 
 # Each format's server half, by the format's name (read it through server_table.py,
