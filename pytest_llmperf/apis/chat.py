@@ -95,32 +95,21 @@ CHAT = ApiFormat(
 
 from collections.abc import Collection, Mapping  # noqa: E402
 
-from pytest_llmperf.apis.output_asks import (  # noqa: E402
-    OutputFields,
-    json_format,
-    openai_tool_choice,
-    read_tool_choice,
-    read_tools,
-)
+from pytest_llmperf.apis.output_asks import OutputFields, json_format, openai_tools  # noqa: E402
 from pytest_llmperf.apis.prompt_images import (  # noqa: E402
     DEFAULT_IMAGE_TOKEN_PX,
     ImageError,
     PromptTokens,
     decode_data_url,
 )
-from pytest_llmperf.apis.served import (  # noqa: E402
-    AnswerSettings,
-    ServedTokens,
-    serve,
-)
+from pytest_llmperf.apis.served import AnswerPlan, ServedTokens, serve  # noqa: E402
 from pytest_llmperf.apis.served_chunks import ChunkAnswer, openai_stream_fields  # noqa: E402
 from pytest_llmperf.apis.server_wire import (  # noqa: E402
-    DeltaPlan,
-    OutputPlan,
     ParsedRequest,
     WireError,
     check_model,
     int_field,
+    prompt_request,
 )
 from pytest_llmperf.tokens import split_tokens  # noqa: E402
 
@@ -277,9 +266,7 @@ class ServedChat(ServedTokens):
         """``response_format`` (``json_schema``, ``json_object``, ``text``), ``tools``
         (``{"type": "function", "function": {name, parameters}}``), ``tool_choice``."""
         schema = _chat_schema(body)
-        tools = read_tools(body.get("tools"), _chat_tool)
-        choice, named = read_tool_choice(body.get("tool_choice"), tools, openai_tool_choice)
-        return schema, tools, choice, named
+        return (schema, *openai_tools(body, _chat_tool))
 
     def parse(
         self,
@@ -301,27 +288,12 @@ class ServedChat(ServedTokens):
         if max_tokens is None:
             max_tokens = int_field(body, "max_tokens", 1)
         stream, include_usage, priority = openai_stream_fields(body)
-        return ParsedRequest(
-            api=Api.CHAT,
-            model=model,
-            prompt_tokens=prompt.tokens,
-            max_tokens=max_tokens,
-            ignore_eos=bool(body.get("ignore_eos", False)),
-            stream=stream,
-            include_usage=include_usage,
-            priority=priority,
-            images=prompt.images,
-            image_tokens=prompt.image_tokens,
+        return prompt_request(
+            Api.CHAT, model, prompt, body, max_tokens, stream, include_usage, priority
         )
 
-    def answer(
-        self,
-        parsed: ParsedRequest,
-        deltas: DeltaPlan | None,
-        out: OutputPlan,
-        settings: AnswerSettings,
-    ) -> ChunkAnswer:
-        return ChunkAnswer(Api.CHAT, parsed.model, settings.reasoning_field, deltas, out, True)
+    def answer(self, plan: AnswerPlan) -> ChunkAnswer:
+        return ChunkAnswer(Api.CHAT, plan, role_first=True)
 
 
 SERVED_CHAT = serve(Api.CHAT, ServedChat())

@@ -61,11 +61,9 @@ COMPLETIONS = ApiFormat(
 
 from collections.abc import Collection  # noqa: E402
 
-from pytest_llmperf.apis.served import AnswerSettings, ServedTokens, serve  # noqa: E402
+from pytest_llmperf.apis.served import AnswerPlan, ServedTokens, serve  # noqa: E402
 from pytest_llmperf.apis.served_chunks import ChunkAnswer, openai_stream_fields  # noqa: E402
 from pytest_llmperf.apis.server_wire import (  # noqa: E402
-    DeltaPlan,
-    OutputPlan,
     ParsedRequest,
     WireError,
     check_model,
@@ -140,16 +138,8 @@ class ServedCompletions(ServedTokens):
             priority=priority,
         )
 
-    def answer(
-        self,
-        parsed: ParsedRequest,
-        deltas: DeltaPlan | None,
-        out: OutputPlan,
-        settings: AnswerSettings,
-    ) -> ChunkAnswer:
-        return ChunkAnswer(
-            Api.COMPLETIONS, parsed.model, settings.reasoning_field, deltas, out, False
-        )
+    def answer(self, plan: AnswerPlan) -> ChunkAnswer:
+        return ChunkAnswer(Api.COMPLETIONS, plan, role_first=False)
 
 
 SERVED_COMPLETIONS = serve(Api.COMPLETIONS, ServedCompletions())

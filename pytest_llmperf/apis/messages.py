@@ -340,29 +340,30 @@ MESSAGES = ApiFormat(
 # at the cap, ``end_turn`` otherwise) and the usage, and ``message_stop``.
 
 import uuid  # noqa: E402
-from collections.abc import Callable, Collection, Mapping  # noqa: E402
+from collections.abc import Collection, Mapping  # noqa: E402
 
 from pytest_llmperf.apis.output_asks import OutputFields, read_tool_choice, read_tools  # noqa: E402
 from pytest_llmperf.apis.prompt_images import (  # noqa: E402
     DEFAULT_IMAGE_TOKEN_PX,
-    ImageError,
-    ImageInfo,
     PromptTokens,
     decode_base64_image,
 )
-from pytest_llmperf.apis.served import AnswerSettings, ServedTokens, serve  # noqa: E402
-from pytest_llmperf.apis.served_events import TokenText, sse  # noqa: E402
+from pytest_llmperf.apis.served import AnswerPlan, ServedTokens, serve  # noqa: E402
+from pytest_llmperf.apis.served_events import (  # noqa: E402
+    EventAnswer,
+    EventArgs,
+    TokenText,
+    event_args,
+    sse,
+)
 from pytest_llmperf.apis.server_wire import (  # noqa: E402
-    DeltaPlan,
-    OutputPlan,
     ParsedRequest,
-    ToolCall,
     Usage,
     WireError,
+    charge_image,
     check_model,
+    event_request,
     int_field,
-    priority_field,
-    stream_flag,
 )
 
 __all__ += [
@@ -398,13 +399,6 @@ def anthropic_error_body(status: int, message: str) -> dict[str, Any]:
         "type": "error",
         "error": {"type": ANTHROPIC_ERROR_TYPES.get(status, "api_error"), "message": message},
     }
-
-
-def _image(prompt: PromptTokens, where: str, decode: Callable[..., ImageInfo], *args: str) -> None:
-    try:
-        prompt.add_image(decode(*args))
-    except ImageError as exc:
-        raise WireError(400, f"bad image in {where}: {exc}", where.split(".")[0]) from None
 
 
 def _messages_blocks(prompt: PromptTokens, content: Any, where: str) -> None:
@@ -444,7 +438,7 @@ def _messages_blocks(prompt: PromptTokens, content: Any, where: str) -> None:
                 raise WireError(
                     400, f"{where}: an image source needs media_type and data strings", where
                 )
-            _image(prompt, where, decode_base64_image, data, media_type)
+            charge_image(prompt, where, decode_base64_image, data, media_type)
         else:
             raise WireError(400, f"{where}: unsupported content block type {kind!r}", where)
 
@@ -479,18 +473,7 @@ def parse_messages(
         if msg.get("role") not in ("user", "assistant", "system"):
             raise WireError(400, f"{where}.role: unexpected role {msg.get('role')!r}", "messages")
         _messages_blocks(prompt, msg.get("content"), where)
-    return ParsedRequest(
-        api=Api.MESSAGES,
-        model=model,
-        prompt_tokens=prompt.tokens,
-        max_tokens=max_tokens,
-        ignore_eos=bool(body.get("ignore_eos", False)),
-        stream=stream_flag(body),
-        include_usage=True,
-        priority=priority_field(body),
-        images=prompt.images,
-        image_tokens=prompt.image_tokens,
-    )
+    return event_request(Api.MESSAGES, model, prompt, body, max_tokens)
 
 
 def anthropic_usage(prompt_tokens: int, output_tokens: int, cached_tokens: int) -> dict[str, Any]:
@@ -506,19 +489,8 @@ def anthropic_usage(prompt_tokens: int, output_tokens: int, cached_tokens: int) 
 class MessagesEvents(TokenText):
     """The SSE events (and the non-streamed body) of one Messages API answer."""
 
-    def __init__(
-        self,
-        model: str,
-        plan: DeltaPlan | None,
-        salt: int,
-        n: int,
-        finish: str,
-        pieces: tuple[bytes, ...] | None = None,
-        tool: ToolCall | None = None,
-    ) -> None:
-        super().__init__(plan, salt, n, pieces, tool)
-        self.model = model
-        self.finish = finish
+    def __init__(self, args: EventArgs) -> None:
+        super().__init__(args)
         self.id = "msg_" + uuid.uuid4().hex
         self.index = -1  # the open block's index
         self.kind: str | None = None  # the open block: "thinking" | "text" | "tool_use"
@@ -676,17 +648,13 @@ class MessagesEvents(TokenText):
         }
 
 
-class MessagesAnswer:
-    """One Messages API answer: its typed events, no ``[DONE]``."""
+class MessagesAnswer(EventAnswer):
+    """One Messages API answer: its typed events (``message_start`` counts the prompt)."""
 
-    writer = None
+    events: MessagesEvents
 
-    def __init__(
-        self, model: str, deltas: DeltaPlan | None, out: OutputPlan, prompt_tokens: int
-    ) -> None:
-        self.events = self.shaped = MessagesEvents(
-            model, deltas, out.salt, out.n, out.finish, pieces=out.pieces, tool=out.tool
-        )
+    def __init__(self, events: MessagesEvents, prompt_tokens: int) -> None:
+        super().__init__(events)
         self.prompt_tokens = prompt_tokens
 
     def opening(self) -> bytes:
@@ -766,18 +734,12 @@ class ServedMessages(ServedTokens):
     def error_body(self, status: int, message: str, param: str | None) -> dict[str, Any]:
         return anthropic_error_body(status, message)
 
-    def answer(
-        self,
-        parsed: ParsedRequest,
-        deltas: DeltaPlan | None,
-        out: OutputPlan,
-        settings: AnswerSettings,
-    ) -> MessagesAnswer:
-        return MessagesAnswer(parsed.model, deltas, out, parsed.num_prompt_tokens)
+    def answer(self, plan: AnswerPlan) -> MessagesAnswer:
+        return MessagesAnswer(MessagesEvents(event_args(plan)), plan.parsed.num_prompt_tokens)
 
     def stream_failure(self, parsed: ParsedRequest, model: str, status: int, message: str) -> bytes:
         """``message_start``, then an ``error`` event."""
-        ev = MessagesEvents(model, None, 0, 0, "stop")
+        ev = MessagesEvents(EventArgs(model, None, 0, 0, "stop"))
         return ev.opening(parsed.num_prompt_tokens) + MessagesEvents.error(status, message)
 
 

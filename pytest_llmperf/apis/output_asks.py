@@ -25,6 +25,7 @@ __all__ = [
     "ToolSpec",
     "json_format",
     "openai_tool_choice",
+    "openai_tools",
     "read_tool_choice",
     "read_tools",
 ]
@@ -102,6 +103,16 @@ def openai_tool_choice(raw: Any) -> tuple[str, Any]:
         fn = raw.get("function")
         return "named", fn.get("name") if isinstance(fn, dict) else raw.get("name")
     raise WireError(400, f"tool_choice: unsupported {raw!r}", "tool_choice")
+
+
+def openai_tools(
+    body: Mapping[str, Any], entry: Callable[[dict[str, Any], str], tuple[Any, Any]]
+) -> tuple[tuple[ToolSpec, ...], str, str | None]:
+    """``(tools, tool_choice, named)`` of an OpenAI body (chat, Responses): its ``tools``
+    as ``entry`` reads each, its ``tool_choice`` as :func:`openai_tool_choice`."""
+    tools = read_tools(body.get("tools"), entry)
+    choice, named = read_tool_choice(body.get("tool_choice"), tools, openai_tool_choice)
+    return tools, choice, named
 
 
 def read_tool_choice(

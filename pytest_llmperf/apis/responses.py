@@ -384,36 +384,32 @@ RESPONSES = ApiFormat(
 import json  # noqa: E402
 import time  # noqa: E402
 import uuid  # noqa: E402
-from collections.abc import Callable, Collection, Mapping  # noqa: E402
+from collections.abc import Collection, Mapping  # noqa: E402
 
-from pytest_llmperf.apis.output_asks import (  # noqa: E402
-    OutputFields,
-    json_format,
-    openai_tool_choice,
-    read_tool_choice,
-    read_tools,
-)
+from pytest_llmperf.apis.output_asks import OutputFields, json_format, openai_tools  # noqa: E402
 from pytest_llmperf.apis.prompt_images import (  # noqa: E402
     DEFAULT_IMAGE_TOKEN_PX,
-    ImageError,
-    ImageInfo,
     PromptTokens,
     decode_data_url,
 )
-from pytest_llmperf.apis.served import AnswerSettings, ServedTokens, serve  # noqa: E402
-from pytest_llmperf.apis.served_events import TokenText, sse, unescape  # noqa: E402
+from pytest_llmperf.apis.served import AnswerPlan, ServedTokens, serve  # noqa: E402
+from pytest_llmperf.apis.served_events import (  # noqa: E402
+    EventAnswer,
+    EventArgs,
+    TokenText,
+    event_args,
+    sse,
+    unescape,
+)
 from pytest_llmperf.apis.server_wire import (  # noqa: E402
-    DeltaPlan,
-    OutputPlan,
     ParsedRequest,
-    ToolCall,
     Usage,
     WireError,
+    charge_image,
     check_model,
+    event_request,
     int_field,
     invalid_request_body,
-    priority_field,
-    stream_flag,
 )
 
 __all__ += [
@@ -425,13 +421,6 @@ __all__ += [
     "parse_responses",
     "responses_usage",
 ]
-
-
-def _image(prompt: PromptTokens, where: str, decode: Callable[..., ImageInfo], *args: str) -> None:
-    try:
-        prompt.add_image(decode(*args))
-    except ImageError as exc:
-        raise WireError(400, f"bad image in {where}: {exc}", where.split(".")[0]) from None
 
 
 _RESPONSES_TEXT_PARTS = ("input_text", "output_text", "text", "refusal", "summary_text")
@@ -460,7 +449,7 @@ def _responses_content(prompt: PromptTokens, content: Any) -> None:
                     "file_id is not served by the simulator",
                     "input",
                 )
-            _image(prompt, "input", decode_data_url, url)
+            charge_image(prompt, "input", decode_data_url, url)
         else:
             raise WireError(400, f"unsupported content part type {kind!r} in input", "input")
 
@@ -513,18 +502,8 @@ def parse_responses(
             _responses_item(prompt, item)
     else:
         raise WireError(400, "input must be a string or a non-empty list of items", "input")
-    return ParsedRequest(
-        api=Api.RESPONSES,
-        model=model,
-        prompt_tokens=prompt.tokens,
-        max_tokens=int_field(body, "max_output_tokens", 1),
-        ignore_eos=bool(body.get("ignore_eos", False)),
-        stream=stream_flag(body),
-        include_usage=True,
-        priority=priority_field(body),
-        images=prompt.images,
-        image_tokens=prompt.image_tokens,
-    )
+    max_tokens = int_field(body, "max_output_tokens", 1)
+    return event_request(Api.RESPONSES, model, prompt, body, max_tokens)
 
 
 def responses_usage(
@@ -544,21 +523,9 @@ class ResponsesEvents(TokenText):
     """The SSE events (and the non-streamed body) of one Responses API answer."""
 
     def __init__(
-        self,
-        model: str,
-        plan: DeltaPlan | None,
-        salt: int,
-        n: int,
-        finish: str,
-        *,
-        max_output_tokens: int | None,
-        incomplete_event: bool = False,
-        pieces: tuple[bytes, ...] | None = None,
-        tool: ToolCall | None = None,
+        self, args: EventArgs, *, max_output_tokens: int | None, incomplete_event: bool = False
     ) -> None:
-        super().__init__(plan, salt, n, pieces, tool)
-        self.model = model
-        self.finish = finish
+        super().__init__(args)
         self.max_output_tokens = max_output_tokens
         self.incomplete_event = incomplete_event
         self.id = "resp_" + uuid.uuid4().hex
@@ -831,30 +798,10 @@ class ResponsesEvents(TokenText):
         return self._final(output, prompt_tokens, cached_tokens, reasoning_tokens, metrics)
 
 
-class ResponsesAnswer:
-    """One Responses API answer: its typed events, no ``[DONE]``."""
+class ResponsesAnswer(EventAnswer):
+    """One Responses API answer: its typed events."""
 
-    writer = None
-
-    def __init__(
-        self,
-        model: str,
-        deltas: DeltaPlan | None,
-        out: OutputPlan,
-        max_output_tokens: int | None,
-        incomplete_event: bool,
-    ) -> None:
-        self.events = self.shaped = ResponsesEvents(
-            model,
-            deltas,
-            out.salt,
-            out.n,
-            out.finish,
-            max_output_tokens=max_output_tokens,
-            incomplete_event=incomplete_event,
-            pieces=out.pieces,
-            tool=out.tool,
-        )
+    events: ResponsesEvents
 
     def opening(self) -> bytes:
         return self.events.opening()
@@ -935,9 +882,7 @@ class ServedResponses(ServedTokens):
     def output_fields(self, body: Mapping[str, Any]) -> OutputFields:
         """``text.format``, flat function ``tools``, ``tool_choice``."""
         schema = _responses_schema(body)
-        tools = read_tools(body.get("tools"), _responses_tool)
-        choice, named = read_tool_choice(body.get("tool_choice"), tools, openai_tool_choice)
-        return schema, tools, choice, named
+        return (schema, *openai_tools(body, _responses_tool))
 
     def unknown_fields_body(self, unknown: list[str]) -> dict[str, Any]:
         """OpenAI's Responses API: "Unknown parameter: 'F'." (``unknown_parameter``)."""
@@ -949,20 +894,17 @@ class ServedResponses(ServedTokens):
     ) -> ParsedRequest:
         return parse_responses(body, served_model, image_px, adapters)
 
-    def answer(
-        self,
-        parsed: ParsedRequest,
-        deltas: DeltaPlan | None,
-        out: OutputPlan,
-        settings: AnswerSettings,
-    ) -> ResponsesAnswer:
-        return ResponsesAnswer(
-            parsed.model, deltas, out, parsed.max_tokens, settings.incomplete_event
+    def answer(self, plan: AnswerPlan) -> ResponsesAnswer:
+        events = ResponsesEvents(
+            event_args(plan),
+            max_output_tokens=plan.parsed.max_tokens,
+            incomplete_event=plan.settings.incomplete_event,
         )
+        return ResponsesAnswer(events)
 
     def stream_failure(self, parsed: ParsedRequest, model: str, status: int, message: str) -> bytes:
         """``response.created``, ``response.in_progress``, ``response.failed``."""
-        ev = ResponsesEvents(model, None, 0, 0, "stop", max_output_tokens=None)
+        ev = ResponsesEvents(EventArgs(model, None, 0, 0, "stop"), max_output_tokens=None)
         return ev.opening() + ev.failed(message)
 
 

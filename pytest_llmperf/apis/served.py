@@ -38,6 +38,7 @@ from pytest_llmperf.apis.server_wire import (
 __all__ = [
     "SERVED_HALVES",
     "Answer",
+    "AnswerPlan",
     "AnswerSettings",
     "ChunkSource",
     "PlainChunks",
@@ -106,6 +107,17 @@ class AnswerSettings:
     incomplete_event: bool = False  # Responses: response.incomplete at the cap
 
 
+@dataclass(frozen=True, slots=True)
+class AnswerPlan:
+    """What one answer is framed from: the request, the delta shapes of its chunks, its
+    output (what its tokens say), and the profile's settings."""
+
+    parsed: ParsedRequest
+    deltas: DeltaPlan | None
+    out: OutputPlan
+    settings: AnswerSettings
+
+
 class ServedHalf:
     """What every format's server half says: its request fields and its errors."""
 
@@ -146,13 +158,7 @@ class ServedTokens(ServedHalf, ABC):
         return None, (), "none", None
 
     @abstractmethod
-    def answer(
-        self,
-        parsed: ParsedRequest,
-        deltas: DeltaPlan | None,
-        out: OutputPlan,
-        settings: AnswerSettings,
-    ) -> Answer:
+    def answer(self, plan: AnswerPlan) -> Answer:
         """The framing of one answer."""
 
     def stream_failure(self, parsed: ParsedRequest, model: str, status: int, message: str) -> bytes:

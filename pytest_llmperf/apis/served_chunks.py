@@ -34,6 +34,7 @@ from typing import Any
 
 from pytest_llmperf.apis.filler_text import WORDS, WORDS_JSON, token_index
 from pytest_llmperf.apis.names import Api
+from pytest_llmperf.apis.served import AnswerPlan
 from pytest_llmperf.apis.server_wire import (
     DeltaPlan,
     OutputPlan,
@@ -423,24 +424,17 @@ class ChunkAnswer:
     (:class:`ToolCallChunks`); the usage chunk (``include_usage``) and ``[DONE]`` at the
     end. ``role_first``: the stream opens with chat's role-only chunk."""
 
-    def __init__(
-        self,
-        api: str,
-        model: str,
-        reasoning_field: str,
-        deltas: DeltaPlan | None,
-        out: OutputPlan,
-        role_first: bool,
-    ) -> None:
-        self.out = out
+    def __init__(self, api: str, plan: AnswerPlan, *, role_first: bool) -> None:
+        self.out = out = plan.out
+        deltas = plan.deltas
         self.role_first = role_first
-        w = self.writer = ChunkWriter(api, model, reasoning_field)
+        w = self.writer = ChunkWriter(api, plan.parsed.model, plan.settings.reasoning_field)
         self.shaped: ShapedChunks | ToolCallChunks | None = None
         if out.tool is not None:
             self.shaped = ToolCallChunks(w, deltas, out, out.finish)
         elif deltas is not None or out.pieces is not None:
-            plan = deltas if deltas is not None else plain_plan(out.n)
-            self.shaped = ShapedChunks(w, plan, out.salt, out.finish, out.pieces)
+            shape = deltas if deltas is not None else plain_plan(out.n)
+            self.shaped = ShapedChunks(w, shape, out.salt, out.finish, out.pieces)
 
     def opening(self) -> bytes:
         return self.writer.role_chunk() if self.role_first else b""

@@ -19,12 +19,14 @@ token sends.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_llmperf.apis.filler_text import WORDS_JSON
+from pytest_llmperf.apis.served import AnswerPlan, ChunkSource
 from pytest_llmperf.apis.server_wire import DeltaPlan, ToolCall
 
-__all__ = ["TokenText", "sse", "unescape"]
+__all__ = ["EventAnswer", "EventArgs", "TokenText", "event_args", "sse", "unescape"]
 
 _WORDS_JSON = WORDS_JSON
 _NWORDS = len(WORDS_JSON)
@@ -40,6 +42,21 @@ def unescape(escaped: bytes) -> str:
     return text
 
 
+@dataclass(frozen=True, slots=True)
+class EventArgs:
+    """What every event renderer starts from: the model named in its events, the delta
+    shapes, the filler words' offset, the output tokens, the finish reason, each token's
+    text where it is not the filler words, and the tool call it makes."""
+
+    model: str
+    deltas: DeltaPlan | None
+    salt: int
+    n: int
+    finish: str
+    pieces: tuple[bytes, ...] | None = None
+    tool: ToolCall | None = None
+
+
 class TokenText:
     """The text each token sends, honouring a plan's empty deltas; in token order.
 
@@ -47,20 +64,16 @@ class TokenText:
     (JSON, a tool call's arguments, a changed output); ``tool`` is the tool call whose
     header takes token ``tool.at`` (it opens the call's item or block, no delta)."""
 
-    def __init__(
-        self,
-        plan: DeltaPlan | None,
-        salt: int,
-        n: int,
-        pieces: tuple[bytes, ...] | None = None,
-        tool: ToolCall | None = None,
-    ) -> None:
-        self.n = n
+    def __init__(self, args: EventArgs) -> None:
+        plan, tool = args.deltas, args.tool
+        self.model = args.model
+        self.finish = args.finish
+        self.n = args.n
         self.n_reasoning = plan.n_reasoning if plan is not None else 0
         self.empty = plan.empty if plan is not None and any(plan.empty) else None
-        self.salt = salt
+        self.salt = args.salt
         self.pending = b""  # JSON-escaped text held back by empty deltas (no quotes)
-        self.pieces = pieces
+        self.pieces = args.pieces
         self.tool = tool
         self.tool_at = tool.at if tool is not None else -1
 
@@ -93,3 +106,21 @@ class TokenText:
                 pending = b""
         self.pending = pending
         return out
+
+
+def event_args(plan: AnswerPlan) -> EventArgs:
+    """What the event renderer of ``plan``'s answer starts from."""
+    out = plan.out
+    return EventArgs(
+        plan.parsed.model, plan.deltas, out.salt, out.n, out.finish, out.pieces, out.tool
+    )
+
+
+class EventAnswer:
+    """An answer whose every token is a typed event: its renderer (``events``) is the
+    shaped source of each token's bytes; there is no plain chunk and no ``[DONE]``."""
+
+    writer = None
+
+    def __init__(self, events: ChunkSource) -> None:
+        self.events = self.shaped = events

@@ -12,9 +12,11 @@ shared by the parsers are here too (:func:`check_model`, :func:`int_field`, ...)
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
+
+from pytest_llmperf.apis.prompt_images import ImageError, ImageInfo, PromptTokens
 
 __all__ = [
     "DeltaPlan",
@@ -23,12 +25,15 @@ __all__ = [
     "ToolCall",
     "Usage",
     "WireError",
+    "charge_image",
     "check_model",
     "error_body",
+    "event_request",
     "int_field",
     "invalid_request_body",
     "plain_plan",
     "priority_field",
+    "prompt_request",
     "stream_flag",
     "usage_body",
 ]
@@ -115,6 +120,53 @@ class ParsedRequest:
     @property
     def num_prompt_tokens(self) -> int:
         return len(self.prompt_tokens)
+
+
+def prompt_request(
+    api: str,
+    model: str,
+    prompt: PromptTokens,
+    body: dict[str, Any],
+    max_tokens: int | None,
+    stream: bool,
+    include_usage: bool,
+    priority: int,
+) -> ParsedRequest:
+    """The request of a prompt read into ``prompt`` (its text and image tokens), with
+    the body's ``ignore_eos``."""
+    return ParsedRequest(
+        api=api,
+        model=model,
+        prompt_tokens=prompt.tokens,
+        max_tokens=max_tokens,
+        ignore_eos=bool(body.get("ignore_eos", False)),
+        stream=stream,
+        include_usage=include_usage,
+        priority=priority,
+        images=prompt.images,
+        image_tokens=prompt.image_tokens,
+    )
+
+
+def event_request(
+    api: str, model: str, prompt: PromptTokens, body: dict[str, Any], max_tokens: int | None
+) -> ParsedRequest:
+    """A typed-event format's request (Responses, Messages): ``stream`` checked to be a
+    boolean, ``priority``; the usage always reported (it ends every answer)."""
+    stream = stream_flag(body)
+    priority = priority_field(body)
+    return prompt_request(api, model, prompt, body, max_tokens, stream, True, priority)
+
+
+def charge_image(
+    prompt: PromptTokens, where: str, decode: Callable[..., ImageInfo], *args: str
+) -> None:
+    """Add the image ``decode(*args)`` reads to ``prompt``; a 400 naming ``where`` (its
+    first part as the param) when it cannot be read."""
+    try:
+        prompt.add_image(decode(*args))
+    except ImageError as exc:
+        raise WireError(400, f"bad image in {where}: {exc}", where.split(".")[0]) from None
 
 
 def check_model(body: dict[str, Any], served_model: str, adapters: Collection[str] = ()) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from ..apis.served import AnswerSettings, ServedPooling, ServedTokens
+from ..apis.served import AnswerPlan, AnswerSettings, ServedPooling, ServedTokens
 from ..apis.served_chunks import split_text
 from ..apis.server_table import served_formats
 from ..apis.server_wire import DeltaPlan, OutputPlan, ParsedRequest, Usage, WireError
@@ -233,7 +233,7 @@ class SimApp:
         )
         writer = await resp.prepare(request)
         self.poll()
-        answer = served.answer(parsed, deltas, out, self.settings)
+        answer = served.answer(AnswerPlan(parsed, deltas, out, self.settings))
         opening = answer.opening()
         if opening:
             await resp.write(opening)
@@ -289,7 +289,7 @@ class SimApp:
         self.counters.finished(out.engine_finish, n_out, stream.served_times(), last - arrival)
         reasoning, text = split_text(deltas, out.salt, n_out, out.pieces)
         usage = self._usage(parsed, stream, n_out, deltas)
-        answer = served.answer(parsed, deltas, out, self.settings)
+        answer = served.answer(AnswerPlan(parsed, deltas, out, self.settings))
         return web.json_response(answer.full_body(reasoning, text, usage))
 
     async def _stream_error(

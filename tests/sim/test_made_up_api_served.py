@@ -21,9 +21,8 @@ from pytest_llmperf.apis import ApiFormat, ChunkInfo, RequestFields, register, u
 from pytest_llmperf.apis.fields import FieldRules, apply_extra
 from pytest_llmperf.apis.filler_text import token_text
 from pytest_llmperf.apis.samples import SampleLike
-from pytest_llmperf.apis.served import AnswerSettings, ServedTokens, serve, unserve
+from pytest_llmperf.apis.served import AnswerPlan, ServedTokens, serve, unserve
 from pytest_llmperf.apis.server_wire import (
-    DeltaPlan,
     OutputPlan,
     ParsedRequest,
     Usage,
@@ -113,14 +112,8 @@ class ServedTok(ServedTokens):
             include_usage=False,
         )
 
-    def answer(
-        self,
-        parsed: ParsedRequest,
-        deltas: DeltaPlan | None,
-        out: OutputPlan,
-        settings: AnswerSettings,
-    ) -> TokAnswer:
-        return TokAnswer(out)
+    def answer(self, plan: AnswerPlan) -> TokAnswer:
+        return TokAnswer(plan.out)
 
 
 # -- the tests ------------------------------------------------------------------------------
