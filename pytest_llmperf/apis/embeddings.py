@@ -159,7 +159,6 @@ EMBEDDINGS = ApiFormat(
     field_rules=FieldRules(frozenset(), None),
     stream_end="its JSON answer",
     answer_check=answer_check,
-    contract_fields={},
 )
 
 

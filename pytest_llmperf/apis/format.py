@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.apis.events import ChunkInfo
@@ -136,7 +136,7 @@ class ApiFormat:
     read_output: OutputReader | None = None
     answer_check: AnswerCheck | None = None
     headers: Callable[[str | None], dict[str, str]] = _no_headers
-    contract_fields: Mapping[str, tuple[str, ...]] | None = None
+    contract_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.streams_tokens and self.event_reader is None:

@@ -3,18 +3,18 @@
 The one source of truth for the API names (``--llm-api``, ``llm_endpoint(api=)``,
 the reports' ``endpoint.api``): each member is the key of its format in the
 registry (:mod:`pytest_llmperf.apis.registry`), whose module holds everything
-about it. Kept at the very bottom (it imports only :mod:`pytest_llmperf.errors`
-through the registry's checks) because every layer names an API: a workload
-builds a sample's inputs for it, the SLO grammar refuses token-stream metrics
-on an API that streams no tokens, the client sends and reads it, the simulator
-serves it.
+about it. Kept at the very bottom (it imports nothing of the package) because
+every layer names an API: a workload builds a sample's inputs for it, the SLO
+grammar refuses token-stream metrics on an API that streams no tokens, the
+client sends and reads it, the simulator serves it. A format registered beside
+the built-in ones gets an ``Api`` value too (:func:`extend_api`).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["Api"]
+__all__ = ["Api", "extend_api", "withdraw_api"]
 
 
 class Api(StrEnum):

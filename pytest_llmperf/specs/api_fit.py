@@ -40,7 +40,7 @@ PATH_FIELDS: Mapping[str, Mapping[Api, tuple[str, ...]]] = {
     name: {
         Api(f.name): f.contract_fields[name]
         for f in API_FORMATS.values()
-        if name in (f.contract_fields or {})
+        if name in f.contract_fields
     }
     for name in ("structured", "tools", "greedy")
 }
