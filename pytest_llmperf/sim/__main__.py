@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.virtual:
-        from .virtual import run_cli
+        from .virtual_cli import run_cli
 
         return run_cli(args, profile)
     if args.speedup <= 0:

@@ -6,7 +6,7 @@ planned at arrival — ``ttft`` then one token every ``itl`` — and nothing els
 in the server can delay them. Optional load dependence adds a fixed amount per
 request already in flight, which makes latency rise with concurrency in a way
 a test can predict; images in the prompt add ``ttft_per_image_token_ms`` per image
-token (images.py), so a larger image raises TTFT here too (text prompts do not).
+token (apis/prompt_images.py), so a larger image raises TTFT here too (text prompts do not).
 """
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from ..apis.filler_text import WORDS
 from ..tokens import TOKEN_PATTERN
-from .text import WORDS
 
 __all__ = ["Draws", "SchemaError", "check_schema_shape", "json_for_schema", "json_pieces"]
 

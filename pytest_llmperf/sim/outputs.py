@@ -7,8 +7,8 @@ the same words, under any load, in any run), and a fault may change a chosen
 share of outputs (``output_change_rate``). This module reads those fields
 (:func:`read_output_ask`, per API) and decides the output up front
 (:func:`plan_output`): how many tokens, the finish reason, and each token's
-text as pre-escaped JSON bytes, so the renderers (deltas.py, tool_calls.py,
-events.py) and both token paths write them exactly like the filler words —
+text as pre-escaped JSON bytes, so each format's renderer (the server halves
+in :mod:`pytest_llmperf.apis`) and both token paths write them exactly like the filler words —
 one ready-made chunk per token.
 
 A tool call takes one token for its header (the function's name: chat's first
@@ -26,15 +26,17 @@ import json
 import random
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from ..apis.filler_text import WORDS, token_index
+from ..apis.output_asks import GREEDY_TEMPERATURE, PLAIN, OutputAsk, ToolSpec
+from ..apis.served import ServedTokens
+from ..apis.server_wire import OutputPlan, ToolCall, WireError
 from .json_outputs import Draws, SchemaError, json_for_schema, json_pieces
-from .text import WORDS, token_index
-from .wire import WireError
 
 __all__ = [
     "GREEDY_TEMPERATURE",
+    "PLAIN",
     "OutputAsk",
     "OutputPlan",
     "ToolCall",
@@ -45,165 +47,10 @@ __all__ = [
     "read_output_ask",
 ]
 
-GREEDY_TEMPERATURE = 1e-5  # vLLM samples greedily below this (its _SAMPLING_EPS)
 
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """A function tool as the request declares it."""
-
-    name: str
-    parameters: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class OutputAsk:
-    """What a request asks of its output, read from its body (all APIs alike)."""
-
-    schema: Mapping[str, Any] | None = None  # answer text must be JSON valid against it
-    tools: tuple[ToolSpec, ...] = ()
-    tool_choice: str = "auto"  # "auto" | "required" | "none" | "named"
-    named: str | None = None  # the function of a named tool_choice
-    greedy: bool = False  # temperature 0: the output is a function of the prompt
-    seed: int | None = None  # the request's seed: also a deterministic output
-
-    @property
-    def plain(self) -> bool:
-        """Nothing beyond filler text asked (the default, cheapest path)."""
-        return self.schema is None and not self.tools and not self.greedy and self.seed is None
-
-
-PLAIN = OutputAsk()
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """The tool call an answer makes: at token ``at`` its header, then its arguments."""
-
-    name: str
-    arguments: str  # the whole arguments JSON (cut short when the cap cut it)
-    at: int  # index of the header token (after any reasoning tokens)
-    named: bool  # tool_choice named it: chat's finish_reason is then "stop", as OpenAI's
-    call_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class OutputPlan:
-    """A request's output, decided before it is submitted."""
-
-    n: int  # output tokens (usage)
-    finish: str  # "stop" | "length" | "tool_calls"
-    salt: int  # the filler words' offset (text.token_index)
-    pieces: tuple[bytes, ...] | None  # JSON-escaped text of each token; None: filler words
-    tool: ToolCall | None = None
-    text: str | None = None  # the answer text (after reasoning) when pieces are given
-
-    @property
-    def engine_finish(self) -> str:
-        """The engine's reason (vLLM's ``finished_reason`` label): stop or length."""
-        return "length" if self.finish == "length" else "stop"
-
-
-# -- reading the request ----------------------------------------------------------------
-def _tool_name(name: Any, param: str) -> str:
-    if not isinstance(name, str) or not name:
-        raise WireError(400, f"{param}: a function tool needs a non-empty name", param)
-    return name
-
-
-def _tools(api: str, raw: Any) -> tuple[ToolSpec, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise WireError(400, "tools must be a list", "tools")
-    out: list[ToolSpec] = []
-    for k, tool in enumerate(raw):
-        where = f"tools.{k}"
-        if not isinstance(tool, dict):
-            raise WireError(400, f"{where}: each tool must be an object", "tools")
-        if api == "messages":
-            name, params = tool.get("name"), tool.get("input_schema", {})
-        elif api == "responses":
-            if tool.get("type") != "function":
-                raise WireError(400, f"{where}: only function tools are served", "tools")
-            name, params = tool.get("name"), tool.get("parameters", {})
-        else:
-            fn = tool.get("function")
-            if tool.get("type", "function") != "function" or not isinstance(fn, dict):
-                raise WireError(400, f"{where}: only function tools are served", "tools")
-            name, params = fn.get("name"), fn.get("parameters", {})
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            raise WireError(400, f"{where}: parameters must be a JSON Schema object", "tools")
-        out.append(ToolSpec(_tool_name(name, "tools"), params))
-    return tuple(out)
-
-
-def _tool_choice(api: str, raw: Any, tools: tuple[ToolSpec, ...]) -> tuple[str, str | None]:
-    if raw is None:
-        return ("auto" if tools else "none"), None
-    named: Any = None
-    if api == "messages":
-        kind = raw.get("type") if isinstance(raw, dict) else None
-        mapping = {"auto": "auto", "any": "required", "none": "none", "tool": "named"}
-        if kind not in mapping:
-            raise WireError(400, f"tool_choice: unsupported {raw!r}", "tool_choice")
-        choice = mapping[kind]
-        if choice == "named":
-            named = raw.get("name")
-    elif isinstance(raw, str):
-        if raw not in ("auto", "required", "none"):
-            raise WireError(400, f"tool_choice: unsupported {raw!r}", "tool_choice")
-        choice = raw
-    elif isinstance(raw, dict) and raw.get("type") == "function":
-        choice = "named"
-        fn = raw.get("function")
-        named = fn.get("name") if isinstance(fn, dict) else raw.get("name")
-    else:
-        raise WireError(400, f"tool_choice: unsupported {raw!r}", "tool_choice")
-    if choice in ("required", "named") and not tools:
-        raise WireError(400, "When using `tool_choice`, `tools` must be set.", "tool_choice")
-    if choice == "named" and (not isinstance(named, str) or named not in {t.name for t in tools}):
-        raise WireError(400, f"Tool '{named}' has not been passed in `tools`.", "tool_choice")
-    return choice, named
-
-
-def _schema(api: str, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    if api == "responses":
-        text = body.get("text")
-        fmt = text.get("format") if isinstance(text, dict) else None
-        param = "text.format"
-        if fmt is None:
-            return None
-        if not isinstance(fmt, dict):
-            raise WireError(400, f"{param} must be an object", "text")
-        schema = fmt.get("schema")
-    elif api == "chat":
-        fmt = body.get("response_format")
-        param = "response_format"
-        if fmt is None:
-            return None
-        if not isinstance(fmt, dict):
-            raise WireError(400, f"{param} must be an object", param)
-        inner = fmt.get("json_schema")
-        schema = inner.get("schema") if isinstance(inner, dict) else None
-    else:
-        return None
-    kind = fmt.get("type")
-    if kind == "text":
-        return None
-    if kind == "json_object":
-        return {"type": "object", "properties": {"answer": {"type": "string"}}}
-    if kind != "json_schema":
-        raise WireError(400, f"{param}.type: unsupported {kind!r}", param.split(".")[0])
-    if not isinstance(schema, dict):
-        raise WireError(400, f"{param}: json_schema needs a schema object", param.split(".")[0])
-    return schema
-
-
-def read_output_ask(api: str, body: Mapping[str, Any]) -> OutputAsk:
-    """The output fields of a request body of ``api`` (WireError 400 when malformed).
+def read_output_ask(served: ServedTokens, body: Mapping[str, Any]) -> OutputAsk:
+    """The output fields of a request body, its format's read by its server half
+    (``served``; WireError 400 when malformed).
 
     Chat: ``response_format`` (``json_schema``, ``json_object``, ``text``), ``tools``
     (``{"type": "function", "function": {name, parameters}}``), ``tool_choice``.
@@ -219,14 +66,7 @@ def read_output_ask(api: str, body: Mapping[str, Any]) -> OutputAsk:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise WireError(400, f"seed must be an integer, got {seed!r}", "seed")
     greedy = temperature is not None and temperature < GREEDY_TEMPERATURE
-    if api == "completions":
-        tools: tuple[ToolSpec, ...] = ()
-        schema = None
-        choice, named = "none", None
-    else:
-        schema = _schema(api, body)
-        tools = _tools(api, body.get("tools"))
-        choice, named = _tool_choice(api, body.get("tool_choice"), tools)
+    schema, tools, choice, named = served.output_fields(body)
     ask = OutputAsk(schema, tools, choice, named, greedy, seed)
     return PLAIN if ask == PLAIN else ask
 
@@ -296,7 +136,7 @@ def _answer_json(
 def plan_output(
     ask: OutputAsk,
     *,
-    api: str,
+    schema_param: str,
     n_cap: int,
     finish_cap: str,
     salt: int,
@@ -311,7 +151,9 @@ def plan_output(
     ``tool_calls``) when it is whole within ``n_cap``, cut at ``n_cap`` with
     ``length`` otherwise. ``changed``: the ``output_change_rate`` fault's other
     output, parting from this one at a seeded point. ``constrained`` false: JSON of the
-    schema's shape whose values ignore its bounds (json_outputs.py)."""
+    schema's shape whose values ignore its bounds (json_outputs.py). ``schema_param``
+    names the schema's field in errors (the format's: ``response_format``,
+    ``text.format``)."""
     tool = _pick_tool(ask, salt)
     if ask.schema is None and tool is None:
         if not changed:
@@ -324,8 +166,7 @@ def plan_output(
     head = _words(salt, 0, r)
     if tool is None:
         assert ask.schema is not None
-        param = "text.format" if api == "responses" else "response_format"
-        text = _answer_json(ask.schema, salt, change, param, constrained)
+        text = _answer_json(ask.schema, salt, change, schema_param, constrained)
         answer = [_escaped(p) for p in json_pieces(text)]
         whole = r + len(answer)
         n = min(n_cap, whole)

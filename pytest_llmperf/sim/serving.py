@@ -1,9 +1,10 @@
 """Serving the simulator's app on a port of 127.0.0.1, in the current event loop.
 
-Kept apart from the app (server.py): the app is the OpenAI endpoints and their
-streaming; this is the socket, its runner and the shutdown that drops open
-streams at once. ``python -m pytest_llmperf.sim`` and the plugin's child
-process (process.py) both serve through :class:`SimServer`.
+Kept apart from the app (server.py, over its bridge to the engine, bridge.py):
+the app is the OpenAI endpoints and their streaming; this is the socket, its
+runner and the shutdown that drops open streams at once. ``python -m
+pytest_llmperf.sim`` and the plugin's child process (process.py) both serve
+through :class:`SimServer`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .bridge import EngineBridge
 from .profiles import Profile, load_profile
 from .server import SimApp
 
@@ -56,7 +58,8 @@ class SimServer:
         self.speedup = speedup
         self.record_emit_lag = record_emit_lag
         self.quiet_gc = quiet_gc
-        self.sim: SimApp | None = None
+        self.sim: EngineBridge | None = None  # the engine side: back end, counters, lags
+        self.http: SimApp | None = None  # the HTTP surface over it
         self._runner: web.AppRunner | None = None
 
     @property
@@ -74,7 +77,7 @@ class SimServer:
         return self.sim.emit_lags
 
     async def start(self) -> SimServer:
-        self.sim = SimApp(
+        self.sim = EngineBridge(
             self.profile,
             seed=self.seed,
             speedup=self.speedup,
@@ -82,10 +85,11 @@ class SimServer:
             timing=self.timing,
             quiet_gc=self.quiet_gc,
         )
+        self.http = SimApp(self.sim)
         # A simulator being stopped drops its open streams at once instead of waiting up to a
         # minute for them (aiohttp's default graceful shutdown).
         runner = web.AppRunner(
-            self.sim.app, handler_cancellation=True, access_log=None, shutdown_timeout=0.2
+            self.http.app, handler_cancellation=True, access_log=None, shutdown_timeout=0.2
         )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)

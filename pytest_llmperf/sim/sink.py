@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 
-from .deltas import ChunkSource
+from ..apis.filler_text import WORDS_JSON
+from ..apis.served import ChunkSource
 from .prometheus import ServerCounters
-from .text import WORDS_JSON
 
 __all__ = ["ShapedSocketSink", "SocketSink"]
 
@@ -119,7 +119,7 @@ class SocketSink:
 class ShapedSocketSink(SocketSink):
     """A :class:`SocketSink` whose chunks come from a request's chunk source: its
     :class:`~pytest_llmperf.sim.deltas.ShapedChunks` (reasoning deltas, empty deltas, a
-    separate finish chunk) or its Responses / Messages events (events.py). A token
+    separate finish chunk) or its Responses / Messages events (apis/). A token
     that sends nothing (a dropped empty delta) gets an empty frame, which the fan-out's
     ``write`` skips: an empty chunk would be the chunked-encoding terminator."""
 

@@ -34,7 +34,7 @@ class Submission:
     output_tokens: int  # exactly this many tokens are produced
     block_hashes: tuple[int, ...] = ()  # chained hashes of the prompt's full KV blocks
     priority: int = 0
-    image_tokens: int = 0  # of prompt_tokens, those standing for images (images.py)
+    image_tokens: int = 0  # of prompt_tokens, those standing for images (apis/prompt_images.py)
     lora: int = 0  # the LoRA adapter (1 = the profile's first lora_adapters name); 0 = base
 
 

@@ -32,8 +32,9 @@ from typing import Any
 
 from aiohttp import web
 
+from ..apis.chat import chat_prompt_texts
+from ..apis.server_wire import WireError, error_body
 from ..tokens import SPACE_MARK, token_pieces, token_string
-from .wire import WireError, chat_prompt_texts, error_body
 
 __all__ = ["FIRST_ID", "SPACE_MARK", "Tokenization", "Vocabulary", "token_pieces", "token_string"]
 

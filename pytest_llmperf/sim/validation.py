@@ -10,7 +10,10 @@ on chat in favour of ``max_completion_tokens``. The client negotiates these at
 preflight; the simulator answers exactly as those servers do so that
 negotiation can be tested without them.
 
-A profile with all strictness off gets no policy at all (:func:`request_policy`
+Each format's own fields and its words for an unknown one are its server half's
+(:mod:`pytest_llmperf.apis`: ``known_fields``, ``unknown_fields_body``); the
+names of the field sets stay importable from here. A profile with all
+strictness off gets no policy at all (:func:`request_policy`
 returns None), so requests pay nothing for this.
 """
 
@@ -19,10 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..apis.chat import CHAT_FIELDS
+from ..apis.completions import COMPLETIONS_FIELDS
+from ..apis.embeddings import EMBEDDINGS_FIELDS
+from ..apis.messages import MESSAGES_FIELDS
+from ..apis.responses import RESPONSES_FIELDS
+from ..apis.served import ServedHalf
+from ..apis.server_wire import invalid_request_body
 from .profiles import Profile
 
 __all__ = [
-    "API_FIELDS",
     "CHAT_FIELDS",
     "COMPLETIONS_FIELDS",
     "EMBEDDINGS_FIELDS",
@@ -35,136 +44,7 @@ __all__ = [
     "request_policy",
 ]
 
-# The request fields of OpenAI's own API reference (chat/completions and the legacy
-# completions), nothing that only vLLM or another server adds.
-CHAT_FIELDS = frozenset(
-    {
-        "messages",
-        "model",
-        "audio",
-        "frequency_penalty",
-        "function_call",
-        "functions",
-        "logit_bias",
-        "logprobs",
-        "max_completion_tokens",
-        "max_tokens",
-        "metadata",
-        "modalities",
-        "n",
-        "parallel_tool_calls",
-        "prediction",
-        "presence_penalty",
-        "prompt_cache_key",
-        "prompt_cache_retention",
-        "reasoning_effort",
-        "response_format",
-        "safety_identifier",
-        "seed",
-        "service_tier",
-        "stop",
-        "store",
-        "stream",
-        "stream_options",
-        "temperature",
-        "tool_choice",
-        "tools",
-        "top_logprobs",
-        "top_p",
-        "user",
-        "verbosity",
-        "web_search_options",
-    }
-)
-COMPLETIONS_FIELDS = frozenset(
-    {
-        "model",
-        "prompt",
-        "best_of",
-        "echo",
-        "frequency_penalty",
-        "logit_bias",
-        "logprobs",
-        "max_tokens",
-        "n",
-        "presence_penalty",
-        "seed",
-        "stop",
-        "stream",
-        "stream_options",
-        "suffix",
-        "temperature",
-        "top_p",
-        "user",
-    }
-)
 STREAM_OPTIONS_FIELDS = frozenset({"include_usage", "include_obfuscation"})
-# OpenAI's Responses API reference
-RESPONSES_FIELDS = frozenset(
-    {
-        "model",
-        "input",
-        "background",
-        "conversation",
-        "include",
-        "instructions",
-        "max_output_tokens",
-        "max_tool_calls",
-        "metadata",
-        "parallel_tool_calls",
-        "previous_response_id",
-        "prompt",
-        "prompt_cache_key",
-        "prompt_cache_retention",
-        "reasoning",
-        "safety_identifier",
-        "service_tier",
-        "store",
-        "stream",
-        "stream_options",
-        "temperature",
-        "text",
-        "tool_choice",
-        "tools",
-        "top_logprobs",
-        "top_p",
-        "truncation",
-        "user",
-    }
-)
-# Anthropic's Messages API reference
-MESSAGES_FIELDS = frozenset(
-    {
-        "model",
-        "messages",
-        "max_tokens",
-        "container",
-        "context_management",
-        "mcp_servers",
-        "metadata",
-        "output_config",
-        "service_tier",
-        "stop_sequences",
-        "stream",
-        "system",
-        "temperature",
-        "thinking",
-        "tool_choice",
-        "tools",
-        "top_k",
-        "top_p",
-    }
-)
-# OpenAI's embeddings reference
-EMBEDDINGS_FIELDS = frozenset({"model", "input", "dimensions", "encoding_format", "user"})
-API_FIELDS = {
-    "chat": CHAT_FIELDS,
-    "completions": COMPLETIONS_FIELDS,
-    "responses": RESPONSES_FIELDS,
-    "messages": MESSAGES_FIELDS,
-    "embeddings": EMBEDDINGS_FIELDS,
-}
-
 MAX_TOKENS_MESSAGE = (
     "Unsupported parameter: 'max_tokens' is not supported with this model. "
     "Use 'max_completion_tokens' instead."
@@ -177,17 +57,6 @@ class Rejection:
 
     status: int
     body: dict[str, Any]
-
-
-def _openai_error(message: str, param: str | None, code: str | None) -> dict[str, Any]:
-    return {
-        "error": {
-            "message": message,
-            "type": "invalid_request_error",
-            "param": param,
-            "code": code,
-        }
-    }
 
 
 def _present(body: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -217,28 +86,30 @@ class RequestPolicy:
         self.style = profile.reject_style
         self.reject_max_tokens = profile.reject_max_tokens
 
-    def check(self, api: str, body: Any) -> Rejection | None:
-        """The rejection of ``body`` sent to ``api`` (chat, completions, responses,
-        messages, embeddings), or None. ``strict_fields`` answers in the words of the
-        API's own server: OpenAI's chat, completions and embeddings "Unrecognized
-        request argument supplied: F"; OpenAI's Responses API "Unknown parameter:
-        'F'." (code ``unknown_parameter``); Anthropic's Messages API "F: Extra inputs
-        are not permitted" in its error shape."""
+    def check(self, served: ServedHalf, body: Any) -> Rejection | None:
+        """The rejection of ``body`` sent to the format ``served`` serves, or None.
+        ``strict_fields`` refuses a field outside the format's own reference
+        (``served.known_fields``) in the words of the format's own server
+        (``served.unknown_fields_body``: OpenAI's chat, completions and embeddings
+        "Unrecognized request argument supplied: F"; OpenAI's Responses API "Unknown
+        parameter: 'F'." (code ``unknown_parameter``); Anthropic's Messages API "F:
+        Extra inputs are not permitted" in its error shape)."""
         if not isinstance(body, dict):
             return None  # parse_request answers that one
         fields = _present(body)
         if self.strict:
-            known = API_FIELDS.get(api, COMPLETIONS_FIELDS)
+            known = served.known_fields
             unknown = [name for name, _ in fields if not _known(name, known)]
             if unknown:
-                return _unknown_fields(api, unknown)
+                return Rejection(400, served.unknown_fields_body(unknown))
         if self.rejected:
             named = [(name, value) for name, value in fields if name in self.rejected]
             if named:
                 return Rejection(422, self._unexpected(named))
-        if self.reject_max_tokens and api == "chat" and "max_tokens" in body:
+        if self.reject_max_tokens and served.refuses_max_tokens and "max_tokens" in body:
             return Rejection(
-                400, _openai_error(MAX_TOKENS_MESSAGE, "max_tokens", "unsupported_parameter")
+                400,
+                invalid_request_body(MAX_TOKENS_MESSAGE, "max_tokens", "unsupported_parameter"),
             )
         return None
 
@@ -259,20 +130,6 @@ class RequestPolicy:
             }
         names = ", ".join(repr(name) for name in sorted(name for name, _ in named))
         return {"detail": f"Unexpected fields in the request: {{{names}}}"}
-
-
-def _unknown_fields(api: str, unknown: list[str]) -> Rejection:
-    if api == "messages":
-        message = "; ".join(f"{name}: Extra inputs are not permitted" for name in unknown)
-        return Rejection(
-            400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
-        )
-    if api == "responses":
-        message = f"Unknown parameter: '{unknown[0]}'."
-        return Rejection(400, _openai_error(message, unknown[0], "unknown_parameter"))
-    noun = "argument" if len(unknown) == 1 else "arguments"
-    message = f"Unrecognized request {noun} supplied: {', '.join(unknown)}"
-    return Rejection(400, _openai_error(message, unknown[0], None))
 
 
 def request_policy(profile: Profile) -> RequestPolicy | None:

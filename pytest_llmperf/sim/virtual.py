@@ -7,17 +7,13 @@ step — exactly the seed design's event queue; the engine is the same one the
 real-time server runs. Arrivals follow the load generator's patterns: Poisson
 or constant rate on an absolute schedule (open loop), or a fixed number of
 requests in flight (closed loop, a new request when one completes). Same seed
-gives byte-identical results.
+gives byte-identical results. The command line's ``--virtual`` mode prints a run
+(virtual_cli.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import heapq
-import json
-import random
-import sys
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,8 +28,9 @@ from .gc_control import collections_paused
 from .profiles import Profile, load_profile
 from .request import DROPPED, FINISHED, Request
 from .summary import summarize
+from .virtual_inputs import VirtualWorkload, adapter_mix, arrival_times, token_span
 
-__all__ = ["VirtualResult", "arrival_times", "format_result", "run_cli", "run_virtual"]
+__all__ = ["VirtualResult", "arrival_times", "run_virtual"]
 
 
 class _Event(IntEnum):
@@ -64,34 +61,6 @@ def _plan_fixed(
     req.token_times = [first + i * itl for i in range(req.max_tokens)]
     req.first_token_time = first
     req.finish_time = req.token_times[-1]
-
-
-def arrival_times(load: str, rate: float, duration: float, seed: int) -> list[float]:
-    """Planned send times (s) in [0, duration): the load generator's own schedule.
-
-    Same algorithm and seed use as ``pytest_llmperf.loadgen.plan.arrivals.arrival_offsets_ns``
-    (Poisson gaps from ``random.Random(seed).expovariate(rate)``, constant at ``i / rate``,
-    rounded to whole nanoseconds), so a virtual run sees exactly the arrivals a real run
-    with the same seed would send. Kept here rather than imported so the simulator does
-    not load the whole load generator; a test checks the two agree.
-    """
-    if rate <= 0:
-        raise ValueError(f"rate must be positive, got {rate}")
-    out: list[float] = []
-    if load == "constant":
-        i = 0
-        while (t := round(i * 1e9 / rate) / 1e9) < duration:
-            out.append(t)
-            i += 1
-        return out
-    if load != "poisson":
-        raise ValueError(f"unknown open-loop pattern {load!r}")
-    rng = random.Random(seed)
-    offset = 0.0
-    while (t := round(offset * 1e9) / 1e9) < duration:
-        out.append(t)
-        offset += rng.expovariate(rate)
-    return out
 
 
 @dataclass
@@ -140,71 +109,6 @@ class VirtualResult:
         return out
 
 
-class _Workload:
-    """Seeded request sizes and prompt block hashes."""
-
-    def __init__(
-        self,
-        profile: Profile,
-        input_tokens: tuple[int, int],
-        output_tokens: tuple[int, int],
-        shared_prefix: int,
-        rng: np.random.Generator,
-        adapters: tuple[tuple[str, float], ...] = (),
-        seed: int = 0,
-    ) -> None:
-        self.rng = rng
-        # adapters: drawn from a generator of their own, so sizes stay as without them
-        self.adapter_weights = [w for _, w in adapters]
-        self.adapter_rng = random.Random(f"adapters:{seed}") if adapters else None
-        self.inp = input_tokens
-        self.out = output_tokens
-        self.bs = profile.block_size
-        self.hashing = profile.enable_prefix_caching
-        shared_blocks = shared_prefix // self.bs
-        h = 0
-        prefix = []
-        for i in range(shared_blocks):
-            h = hash((h, -1, i))
-            prefix.append(h)
-        self.prefix = tuple(prefix)
-
-    def make(self, rid: int, arrival: float) -> Request:
-        lo, hi = self.inp
-        p = int(self.rng.integers(lo, hi + 1)) if hi > lo else lo
-        lo, hi = self.out
-        o = int(self.rng.integers(lo, hi + 1)) if hi > lo else lo
-        hashes: tuple[int, ...] = ()
-        shared: tuple[int, ...] = ()
-        if self.hashing:
-            n_blocks = (p + o) // self.bs  # prompt and output blocks are both cacheable
-            shared = self.prefix[: p // self.bs]
-            h = shared[-1] if shared else 0
-            own = []
-            for i in range(len(shared), n_blocks):
-                h = hash((h, rid, i))
-                own.append(h)
-            hashes = shared + tuple(own)
-        lora = 0
-        if self.adapter_rng is not None:
-            x = self.adapter_rng.random()
-            for k, w in enumerate(self.adapter_weights):
-                if x < w:
-                    lora = k + 1
-                    break
-                x -= w
-        # blocks past the shared prefix are this request's alone (their hashes chain its rid)
-        return Request(rid, arrival, p, o, hashes, lora=lora, own_from=len(shared))
-
-
-def _span(tokens: int | tuple[int, int]) -> tuple[int, int]:
-    """``n`` -> ``(n, n)``; a ``(min, max)`` pair as a tuple."""
-    if isinstance(tokens, int):
-        return (tokens, tokens)
-    low, high = tokens
-    return (low, high)
-
-
 class _EventLoop:
     """Virtual time: a heap of ``(time, seq, event, request)``, one handler per event kind.
 
@@ -216,7 +120,13 @@ class _EventLoop:
     """
 
     def __init__(
-        self, prof: Profile, engine: Engine, workload: _Workload, duration: float, *, closed: bool
+        self,
+        prof: Profile,
+        engine: Engine,
+        workload: VirtualWorkload,
+        duration: float,
+        *,
+        closed: bool,
     ) -> None:
         self.prof = prof
         self.fixed = prof.kind == "fixed"
@@ -360,12 +270,12 @@ def run_virtual(
     prof = profile if isinstance(profile, Profile) else load_profile(profile, **overrides)
     if isinstance(profile, Profile) and overrides:
         prof = prof.replace(**overrides)
-    inp, out = _span(input_tokens), _span(output_tokens)
-    mix = _adapter_mix(prof, adapters)
+    inp, out = token_span(input_tokens), token_span(output_tokens)
+    mix = adapter_mix(prof, adapters)
     # gc_control.py: automatic collections would only walk the growing heap again
     with collections_paused():
         size_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
-        workload = _Workload(prof, inp, out, shared_prefix, size_rng, mix, seed)
+        workload = VirtualWorkload(prof, inp, out, shared_prefix, size_rng, mix, seed)
         engine = Engine(prof, debug=debug, lockstep=lockstep, track_emitted=False)
         loop = _EventLoop(prof, engine, workload, duration, closed=load == "concurrency")
         if load in ("poisson", "constant"):
@@ -411,24 +321,6 @@ def run_virtual(
         return result
 
 
-def _adapter_mix(prof: Profile, adapters: dict[str, float] | None) -> tuple[tuple[str, float], ...]:
-    """``adapters`` checked against the profile (ValueError naming the problem)."""
-    if not adapters:
-        return ()
-    for name, weight in adapters.items():
-        if name not in prof.lora_adapters:
-            raise ValueError(
-                f"adapter {name!r} is not served by profile {prof.name!r} "
-                f"(lora_adapters: {', '.join(prof.lora_adapters) or 'none'})"
-            )
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
-            raise ValueError(f"adapter {name!r}: weight must be a number >= 0, got {weight!r}")
-    if sum(adapters.values()) > 1 + 1e-9:
-        raise ValueError(f"adapter weights sum to {sum(adapters.values()):g} > 1")
-    order = {name: k for k, name in enumerate(prof.lora_adapters)}
-    return tuple(sorted(((n, float(w)) for n, w in adapters.items()), key=lambda x: order[x[0]]))
-
-
 def _check_conservation(requests: list[Request], engine: Engine, dropped: int) -> None:
     """Every request is accounted for and causally ordered (INV-1, INV-5)."""
     finished = sum(1 for r in requests if r.state == FINISHED)
@@ -447,98 +339,3 @@ def _check_conservation(requests: list[Request], engine: Engine, dropped: int) -
             raise InvariantError(f"causality violated by {r!r}")
     if engine.kv.allocated != 0:
         raise InvariantError(f"{engine.kv.allocated} KV blocks still allocated after drain")
-
-
-def format_result(d: dict[str, Any]) -> str:
-    """Human-readable table of a run (deterministic: no wall-clock values)."""
-    load = d["load"]
-    what = (
-        f"rate {load['rate']:g} req/s" if "rate" in load else f"concurrency {load['concurrency']}"
-    )
-    lines = [
-        f"profile {d['profile']} ({d['model']}), {load['pattern']} {what}, "
-        f"duration {load['duration']:g} s, "
-        f"seed {d['seed']}",
-        f"workload: input {d['workload']['input_tokens']} "
-        f"output {d['workload']['output_tokens']} tokens"
-        + (
-            f", shared prefix {d['workload']['shared_prefix']}"
-            if d["workload"]["shared_prefix"]
-            else ""
-        ),
-        "counts: " + ", ".join(f"{k} {v}" for k, v in d["counts"].items()),
-        "",
-        f"{'metric':<8}{'p50':>11}{'p90':>11}{'p95':>11}{'p99':>11}{'p99.9':>11}{'mean':>11}{'max':>11}",
-    ]
-    m = d["metrics"]
-    for name in ("ttft", "tpot", "itl", "e2e"):
-        s = m[name]
-        cells = [s[k] for k in ("p50", "p90", "p95", "p99", "p99.9", "mean", "max")]
-        lines.append(
-            f"{name + ' ms':<8}"
-            + "".join(f"{c:>11.3f}" if c is not None else f"{'-':>11}" for c in cells)
-        )
-    lines.append("")
-
-    def num(v: float | None, fmt: str) -> str:
-        return "-" if v is None else format(v, fmt)
-
-    lines.append(
-        f"request_throughput {num(m['request_throughput'], '.3f')} req/s, "
-        f"output_throughput {num(m['output_throughput'], '.1f')} tok/s, "
-        f"input_throughput {num(m['input_throughput'], '.1f')} tok/s, "
-        f"error_rate {num(m['error_rate'], '.4f')}"
-    )
-    e = d["engine"]
-    lines.append(
-        f"engine: {e['steps']} steps over {e['simulated_s']:.3f} simulated s, "
-        f"{e['preemptions']} preemptions, "
-        f"max running {e['max_running']}, max waiting {e['max_waiting']}, "
-        f"prefix cache hit rate {e['prefix_cache_hit_rate']:.3f}, dropped {e['dropped_unservable']}"
-    )
-    for name, s in d.get("by_model", {}).items():  # only with adapters
-        ttft, tpot = s["metrics"]["ttft"], s["metrics"]["tpot"]
-        lines.append(
-            f"model {name}: completed {s['counts']['completed']}, "
-            f"ttft p50 {num(ttft['p50'], '.3f')} p99 {num(ttft['p99'], '.3f')} ms, "
-            f"tpot p50 {num(tpot['p50'], '.3f')} p99 {num(tpot['p99'], '.3f')} ms"
-        )
-    if "lora_loads" in e:
-        lines.append(f"adapter loads {e['lora_loads']}")
-    return "\n".join(lines)
-
-
-def run_cli(args: argparse.Namespace, profile: Profile) -> int:
-    """``--virtual`` mode of ``python -m pytest_llmperf.sim``."""
-    if args.load in ("poisson", "constant") and not args.rate:
-        print(f"error: --load {args.load} needs --rate", file=sys.stderr)
-        return 2
-    if args.load == "concurrency" and not args.concurrency:
-        print("error: --load concurrency needs --concurrency", file=sys.stderr)
-        return 2
-    t0 = time.perf_counter()
-    try:
-        result = run_virtual(
-            profile,
-            load=args.load,
-            rate=args.rate,
-            concurrency=args.concurrency,
-            duration=args.duration,
-            input_tokens=args.input_tokens,
-            output_tokens=args.output_tokens,
-            shared_prefix=args.shared_prefix,
-            seed=args.seed,
-            adapters=args.adapters,
-        )
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    wall = time.perf_counter() - t0
-    d = result.to_dict()
-    print(format_result(d))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(d, f, indent=2, sort_keys=True)
-            f.write("\n")
-    print(f"(wall time {wall:.2f} s)", file=sys.stderr)
-    return 0
