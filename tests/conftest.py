@@ -7,6 +7,14 @@ exception classes that httpx's own mapping does not know, and a plain
 ``ConnectError`` escapes unclassified: a test order artefact, not a bug of
 the client. Importing them here keeps one copy for the session.
 
+The started-server modules (``pytest_llmperf.managed_server``: psutil, the server, its
+first-token request, the resource sampler, the watchdog's client ``guard``) are loaded
+here too, for time: the plugin imports them lazily, when an inner session starts its
+embedded simulator, so each inner session imported them again (~40 ms) and, with a
+fresh ``guard``, started a watchdog process of its own (~100 ms of a core) where the
+plugin's design is one per pytest process. Loaded once, every in-process session of a
+test process shares that process's watchdog, as a real pytest process's runs do.
+
 Property tests run without a wall-clock limit: hypothesis's default 200 ms deadline per
 example and its "too slow" health check time the machine, and on a busy one (a ~180 ms
 stall is ordinary) they fail correct code. A property test that must be fast says so in a
@@ -19,8 +27,13 @@ summary (``$GITHUB_STEP_SUMMARY``): the variable is unset for every test.
 import anyio._backends._asyncio  # noqa: F401
 import httpcore._backends.anyio  # noqa: F401
 import httpx  # noqa: F401
+import psutil  # noqa: F401
 import pytest
 from hypothesis import HealthCheck, settings
+
+import pytest_llmperf.managed_server.first_token
+import pytest_llmperf.managed_server.resources
+import pytest_llmperf.managed_server.server  # noqa: F401  (and guard, process, readiness)
 
 settings.register_profile(
     "llmperf-suite", deadline=None, suppress_health_check=[HealthCheck.too_slow]
