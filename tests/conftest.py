@@ -24,7 +24,7 @@ And no inner session of the suite appends its Markdown summary to the CI job's o
 summary (``$GITHUB_STEP_SUMMARY``): the variable is unset for every test.
 """
 
-import os
+from collections.abc import Iterator
 
 import anyio._backends._asyncio  # noqa: F401
 import httpcore._backends.anyio  # noqa: F401
@@ -51,13 +51,15 @@ def _no_github_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
 
 
-@pytest.fixture(autouse=True)
-def _inner_sessions_without_hypothesis(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The suite's inner sessions (pytester's, in process or in a subprocess, and the
-    ``python -m pytest`` a test starts itself) run without hypothesis's pytest plugin: no
-    inner test uses hypothesis, and in a new process that plugin imports all of
-    hypothesis at the terminal summary (0.1 s of a core with pytest's rewritten-module
-    cache, ~0.8 s without it, as under ``PYTHONDONTWRITEBYTECODE``), in every one of the
-    suite's ~80 inner pytest processes. Options already in ``PYTEST_ADDOPTS`` are kept."""
-    given = os.environ.get("PYTEST_ADDOPTS", "")
-    monkeypatch.setenv("PYTEST_ADDOPTS", f"{given} -p no:hypothesispytest".strip())
+@pytest.fixture
+def pytester(pytester: pytest.Pytester) -> Iterator[pytest.Pytester]:
+    """pytest's own, with its inner sessions (in process or in a subprocess, xdist's
+    included) run without hypothesis's pytest plugin: no inner test uses hypothesis, and
+    in a new process that plugin imports all of hypothesis at the terminal summary (0.1 s
+    of a core with pytest's rewritten-module cache, ~0.8 s without it, as under
+    ``PYTHONDONTWRITEBYTECODE``), in each of the suite's ~50 inner pytest processes that
+    print a summary. pytester clears ``PYTEST_ADDOPTS`` when it is made; it is set here
+    after that, and pytester's own undo restores the outer value after this one's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
+        yield pytester
