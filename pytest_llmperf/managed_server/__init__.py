@@ -16,14 +16,34 @@
 
 Secrets in a command line or environment are redacted wherever shown (:mod:`.secrets`).
 It imports ``client/`` (only for the first-token request), ``errors`` and ``redaction``.
+
+Each name is imported on first use (PEP 562 ``__getattr__``): the watchdog process
+(``python -m pytest_llmperf.managed_server.watchdog``, started once per pytest process)
+imports this package first and needs none of them (they cost it ~70 ms of its ~110 ms
+start: http.client, the server, the command templates).
 """
 
 from __future__ import annotations
 
-from pytest_llmperf.managed_server.command import Restart, ServerCommand
-from pytest_llmperf.managed_server.exits import ServerExit, ServerStartError
-from pytest_llmperf.managed_server.resources import ResourceSampler
-from pytest_llmperf.managed_server.server import ManagedServer
+import importlib
+
+# typing.TYPE_CHECKING without importing typing; mypy and pyright read it alike
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these
+    from pytest_llmperf.managed_server.command import Restart, ServerCommand
+    from pytest_llmperf.managed_server.exits import ServerExit, ServerStartError
+    from pytest_llmperf.managed_server.resources import ResourceSampler
+    from pytest_llmperf.managed_server.server import ManagedServer
+
+# public name -> the module that defines it (keep in step with the TYPE_CHECKING block)
+_EXPORTS: dict[str, str] = {
+    "ManagedServer": "pytest_llmperf.managed_server.server",
+    "ResourceSampler": "pytest_llmperf.managed_server.resources",
+    "Restart": "pytest_llmperf.managed_server.command",
+    "ServerCommand": "pytest_llmperf.managed_server.command",
+    "ServerExit": "pytest_llmperf.managed_server.exits",
+    "ServerStartError": "pytest_llmperf.managed_server.exits",
+}
 
 __all__ = [
     "ManagedServer",
@@ -33,3 +53,15 @@ __all__ = [
     "ServerExit",
     "ServerStartError",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # once loaded, an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
