@@ -78,12 +78,19 @@ def vllm_512(install: Any, baseline_1024: Path) -> Iterator[Any]:
 def compared(
     vllm_512: Any, baseline_1024: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Session:
-    """The baseline's test against the 512 server, compared with the 1024 baseline."""
+    """The baseline's test against the 512 server, compared with the 1024 baseline.
+
+    The subject is the flag, not a verdict on latency: the baseline may come from
+    ``test_vllm.py``'s server, warm after a dozen tests, and this server is fresh, so
+    16 requests a side can differ significantly by more than the default 10% on a
+    healthy pair (ttft.p50 13.5 -> 18.3 ms, p=0.001, seen once in the whole tier). A
+    generous threshold keeps the comparison made and flagged without judging that."""
     workdir = tmp_path_factory.mktemp("vllm-compare-512")
     return run_session(
         workdir,
         vllm_512.url,
         f"--llm-baseline-compare={baseline_1024}",
+        "--llm-baseline-threshold=400%",
         test_source=BASELINE_TEST,
     )
 
