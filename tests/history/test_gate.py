@@ -176,9 +176,11 @@ import pytest
 async def test_chat(llm_loadgen):
     await llm_loadgen.run()
 """
-# 10 ms token gaps: scheduling jitter on a busy machine stays far below the threshold
+# 10 ms token gaps against 30 ms for the slow server (+200%): a threshold of 100% tells
+# them apart with room for a busy machine's jitter (itl.p99 12.8 -> 19.8 ms, +55%, was seen
+# between two sessions on the same fast server under pytest -n 2)
 STEADY = {"ttft_ms": 30, "itl_ms": 10}
-THRESHOLD = "--llm-baseline-threshold=25%"
+THRESHOLD = "--llm-baseline-threshold=100%"
 
 
 @pytest.fixture(scope="module")
