@@ -19,6 +19,10 @@ checkout, or a copy of an older ``pytest_llmperf``)::
     python benchmarks/json_identity.py . --out /tmp/after.json
     python benchmarks/json_identity.py /tmp/before --out /tmp/before.json
     diff /tmp/before.json /tmp/after.json   # empty: identical minus timings
+
+Each session runs in a temporary folder with ``SOURCE`` first on ``PYTHONPATH`` (which
+wins over an installed or editable copy); the script refuses when the package imported
+there is not ``SOURCE``'s, so a "before" run cannot quietly test the current tree.
 """
 
 from __future__ import annotations
@@ -128,6 +132,28 @@ def normalise(value: Any, key: str = "") -> Any:
     return value
 
 
+def check_source(source: Path, work: Path) -> None:
+    """Stop unless ``import pytest_llmperf`` with ``source`` on PYTHONPATH loads its copy
+    (asked from ``work``, where the sessions run: a checkout as the current folder would
+    come first on ``sys.path``)."""
+    env = {**os.environ, "PYTHONPATH": str(source)}
+    probe = "import pytest_llmperf, pathlib; print(pathlib.Path(pytest_llmperf.__file__).parent)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = Path(done.stdout.strip()).resolve()
+    if loaded != (source / "pytest_llmperf").resolve():
+        raise SystemExit(
+            f"{sys.executable} imports pytest_llmperf from {loaded}, not from {source}: "
+            "is SOURCE the folder that holds pytest_llmperf/?"
+        )
+
+
 def run_session(source: Path, work: Path) -> dict[str, Any]:
     (work / "test_identity.py").write_text(SUITE)
     (work / "chats.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CHATS))
@@ -188,6 +214,7 @@ def main() -> None:
     source = Path(args.source).resolve()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        check_source(source, work)
         result = {"session": run_session(source, work), "virtual": run_virtual(source, work)}
     Path(args.out).write_text(json.dumps(result, indent=1, sort_keys=False) + "\n")
 
