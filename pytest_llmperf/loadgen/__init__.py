@@ -17,7 +17,7 @@ dispatcher and the pools with it: it runs only its share
 
 from __future__ import annotations
 
-import importlib
+from pytest_llmperf.lazy_names import lazy_names
 
 # typing.TYPE_CHECKING without importing typing; mypy and pyright read it alike
 TYPE_CHECKING = False
@@ -56,14 +56,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once: later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

@@ -25,7 +25,7 @@ start: http.client, the server, the command templates).
 
 from __future__ import annotations
 
-import importlib
+from pytest_llmperf.lazy_names import lazy_names
 
 # typing.TYPE_CHECKING without importing typing; mypy and pyright read it alike
 TYPE_CHECKING = False
@@ -55,13 +55,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value  # once loaded, an ordinary attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

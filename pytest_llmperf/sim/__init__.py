@@ -7,8 +7,9 @@ See docs/simulator.md.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from pytest_llmperf.lazy_names import lazy_names
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads these
     from .process import SimProcess, SimStartError, start_sim_process
@@ -33,21 +34,16 @@ __all__ = [
 # option parser), which must not pull in the real-time server and aiohttp (~0.25 s of
 # a core per process), nor virtual time's numpy.
 _HOMES = {
-    "SimProcess": "process",
-    "SimStartError": "process",
-    "start_sim_process": "process",
-    "Profile": "profiles",
-    "ProfileError": "profiles",
-    "load_profile": "profiles",
-    "profile_names": "profiles",
-    "SimServer": "serving",
-    "VirtualResult": "virtual",
-    "run_virtual": "virtual",
+    "SimProcess": "pytest_llmperf.sim.process",
+    "SimStartError": "pytest_llmperf.sim.process",
+    "start_sim_process": "pytest_llmperf.sim.process",
+    "Profile": "pytest_llmperf.sim.profiles",
+    "ProfileError": "pytest_llmperf.sim.profiles",
+    "load_profile": "pytest_llmperf.sim.profiles",
+    "profile_names": "pytest_llmperf.sim.profiles",
+    "SimServer": "pytest_llmperf.sim.serving",
+    "VirtualResult": "pytest_llmperf.sim.virtual",
+    "run_virtual": "pytest_llmperf.sim.virtual",
 }
 
-
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)
