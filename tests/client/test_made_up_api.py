@@ -2,8 +2,8 @@
 
 The "tok" API frames a request its own way (``{"model", "say", "upto"}`` to
 ``POST /v1/tok``) and streams a trivial answer: one SSE event ``tok <text>`` per
-token, then ``end``. It is defined in this file alone (no other module changes),
-registered with :func:`pytest_llmperf.apis.register`, and driven through the real
+token, then ``end``. Its module is tests/tok_format.py alone (no module of the
+package changes), registered with :func:`pytest_llmperf.apis.register`, and driven through the real
 client (:func:`~pytest_llmperf.client.send_request`) and the load generator
 (:func:`~pytest_llmperf.loadgen.run_load`) against a small HTTP server on 127.0.0.1:
 the transport, the reading loop and the run's accounting ask the format and know no
@@ -18,61 +18,22 @@ from typing import Any
 
 import pytest
 from api_server import ApiServer, Reply, serve
+from tok_format import TOK
 
 from pytest_llmperf.apis import (
     API_FORMATS,
     Api,
     ApiFormat,
-    ChunkInfo,
-    RequestFields,
     parse_api,
     register,
     unregister,
 )
-from pytest_llmperf.apis.fields import FieldRules, apply_extra
-from pytest_llmperf.apis.samples import SampleLike
 from pytest_llmperf.client import Endpoint, ErrorKind, RequestRecord, send_request
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.loadgen import run_load
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads import Sample
-
-# -- the made-up API's module (what docs/extending.md shows) ------------------------------
-
-_TOKEN = ChunkInfo(True, True, False, True)  # a token event of answer text
-_BLANK = ChunkInfo(True, False, False, False)  # a token event of an empty piece
-_END = ChunkInfo(done=True)
-
-
-def build_body(model: str, sample: SampleLike, fields: RequestFields) -> dict[str, Any]:
-    """The request: the prompt to ``say`` and the output length as ``upto``."""
-    body: dict[str, Any] = {"model": model, "say": sample.prompt, "upto": sample.max_tokens}
-    return apply_extra(body, sample, fields, ignore_eos=False)
-
-
-def read_event(data: str) -> ChunkInfo:
-    """``tok <text>`` is a token; ``end`` ends the stream; anything else is malformed."""
-    if data.startswith("tok "):
-        return _TOKEN if len(data) > 4 else _BLANK
-    if data == "end":
-        return _END
-    raise ValueError(f"not a tok event: {data[:40]!r}")
-
-
-def answer_text(data: str) -> str:
-    return data[4:] if data.startswith("tok ") else ""
-
-
-TOK = ApiFormat(
-    name="tok",
-    path="/tok",
-    build_body=build_body,
-    field_rules=FieldRules(frozenset(), "upto"),  # no negotiated fields
-    event_reader=lambda: read_event,
-    stream_end="end",
-    answer_text=answer_text,
-)
 
 # -- the test server and the tests ---------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The simulator serves a made-up API from its module alone (issue 38, item 1).
 
-The "tok" format of tests/client/test_made_up_api.py (``{"model", "say", "upto"}`` to
+The "tok" format of tests/tok_format.py (``{"model", "say", "upto"}`` to
 ``POST /v1/tok``; one SSE event ``tok <word>`` per token, then ``end``), with the
 server half its module would end with: parse the body into the simulator's request,
 frame each token. Registered here (:func:`~pytest_llmperf.apis.register` and
@@ -16,11 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
+from tok_format import TOK
 
-from pytest_llmperf.apis import ApiFormat, ChunkInfo, RequestFields, register, unregister
-from pytest_llmperf.apis.fields import FieldRules, apply_extra
+from pytest_llmperf.apis import ApiFormat, register, unregister
 from pytest_llmperf.apis.filler_text import token_text
-from pytest_llmperf.apis.samples import SampleLike
 from pytest_llmperf.apis.served import AnswerPlan, ServedTokens, serve, unserve
 from pytest_llmperf.apis.server_wire import (
     OutputPlan,
@@ -35,36 +34,7 @@ from pytest_llmperf.sim import SimServer
 from pytest_llmperf.tokens import split_tokens
 from pytest_llmperf.workloads import Sample
 
-# -- the made-up API's module: the client's half ------------------------------------------
-
-_TOKEN = ChunkInfo(True, True, False, True)
-_END = ChunkInfo(done=True)
-
-
-def build_body(model: str, sample: SampleLike, fields: RequestFields) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "say": sample.prompt, "upto": sample.max_tokens}
-    return apply_extra(body, sample, fields, ignore_eos=False)
-
-
-def read_event(data: str) -> ChunkInfo:
-    if data.startswith("tok "):
-        return _TOKEN
-    if data == "end":
-        return _END
-    raise ValueError(f"not a tok event: {data[:40]!r}")
-
-
-TOK = ApiFormat(
-    name="tok",
-    path="/tok",
-    build_body=build_body,
-    field_rules=FieldRules(frozenset(), "upto"),
-    event_reader=lambda: read_event,
-    stream_end="end",
-    answer_text=lambda data: data[4:] if data.startswith("tok ") else "",
-)
-
-# -- ... and the simulator's side ---------------------------------------------------------
+# -- the simulator's side of "tok" (tests/tok_format.py is the client's) ----------------------
 
 
 class TokAnswer:
