@@ -97,6 +97,14 @@ class RequestRecord:
     ``output_digest`` is the output's fingerprint (16 hex digits of its sha256)
     and ``output_marks`` one 2-byte checksum per token event, base64: where two
     outputs of the same prompt part (:mod:`~pytest_llmperf.client.output_check`).
+
+    Agentic conversations (:mod:`~pytest_llmperf.workloads.agent_script`):
+    ``conversation`` is the run-wide number of the conversation the request belongs to
+    (-1: none), ``agent`` the thread within it (``""`` the root, ``"a/b"`` subagent
+    ``b`` of subagent ``a``), ``think_ns`` the tool or think wait the load generator
+    held before sending it (planned, ns; 0 for none), and ``replica`` which replica
+    served it where the server or router says so (a response header; ``""`` = not
+    attributed).
     """
 
     index: int
@@ -146,6 +154,10 @@ class RequestRecord:
     invalid_detail: str = ""
     output_digest: str = ""
     output_marks: str = ""
+    conversation: int = -1
+    agent: str = ""
+    think_ns: int = 0
+    replica: str = ""
 
     @property
     def ok(self) -> bool:
