@@ -168,8 +168,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef(
         "--llm-replica-header",
         "response header(s) naming the replica that served a request (comma-separated; "
-        "'none' to read none); default x-replica-id, x-litellm-model-id, "
-        "x-gateway-destination-endpoint, x-served-by, x-backend-server",
+        "'none' to read none); default x-replica-id (the simulator), x-smg-worker-id "
+        "(SGLang Model Gateway), x-litellm-model-id (LiteLLM)",
     ),
     OptionDef(
         "--llm-tokenizer",

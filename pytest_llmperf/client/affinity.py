@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -73,16 +73,15 @@ SESSION_CONTROL_TIMEOUT_S = 300  # Dynamo's and AIPerf's default binding time to
 
 # Response headers that name the replica (worker, pod, deployment) that served a request,
 # tried in order; the first present wins. x-replica-id: the embedded simulator's router
-# profile. x-litellm-model-id: LiteLLM's proxy (the deployment it chose).
-# x-gateway-destination-endpoint: the Gateway API inference extension's (llm-d's) endpoint
-# picker names the chosen pod in it, which some gateways echo on the response.
-# x-served-by / x-backend-server: common reverse-proxy conventions.
+# profile. x-smg-worker-id: the SGLang Model Gateway's opaque id of the worker it chose
+# (proposed in sglang pull request 34976). x-litellm-model-id: LiteLLM's proxy, the
+# deployment its router chose. vLLM, llama.cpp and Dynamo's frontend name none; llm-d's
+# gateway strips its x-gateway-destination-endpoint-served from responses; a router that
+# names the replica in a header of its own is read with --llm-replica-header=NAME.
 DEFAULT_REPLICA_HEADERS: tuple[str, ...] = (
     "x-replica-id",
+    "x-smg-worker-id",
     "x-litellm-model-id",
-    "x-gateway-destination-endpoint",
-    "x-served-by",
-    "x-backend-server",
 )
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token: a header name
@@ -127,6 +126,13 @@ class Affinity:
 
     rules: tuple[AffinityRule, ...] = ()
     replica_headers: tuple[str, ...] = DEFAULT_REPLICA_HEADERS
+    # the response header (lower case) whose value is the router's token ("": none);
+    # worked out once here, as capture() reads it on every response
+    token_header: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        token = next((r.name.lower() for r in self.rules if r.kind is AffinityKind.TOKEN), "")
+        object.__setattr__(self, "token_header", token)
 
     @classmethod
     def parse(
@@ -172,14 +178,6 @@ class Affinity:
                 f"two affinity modes send the same header {twice[0]!r}: {text!r}", where=where
             )
         return cls(tuple(rules), replica_headers)
-
-    @property
-    def token_header(self) -> str:
-        """The response header (lower case) whose value is the router's token ("": none)."""
-        for rule in self.rules:
-            if rule.kind is AffinityKind.TOKEN:
-                return rule.name.lower()
-        return ""
 
     def fields(
         self, conversation_id: str, agent_id: str = "", token: str = ""
