@@ -42,12 +42,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_llmperf.errors import LlmPerfUsageError
 
 if TYPE_CHECKING:
-    from pytest_llmperf.client.endpoint import Endpoint
     from pytest_llmperf.client.records import RequestRecord
     from pytest_llmperf.workloads.base import Sample
 
@@ -246,8 +245,16 @@ def thread_id(conversation_id: str, agent_id: str) -> str:
     return f"{conversation_id}/{agent_id}" if agent_id else conversation_id
 
 
+class _Pinning(Protocol):
+    """What :func:`pin` reads of an endpoint (an :class:`~pytest_llmperf.client.endpoint.
+    Endpoint`; a protocol, as the endpoint's module imports this one)."""
+
+    @property
+    def affinity(self) -> Affinity: ...
+
+
 def pin(
-    sample: Sample, endpoint: Endpoint, conversation_id: str, agent_id: str = "", token: str = ""
+    sample: Sample, endpoint: _Pinning, conversation_id: str, agent_id: str = "", token: str = ""
 ) -> Sample:
     """``sample`` with the headers and body fields of ``endpoint``'s affinity for thread
     ``agent_id`` of conversation ``conversation_id`` (``token``: the router's token from the
