@@ -162,8 +162,11 @@ class RecordedThread:
     def _children(self) -> dict[int, tuple[Subagent, ...]]:
         out: dict[int, list[Subagent]] = {}
         for spawn in self.thread.spawns:
-            path = f"{self.agent_id}/{spawn.thread.agent_id}" if self.agent_id else (
-                spawn.thread.agent_id)  # fmt: skip
+            path = (
+                f"{self.agent_id}/{spawn.thread.agent_id}"
+                if self.agent_id
+                else (spawn.thread.agent_id)
+            )
             child = RecordedThread(
                 self.index,
                 self.conversation_id,
@@ -181,8 +184,10 @@ class RecordedThread:
         calls = self.thread.calls
         if self.shared.mode is not ReplyMode.SERVER:
             return (False,) * len(calls)
-        return (False, *(continues(calls[k - 1], calls[k], self.block_size)
-                         for k in range(1, len(calls))))  # fmt: skip
+        return (
+            False,
+            *(continues(calls[k - 1], calls[k], self.block_size) for k in range(1, len(calls))),
+        )
 
     def warmup_sample(self) -> Sample | None:
         if self.first_turn <= 0:
@@ -337,7 +342,7 @@ class RecordedAgents:
             "block_size": sorted({c.block_size for c in self.recorded}),
             "hash_id_scope": sorted(
                 {"global" if c.shared_hashes else "local" for c in self.recorded}
-            ),  # fmt: skip
+            ),
             "replies": self.shared.mode.value,
             "start": "mid" if self.mid else "first call",
             "starts": "recorded" if self.timed else f"every {self.stagger_ns / 1e9:g} s",

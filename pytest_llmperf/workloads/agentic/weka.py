@@ -137,13 +137,15 @@ def conversation_from_object(
     ``prefix`` is put before every JSON path (``""`` for a file's top level).
     """
     if not isinstance(obj, Mapping):
-        raise LlmPerfUsageError(f"{where}: {prefix or 'the trace'} must be a JSON object, "
-                                f"got {_short(obj)}")  # fmt: skip
+        raise LlmPerfUsageError(
+            f"{where}: {prefix or 'the trace'} must be a JSON object, got {_short(obj)}"
+        )
     check = _Checker(where, prefix)
     cid = obj.get("id", default_id)
     if not isinstance(cid, (str, int)) or isinstance(cid, bool) or str(cid) == "":
-        raise LlmPerfUsageError(f"{where}: {check.path('id')} must be a non-empty string, "
-                                f"got {cid!r}")  # fmt: skip
+        raise LlmPerfUsageError(
+            f"{where}: {check.path('id')} must be a non-empty string, got {cid!r}"
+        )
     block_size = check.integer(obj, "block_size", default_block_size, minimum=1)
     scope = obj.get("hash_id_scope", "local")
     if scope not in HASH_SCOPES:
@@ -162,8 +164,9 @@ def conversation_from_object(
     builder = _Builder(where, absolute)
     root = builder.thread("", entries, base_ns=0)
     if not root.calls:
-        raise LlmPerfUsageError(f"{where}: {check.path('requests')} holds no call "
-                                "(type 'n' or 's') at its top level")  # fmt: skip
+        raise LlmPerfUsageError(
+            f"{where}: {check.path('requests')} holds no call (type 'n' or 's') at its top level"
+        )
     notes = []
     if builder.clamped:
         notes.append(f"{builder.clamped} negative waits (overlapping records) taken as 0")
@@ -216,8 +219,15 @@ class _Checker:
     def fail(self, path: str, want: str, value: Any) -> LlmPerfUsageError:
         return LlmPerfUsageError(f"{self.where}: {path} must be {want}, got {_short(value)}")
 
-    def integer(self, obj: Mapping[str, Any], key: str, default: int | None, *, minimum: int,
-                at: str | None = None) -> int:  # fmt: skip
+    def integer(
+        self,
+        obj: Mapping[str, Any],
+        key: str,
+        default: int | None,
+        *,
+        minimum: int,
+        at: str | None = None,
+    ) -> int:
         path = f"{at}.{key}" if at else self.path(key)
         value = obj.get(key, default)
         if value is None or isinstance(value, bool) or not isinstance(value, int):
@@ -285,8 +295,9 @@ def _entries(
     return out
 
 
-def _call(check: _Checker, entry: Mapping[str, Any], here: str, t: float, *,
-          streaming: bool) -> _Call:  # fmt: skip
+def _call(
+    check: _Checker, entry: Mapping[str, Any], here: str, t: float, *, streaming: bool
+) -> _Call:
     n_in = check.integer(entry, "in", None, minimum=1, at=here)
     n_out = check.integer(entry, "out", None, minimum=1, at=here)
     ids = entry.get("hash_ids", [])
@@ -315,8 +326,9 @@ def _absolute(entries: list[_Call | _Marker]) -> bool:
     """Whether nested ``t`` values are absolute: every one at or after its marker's ``t``."""
 
     def ok(marker: _Marker) -> bool:
-        return all(e.t >= marker.t and (not isinstance(e, _Marker) or ok(e))
-                   for e in marker.entries)  # fmt: skip
+        return all(
+            e.t >= marker.t and (not isinstance(e, _Marker) or ok(e)) for e in marker.entries
+        )
 
     return all(ok(e) for e in entries if isinstance(e, _Marker))
 
@@ -386,8 +398,11 @@ class _Builder:
                 self.dropped += 1
                 continue
             launch = child.calls[0].t_ns
-            spawns.append(AgentSpawn(after=k, offset_ns=max(0, launch - ends[k]), thread=child,
-                                     joined=entry.joined))  # fmt: skip
+            spawns.append(
+                AgentSpawn(
+                    after=k, offset_ns=max(0, launch - ends[k]), thread=child, joined=entry.joined
+                )
+            )
             if entry.joined:
                 end = _thread_end(child)
                 if entry.duration_s is not None:
