@@ -168,7 +168,7 @@ def test_files_that_are_not_traces_are_usage_errors(tmp_path: Path) -> None:
     with pytest.raises(LlmPerfUsageError, match=r"list\.json: the trace must be a JSON object"):
         read_weka(tmp_path / "list.json")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(LlmPerfUsageError, match="holds no .json file"):
+    with pytest.raises(LlmPerfUsageError, match=r"holds no \.json file"):
         read_weka(tmp_path / "empty")
     with pytest.raises(LlmPerfUsageError, match="neither a file nor a folder"):
         read_weka(tmp_path / "missing.json")

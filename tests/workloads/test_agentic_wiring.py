@@ -112,7 +112,7 @@ def test_otel_is_read_by_its_own_reader_where_the_build_has_it(weka_dir: Path) -
     try:
         import pytest_llmperf.workloads.agentic.otel  # noqa: F401
     except ImportError:
-        with pytest.raises(LlmPerfUsageError, match="format='otel' .* not available"):
+        with pytest.raises(LlmPerfUsageError, match=r"format='otel' .* not available"):
             build_workload("trace", path=str(weka_dir / "conv-a.json"), format="otel")
     else:
         pytest.skip("the OTel reader is in this build: its own tests cover it")
