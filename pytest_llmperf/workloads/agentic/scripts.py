@@ -28,7 +28,10 @@ conversation's root begins at a seeded call in the middle half of its calls
 (:attr:`RecordedThread.first_turn`), after :meth:`RecordedThread.warmup_sample`,
 the block text of the call before it (``max_tokens`` 1).
 
-:meth:`RecordedThread.turn` is a pure function of ``(k, earlier)``; it keeps the
+``earlier[j]`` is what turn ``j`` got back; after a mid start the turns before
+``first_turn`` were never sent, so ``earlier`` may hold placeholders there, or
+only the tracked turns' results (``len(earlier) == k - first_turn``): both are
+read alike. :meth:`RecordedThread.turn` is a pure function of ``(k, earlier)``; it keeps the
 last continuation chain it built (same ``earlier`` objects: no rebuilding), so a
 conversation of 300 calls costs one prompt per call.
 """
@@ -60,6 +63,10 @@ class ReplyMode(StrEnum):
 
 
 REPLY_MODES = tuple(m.value for m in ReplyMode)
+
+
+# what stands for the turns before a mid start, never sent (their results are never read)
+_UNSENT_TURN = TurnResult("", 0, 0)
 
 
 class _Tally:
@@ -198,6 +205,9 @@ class RecordedThread:
         return self._sample(text, (), call.input_tokens, 1)
 
     def turn(self, k: int, earlier: Sequence[TurnResult]) -> Sample:
+        if self.first_turn and len(earlier) == k - self.first_turn < k:
+            # only the tracked turns' results: put them at their turns' places
+            earlier = ((_UNSENT_TURN,) * self.first_turn) + tuple(earlier)
         if k >= 1 and self._continues[k] and k - 1 >= self.first_turn and len(earlier) >= k:
             start = k  # back to the chain's first call (block text), then forward
             while start > self.first_turn and self._continues[start]:
@@ -306,7 +316,8 @@ class RecordedAgents:
             cid,
             "",
             conv.root,
-            None if conv.shared_hashes else cid,
+            # local scope: blocks of its own per conversation and round (ids may repeat)
+            None if conv.shared_hashes else f"{u}~{rounds}",
             conv.block_size,
             self.shared,
             first,
