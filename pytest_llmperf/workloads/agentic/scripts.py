@@ -52,7 +52,17 @@ from pytest_llmperf.workloads.agentic.prompts import AgentPrompts
 from pytest_llmperf.workloads.base import Sample
 from pytest_llmperf.workloads.conversations import TurnResult
 
-__all__ = ["REPLY_MODES", "RecordedAgents", "RecordedThread", "ReplyMode", "mid_turn"]
+__all__ = [
+    "REPLY_MODES",
+    "AgentSettings",
+    "PromptTally",
+    "RecordedAgents",
+    "RecordedThread",
+    "ReplyMode",
+    "continues",
+    "keeps_previous",
+    "mid_turn",
+]
 
 
 class ReplyMode(StrEnum):
@@ -69,7 +79,7 @@ REPLY_MODES = tuple(m.value for m in ReplyMode)
 _UNSENT_TURN = TurnResult("", 0, 0)
 
 
-class _Tally:
+class PromptTally:
     """Counts made while prompts are built (this process's), for ``describe()``."""
 
     def __init__(self) -> None:
@@ -117,14 +127,15 @@ def mid_turn(seed: int, index: int, calls: int) -> int:
 
 
 @dataclass(frozen=True)
-class _Shared:
-    """What every thread of a workload shares."""
+class AgentSettings:
+    """What every thread of a workload shares: prompt makers (one per block size), the
+    reply mode, the output controls, the conversation header, the tally."""
 
     prompts: Mapping[int, AgentPrompts]  # by block size
     mode: ReplyMode
     controls: Mapping[str, Any]
     header: str | None
-    tally: _Tally
+    tally: PromptTally
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,7 +148,7 @@ class RecordedThread:
     thread: AgentThread
     namespace: str | None  # local hash scope: the conversation's own blocks
     block_size: int
-    shared: _Shared
+    shared: AgentSettings
     first_turn: int = 0
     _memo: dict[int, tuple[tuple[TurnResult, ...], Sample]] = field(
         default_factory=dict, repr=False, compare=False
@@ -296,7 +307,7 @@ class RecordedAgents:
 
     recorded: tuple[AgentConversation, ...]
     count: int
-    shared: _Shared
+    shared: AgentSettings
     stagger_ns: int
     mid: bool = False
     seed: int = 0
