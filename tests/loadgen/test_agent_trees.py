@@ -9,7 +9,9 @@ Timing bounds are generous (a busy 2-core machine): the measured pacing error go
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -230,3 +232,50 @@ async def test_worker_shares_split_the_conversations(sim: Endpoint) -> None:
         seen[index] = {r.conversation for r in records}
         assert len(records) == len(seen[index]) * 9 and all(r.ok for r in records)
     assert seen == {0: {0, 2, 4}, 1: {1, 3}}
+
+
+async def test_a_closed_loop_duration_ends_a_tool_wait_that_outlasts_it(sim: Endpoint) -> None:
+    root = Thread("root", 3, waits_ms=(30_000, 5), spawns=(Spawn(0, Thread("a", 2, (30_000,))),))
+    started = time.monotonic()
+    records, result = await run(
+        sim, spec(TreeSource([root], conversations=10), "concurrency", {"concurrency": 2},
+                  duration=0.5)
+    )  # fmt: skip
+    # judged against the 30 s waits it cut short (a run that waited them out takes 30 s)
+    assert time.monotonic() - started < 15
+    assert result.stop_reason == "duration"
+    assert sorted((r.conversation, r.agent, r.turn) for r in records) == [
+        (c, a, 0) for c in (0, 1) for a in ("", "a")
+    ]
+
+
+async def test_an_open_loop_duration_sends_no_call_due_after_it(sim: Endpoint) -> None:
+    root = Thread("root", 4, waits_ms=(100, 100, 100))
+    records, _ = await run(
+        sim, spec(TreeSource([root], conversations=100), "constant", {"rate": 10}, duration=0.5)
+    )
+    first = min(r.t_sched for r in records)
+    assert max(r.t_sched for r in records) - first < 500 * MS
+    assert len({r.conversation for r in records}) == 5  # arrivals at 0, 0.1, ..., 0.4 s
+    assert len(records) < 5 * 4  # the later turns of the late conversations fell past it
+
+
+async def test_a_stop_during_a_tool_wait_ends_the_run_at_once(sim: Endpoint) -> None:
+    root = Thread("root", 2, waits_ms=(30_000,))
+    answered: list[RequestRecord] = []
+    stopped: list[float] = []
+
+    def stop_once_both_first_calls_are_answered(record: RequestRecord) -> None:
+        answered.append(record)  # evidence both trees are in their 30 s tool wait
+        if len(answered) == 2:
+            stopped.append(time.monotonic())
+            load_run.stop()
+
+    load_run = LoadRun(
+        sim,
+        spec(TreeSource([root], (0, 0), conversations=2), "trace", trace_load()),
+        observers=[stop_once_both_first_calls_are_answered],
+    )
+    result = await asyncio.wait_for(load_run.execute(), 60)
+    assert stopped and time.monotonic() - stopped[0] < 10  # not the 30 s wait
+    assert result.counts["issued"] == 2 and result.stop_reason == "stop()"

@@ -66,6 +66,10 @@ class RunClock(Protocol):
         """The instant no call goes after (None: none known yet)."""
         ...
 
+    def reached(self) -> None:
+        """A call fell due past :meth:`end_ns`: the run's end is reached (say why)."""
+        ...
+
 
 class _Unbounded:
     """No end but the budget's: a call goes in the stage it was placed in."""
@@ -74,6 +78,9 @@ class _Unbounded:
         return item.stage
 
     def end_ns(self) -> int | None:
+        return None
+
+    def reached(self) -> None:
         return None
 
 
@@ -191,6 +198,9 @@ class AgentRun:
             until = self.clock.end_ns()  # a wait past the run's end ends there (the call won't go)
             if tree.over or not await pacer.wait_until(min(due_ns, until or due_ns)):
                 return end
+            if until is not None and due_ns >= until:
+                self.end_reached(tree)
+                return end
             record = await self.call(tree, script, live, due_ns, wait_ns)
             if record is None:
                 return end
@@ -228,6 +238,12 @@ class AgentRun:
             for task in joined:  # the parent cut short: its subagents too
                 task.cancel()
 
+    def end_reached(self, tree: Tree) -> None:
+        """The run's end (its clock's) is reached: no call goes any more, in any tree."""
+        self.budget.spent = True
+        tree.over = True
+        self.clock.reached()
+
     # -- one call ------------------------------------------------------------------
 
     async def call(
@@ -240,9 +256,9 @@ class AgentRun:
         if item is not None and item.tracked:
             stage = self.clock.admit(item, due_ns, tree.stage)
             if stage is None:
-                budget.spent = True
-                item = None
-            elif stage != item.stage:
+                self.end_reached(tree)
+                return None
+            if stage != item.stage:
                 item = self.book.plan.placed(item.position, True, stage, item.cancel)
         if item is None:
             tree.over = True

@@ -99,6 +99,9 @@ class _Window:
     def end_ns(self) -> int | None:
         return self.end
 
+    def reached(self) -> None:
+        return None  # an open loop's schedule ran out: the run completed
+
 
 class _ClosedClock:
     """A closed loop's end: its ``duration`` from the first tracked call, its stages."""
@@ -112,6 +115,9 @@ class _ClosedClock:
     def end_ns(self) -> int | None:
         deadline = self.loop.deadline
         return int(deadline[0]) if deadline else None
+
+    def reached(self) -> None:
+        self.loop.over()  # stopped for ``duration``
 
 
 async def issue_agents_trace(
