@@ -42,6 +42,25 @@ def test_the_choice(
 ) -> None:
     got = choose_strategy(open_loop=open_loop, conversations=conversations, timed_trace=timed_trace)
     assert got is expected
+    assert not got.agents
+
+
+@pytest.mark.parametrize(
+    ("open_loop", "timed_trace", "expected"),
+    [
+        (True, True, IssueStrategy.AGENTS_TRACE),
+        (True, False, IssueStrategy.AGENTS_OPEN_LOOP),
+        (False, False, IssueStrategy.AGENTS_CLOSED_LOOP),
+    ],
+)
+def test_agent_trees_win_over_conversations(
+    open_loop: bool, timed_trace: bool, expected: IssueStrategy
+) -> None:
+    for conversations in (False, True):
+        got = choose_strategy(
+            open_loop=open_loop, conversations=conversations, timed_trace=timed_trace, agents=True
+        )
+        assert got is expected and got.agents and not got.latency_from_send
 
 
 def _chats(path: Path) -> str:
