@@ -108,3 +108,18 @@ async def test_a_weka_trace_keeps_its_tool_gaps_and_runs_its_subagents_together(
         assert len(threads[c, "bash"]) == 1  # the background one ran, nobody waited for it
         for r in records:
             assert r.t_sched <= r.t_send <= r.t_sched + SLACK_NS
+
+
+async def test_worker_processes_split_the_conversations_between_them(
+    sim: Endpoint, tmp_path: Path
+) -> None:
+    """Two worker processes, four conversations of 8 calls: each conversation runs once, in
+    one process (both running all would send 64 calls; a tree split across them could
+    not quote its own replies)."""
+    path = tmp_path / "agents.json"
+    path.write_text(json.dumps(conversation("conv-a")))
+    spec = RunSpec.from_markers(
+        (), {}, ("trace",), {"path": str(path), "format": "weka", "conversations": 4}
+    )
+    result = await LoadRun(sim, spec, workers=2).execute()
+    assert result.counts["issued"] == result.counts["completed"] == 4 * 8

@@ -331,8 +331,7 @@ class RunPlan:
         else:  # turns follow their conversations, not a sample order (docs/conversations.md)
             out["sample_order"] = {"mode": "sessions"}  # (the JSON report's word, kept)
         if self.agents is not None:  # how the trees go (docs/agentic.md, "When each call goes")
-            out["issue"] = self.strategy.describe()
-            out.setdefault("agents", self.agents.describe())
+            out["issue"] = self.strategy.describe()  # (the workload describes its trees)
         return out
 
 
