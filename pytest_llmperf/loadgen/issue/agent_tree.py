@@ -258,8 +258,9 @@ class AgentRun:
             if stage is None:
                 self.end_reached(tree)
                 return None
-            if stage != item.stage:
-                item = self.book.plan.placed(item.position, True, stage, item.cancel)
+            plan = self.book.plan
+            offset = due_ns - self.book.t0 if plan.open_loop else None  # (steady windows)
+            item = plan.placed(item.position, True, stage, item.cancel, offset)
         if item is None:
             tree.over = True
             return None

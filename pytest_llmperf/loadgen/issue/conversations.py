@@ -24,6 +24,15 @@ here (docs/conversations.md):
   conversation at a time: turn, reply, think time (the slot idles: concurrency
   counts users), next turn; when the conversation ends the slot starts another.
 
+Every wait (a trace turn's time, a closed-loop slot's think time) ends on the
+book's :class:`~pytest_llmperf.loadgen.issue.pacing.Pacer`, as an open-loop send
+does, and every turn is pinned to its conversation's replica by what
+``--llm-affinity`` sends (:func:`~pytest_llmperf.loadgen.issue.live.pinned`, with
+the router token of the conversation's last response). The conversation in progress
+and its turns' bookkeeping (:class:`LiveConversation`, :class:`ConversationBook`)
+are :mod:`~pytest_llmperf.loadgen.issue.live`'s, shared with the agent trees
+(:mod:`~pytest_llmperf.loadgen.issue.agents`).
+
 A conversation ends after its last turn, or at a turn that failed or was
 cancelled (later turns would quote a reply that never came). Warm-up
 requests are whole turns, untracked; ``requests`` and ``duration`` count

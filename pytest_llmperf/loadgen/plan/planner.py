@@ -272,12 +272,18 @@ class RunPlan:
                 yield PlannedRequest(position, index, offset, tracked, stage, cancel)
 
     def placed(
-        self, position: int, tracked: bool, stage: int = -1, cancel: CancelAt | None = None
+        self,
+        position: int,
+        tracked: bool,
+        stage: int = -1,
+        cancel: CancelAt | None = None,
+        offset_ns: int | None = None,
     ) -> PlannedRequest:
         """A request placed while issuing, not ahead: an agent tree's call, whose place in
         the run is known only when it is about to go
-        (:class:`~pytest_llmperf.loadgen.issue.call_budget.CallBudget`)."""
-        return PlannedRequest(position, 0, None, tracked, stage, cancel)
+        (:class:`~pytest_llmperf.loadgen.issue.call_budget.CallBudget`); ``offset_ns``: its
+        due instant on the run's clock (open loops and traces)."""
+        return PlannedRequest(position, 0, offset_ns, tracked, stage, cancel)
 
     def warm_connections(self) -> int:
         """Connections to open before the clock starts: ~50 ms of arrivals for an open loop,
