@@ -279,3 +279,14 @@ async def test_a_stop_during_a_tool_wait_ends_the_run_at_once(sim: Endpoint) -> 
     result = await asyncio.wait_for(load_run.execute(), 60)
     assert stopped and time.monotonic() - stopped[0] < 10  # not the 30 s wait
     assert result.counts["issued"] == 2 and result.stop_reason == "stop()"
+
+
+async def test_once_the_calls_are_counted_no_tool_wait_is_waited_out(sim: Endpoint) -> None:
+    root = Thread("root", 3, waits_ms=(30_000, 5))
+    started = time.monotonic()
+    records, result = await run(
+        sim, spec(TreeSource([root], conversations=10), "concurrency", {"concurrency": 2},
+                  requests=2)
+    )  # fmt: skip
+    assert time.monotonic() - started < 15  # not the 30 s waits
+    assert len(records) == result.counts["completed"] == 2

@@ -134,3 +134,12 @@ async def test_many_waits_at_once_each_end_at_their_instant_and_a_cancel_wakes_t
     pacer.cancel()
     assert await asyncio.gather(*far) == [False, False, False]
     assert time.monotonic() - started < 10  # woken, not waited out (a minute each)
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_pacer_waits_no_more() -> None:
+    pacer = Pacer()
+    pacer.cancel()
+    started = time.monotonic()
+    assert not await asyncio.wait_for(pacer.wait_until(time.monotonic_ns() + 60 * 10**9), 30)
+    assert time.monotonic() - started < 10

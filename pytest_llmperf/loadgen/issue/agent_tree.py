@@ -239,10 +239,12 @@ class AgentRun:
                 task.cancel()
 
     def end_reached(self, tree: Tree) -> None:
-        """The run's end (its clock's) is reached: no call goes any more, in any tree."""
+        """The run's end (its clock's) is reached: no call goes any more, in any tree, and
+        no wait need go on (the pacer is done: every thread ends at once)."""
         self.budget.spent = True
         tree.over = True
         self.clock.reached()
+        self.book.pacer.cancel()
 
     # -- one call ------------------------------------------------------------------
 
@@ -253,6 +255,8 @@ class AgentRun:
         record once it ended (None: the run's calls are spent or its end is reached)."""
         budget = self.budget
         item = budget.take(tree.stage)
+        if budget.spent:  # no call after this one (if any): the waits end now
+            self.book.pacer.cancel()
         if item is not None and item.tracked:
             stage = self.clock.admit(item, due_ns, tree.stage)
             if stage is None:

@@ -32,7 +32,8 @@ def share_of(total: int, share: ScheduleShare) -> int:
 
 class CallBudget:
     """This process's calls: ``warmup`` untracked, then at most ``requests`` tracked (None:
-    no count: a trace's own calls, or ``duration``); :attr:`spent` once refused."""
+    no count: a trace's own calls, or ``duration``); :attr:`spent` once the last is handed
+    out (or the run's end refused one)."""
 
     def __init__(self, plan: RunPlan) -> None:
         share = plan.share
@@ -52,10 +53,14 @@ class CallBudget:
         if self.spent:
             return None
         tracked = self.taken >= self.warmup
-        if tracked and self.requests is not None and self.taken - self.warmup >= self.requests:
+        requests = self.requests
+        if tracked and requests is not None and self.taken - self.warmup >= requests:
             self.spent = True
             return None
-        return self._hand_out(tracked, stage)
+        item = self._hand_out(tracked, stage)
+        if tracked and requests is not None and self.taken - self.warmup >= requests:
+            self.spent = True  # that was the last: nobody need wait for another
+        return item
 
     def untracked(self) -> PlannedRequest:
         """A place for a request outside the count (a conversation's mid-start warm-up)."""

@@ -72,7 +72,10 @@ class Pacer:
         self._turn_ns = _SPIN_MIN_NS  # how long a turn of the loop may take, recently
 
     async def wait_until(self, planned_ns: int) -> bool:
-        """Return at ``planned_ns`` (monotonic) or later; False if cancelled meanwhile."""
+        """Return at ``planned_ns`` (monotonic) or later; False if cancelled meanwhile (or
+        before: a cancelled pacer waits no more)."""
+        if self.cancelled:
+            return False
         now = time.monotonic_ns()
         if self.collections is not None:
             self.collections.collect(spare=planned_ns - now > _COLLECT_SPARE_NS)
