@@ -45,6 +45,7 @@ from pytest_llmperf.loadgen.issue.live import (
     route_token,
 )
 from pytest_llmperf.workloads.agent_script import AgentScript, AgentSource
+from pytest_llmperf.workloads.base import Sample
 
 if TYPE_CHECKING:  # handed in: the book it issues over, the plan's calls
     from pytest_llmperf.loadgen.issue.book import IssueBook
@@ -195,13 +196,17 @@ class AgentRun:
         pacer = self.book.pacer
         end = due_ns
         while live.next < script.turns:
+            if tree.over:
+                return end
+            # built before the wait (a long prompt takes a while), sent when it ends
+            sample = script.turn(live.next, live.results)
             until = self.clock.end_ns()  # a wait past the run's end ends there (the call won't go)
-            if tree.over or not await pacer.wait_until(min(due_ns, until or due_ns)):
+            if not await pacer.wait_until(min(due_ns, until or due_ns)) or tree.over:
                 return end
             if until is not None and due_ns >= until:
                 self.end_reached(tree)
                 return end
-            record = await self.call(tree, script, live, due_ns, wait_ns)
+            record = await self.call(tree, script, live, sample, due_ns, wait_ns)
             if record is None:
                 return end
             k = live.next
@@ -249,10 +254,17 @@ class AgentRun:
     # -- one call ------------------------------------------------------------------
 
     async def call(
-        self, tree: Tree, script: AgentScript, live: LiveConversation, due_ns: int, wait_ns: int
+        self,
+        tree: Tree,
+        script: AgentScript,
+        live: LiveConversation,
+        sample: Sample,
+        due_ns: int,
+        wait_ns: int,
     ) -> RequestRecord | None:
-        """Send turn ``live.next`` of ``script``'s thread (``live``), due at ``due_ns``; its
-        record once it ended (None: the run's calls are spent or its end is reached)."""
+        """Send ``sample``, turn ``live.next`` of ``script``'s thread (``live``), due at
+        ``due_ns``; its record once it ended (None: the run's calls are spent or its end is
+        reached)."""
         budget = self.budget
         item = budget.take(tree.stage)
         if budget.spent:  # no call after this one (if any): the waits end now
@@ -268,7 +280,6 @@ class AgentRun:
         if item is None:
             tree.over = True
             return None
-        sample = script.turn(live.next, live.results)
         sample = pinned(sample, self.endpoint, tree.conversation_id, script.agent_id, tree.token)
         book = self.book
         record = book.new_record(item, sample, due_ns)
