@@ -17,6 +17,7 @@ the client's clock), and prints the error's percentiles per kind of wait.
 (what a waiting primitive without the early wake-up would do), for comparison.
 
     python benchmarks/agent_pacing.py [--conversations 40] [--wait pacer|sleep]
+        [--pacing default|precise]
 """
 
 from __future__ import annotations
@@ -92,19 +93,21 @@ def main() -> None:
     ap.add_argument("--conversations", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--wait", choices=("pacer", "sleep"), default="pacer")
+    ap.add_argument("--pacing", choices=("default", "precise"), default="default")
     args = ap.parse_args()
     if args.wait == "sleep":
         Pacer.wait_until = _sleep_wait  # type: ignore[method-assign]
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-        f", load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; wait={args.wait}"
+        f", load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+        f"wait={args.wait}, pacing={args.pacing}"
     )
     server = start_server(20.0, 2.0, record=False)
     endpoint = Endpoint(server.url + "/v1")
     try:
         records: list[RequestRecord] = []
         source = trees(args.conversations, args.seed)
-        load = LoadSpec.parse("trace", {"path": "agents", "format": "weka"})
+        load = LoadSpec.parse("trace", {"path": "agents", "format": "weka", "pacing": args.pacing})
         spec = RunSpec("test-agent-trees", {"source": source}, 0, load, requests=None)
         result = asyncio.run(LoadRun(endpoint, spec, observers=[records.append]).execute())
         with tempfile.TemporaryDirectory() as tmp:
@@ -120,7 +123,7 @@ def main() -> None:
                 "conversation",
                 {"path": str(path), "conversations": True, "think_time": 0.05},
                 0,
-                LoadSpec.parse("concurrency", {"concurrency": 8}),
+                LoadSpec.parse("concurrency", {"concurrency": 8}),  # (takes no pacing=)
                 requests=240,
             )
             turns: list[RequestRecord] = []
