@@ -196,7 +196,7 @@ class AgentRun:
         pacer = self.book.pacer
         end = due_ns
         while live.next < script.turns:
-            if tree.over:
+            if tree.over or self.budget.spent:
                 return end
             # built before the wait (a long prompt takes a while), sent when it ends
             sample = script.turn(live.next, live.results)
