@@ -347,16 +347,21 @@ class SimApp:
         return web.json_response(answer)
 
 
+# where a routed request keeps its replica (aiohttp >= 3.12 wants a typed key; a string
+# on the older ones the project supports)
+_REPLICA: Any = web.RequestKey("llmperf_replica", int) if hasattr(web, "RequestKey") else "replica"
+
+
 def _routed(request: web.Request, replica: int | None) -> int | None:
     """Keep the router's choice on the request, for the answer's header (None: one replica)."""
     if replica is not None:
-        request["llmperf_replica"] = replica
+        request[_REPLICA] = replica
     return replica
 
 
 async def _name_replica(request: web.Request, response: web.StreamResponse) -> None:
     """``x-replica-id: <index>`` on every answer of a request the router routed (aiohttp's
     ``on_response_prepare``: before the headers go out, streamed or not)."""
-    replica = request.get("llmperf_replica")
+    replica = request.get(_REPLICA)
     if replica is not None:
         response.headers[REPLICA_HEADER] = str(replica)
