@@ -8,7 +8,10 @@ KV cache), what its tokens will say (outputs.py) and its early stop, its prompt'
 KV-cache blocks, the LoRA adapter it names, its submission to the back end (the
 fixed-latency model or the continuous-batching engine), the delta shapes its
 chunks take (deltas.py), its per-request metrics, and the process-wide state
-(the counters of ``/metrics``, the leak fault, the garbage-collector schedule).
+(the counters of ``/metrics``, the leak fault, the garbage-collector schedule). With
+the profile's ``replicas`` above 1 the back end is a set of engines (replicas.py) and
+:meth:`EngineBridge.route` asks the embedded router (router.py) which one serves a
+request.
 How each token is written at its planned instant is token_paths.py.
 """
 

@@ -19,7 +19,9 @@ fan-out (sink.py), and serving the app on a port (serving.py). Every
 token-streaming API shares one path — admission, faults, the back end, both
 token paths — and differs only in its parsing and bytes; a pooling API
 (embeddings) submits each input as a prefill-only request; images in prompts
-are charged as prompt tokens (apis/prompt_images.py).
+are charged as prompt tokens (apis/prompt_images.py). With several replicas each
+request is routed once its body is read (router.py), and every answer to it names its
+replica in ``x-replica-id`` (set as the response is prepared, streamed or not).
 """
 
 from __future__ import annotations
