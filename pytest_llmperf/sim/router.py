@@ -12,7 +12,10 @@ them, chosen by the profile's ``router`` key:
   conversations spread evenly); a request with no key is dealt round robin.
 
 The conversation key is read as the routers that pin on one read it, first found
-wins: Dynamo's ``X-Dynamo-Session-ID`` header, Dynamo's body field
+wins: Dynamo's ``X-Dynamo-Parent-Session-ID`` header (a subagent's call: Dynamo binds
+the subagents of one parent together, under a group key of the parent's, apart from
+the parent's own binding: ai-dynamo/dynamo pull request 14521), Dynamo's
+``X-Dynamo-Session-ID`` header, Dynamo's body field
 ``nvext.session_control.session_id``, SGLang's model gateway's
 ``X-SMG-Routing-Key`` header, then the profile's own ``router_header``
 (``X-Session-ID`` by default; set it to a suite's ``conversation_header``).
@@ -33,10 +36,12 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "DYNAMO_PARENT_HEADER",
     "DYNAMO_SESSION_HEADER",
     "REPLICA_HEADER",
     "ROUTER_POLICIES",
     "SGLANG_ROUTING_HEADER",
+    "SUBAGENT_GROUP",
     "Router",
     "RoutingPolicy",
     "conversation_key",
@@ -45,6 +50,8 @@ __all__ = [
 
 REPLICA_HEADER = "x-replica-id"  # on every answer of a multi-replica simulator: the index
 DYNAMO_SESSION_HEADER = "X-Dynamo-Session-ID"
+DYNAMO_PARENT_HEADER = "X-Dynamo-Parent-Session-ID"
+SUBAGENT_GROUP = "\x01group:"  # prefixes a parent's id: no header value can carry it
 SGLANG_ROUTING_HEADER = "X-SMG-Routing-Key"  # SGLang model gateway (consistent hashing)
 MAX_PINNED = 100_000  # conversations remembered (least recently seen forgotten first)
 
@@ -84,6 +91,9 @@ def conversation_key(headers: Mapping[str, str], body: Any, header: str) -> str 
     """The request's conversation key (see the module's docstring), None without one.
 
     ``headers`` is looked up as given (aiohttp's are case-insensitive)."""
+    parent = headers.get(DYNAMO_PARENT_HEADER)
+    if parent:
+        return SUBAGENT_GROUP + parent
     key = headers.get(DYNAMO_SESSION_HEADER)
     if key:
         return key

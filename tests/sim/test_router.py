@@ -17,6 +17,7 @@ import pytest
 
 from pytest_llmperf.sim import ProfileError, SimServer, load_profile, run_virtual
 from pytest_llmperf.sim.router import (
+    DYNAMO_PARENT_HEADER,
     DYNAMO_SESSION_HEADER,
     SGLANG_ROUTING_HEADER,
     Router,
@@ -50,10 +51,13 @@ def test_session_routing_pins_each_conversation_and_deals_new_ones_in_turn() -> 
 def test_the_conversation_key_is_read_in_the_routers_order() -> None:
     body = {"nvext": {"session_control": {"session_id": "from-body"}}}
     every = {
+        DYNAMO_PARENT_HEADER: "parent",
         DYNAMO_SESSION_HEADER: "dynamo",
         SGLANG_ROUTING_HEADER: "sglang",
         "X-Conv": "own",
     }
+    assert conversation_key(every, body, "X-Conv") == "\x01group:parent"
+    del every[DYNAMO_PARENT_HEADER]
     assert conversation_key(every, body, "X-Conv") == "dynamo"
     del every[DYNAMO_SESSION_HEADER]
     assert conversation_key(every, body, "X-Conv") == "from-body"
@@ -64,6 +68,26 @@ def test_the_conversation_key_is_read_in_the_routers_order() -> None:
     # a malformed nvext is no key (and no error: the engine ignores the field)
     for bad in ({"nvext": "x"}, {"nvext": {"session_control": {"session_id": 7}}}, []):
         assert conversation_key({}, bad, "X-Conv") is None
+
+
+def test_dynamo_subagents_of_one_parent_share_a_replica_apart_from_the_parent() -> None:
+    """As Dynamo binds them: a call carrying a parent id binds under that parent's group
+    (the siblings together), the parent keeps its own binding."""
+    router = Router(2, "session")
+
+    def call(session: str, parent: str | None = None) -> int:
+        headers = {DYNAMO_SESSION_HEADER: session}
+        if parent is not None:
+            headers[DYNAMO_PARENT_HEADER] = parent
+        return router.route(headers, {})
+
+    root = call("conv-1")
+    children = [call(f"conv-1/agent-{k}", "conv-1") for k in range(3)]
+    assert root == 0 and children == [1, 1, 1]
+    assert call("conv-1") == root and call("conv-1/agent-0", "conv-1") == 1
+    assert conversation_key({DYNAMO_PARENT_HEADER: "p"}, {}, "") != conversation_key(
+        {DYNAMO_SESSION_HEADER: "p"}, {}, ""
+    )
 
 
 @pytest.mark.parametrize(
@@ -182,6 +206,18 @@ async def test_served_session_routing_pins_a_conversation(
     assert total == sum(hits) > 0
     served = sum(v for k, v in values.items() if k.startswith("vllm:request_success_total{"))
     assert served == 12
+
+
+@pytest.mark.asyncio
+async def test_fixed_latency_replicas_are_routed_too() -> None:
+    async with (
+        SimServer("fixed", replicas=3, ttft_ms=1, itl_ms=1) as sim,
+        httpx.AsyncClient(timeout=30) as client,
+    ):
+        body = {"model": "sim-fixed", "messages": [{"role": "user", "content": "hi"}]}
+        answers = [await client.post(sim.url + "/v1/chat/completions", json=body) for _ in range(4)]
+    assert [r.headers.get("x-replica-id") for r in answers] == ["0", "1", "2", "0"]
+    assert all(r.json()["usage"]["completion_tokens"] > 0 for r in answers)
 
 
 @pytest.mark.asyncio
