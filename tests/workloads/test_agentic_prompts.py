@@ -235,3 +235,15 @@ def test_starts_come_from_the_recording_or_the_stagger(weka_dir: Path, tmp_path:
     # round 1 starts after the whole recording (6 s) and the stagger (1 s)
     assert src.start_ns(4) == 7_000_000_000 and src.start_ns(5) == 9_000_000_000
     assert timed.describe()["starts"] == "recorded"
+
+
+def test_after_a_mid_start_earlier_may_hold_the_tracked_turns_only(weka_dir: Path) -> None:
+    w = build_workload("trace", seed=9, path=str(weka_dir), format="weka", start="mid")
+    root = w.agent_source.conversation(4)  # conv-a again: 4 root calls, starts at call 1
+    f = root.first_turn
+    assert f == 1
+    reply = TurnResult("the tracked reply", 70, 3)
+    padded = root.turn(f + 1, [TurnResult("", 0, 0), reply])
+    assert root.turn(f + 1, [reply]) == padded
+    assert padded.history[-1] == {"role": "assistant", "content": "the tracked reply"}
+    assert count_tokens(" ".join(m["content"] for m in padded.messages())) == 110
