@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pytest_llmperf.client.affinity import DEFAULT_REPLICA_HEADERS
 from pytest_llmperf.sim import start_sim_process
 
 
@@ -87,8 +88,15 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 def test_the_option_and_the_marker_pin_the_conversation(
     pytester: pytest.Pytester, suite: Path
 ) -> None:
-    result = _run(pytester, "--llm-affinity=dynamo")
+    report = suite / "report.json"
+    result = _run(pytester, "--llm-affinity=dynamo", f"--llm-json={report}")
     result.assert_outcomes(passed=3)
+    shown = json.loads(report.read_text())
+    affinity = shown["endpoint"]["affinity"]  # the JSON report names the session's affinity
+    assert affinity == {"modes": ["dynamo"], "replica_headers": list(DEFAULT_REPLICA_HEADERS)}
+    per_test = {t["nodeid"].rpartition("::")[2]: t["endpoint"].get("affinity") for t in
+                shown["tests"]}  # fmt: skip
+    assert per_test["test_marker_unpins"] is None, per_test  # affinity="none": none shown
     seen = {name: json.loads((suite / f"{name}.json").read_text()) for name in
             ("option", "marker", "unpinned")}  # fmt: skip
     assert all(len(v) == 4 for v in seen.values()), seen
