@@ -64,6 +64,7 @@ from typing import Any
 
 from pytest_llmperf.metrics.sample_size import min_samples
 from pytest_llmperf.results.run_result import RunResult
+from pytest_llmperf.results.steady import STEADY_RATE_METRICS
 from pytest_llmperf.server_metrics.summary import ServerMetrics
 from pytest_llmperf.slo.output_match import NO_OTHER_SIDE, mismatch_text
 from pytest_llmperf.slo.quantile_bounds import (
@@ -234,8 +235,16 @@ def evaluate(
         return evaluate_outputs(slo, result, min_count=min_count)
     acc = result.accumulator
     run = result.label
+    window = acc.steady  # llm_load(steady=...): an empty window has no number, never a zero
+    if window is not None and (
+        slo.metric in STEADY_RATE_METRICS or (slo.is_latency and window.latency)
+    ):
+        if why := window.why_empty():
+            return SloVerdict(
+                slo.expr, None, slo.target, slo.unit, Verdict.INCONCLUSIVE, run, 0, why
+            )
     if slo.is_latency:
-        hist = acc.histograms[slo.metric]
+        hist = acc.latency_histogram(slo.metric)
         samples = hist.count
         observed = hist.stat(slo.stat or "") if samples else None
     else:  # blank_rate's are the completed replies: with none, nothing to rate
@@ -270,7 +279,7 @@ def evaluate(
         why = "; ".join(result.self_check.get("reasons", [])) or "load generator was the bottleneck"
         return judged(Verdict.INCONCLUSIVE, observed, f"load generator bound: {why}")
     if bounded:
-        hist = acc.histograms[slo.metric]
+        hist = acc.latency_histogram(slo.metric)
         # until="decided": the run was looked at as it went, so its bounds are the
         # always-valid ones (slo/sequential.py), at its end as at every look
         always_valid = result.load.get("until") == UNTIL_DECIDED
