@@ -68,7 +68,9 @@ class SteadySpec:
             )
         latency = value.get("latency", False)
         if not isinstance(latency, bool):
-            raise LlmPerfUsageError(f"{where}: steady latency must be True or False, got {latency!r}")
+            raise LlmPerfUsageError(
+                f"{where}: steady latency must be True or False, got {latency!r}"
+            )
         skip, until = value.get("skip_s"), value.get("until_s")
         for key, number in (("skip_s", skip), ("until_s", until)):
             if number is not None and (
