@@ -236,13 +236,11 @@ def evaluate(
     acc = result.accumulator
     run = result.label
     window = acc.steady  # llm_load(steady=...): an empty window has no number, never a zero
-    if window is not None and (
+    windowed = window is not None and (
         slo.metric in STEADY_RATE_METRICS or (slo.is_latency and window.latency)
-    ):
-        if why := window.why_empty():
-            return SloVerdict(
-                slo.expr, None, slo.target, slo.unit, Verdict.INCONCLUSIVE, run, 0, why
-            )
+    )
+    if windowed and window is not None and (why := window.why_empty()):
+        return SloVerdict(slo.expr, None, slo.target, slo.unit, Verdict.INCONCLUSIVE, run, 0, why)
     if slo.is_latency:
         hist = acc.latency_histogram(slo.metric)
         samples = hist.count
