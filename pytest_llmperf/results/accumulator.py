@@ -97,7 +97,8 @@ invalid output is still a completed request: it stays in every latency
 histogram and throughput, but is not *good* (``goodput``).
 ``valid_rate = (checked - invalid) / checked`` (no value without a checked output).
 With greedy decoding each completed request's output fingerprint is kept by
-sample index in :attr:`outputs` (the whole run's only, not its breakdowns'). A
+(sample index, turn, agent thread) in :attr:`outputs`, so every turn of a conversation
+is kept (the whole run's only, not its breakdowns'). A
 record without these fields costs three attribute checks (``model``,
 ``output_checked``, ``output_digest``) and nothing else.
 
@@ -351,7 +352,14 @@ class MetricsAccumulator:
                 self.invalid += 1
                 self.invalid_samples.add(str(record.invalid), record.invalid_detail)
         if record.output_digest and self._breaks_down:
-            self.outputs.add(record.index, record.output_digest, n_out, record.output_marks)
+            self.outputs.add(
+                record.index,
+                record.output_digest,
+                n_out,
+                record.output_marks,
+                turn=record.turn,
+                agent=record.agent,
+            )
         self.output_tokens += n_out
         self.token_events += record.token_events
         self.reasoning_tokens += record.reasoning_tokens
