@@ -106,6 +106,16 @@ def _whole_run(slo: Slo) -> bool:
     return slo.metric in _WHOLE_RUN_METRICS or slo.is_process
 
 
+def _windowed(slo: Slo, result: RunResult) -> bool:
+    """Is ``slo`` judged on ``result``'s steady-state window (``llm_load(steady=...)``):
+    a throughput or goodput, or a latency with ``latency=True``? A staged run's is
+    judged once, on the window, not per stage (its ramp stages are what it leaves out)."""
+    window = getattr(getattr(result, "accumulator", None), "steady", None)
+    if window is None:
+        return False
+    return slo.metric in STEADY_RATE_METRICS or (slo.is_latency and window.latency)
+
+
 class Verdict(StrEnum):
     """What an SLO says of a run (a ``StrEnum``: equal to, and written as, ``"pass"`` etc.)."""
 
@@ -578,7 +588,8 @@ def evaluate_runs(
     rulesets: Sequence[Ruleset] = (),
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[SloVerdict]:
-    """Every SLO on every gated run of a test; a staged run's on each of its stages.
+    """Every SLO on every gated run of a test; a staged run's on each of its stages
+    (with ``steady=``, its windowed SLOs once, on the window).
 
     An SLO that came from one of ``rulesets`` also needs that ruleset's
     minimum sample count and measured duration (per stage, for a staged run).
@@ -592,8 +603,8 @@ def evaluate_runs(
         if getattr(r, "stage_plan", ()):
             # outputs are compared per sample over the whole run, and the process is the
             # whole run's: those are not staged
-            staged = [s for s in slos if not _whole_run(s)]
-            whole = [s for s in slos if _whole_run(s)]
+            staged = [s for s in slos if not _whole_run(s) and not _windowed(s, r)]
+            whole = [s for s in slos if _whole_run(s) or _windowed(s, r)]
             out.extend(evaluate_stages(staged, r, bars=bars, confidence=confidence))
         for slo in whole:
             count, duration = ruleset_bar(bars, slo)
