@@ -99,10 +99,10 @@ class OutputMatch:
 
 
 class OutputKey(NamedTuple):
-    """Which output: the sample ``index``, the ``turn`` of its conversation (0: the first,
+    """Which output: the ``sample`` index, the ``turn`` of its conversation (0: the first,
     or a single request) and the ``agent`` thread ("" the root). Ordered as tuples."""
 
-    index: int
+    sample: int
     turn: int = 0
     agent: str = ""
 
@@ -120,8 +120,8 @@ class OutputKey(NamedTuple):
     def name(self) -> str:
         """The JSON key: ``"3"`` (a first turn or single request), ``"3.2"``, ``"3.2@a/b"``."""
         if not self.turn and not self.agent:
-            return str(self.index)
-        return f"{self.index}.{self.turn}" + (f"@{self.agent}" if self.agent else "")
+            return str(self.sample)
+        return f"{self.sample}.{self.turn}" + (f"@{self.agent}" if self.agent else "")
 
 
 def sample_words(mismatch: Mapping[str, Any]) -> str:
@@ -184,7 +184,7 @@ class SampleOutputs:
 
     def merge(self, other: SampleOutputs) -> None:
         for key, output in other._by_index.items():
-            self.add(key.index, *output, turn=key.turn, agent=key.agent)
+            self.add(key.sample, *output, turn=key.turn, agent=key.agent)
 
     def get(self, key: int | OutputKey) -> SampleOutput | None:
         return self._by_index.get(OutputKey.of(key))
@@ -212,7 +212,7 @@ class SampleOutputs:
 
     def indices(self) -> list[int]:
         """The kept sample indices, ascending, each once (what is sent alone)."""
-        return sorted({key.index for key in self._by_index})
+        return sorted({key.sample for key in self._by_index})
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """The report's ``runs[].outputs``: ``{"<key>": {"digest", "tokens", "marks"}}``,
@@ -241,6 +241,6 @@ class SampleOutputs:
                 digest, tokens, marks = value
             at = OutputKey.parse(str(key))
             outputs.add(
-                at.index, str(digest), int(tokens), str(marks), turn=at.turn, agent=at.agent
+                at.sample, str(digest), int(tokens), str(marks), turn=at.turn, agent=at.agent
             )
         return outputs

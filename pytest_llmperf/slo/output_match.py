@@ -105,7 +105,7 @@ def compare_outputs(
         mismatched += 1
         if len(mismatches) < MAX_MISMATCHES:
             position = parting_position(mine.marks, theirs.marks)
-            mismatch: dict[str, Any] = {"index": key.index, "position": position}
+            mismatch: dict[str, Any] = {"index": key.sample, "position": position}
             if key.turn:
                 mismatch["turn"] = key.turn
             if key.agent:

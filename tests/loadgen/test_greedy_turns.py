@@ -51,7 +51,7 @@ async def test_every_turn_of_a_greedy_conversation_is_kept_and_compared(tmp_path
     turns = sorted({key.turn for key in outputs.sorted_keys()})
     assert turns == list(range(TURNS)) and len(outputs) == CONVERSATIONS * TURNS
     report = first.to_dict()["outputs"]
-    samples = sorted({key.index for key in outputs.sorted_keys()})
+    samples = sorted({key.sample for key in outputs.sorted_keys()})
     # the first turn keeps its old key; later turns are "<sample>.<turn>"
     assert {str(i) for i in samples} | {f"{i}.{k}" for i in samples for k in (1, 2)} == set(report)
     match = compare_outputs(outputs, again.accumulator.outputs, MatchedAgainst.BASELINE)
