@@ -600,12 +600,18 @@ class MetricsAccumulator:
 
     def steady_summary(self) -> dict[str, Any] | None:
         """The report's ``runs[].steady`` (None without a window): the window (seconds
-        from the run's first send), requests in and out, and the whole run's throughput
-        figures beside the window's (which are the run's ``metrics``)."""
+        from the run's first send), requests in and out, ``drain_s`` (its last request's
+        end after the window's end), and the whole run's throughput figures beside the
+        window's (which are the run's ``metrics``)."""
         window = self.steady
         if window is None:
             return None
         out = window.describe(self.window_start_ns)
+        part, end = self.steady_part, window.end_ns
+        last = part.window_end_ns if part is not None else None
+        # how long after the window's end its last request ended: about one latency for
+        # a server that keeps up, growing with the window for an open loop it cannot
+        out["drain_s"] = None if last is None or end is None else round((last - end) / 1e9, 6)
         out["whole_run"] = {
             name: round(self.whole_run_rate(name), 6) for name in STEADY_RATE_METRICS
         }

@@ -157,6 +157,8 @@ def test_throughput_and_goodput_are_the_windows_and_latency_the_whole_runs_by_de
     # the whole run's figure, diluted by the ramp, is kept for reference beside it
     assert summary["steady"]["whole_run"]["output_throughput"] < 21.0 * 0.8
     assert summary["counts"]["issued"] == 26
+    # the last request in the window (sent at its end, 20 s) ended 1 s after it
+    assert summary["steady"]["drain_s"] == pytest.approx(1.0)
 
 
 def test_latency_is_windowed_only_when_asked() -> None:
@@ -220,3 +222,17 @@ def test_the_window_travels_through_states_and_merges_across_shares() -> None:
     plain.add(done(0))
     assert "steady" not in plain.to_state() and plain.steady_summary() is None
     assert "steady" not in result(plain).to_dict()
+
+
+def test_run_takes_steady_as_an_override() -> None:
+    from pytest_llmperf.specs.run import RunSpec
+
+    declared = RunSpec.from_markers(
+        ("synthetic",), {"requests": 10}, ("concurrency",), {"concurrency": 2}
+    )
+    assert declared.load.steady is None
+    windowed = declared.with_overrides({"steady": {"skip_s": 5}})
+    assert windowed.load.steady == SteadySpec(SteadyMode.EXPLICIT, 5.0)
+    assert windowed.load.concurrency == 2
+    with pytest.raises(LlmPerfUsageError, match="steady must be"):
+        declared.with_overrides({"steady": "sometimes"})
