@@ -164,3 +164,18 @@ def test_a_staged_runs_throughput_slo_is_judged_on_its_window_not_per_stage() ->
     assert [(v.stage, v.verdict) for v in throughput] == [(None, Verdict.PASS)], throughput
     latency = [v for v in verdicts if v.expr.startswith("ttft")]
     assert [v.stage for v in latency] == [0, 1, 2, 3]  # latency: per stage, as ever
+
+
+@pytest.mark.asyncio
+async def test_worker_processes_each_open_their_share_of_the_window(fast_sim: Endpoint) -> None:
+    """Two workers, 2 slots each after a 1-slot-each first stage: each share opens its own
+    window at its own level; the run's merges them (earliest start, latest end)."""
+    stages = [{"concurrency": 2, "duration": 0.6}, {"concurrency": 4, "duration": 1.0}]
+    run = spec("concurrency", {"stages": stages, "steady": "auto"})
+    result = await LoadRun(fast_sim, run, workers=2).execute()
+    window = result.to_dict()["steady"]
+    assert window["state"] == "open" and window["start_s"] >= 0.59, window
+    assert window["requests_in"] + window["requests_out"] == result.counts["issued"]
+    assert window["out_ramp"] >= result.to_dict()["stages"][0]["counts"]["issued"] > 0
+    part = result.accumulator.steady_part
+    assert part is not None and part.issued == window["requests_in"] > 0
