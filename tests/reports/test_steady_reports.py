@@ -4,8 +4,10 @@ number, never a zero."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
 from synthetic_session import ENDPOINT
 
 from pytest_llmperf.client.records import RequestRecord
@@ -96,3 +98,60 @@ def test_an_empty_window_reads_as_no_number_in_every_report() -> None:
     assert "no steady window" in text and "- tok/s" not in text  # judged: no brief line
     assert "no steady window" in build_markdown(report)
     assert build_html_report(report, data)  # renders, with no band
+
+
+STEADY_TEST = """
+import pytest
+
+@pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=4, seed=1)
+@pytest.mark.llm_load("constant", stages=[
+    {"rate": 10, "duration": 1},
+    {"rate": 40, "duration": 1.5},
+], steady="auto")
+@pytest.mark.llm_slo("request_throughput > 30 req/s", "ttft.p50 < 5s")
+async def test_at_level(llm_loadgen):
+    await llm_loadgen.run()
+
+@pytest.mark.llm_workload("synthetic", input_tokens=16, output_tokens=4, requests=3)
+@pytest.mark.llm_load("concurrency", concurrency=8, steady="auto")
+@pytest.mark.llm_slo("output_throughput > 1 tok/s")
+async def test_never_at_level(llm_loadgen):
+    await llm_loadgen.run()
+"""
+
+BAD_STEADY = """
+import pytest
+
+@pytest.mark.llm_load("concurrency", concurrency=2, steady={"skip": 3})
+async def test_bad(llm_loadgen):
+    await llm_loadgen.run()
+"""
+
+
+def test_steady_from_the_marker_to_the_reports(pytester: pytest.Pytester) -> None:
+    """The marker's steady= is checked at collection, decides the throughput verdict of a
+    staged run once (its ramp stage would fail 30 req/s), and reaches the JSON; a run
+    that never reached its level is inconclusive, with why (never a zero that passes)."""
+    bad = pytester.makepyfile(test_bad=BAD_STEADY)
+    refused = pytester.runpytest(bad)
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(
+        ["*test_bad: llm_load('concurrency'): steady does not take 'skip'*"]
+    )
+    good = pytester.makepyfile(test_good=STEADY_TEST)
+    result = pytester.runpytest(good, "--llm-json=r.json", "--llm-markdown=s.md")
+    result.assert_outcomes(passed=1, failed=1)  # an inconclusive gate fails by default
+    result.stdout.fnmatch_lines(["*run0: steady 1.0-2.* s (*): * in, * out (ramp *, drain 0)*"])
+    report = json.loads((pytester.path / "r.json").read_text())
+    tests = {t["nodeid"].rpartition("::")[2]: t for t in report["tests"]}
+    level = tests["test_at_level"]
+    (run,) = level["runs"]
+    assert run["load"]["steady"] == "auto" and run["steady"]["state"] == "open"
+    assert run["steady"]["start_s"] == pytest.approx(1.0, abs=0.15)
+    throughput = [s for s in level["slos"] if s["expr"].startswith("request_throughput")]
+    assert [(s["stage"], s["verdict"]) for s in throughput] == [(None, "pass")], throughput
+    never = tests["test_never_at_level"]
+    (verdict,) = never["slos"]
+    assert verdict["verdict"] == "inconclusive" and "no steady window" in verdict["reason"]
+    assert never["runs"][0]["metrics"]["output_throughput"] is None
+    assert "**Steady-state windows**" in (pytester.path / "s.md").read_text()
