@@ -179,3 +179,17 @@ async def test_worker_processes_each_open_their_share_of_the_window(fast_sim: En
     assert window["out_ramp"] >= result.to_dict()["stages"][0]["counts"]["issued"] > 0
     part = result.accumulator.steady_part
     assert part is not None and part.issued == window["requests_in"] > 0
+
+
+def test_an_open_loop_the_server_cannot_keep_up_with_shows_in_the_drain() -> None:
+    """Counting by start, an overloaded open loop's window reports the offered load
+    (docs/measurement.md says so); ``drain_s``, the time its last request took past the
+    window's end, is what gives it away: about one latency when the server keeps up."""
+    kept_up = virtual_run(spec("constant", {"rate": RATE, "steady": "auto"}, duration=60), 1)
+    over = virtual_run(spec("constant", {"rate": 40.0, "steady": "auto"}, duration=60), 1)
+    assert kept_up.steady is not None and over.steady is not None
+    assert kept_up.steady["drain_s"] < 2.0, kept_up.steady
+    assert over.steady["drain_s"] > 10.0, over.steady
+    # the offered 40 req/s, though the server finished fewer per second over the run
+    assert over.rate("request_throughput") == pytest.approx(40.0, rel=0.01)
+    assert over.steady["whole_run"]["request_throughput"] < 36.0
