@@ -139,10 +139,9 @@ class RunResult:
 
     @property
     def metrics(self) -> Mapping[str, LatencyHistogram | float]:
-        out: dict[str, LatencyHistogram | float] = {
-            name: self.accumulator.histograms[name] for name in LATENCY_METRICS
-        }
-        out["tpot_token_weighted"] = self.accumulator.histograms["tpot_token_weighted"]
+        hist = self.accumulator.latency_histogram  # the steady window's with latency=True
+        out: dict[str, LatencyHistogram | float] = {name: hist(name) for name in LATENCY_METRICS}
+        out["tpot_token_weighted"] = hist("tpot_token_weighted")
         for name in RATE_METRICS:
             out[name] = self.accumulator.rate(name)
         # the output shares, where the run measured them
@@ -158,7 +157,7 @@ class RunResult:
 
     def histogram(self, name: str) -> LatencyHistogram:
         """``metrics[name]`` for a latency metric (``ttft``, ..., ``tpot_token_weighted``)."""
-        return self.accumulator.histograms[name]
+        return self.accumulator.latency_histogram(name)
 
     def rate(self, name: str) -> float:
         """``metrics[name]`` for a rate metric (``error_rate``, ``output_throughput``, ...)."""
@@ -304,6 +303,14 @@ class RunResult:
         ]
 
     @property
+    def steady(self) -> dict[str, Any] | None:
+        """The steady-state window (``runs[].steady``; None without ``steady=``): its
+        ``start_s``/``end_s`` from the run's first send, ``requests_in``/``requests_out``,
+        its ``state`` and the ``whole_run`` throughput figures beside the window's
+        (:mod:`pytest_llmperf.results.steady`)."""
+        return self.accumulator.steady_summary()
+
+    @property
     def ttft_split(self) -> dict[str, Any] | None:
         """Where the TTFT went: each request's split into client queue, server queue,
         engine and the remainder, where the responses carried the server's own timings
@@ -313,6 +320,7 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         """The JSON report's ``runs[]`` entry."""
         split = self.ttft_split
+        steady = self.steady
         return {
             "label": self.label,
             "load": self.load,
@@ -335,6 +343,7 @@ class RunResult:
             **({"server_process": self.server_process} if self.server_process is not None else {}),
             **({"stages": self.stages} if self.stage_plan else {}),
             **({"turns": self.turns} if self.accumulator.turns else {}),
+            **({"steady": steady} if steady is not None else {}),
             **({"ttft_split": split} if split is not None else {}),
             **self._output_entries(),
         }
