@@ -43,6 +43,12 @@ from typing import Any
 
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.specs.conversation_names import (
+    PROMPT_BANDS,
+    TURN_BANDS,
+    prompt_band,
+    turn_band,
+)
 
 __all__ = [
     "CONVERSATION_HISTOGRAMS",
@@ -54,32 +60,8 @@ __all__ = [
     "turn_band",
 ]
 
-# Turn bands by the 1-based turn number within a thread (record.turn + 1): the first
-# turn (a cold prefix), the early turns, then bands that double as the context grows.
-TURN_BANDS: tuple[str, ...] = ("1", "2-5", "6-10", "11-20", "21-50", "51+")
-_TURN_UPPER = (1, 5, 10, 20, 50)  # the last turn number of each band but the last
-# Prompt-length bands by the server-counted prompt tokens (k = 1024 tokens).
-PROMPT_BANDS: tuple[str, ...] = ("<1k", "1k-4k", "4k-16k", "16k-64k", "64k+")
-_PROMPT_BELOW = (1024, 4096, 16384, 65536)  # the first length past each band but the last
 # The conversation latency metrics (ms), as SLOs name them: conversation.makespan.p90
 CONVERSATION_HISTOGRAMS: tuple[str, ...] = ("makespan", "makespan_excl_tools")
-
-
-def turn_band(turn: int) -> str:
-    """The band of 0-based turn index ``turn`` (``0`` -> ``"1"``, ``11`` -> ``"11-20"``)."""
-    number = turn + 1
-    for band, upper in zip(TURN_BANDS, _TURN_UPPER, strict=False):
-        if number <= upper:
-            return band
-    return TURN_BANDS[-1]
-
-
-def prompt_band(prompt_tokens: int) -> str:
-    """The band of a prompt of ``prompt_tokens`` server-counted tokens."""
-    for band, below in zip(PROMPT_BANDS, _PROMPT_BELOW, strict=False):
-        if prompt_tokens < below:
-            return band
-    return PROMPT_BANDS[-1]
 
 
 @dataclass(slots=True)
