@@ -32,29 +32,21 @@ def agent_run(n: int = 20, *, replicas: bool = True, cached: bool = True) -> Run
     turns 2..7 back to back; TTFT 40 ms on turn 1 and 10 ms later, 50% cache on later
     turns. Each root call 100 ms, tool waits 50 ms."""
     acc = MetricsAccumulator()
-    index = 0
     for c in range(n):
         t = (1 + c) * 100_000 * MS
-
-        def add(start: int, turn: int, agent: str = "", ttft_ms: float = 10.0) -> None:
-            nonlocal index
-            r = RequestRecord(index=index, t_sched=start, t_send=start)
-            index += 1
-            r.conversation, r.turn, r.agent = c, turn, agent
+        replica = ("r1" if c % 2 else "r2") if replicas else ""
+        calls = [(t, 0, "", 40.0), (t + 150 * MS, 0, "a", 10.0), (t + 150 * MS, 0, "b", 10.0)]
+        calls += [(t + (150 + 150 * k) * MS, k, "", 10.0) for k in range(1, 7)]
+        for start, turn, agent, ttft_ms in calls:
+            r = RequestRecord(index=0, t_sched=start, t_send=start)
+            r.conversation, r.turn, r.agent, r.replica = c, turn, agent, replica
             r.t_first = start + int(ttft_ms * MS)
             r.t_last = r.t_end = start + 100 * MS
             r.token_events = 4
             r.usage_prompt_tokens = 2000 * (turn + 1)
             if cached:
                 r.usage_cached_tokens = 0 if turn == 0 else 1000 * (turn + 1)
-            r.replica = ("r1" if c % 2 else "r2") if replicas else ""
             acc.add(r)
-
-        add(t, 0, ttft_ms=40.0)
-        add(t + 150 * MS, 0, "a")
-        add(t + 150 * MS, 0, "b")
-        for k in range(1, 7):
-            add(t + (150 + 150 * k) * MS, k)
     return RunResult(
         workload={"name": "agentic"},
         load={"pattern": "trace"},

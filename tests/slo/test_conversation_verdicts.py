@@ -40,7 +40,8 @@ def test_makespan_percentile_is_judged_with_confidence_bounds() -> None:
 
 
 def test_few_conversations_are_inconclusive_not_passed() -> None:
-    verdict = evaluate(parse_slo("conversation.makespan.p99 < 2s"), conversations(3, makespan_ms=10))
+    few = conversations(3, makespan_ms=10)
+    verdict = evaluate(parse_slo("conversation.makespan.p99 < 2s"), few)
     assert verdict.verdict is Verdict.INCONCLUSIVE
 
 
