@@ -459,6 +459,13 @@ class MetricsAccumulator:
         if record.usage_prompt_tokens is not None:
             self._band(self.prompt_bands, prompt_band(record.usage_prompt_tokens)).add(record)
 
+    def end_conversation(self, conversation: int) -> None:
+        """Conversation ``conversation`` will send no more calls: fold its figures and drop
+        its calls (a load generator that knows when a tree or chat ended calls this; one
+        that does not leaves it to the first reading, which folds a copy)."""
+        if self.conversations is not None:
+            self.conversations.end(conversation)
+
     def _band(self, parts: dict[str, MetricsAccumulator], key: str) -> MetricsAccumulator:
         part = self._breakdown(parts, key)
         part._pools_gaps = False
