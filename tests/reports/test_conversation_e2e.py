@@ -1,0 +1,138 @@
+"""End to end: agent trees replayed on the simulator (a real HTTP server on 127.0.0.1)
+by the load generator, and the run's ``conversations`` block in its JSON report entry.
+
+The trees are written here (a root whose first call spawns two joined subagents, with
+tool waits), so the expected structure is known; times are bounded generously (a busy
+2-core machine), never measured to the millisecond."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from pytest_llmperf.client.endpoint import Endpoint, Timeouts
+from pytest_llmperf.client.records import RequestRecord
+from pytest_llmperf.loadgen.run import LoadRun
+from pytest_llmperf.sim import SimServer
+from pytest_llmperf.specs.load import LoadSpec
+from pytest_llmperf.specs.run import RunSpec
+from pytest_llmperf.workloads.agent_script import AgentScript, Subagent
+from pytest_llmperf.workloads.base import Sample, register_workload
+from pytest_llmperf.workloads.conversations import TurnResult
+
+pytestmark = pytest.mark.asyncio
+MS = 1_000_000
+TOOL_MS = 40  # the wait before each of the root's later calls, and each subagent's second
+
+
+@dataclass(frozen=True)
+class _Thread:
+    """Thread ``agent_id`` of conversation ``index``: ``turns`` calls; the root spawns
+    two joined subagents ("a", "b") after its first call."""
+
+    index: int
+    agent_id: str
+    turns: int
+    tracks_turns: bool = True
+    replies: bool = True
+    first_turn: int = 0
+
+    @property
+    def conversation_id(self) -> str:
+        return f"conv-{self.index}"
+
+    def think_ns(self, k: int) -> int:
+        return TOOL_MS * MS if k >= 1 else 0
+
+    def spawns(self, k: int) -> Sequence[Subagent]:
+        if self.agent_id or k != 0:
+            return ()
+        return tuple(Subagent(_Thread(self.index, name, 2), 0, True) for name in ("a", "b"))
+
+    def warmup_sample(self) -> Sample | None:
+        return None
+
+    def turn(self, k: int, earlier: Sequence[TurnResult]) -> Sample:
+        history: list[Mapping[str, str]] = []
+        for j, result in enumerate(earlier):
+            history += [
+                {"role": "user", "content": f"step {j}"},
+                {"role": "assistant", "content": result.reply},
+            ]
+        where = f"{self.conversation_id} {self.agent_id or 'root'} {k}"
+        return Sample(self.index, f"call {where}", 8, 4, tuple(history))
+
+
+@dataclass(frozen=True)
+class _Trees:
+    conversations: int
+
+    @property
+    def count(self) -> int:
+        return self.conversations
+
+    def conversation(self, index: int) -> AgentScript:
+        return _Thread(index, "", 3)
+
+    def start_ns(self, index: int, time_scale: float = 1.0) -> int:
+        return round(index * 30 * MS * time_scale)
+
+    def describe(self) -> dict[str, Any]:
+        return {"conversations": self.conversations}
+
+
+@dataclass(frozen=True)
+class _TreeWorkload:
+    agent_source: _Trees
+    seed: int = 0
+    name: str = "test-conversation-metrics"
+    size: int | None = None
+
+    def sample(self, index: int) -> Sample:
+        return Sample(index, "unused", 8, 4)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+
+@register_workload("test-conversation-metrics")
+def _workload(*, seed: int = 0, conversations: int = 4) -> _TreeWorkload:
+    return _TreeWorkload(_Trees(conversations), seed)
+
+
+@pytest_asyncio.fixture
+async def sim() -> AsyncIterator[Endpoint]:
+    async with SimServer("fixed", ttft_ms=20.0, itl_ms=2.0) as server:
+        yield Endpoint(server.url + "/v1", timeouts=Timeouts.from_seconds(20))
+
+
+async def test_an_agentic_replay_reports_its_conversations(sim: Endpoint) -> None:
+    load = LoadSpec.parse("trace", {"path": "agents.json", "format": "weka"})
+    spec = RunSpec("test-conversation-metrics", {"conversations": 4}, 0, load, requests=None)
+    records: list[RequestRecord] = []
+    result = await LoadRun(sim, spec, observers=[records.append]).execute()
+    entry = json.loads(json.dumps(result.to_dict()))
+    assert entry["counts"]["completed"] == 4 * (3 + 2 + 2) == len(records)
+    block = entry["conversations"]
+    assert (block["count"], block["failed"], block["calls"]) == (4, 0, 28)
+    assert block["threads"] == {"max": 3, "p50": 3, "mean": 3.0}
+    assert block["fan_out"]["max"] == 2  # the two subagents' first calls overlap
+    assert block["affinity"]["same_replica_rate"] is None  # the simulator says no replica
+    # each conversation: 3 root calls + the subagents' 2 each, 4 tool waits of 40 ms on
+    # its longest path; makespan - excl. tools >= the waits, whatever the machine's speed
+    span, busy = block["makespan"], block["makespan_excl_tools"]
+    assert span["count"] == busy["count"] == 4
+    assert span["min"] - busy["max"] >= 3 * TOOL_MS * 0.99 - 1
+    for c in range(4):
+        calls = [r for r in records if r.conversation == c]
+        first = min(r.t_sched for r in calls)
+        last = max(r.t_end for r in calls)
+        assert span["min"] * 0.99 <= (last - first) / MS <= span["max"] * 1.01
+    bands = {row["turns"]: row["counts"]["completed"] for row in block["by_turn_band"]}
+    assert bands == {"1": 12, "2-5": 16}  # first calls of 3 threads; the later ones
+    assert entry["metrics"]["conversation.makespan"]["count"] == 4
