@@ -29,6 +29,7 @@ from pytest_llmperf.reports.html_outputs import is_path_key, outputs_view, path_
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.server_process import exit_message, exit_tail, log_uri, process_rows
 from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.reports.steady_words import steady_line
 from pytest_llmperf.reports.table import (
     MARKS,
     format_change,
@@ -230,7 +231,9 @@ def _run_view(
             hist = acc.histograms[metric]
             charts["cdf"].append(Markup(plots.cdf_plot(hist, metric)))
             charts["histogram"].append(Markup(plots.histogram_plot(hist, metric)))
-        charts["throughput"] = [Markup(s) for s in plots.throughput_plots(acc, stages=stages)]
+        charts["throughput"] = [
+            Markup(s) for s in plots.throughput_plots(acc, stages=stages, steady=run.get("steady"))
+        ]
         charts["latency"] = [Markup(s) for s in plots.latency_timeline_plots(acc, stages=stages)]
         charts["lag"] = [Markup(plots.cdf_plot(acc.histograms["schedule_lag"], "schedule_lag"))]
         if acc.histograms["queue_wait"].count:  # a capped open loop: its users' wait for a slot
@@ -275,6 +278,7 @@ def _run_view(
         **run,
         "charts": charts,
         "config": config,
+        "steady_line": steady_line(run),
         "stage_rows": stage_rows,
         "turn_rows": list(run.get("turns") or []),
         "conversation_view": _conversation_view(run),

@@ -138,12 +138,29 @@ def stage_bands(stages: Sequence[Mapping[str, Any]]) -> list[Band]:
     return out
 
 
+def steady_band(window: Mapping[str, Any] | None) -> list[Band]:
+    """A run's steady-state window (``run["steady"]``) as a green band on its time axis
+    (seconds from the first tracked send, as the timeline's); none without one."""
+    if not window or window.get("start_s") is None or window.get("end_s") is None:
+        return []
+    start, end = float(window["start_s"]), float(window["end_s"])
+    title = (
+        f"steady-state window {start:.1f}-{end:.1f} s: {window.get('requests_in', 0)} "
+        f"requests in, {window.get('requests_out', 0)} out (throughput over it)"
+    )
+    return [Band(start, end, label="steady", title=title, fill="#2e9e5b")]
+
+
 def throughput_plots(
-    acc: MetricsAccumulator, *, stages: Sequence[Mapping[str, Any]] = ()
+    acc: MetricsAccumulator,
+    *,
+    stages: Sequence[Mapping[str, Any]] = (),
+    steady: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Completed requests and output tokens per second of the run's window.
 
-    ``stages`` (a staged run's ``run["stages"]``) are drawn as bands.
+    ``stages`` (a staged run's ``run["stages"]``) are drawn as bands, and the
+    steady-state window (``run["steady"]``) as a green one over them.
     """
     if not acc.timeline:
         return [
@@ -155,7 +172,7 @@ def throughput_plots(
     seconds = range(last + 1)
     tokens = [(s + 0.5, float(acc.timeline[s][1] if s in acc.timeline else 0)) for s in seconds]
     requests = [(s + 0.5, float(acc.timeline[s][0] if s in acc.timeline else 0)) for s in seconds]
-    bands = stage_bands(stages)
+    bands = [*stage_bands(stages), *steady_band(steady)]
     return [
         line_chart(
             [Series("output tok/s", tokens)],
@@ -225,7 +242,12 @@ def latency_timeline_plots(
 
 def latency_vs_load_plot(runs: Sequence[Mapping[str, Any]]) -> str | None:
     """TTFT and TPOT percentiles against achieved throughput, when a test made several runs."""
-    usable = [r for r in runs if (r.get("metrics") or {}).get("ttft", {}).get("count")]
+    usable = [
+        r
+        for r in runs
+        if (r.get("metrics") or {}).get("ttft", {}).get("count")
+        and r["metrics"].get("request_throughput") is not None  # (an empty steady window)
+    ]
     if len(usable) < 2:
         return None
     usable = sorted(usable, key=lambda r: r["metrics"]["request_throughput"])

@@ -97,9 +97,20 @@ invalid output is still a completed request: it stays in every latency
 histogram and throughput, but is not *good* (``goodput``).
 ``valid_rate = (checked - invalid) / checked`` (no value without a checked output).
 With greedy decoding each completed request's output fingerprint is kept by
-sample index in :attr:`outputs` (the whole run's only, not its breakdowns'). A
+(sample index, turn, agent thread) in :attr:`outputs`, so every turn of a conversation
+is kept (the whole run's only, not its breakdowns'). A
 record without these fields costs three attribute checks (``model``,
 ``output_checked``, ``output_digest``) and nothing else.
+
+Steady-state window (``llm_load(..., steady=...)``, :mod:`pytest_llmperf.results.steady`):
+the load generator opens :attr:`MetricsAccumulator.steady` when the run reaches its
+level, and every tracked record started in it is also added to :attr:`steady_part`.
+With a window, ``request_throughput``, ``output_throughput``, ``input_throughput`` and
+``goodput`` are the window's (its requests' completions and tokens over its length;
+NaN when it is empty), whatever reads them (:meth:`MetricsAccumulator.rate`, the
+summary, the verdicts); with ``latency=True`` the latency figures are its requests'
+too (:meth:`MetricsAccumulator.latency_histogram`). Counts, the timeline and the
+breakdowns keep every request. A run without a window pays one attribute check.
 """
 
 from __future__ import annotations
@@ -116,6 +127,7 @@ from pytest_llmperf.results.conversations import ConversationTracker, prompt_ban
 from pytest_llmperf.results.error_samples import ErrorSamples
 from pytest_llmperf.results.output_samples import InvalidSamples
 from pytest_llmperf.results.outputs import SampleOutputs
+from pytest_llmperf.results.steady import STEADY_RATE_METRICS, SteadyWindow
 
 __all__ = [
     "LATENCY_METRICS",
@@ -292,6 +304,16 @@ class MetricsAccumulator:
         self.server_remainder_negative = 0  # requests whose TTFT parts overran their TTFT
         self.server_spec_accepted = 0  # speculative decoding: accepted draft tokens ...
         self.server_spec_draft = 0  # ... of these drafted, over the requests that said so
+        # llm_load(steady=...): the window (opened by the load generator) and its requests
+        self.steady: SteadyWindow | None = None
+        self.steady_part: MetricsAccumulator | None = None
+
+    def declare_steady(self, mode: str = "auto", *, latency: bool = False) -> SteadyWindow:
+        """Give this run a steady-state window (not yet open); returns it for the issuing
+        side to open (:meth:`~pytest_llmperf.results.steady.SteadyWindow.open_at`)."""
+        self.steady = SteadyWindow(mode, latency=latency)
+        self.steady_part = self._part()
+        return self.steady
 
     # -- writing ---------------------------------------------------------------
 
@@ -307,6 +329,10 @@ class MetricsAccumulator:
                 self._breakdown(self.models, record.model).add(record)
             if record.conversation >= 0 or record.turn >= 0:
                 self._add_conversation(record)
+            window = self.steady
+            if window is not None and window.admits(record.t_sched):
+                assert self.steady_part is not None
+                self.steady_part.add(record)
         self.issued += 1
         self.connection_retries += record.connection_retries
         if record.images:
@@ -341,7 +367,14 @@ class MetricsAccumulator:
                 self.invalid += 1
                 self.invalid_samples.add(str(record.invalid), record.invalid_detail)
         if record.output_digest and self._breaks_down:
-            self.outputs.add(record.index, record.output_digest, n_out, record.output_marks)
+            self.outputs.add(
+                record.index,
+                record.output_digest,
+                n_out,
+                record.output_marks,
+                turn=record.turn,
+                agent=record.agent,
+            )
         self.output_tokens += n_out
         self.token_events += record.token_events
         self.reasoning_tokens += record.reasoning_tokens
@@ -486,9 +519,13 @@ class MetricsAccumulator:
     def _breakdown(self, parts: dict[Any, MetricsAccumulator], key: Any) -> MetricsAccumulator:
         part = parts.get(key)
         if part is None:
-            part = parts[key] = MetricsAccumulator()
-            part.request_limits_ns = self.request_limits_ns
-            part._breaks_down = False  # a stage's requests are not split again
+            part = parts[key] = self._part()
+        return part
+
+    def _part(self) -> MetricsAccumulator:
+        part = MetricsAccumulator()
+        part.request_limits_ns = self.request_limits_ns
+        part._breaks_down = False  # a stage's requests are not split again
         return part
 
     def _count_good(self, values: Mapping[str, int], record: RequestRecord) -> None:
@@ -551,6 +588,12 @@ class MetricsAccumulator:
             if self.conversations is None:
                 self.conversations = ConversationTracker()
             self.conversations.merge(other.conversations)
+        if other.steady is not None and other.steady_part is not None:
+            if self.steady is None or self.steady_part is None:
+                self.declare_steady(other.steady.mode, latency=other.steady.latency)
+                assert self.steady is not None and self.steady_part is not None
+            self.steady.merge(other.steady)
+            self.steady_part.merge(other.steady_part)
 
     # -- reading ---------------------------------------------------------------
 
@@ -563,6 +606,8 @@ class MetricsAccumulator:
     def rate(self, name: str) -> float:
         """A rate metric: fractions for error_rate/blank_rate/goodput, per second for
         throughputs."""
+        if self.steady is not None and name in STEADY_RATE_METRICS:
+            return self._steady_rate(name)
         window = self.window_s
         judged = self.issued - self.cancelled  # abandoned on purpose: neither good nor failed
         if name == "error_rate":
@@ -581,6 +626,58 @@ class MetricsAccumulator:
             return (self.checked - self.invalid) / self.checked if self.checked else math.nan
         raise KeyError(name)
 
+    def whole_run_rate(self, name: str) -> float:
+        """``name`` over the whole run, steady window or not (the report's reference)."""
+        window, self.steady = self.steady, None
+        try:
+            return self.rate(name)
+        finally:
+            self.steady = window
+
+    def _steady_rate(self, name: str) -> float:
+        """A steady-window rate: its requests' completions (tokens) over its length, its
+        good share; NaN for an empty window (no number: an SLO on it is inconclusive)."""
+        window, part = self.steady, self.steady_part
+        assert window is not None and part is not None
+        if window.why_empty():
+            return math.nan
+        if name == "goodput":
+            judged = part.issued - part.cancelled
+            return part.good / judged if judged else math.nan
+        length = window.duration_s
+        if name == "request_throughput":
+            return part.completed / length
+        if name == "output_throughput":
+            return part.output_tokens / length
+        return part.input_tokens / length
+
+    def latency_histogram(self, name: str) -> LatencyHistogram:
+        """The histogram a latency figure and its verdict read: the steady window's
+        requests' with ``steady={"latency": True}``, every request's otherwise."""
+        part = self.steady_part
+        if part is not None and self.steady is not None and self.steady.latency:
+            return part.histograms[name]
+        return self.histograms[name]
+
+    def steady_summary(self) -> dict[str, Any] | None:
+        """The report's ``runs[].steady`` (None without a window): the window (seconds
+        from the run's first send), requests in and out, ``drain_s`` (its last request's
+        end after the window's end), and the whole run's throughput figures beside the
+        window's (which are the run's ``metrics``)."""
+        window = self.steady
+        if window is None:
+            return None
+        out = window.describe(self.window_start_ns)
+        part, end = self.steady_part, window.end_ns
+        last = part.window_end_ns if part is not None else None
+        # how long after the window's end its last request ended: about one latency for
+        # a server that keeps up, growing with the window for an open loop it cannot
+        out["drain_s"] = None if last is None or end is None else round((last - end) / 1e9, 6)
+        out["whole_run"] = {
+            name: round(self.whole_run_rate(name), 6) for name in STEADY_RATE_METRICS
+        }
+        return out
+
     @property
     def token_count_source(self) -> TokenCountSource:
         """Where ``n_out`` came from: ``usage``, ``events`` or ``mixed``."""
@@ -595,10 +692,12 @@ class MetricsAccumulator:
         conversations adds ``conversation.makespan`` and ``conversation.makespan_excl_tools``
         (ms, like a latency) and, where replicas were said, ``conversation.same_replica_rate``
         and ``conversation.tree_same_replica_rate`` (results/conversations.py)."""
-        out: dict[str, Any] = {name: self.histograms[name].summary() for name in LATENCY_METRICS}
-        out["tpot_token_weighted"] = self.histograms["tpot_token_weighted"].summary()
+        hist = self.latency_histogram
+        out: dict[str, Any] = {name: hist(name).summary() for name in LATENCY_METRICS}
+        out["tpot_token_weighted"] = hist("tpot_token_weighted").summary()
         for name in RATE_METRICS:
-            out[name] = round(self.rate(name), 6)
+            value = self.rate(name)  # NaN: an empty steady window's throughput (no number)
+            out[name] = None if math.isnan(value) else round(value, 6)
         if self.checked:
             out["valid_rate"] = round(self.rate("valid_rate"), 6)
         out["window_s"] = round(self.window_s, 6)
@@ -690,6 +789,11 @@ class MetricsAccumulator:
             state["invalid_samples"] = self.invalid_samples.to_state()
         if self.outputs:
             state["outputs"] = self.outputs.to_state()
+        if self.steady is not None and self.steady_part is not None:
+            state["steady"] = {
+                "window": self.steady.to_state(),
+                "part": self.steady_part.to_state(),
+            }
         if self.server_histograms:
             state["server_timing"] = {
                 "histograms": {k: v.to_state() for k, v in self.server_histograms.items()},
@@ -726,6 +830,11 @@ class MetricsAccumulator:
             acc.conversations = ConversationTracker.from_state(state["conversations"])
         acc.invalid_samples = InvalidSamples.from_state(state.get("invalid_samples", []))
         acc.outputs = SampleOutputs.from_state(state.get("outputs"))
+        steady = state.get("steady")
+        if steady:
+            acc.steady = SteadyWindow.from_state(steady["window"])
+            acc.steady_part = cls.from_state(steady["part"])
+            acc.steady_part._breaks_down = False
         server = state.get("server_timing")
         if server:
             hists = acc._make_server_histograms()

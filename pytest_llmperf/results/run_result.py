@@ -154,10 +154,9 @@ class RunResult:
 
     @property
     def metrics(self) -> Mapping[str, LatencyHistogram | float]:
-        out: dict[str, LatencyHistogram | float] = {
-            name: self.accumulator.histograms[name] for name in LATENCY_METRICS
-        }
-        out["tpot_token_weighted"] = self.accumulator.histograms["tpot_token_weighted"]
+        hist = self.accumulator.latency_histogram  # the steady window's with latency=True
+        out: dict[str, LatencyHistogram | float] = {name: hist(name) for name in LATENCY_METRICS}
+        out["tpot_token_weighted"] = hist("tpot_token_weighted")
         for name in RATE_METRICS:
             out[name] = self.accumulator.rate(name)
         # the output shares, where the run measured them
@@ -177,7 +176,7 @@ class RunResult:
         head, _, rest = name.partition(".")
         if head == "conversation" and rest in CONVERSATION_HISTOGRAMS:
             return self.conversation_stats.histogram(rest)
-        return self.accumulator.histograms[name]
+        return self.accumulator.latency_histogram(name)
 
     def rate(self, name: str) -> float:
         """``metrics[name]`` for a rate metric (``error_rate``, ``output_throughput``, ...), or
@@ -375,6 +374,14 @@ class RunResult:
         ]
 
     @property
+    def steady(self) -> dict[str, Any] | None:
+        """The steady-state window (``runs[].steady``; None without ``steady=``): its
+        ``start_s``/``end_s`` from the run's first send, ``requests_in``/``requests_out``,
+        its ``state`` and the ``whole_run`` throughput figures beside the window's
+        (:mod:`pytest_llmperf.results.steady`)."""
+        return self.accumulator.steady_summary()
+
+    @property
     def ttft_split(self) -> dict[str, Any] | None:
         """Where the TTFT went: each request's split into client queue, server queue,
         engine and the remainder, where the responses carried the server's own timings
@@ -385,6 +392,7 @@ class RunResult:
         """The JSON report's ``runs[]`` entry."""
         split = self.ttft_split
         conversations = self.conversations
+        steady = self.steady
         return {
             "label": self.label,
             "load": self.load,
@@ -408,6 +416,7 @@ class RunResult:
             **({"stages": self.stages} if self.stage_plan else {}),
             **({"turns": self.turns} if self.accumulator.turns else {}),
             **({"conversations": conversations} if conversations is not None else {}),
+            **({"steady": steady} if steady is not None else {}),
             **({"ttft_split": split} if split is not None else {}),
             **self._output_entries(),
         }

@@ -64,6 +64,7 @@ from typing import Any
 
 from pytest_llmperf.metrics.sample_size import min_samples
 from pytest_llmperf.results.run_result import RunResult
+from pytest_llmperf.results.steady import STEADY_RATE_METRICS
 from pytest_llmperf.server_metrics.summary import ServerMetrics
 from pytest_llmperf.slo.output_match import NO_OTHER_SIDE, mismatch_text
 from pytest_llmperf.slo.quantile_bounds import (
@@ -106,6 +107,16 @@ NOT_STARTED = "the gate did not start this server (--llm-server-cmd)"
 def _whole_run(slo: Slo) -> bool:
     """Is ``slo`` judged on a whole run only (outputs compared per sample; the process)?"""
     return slo.metric in _WHOLE_RUN_METRICS or slo.is_process
+
+
+def _windowed(slo: Slo, result: RunResult) -> bool:
+    """Is ``slo`` judged on ``result``'s steady-state window (``llm_load(steady=...)``):
+    a throughput or goodput, or a latency with ``latency=True``? A staged run's is
+    judged once, on the window, not per stage (its ramp stages are what it leaves out)."""
+    window = getattr(getattr(result, "accumulator", None), "steady", None)
+    if window is None:
+        return False
+    return slo.metric in STEADY_RATE_METRICS or (slo.is_latency and window.latency)
 
 
 class Verdict(StrEnum):
@@ -245,8 +256,15 @@ def evaluate(
         )
     acc = result.accumulator
     run = result.label
-    if slo.is_latency:  # a request's latency, or a conversation's (conversation.makespan)
-        hist = result.histogram(slo.metric)
+    window = acc.steady  # llm_load(steady=...): an empty window has no number, never a zero
+    windowed = window is not None and (
+        slo.metric in STEADY_RATE_METRICS
+        or (slo.is_latency and not slo.is_conversation and window.latency)
+    )  # a conversation's makespan is over its whole run, never windowed
+    if windowed and window is not None and (why := window.why_empty()):
+        return SloVerdict(slo.expr, None, slo.target, slo.unit, Verdict.INCONCLUSIVE, run, 0, why)
+    if slo.is_latency:
+        hist = result.histogram(slo.metric)  # a request's, or a conversation's
         samples = hist.count
         observed = hist.stat(slo.stat or "") if samples else None
     else:  # blank_rate's are the completed replies, a share of calls its call pairs
@@ -277,6 +295,7 @@ def evaluate(
         why = "; ".join(result.self_check.get("reasons", [])) or "load generator was the bottleneck"
         return judged(Verdict.INCONCLUSIVE, observed, f"load generator bound: {why}")
     if bounded:
+        hist = result.histogram(slo.metric)
         # until="decided": the run was looked at as it went, so its bounds are the
         # always-valid ones (slo/sequential.py), at its end as at every look
         always_valid = result.load.get("until") == UNTIL_DECIDED
@@ -588,7 +607,8 @@ def evaluate_runs(
     rulesets: Sequence[Ruleset] = (),
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[SloVerdict]:
-    """Every SLO on every gated run of a test; a staged run's on each of its stages.
+    """Every SLO on every gated run of a test; a staged run's on each of its stages
+    (with ``steady=``, its windowed SLOs once, on the window).
 
     An SLO that came from one of ``rulesets`` also needs that ruleset's
     minimum sample count and measured duration (per stage, for a staged run).
@@ -602,8 +622,8 @@ def evaluate_runs(
         if getattr(r, "stage_plan", ()):
             # outputs are compared per sample over the whole run, and the process is the
             # whole run's: those are not staged
-            staged = [s for s in slos if not _whole_run(s)]
-            whole = [s for s in slos if _whole_run(s)]
+            staged = [s for s in slos if not _whole_run(s) and not _windowed(s, r)]
+            whole = [s for s in slos if _whole_run(s) or _windowed(s, r)]
             out.extend(evaluate_stages(staged, r, bars=bars, confidence=confidence))
         for slo in whole:
             count, duration = ruleset_bar(bars, slo)
