@@ -7,6 +7,7 @@ tool waits), so the expected structure is known; times are bounded generously (a
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -121,11 +122,12 @@ async def test_an_agentic_replay_reports_its_conversations(sim: Endpoint) -> Non
     block = entry["conversations"]
     assert (block["count"], block["failed"], block["calls"]) == (4, 0, 28)
     assert block["threads"] == {"max": 3, "p50": 3, "mean": 3.0}
-    assert block["fan_out"]["max"] == 2  # the two subagents' first calls overlap
     assert block["affinity"]["same_replica_rate"] is None  # the simulator says no replica
-    # worked out from the records: first plan to last byte, and the union of the calls'
-    # [t_send, t_end]; three 40 ms tool waits with nothing in flight lie between them
-    spans, busies = [], []
+    # worked out from the records: first plan to last byte, the union of the calls'
+    # [t_send, t_end] (the root's two 40 ms waits after the join have nothing in flight;
+    # the subagents' own waits may overlap each other's calls on a slow machine), and the
+    # most calls in flight (the two subagents at most: the root waits for them)
+    spans, busies, most = [], [], []
     for c in range(4):
         calls = sorted((r.t_send, r.t_end, r.t_sched) for r in records if r.conversation == c)
         spans.append((max(e for _, e, _ in calls) - min(p for *_, p in calls)) / MS)
@@ -136,7 +138,10 @@ async def test_an_agentic_replay_reports_its_conversations(sim: Endpoint) -> Non
             else:
                 end = max(end, e)
         busies.append((union + end - start) / MS)
-        assert spans[-1] - busies[-1] >= 3 * TOOL_MS * 0.99
+        assert spans[-1] - busies[-1] >= 2 * TOOL_MS * 0.99
+        edges = sorted([(e, -1) for _, e, _ in calls] + [(s, 1) for s, _, _ in calls])
+        most.append(max(itertools.accumulate(step for _, step in edges)))
+    assert 1 <= max(most) <= 2 and block["fan_out"]["max"] == max(most)
     span, busy = block["makespan"], block["makespan_excl_tools"]
     assert span["count"] == busy["count"] == 4
     for summary, values in ((span, spans), (busy, busies)):  # exact: min and max are kept
