@@ -3,10 +3,14 @@ with the instants chosen so the expected value is worked out in the test."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.results.event_log import analyse_event_log, read_records
+from pytest_llmperf.results.recorder import EventRecorder
 from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.specs.conversation_names import prompt_band, turn_band
 
@@ -34,7 +38,7 @@ def call(
     r.conversation, r.agent, r.turn, r.replica = conv, agent, turn, replica
     r.t_first = int((send_ms + ttft_ms) * MS)
     r.t_last = r.t_end = int(end_ms * MS)
-    r.token_events = 2
+    r.token_events, r.gaps_ns = 2, [r.t_last - r.t_first]  # two token events, one gap
     r.usage_prompt_tokens, r.usage_cached_tokens = prompt, cached
     if failed:
         r.fail(ErrorKind.HTTP, "500", now=int(end_ms * MS))
@@ -184,3 +188,19 @@ def test_band_breakdowns_leave_the_per_token_itl_out() -> None:
     acc = run_of([r]).accumulator
     assert acc.histograms["itl"].count == 2
     assert acc.turn_bands["1"].histograms["itl"].count == 0
+
+
+def test_an_event_log_replays_the_conversation_figures(tmp_path: Path) -> None:
+    records = agent_tree()
+    records[2].think_ns = 5 * MS
+    path = tmp_path / "events.sqlite"
+    with EventRecorder(path, meta={"request_limits_ms": {}}) as recorder:
+        for position, record in enumerate(records):
+            recorder.record(record, position)
+    replayed = list(read_records(path))
+    assert [(r.conversation, r.agent, r.turn, r.replica) for r in replayed] == [
+        (r.conversation, r.agent, r.turn, r.replica) for r in records
+    ]
+    assert replayed[2].think_ns == 5 * MS
+    again = RunResult(workload={}, load={}, endpoint={}, accumulator=analyse_event_log(path))
+    assert again.conversations == run_of(records).conversations
