@@ -157,3 +157,11 @@ def test_a_run_without_conversations_shows_none() -> None:
     assert "Conversations" not in build_markdown(report)
     assert "<h4>Conversations</h4>" not in build_html_report(report, data)
     assert not any(k.startswith("llm_conversations") for k, _ in run_properties([run.to_dict()]))
+
+
+def test_a_percentile_an_slo_names_is_in_the_json_metrics() -> None:
+    report = report_of(session(agent_run(), ["conversation.makespan.p75 < 10s"]))
+    metrics = report["tests"][0]["runs"][0]["metrics"]
+    assert metrics["conversation.makespan"]["p75"] == pytest_approx(1150)
+    banded = report_of(session(agent_run(), ["turns[1].ttft.p75 < 1s"]))
+    assert "p75" not in banded["tests"][0]["runs"][0]["metrics"]["ttft"]
