@@ -146,7 +146,7 @@ def conversation_markdown(run: Mapping[str, Any]) -> str:
     for key, name in (("by_turn_band", "turns"), ("by_prompt_band", "prompt tokens")):
         rows = band_rows(block, key)
         if rows:
-            out.append(table((name, *BAND_HEADER), rows, right=range(1, 8)))
+            out.append(table((name, *BAND_HEADER), rows, right=range(1, 8)).rstrip("\n"))
             out.append("")
     return "\n".join(out).rstrip() + "\n"
 
