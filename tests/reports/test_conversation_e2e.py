@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from pytest_llmperf.client.affinity import Affinity
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.loadgen.run import LoadRun
@@ -39,6 +40,7 @@ class _Thread:
     index: int
     agent_id: str
     turns: int
+    subagents: bool = True
     tracks_turns: bool = True
     replies: bool = True
     first_turn: int = 0
@@ -51,7 +53,7 @@ class _Thread:
         return TOOL_MS * MS if k >= 1 else 0
 
     def spawns(self, k: int) -> Sequence[Subagent]:
-        if self.agent_id or k != 0:
+        if self.agent_id or k != 0 or not self.subagents:
             return ()
         return tuple(Subagent(_Thread(self.index, name, 2), 0, True) for name in ("a", "b"))
 
@@ -72,13 +74,14 @@ class _Thread:
 @dataclass(frozen=True)
 class _Trees:
     conversations: int
+    subagents: bool = True
 
     @property
     def count(self) -> int:
         return self.conversations
 
     def conversation(self, index: int) -> AgentScript:
-        return _Thread(index, "", 3)
+        return _Thread(index, "", 3, self.subagents)
 
     def start_ns(self, index: int, time_scale: float = 1.0) -> int:
         return round(index * 30 * MS * time_scale)
@@ -102,8 +105,8 @@ class _TreeWorkload:
 
 
 @register_workload("test-conversation-metrics")
-def _workload(*, seed: int = 0, conversations: int = 4) -> _TreeWorkload:
-    return _TreeWorkload(_Trees(conversations), seed)
+def _workload(*, seed: int = 0, conversations: int = 4, subagents: bool = True) -> _TreeWorkload:
+    return _TreeWorkload(_Trees(conversations, subagents), seed)
 
 
 @pytest_asyncio.fixture
@@ -150,3 +153,27 @@ async def test_an_agentic_replay_reports_its_conversations(sim: Endpoint) -> Non
     bands = {row["turns"]: row["counts"]["completed"] for row in block["by_turn_band"]}
     assert bands == {"1": 12, "2-5": 16}  # first calls of 3 threads; the later ones
     assert entry["metrics"]["conversation.makespan"]["count"] == 4
+
+
+@pytest.mark.parametrize(("router", "same"), [("session", 1.0), ("round_robin", 0.0)])
+async def test_two_replicas_the_report_says_whether_calls_stayed_on_one(
+    router: str, same: float
+) -> None:
+    """One conversation of sequential calls (no subagents), pinned by SGLang's routing key,
+    on a two-replica simulator: the session router keeps every call on one replica, round
+    robin alternates them (nothing else is in flight), and the block says which."""
+    async with SimServer("fixed", ttft_ms=5.0, itl_ms=1.0, replicas=2, router=router) as server:
+        endpoint = Endpoint(
+            server.url + "/v1",
+            timeouts=Timeouts.from_seconds(20),
+            affinity=Affinity.parse("sglang"),
+        )
+        load = LoadSpec.parse("trace", {"path": "agents.json", "format": "weka"})
+        params = {"conversations": 1, "subagents": False}
+        spec = RunSpec("test-conversation-metrics", params, 0, load, requests=None)
+        records: list[RequestRecord] = []
+        result = await LoadRun(endpoint, spec, observers=[records.append]).execute()
+    assert sorted({r.replica for r in records}) == (["0"] if same else ["0", "1"])
+    affinity = json.loads(json.dumps(result.to_dict()))["conversations"]["affinity"]
+    assert affinity["same_replica_rate"] == same and affinity["pairs"] == 2
+    assert affinity["one_replica"] == (1 if same else 0)
