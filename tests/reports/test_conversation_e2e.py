@@ -41,6 +41,7 @@ class _Thread:
     agent_id: str
     turns: int
     subagents: bool = True
+    words: int = 0  # words of each call's new text (a long one fills prefix-cache blocks)
     tracks_turns: bool = True
     replies: bool = True
     first_turn: int = 0
@@ -55,33 +56,42 @@ class _Thread:
     def spawns(self, k: int) -> Sequence[Subagent]:
         if self.agent_id or k != 0 or not self.subagents:
             return ()
-        return tuple(Subagent(_Thread(self.index, name, 2), 0, True) for name in ("a", "b"))
+        return tuple(
+            Subagent(_Thread(self.index, name, 2, words=self.words), 0, True) for name in "ab"
+        )
 
     def warmup_sample(self) -> Sample | None:
         return None
 
+    def text(self, k: int) -> str:
+        """Call ``k``'s new text: a line naming it, then ``words`` words of its own."""
+        where = f"{self.conversation_id} {self.agent_id or 'root'} {k}"
+        own = (f"w{self.index}{self.agent_id}{k}n{i}" for i in range(self.words))
+        return " ".join((f"call {where}", *own))
+
     def turn(self, k: int, earlier: Sequence[TurnResult]) -> Sample:
-        history: list[Mapping[str, str]] = []
+        history: list[Mapping[str, str]] = []  # what the thread sent and got, quoted
         for j, result in enumerate(earlier):
             history += [
-                {"role": "user", "content": f"step {j}"},
+                {"role": "user", "content": self.text(j)},
                 {"role": "assistant", "content": result.reply},
             ]
-        where = f"{self.conversation_id} {self.agent_id or 'root'} {k}"
-        return Sample(self.index, f"call {where}", 8, 4, tuple(history))
+        return Sample(self.index, self.text(k), 8 + self.words, 4, tuple(history))
 
 
 @dataclass(frozen=True)
 class _Trees:
     conversations: int
     subagents: bool = True
+    turns: int = 3
+    words: int = 0
 
     @property
     def count(self) -> int:
         return self.conversations
 
     def conversation(self, index: int) -> AgentScript:
-        return _Thread(index, "", 3, self.subagents)
+        return _Thread(index, "", self.turns, self.subagents, self.words)
 
     def start_ns(self, index: int, time_scale: float = 1.0) -> int:
         return round(index * 30 * MS * time_scale)
@@ -105,8 +115,10 @@ class _TreeWorkload:
 
 
 @register_workload("test-conversation-metrics")
-def _workload(*, seed: int = 0, conversations: int = 4, subagents: bool = True) -> _TreeWorkload:
-    return _TreeWorkload(_Trees(conversations, subagents), seed)
+def _workload(
+    *, seed: int = 0, conversations: int = 4, subagents: bool = True, turns: int = 3, words: int = 0
+) -> _TreeWorkload:
+    return _TreeWorkload(_Trees(conversations, subagents, turns, words), seed)
 
 
 @pytest_asyncio.fixture
@@ -177,3 +189,43 @@ async def test_two_replicas_the_report_says_whether_calls_stayed_on_one(
     affinity = json.loads(json.dumps(result.to_dict()))["conversations"]["affinity"]
     assert affinity["same_replica_rate"] == same and affinity["pairs"] == 2
     assert affinity["one_replica"] == (1 if same else 0)
+
+
+async def one_conversation_on_two_replicas(router: str) -> dict[str, Any]:
+    """One conversation of 8 sequential calls, 200 new words each, pinned by SGLang's
+    routing key, on the ``tiny`` engine profile with two replicas: its JSON block."""
+    sim = SimServer("tiny", replicas=2, router=router, num_blocks=4096, max_model_len=16384)
+    async with sim as server:
+        endpoint = Endpoint(
+            server.url + "/v1",
+            timeouts=Timeouts.from_seconds(30),
+            affinity=Affinity.parse("sglang"),
+        )
+        load = LoadSpec.parse("trace", {"path": "agents.json", "format": "weka"})
+        params = {"conversations": 1, "subagents": False, "turns": 8, "words": 200}
+        spec = RunSpec("test-conversation-metrics", params, 0, load, requests=None)
+        result = await LoadRun(endpoint, spec).execute()
+    block: dict[str, Any] = json.loads(json.dumps(result.to_dict()))["conversations"]
+    return block
+
+
+async def test_the_cache_hit_by_turn_band_shows_what_affinity_buys() -> None:
+    """Every call quotes the ones before it: on the replica that served them all but the
+    new text is cached, so the hit rises with the turn; round robin alternates replicas,
+    each holding only the call before last. Sequential calls: the same routing, hence
+    the same hits, on any machine."""
+    pinned = {
+        row["turns"]: row
+        for row in (await one_conversation_on_two_replicas("session"))["by_turn_band"]
+    }
+    dealt = {
+        row["turns"]: row
+        for row in (await one_conversation_on_two_replicas("round_robin"))["by_turn_band"]
+    }
+    assert list(pinned) == list(dealt) == ["1", "2-5", "6-10"]
+    assert pinned["1"]["cache_hit_rate"] == dealt["1"]["cache_hit_rate"] == 0.0  # cold
+    hit = {band: row["cache_hit_rate"] for band, row in pinned.items()}
+    assert 0 < hit["2-5"] < hit["6-10"] < 1  # rising with the turn index
+    for band in ("2-5", "6-10"):
+        assert dealt[band]["cache_hit_rate"] < hit[band]
+        assert dealt[band]["cache_reported"] == pinned[band]["cache_reported"] > 0
