@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.specs.rulesets import load_ruleset
 from pytest_llmperf.specs.slo import parse_slo, request_limits
 
 
@@ -63,3 +66,20 @@ def test_unknown_metric_lists_the_conversation_names() -> None:
 def test_a_turn_band_sets_no_per_request_goodput_limit() -> None:
     slos = [parse_slo("turns[11-20].ttft.p90 < 2s"), parse_slo("ttft.p99 < 5s")]
     assert request_limits(slos) == {"ttft": 5000.0}
+
+
+def test_a_ruleset_names_conversation_targets(tmp_path: Path) -> None:
+    path = tmp_path / "agents.yaml"
+    path.write_text(
+        "targets:\n"
+        "  conversation.makespan_excl_tools: {p90: 60s}\n"
+        "  conversation.same_replica_rate: 90%\n"
+        "slos:\n"
+        "  - 'turns[11-20].ttft.p90 < 2s'\n"
+    )
+    got = {(s.name, s.op, round(s.target, 9)) for s in load_ruleset(str(path)).slos}
+    assert got == {
+        ("conversation.makespan_excl_tools.p90", "<", 60_000.0),
+        ("conversation.same_replica_rate", ">=", 0.9),
+        ("turns[11-20].ttft.p90", "<", 2000.0),
+    }
