@@ -53,6 +53,7 @@ __all__ = [
 
 WORKLOAD = "agentic"
 SUBAGENT_KEYS = ("spawns", "width", "turns", "background")
+DEFAULT_TOOL_TIME = ThinkTime("exponential", 0.2)
 
 
 def _usage(message: str) -> LlmPerfUsageError:
@@ -78,14 +79,17 @@ class SubagentParams:
         }
 
 
+DEFAULT_SUBAGENTS = SubagentParams(spawns=(1, 1), width=(2, 2))
+
+
 @dataclass(frozen=True, slots=True)
 class AgenticParams:
     """The synthetic agentic workload's parameters, checked (see the module docstring)."""
 
     conversations: int = 4
     turns: TokenRange = (4, 8)
-    subagents: SubagentParams = SubagentParams(spawns=(1, 1), width=(2, 2))
-    tool_time: ThinkTime = ThinkTime("exponential", 0.2)
+    subagents: SubagentParams = DEFAULT_SUBAGENTS
+    tool_time: ThinkTime = DEFAULT_TOOL_TIME
     context_growth: TokenRange = (100, 400)
     system_prompt_tokens: int = 1024
     shared_system_prompt: bool = False
@@ -143,7 +147,7 @@ def _subagents(value: Any) -> SubagentParams:
             f"subagents does not take {', '.join(repr(k) for k in extra)}; it takes "
             f"{', '.join(repr(k) for k in SUBAGENT_KEYS)} (got {dict(value)!r})"
         )
-    default = SubagentParams(spawns=(1, 1), width=(2, 2))
+    default = DEFAULT_SUBAGENTS
     return SubagentParams(
         spawns=_range("subagents['spawns']", value.get("spawns", 1), minimum=0),
         width=_range("subagents['width']", value.get("width", default.width)),
@@ -204,12 +208,8 @@ def agentic_params(
     return AgenticParams(
         conversations=_positive("conversations", conversations),
         turns=_range("turns", turns),
-        subagents=(
-            SubagentParams(spawns=(1, 1), width=(2, 2))
-            if subagents is None
-            else _subagents(subagents)
-        ),
-        tool_time=ThinkTime("exponential", 0.2) if tool_time is None else _tool_time(tool_time),
+        subagents=DEFAULT_SUBAGENTS if subagents is None else _subagents(subagents),
+        tool_time=DEFAULT_TOOL_TIME if tool_time is None else _tool_time(tool_time),
         context_growth=_range("context_growth", context_growth),
         system_prompt_tokens=_positive("system_prompt_tokens", system_prompt_tokens, minimum=0),
         shared_system_prompt=shared_system_prompt,
