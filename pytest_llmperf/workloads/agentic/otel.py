@@ -67,6 +67,7 @@ class _Span:
     start: int
     end: int
     attrs: dict[str, Any]
+    seq: int = 0  # its place in the file: siblings that start together keep the file's order
 
     @property
     def op(self) -> str:
@@ -87,7 +88,7 @@ def read_otel(path: str | Path) -> list[AgentConversation]:
     except OSError as exc:
         raise LlmPerfUsageError(f"otel trace {file}: cannot read it ({exc})") from None
     where = f"otel trace {file}"
-    spans = [_span(raw, where) for raw in _raw_spans(text, where)]
+    spans = [_span(raw, where, n) for n, raw in enumerate(_raw_spans(text, where))]
     if not spans:
         raise LlmPerfUsageError(f"{where}: no spans (expected OTLP/JSON or a list of spans)")
     traces: dict[str, list[_Span]] = {}
@@ -163,7 +164,7 @@ def _first(raw: Mapping[str, Any], *keys: str) -> Any:
     return None
 
 
-def _span(raw: Mapping[str, Any], where: str) -> _Span:
+def _span(raw: Mapping[str, Any], where: str, seq: int) -> _Span:
     context: Mapping[str, Any] = raw["context"] if isinstance(raw.get("context"), Mapping) else {}
     trace = _first(raw, "traceId", "trace_id") or _first(context, "trace_id", "traceId")
     span_id = _first(raw, "spanId", "span_id") or _first(context, "span_id", "spanId")
@@ -182,6 +183,7 @@ def _span(raw: Mapping[str, Any], where: str) -> _Span:
         start=0,
         end=0,
         attrs=_attributes(raw.get("attributes"), f"{where}: span {name!r} (spanId {span_id})"),
+        seq=seq,
     )
     span.start = _time(raw, _START_KEYS, span, where)
     span.end = _time(raw, _END_KEYS, span, where)
@@ -291,7 +293,7 @@ def _conversation(
             parent = by_id.get(parent.parent)
         return top
 
-    for span in sorted(spans, key=lambda s: (s.start, s.id)):
+    for span in sorted(spans, key=lambda s: (s.start, s.seq)):
         op = span.op
         if op in MODEL_OPERATIONS:
             agent_of(span).calls.append(span)
@@ -334,7 +336,7 @@ def _coverage_note(totals: _Totals) -> str:
         return "waits: none"
     share = totals.covered_ns / totals.wait_ns
     return (
-        f"waits: {totals.wait_ns / 1e9:.3f} s, {share:.0%} of it covered by execute_tool spans "
+        f"waits: {totals.wait_ns / 1e9:.3f} s, {share:.1%} of it covered by execute_tool spans "
         f"(tool_coverage={share:.4f})"
     )
 
@@ -344,7 +346,7 @@ def _thread(agent_id: str, agent: _Agent, first: int, totals: _Totals, where: st
     spawns: list[AgentSpawn] = []
     ready = [c.end for c in calls]  # when each call's successor may start (joins included)
     ids: dict[str, int] = {}
-    for child in sorted(agent.children, key=lambda a: a.start):
+    for child in agent.children:  # in start order (the spans were visited so)
         if not child.calls:  # an agent that called no model itself has nothing to replay
             continue
         after = max((k for k, c in enumerate(calls) if c.end <= child.start), default=-1)

@@ -22,7 +22,9 @@ The shape (docs/agentic.md, "Synthetic agents"):
 Hash ids follow the growth block-exactly: call ``k + 1`` keeps call ``k``'s full
 blocks and gets new ids for the rest. The recorded times (``t_ns``) are a nominal
 timeline (:func:`nominal_api_ns`: a server prefilling at 50k tok/s and decoding at
-100 tok/s); the replay paces by the waits, not by them.
+100 tok/s); the replay paces by the waits, not by them. Tool waits are drawn to the
+millisecond, so every time is a whole number of milliseconds (the sample traces
+written from these conversations read back exactly in every format).
 """
 
 from __future__ import annotations
@@ -224,8 +226,9 @@ def agentic_params(
 
 def nominal_api_ns(input_tokens: int, output_tokens: int) -> int:
     """How long a call takes on the nominal timeline: 20 ms, 20 us per prompt token,
-    10 ms per output token (the recorded ``api_ns`` of the project's sample traces)."""
-    return 20_000_000 + 20_000 * input_tokens + 10_000_000 * output_tokens
+    10 ms per output token, to the millisecond (the recorded ``api_ns`` of the
+    project's sample traces)."""
+    return round(20_000_000 + 20_000 * input_tokens + 10_000_000 * output_tokens, -6)
 
 
 class _Blocks:
@@ -275,7 +278,7 @@ class _Gen:
             hashes = self.blocks.extend(hashes, size, grown)
             output = self.draw(p.output_tokens)
             if k:
-                wait_ns = p.tool_time.draw_ns(self.rng)
+                wait_ns = round(p.tool_time.draw_ns(self.rng), -6)  # to the millisecond
                 t_ns = ready_ns + wait_ns
             call = AgentCall(
                 t_ns=t_ns,
@@ -333,7 +336,7 @@ def synthetic_conversations(params: AgenticParams, seed: int) -> list[AgentConve
             AgentConversation(
                 conversation_id=f"agentic-{seed}-{i}",
                 root=root,
-                start_ns=round(i * params.stagger_s * 1e9),
+                start_ns=round(i * params.stagger_s * 1000) * 1_000_000,
                 block_size=params.block_size,
                 shared_hashes=params.shared_system_prompt,
                 source=f"synthetic (seed {seed})",
