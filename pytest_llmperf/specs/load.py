@@ -31,6 +31,7 @@ from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.specs.stages import Stage, parse_ramp, parse_stages
+from pytest_llmperf.workloads.traces.trace import AGENTIC_TRACE_FORMATS
 
 __all__ = [
     "DEFAULT_MAX_THROUGHPUT_CONCURRENCY",
@@ -87,7 +88,7 @@ PACING_MODES: tuple[PacingMode, ...] = tuple(PacingMode)
 OPEN_LOOP: tuple[LoadPattern, ...] = (LoadPattern.POISSON, LoadPattern.CONSTANT, LoadPattern.TRACE)
 DEFAULT_MAX_THROUGHPUT_CONCURRENCY = 256
 UNTIL_DECIDED = "decided"  # llm_load(..., until="decided")
-TRACE_TAKES = ("path", "format", "time_scale", "start", "limit")
+TRACE_TAKES = ("path", "format", "time_scale", "start", "limit", "conversations", "stagger")
 _COMMON = ("seed", "sample_order", "cancel")
 _OPEN_TAKES = ("rate", "stages", "ramp", "burstiness", "max_concurrency", "pacing", *_COMMON)
 _TAKES: dict[LoadPattern, tuple[str, ...]] = {
@@ -157,13 +158,27 @@ class TraceSpec:
     replays at half speed, ``0.5`` at double); ``start`` skips the trace's
     first seconds, ``limit`` keeps at most that many rows. The file is read
     by the ``trace`` workload (:mod:`pytest_llmperf.workloads.traces`).
+
+    Agentic formats (``weka``, ``agentic``, ``otel``: docs/agentic.md) hold
+    conversations, not rows: ``conversations=N`` replays the first N (repeated
+    past the file's count), ``start="mid"`` begins each part-way in after a
+    cache warm-up, ``stagger=`` is the seconds between conversation starts
+    where the file records none; ``time_scale`` scales the recorded waits and
+    starts. ``limit`` and a numeric ``start`` are the row formats' only.
     """
 
     path: str
     format: str = "mooncake"
     time_scale: float = 1.0
-    start: float | None = None
+    start: float | str | None = None
     limit: int | None = None
+    conversations: int | None = None
+    stagger: float | None = None
+
+    @property
+    def agentic(self) -> bool:
+        """Whether the format holds agentic conversations (trees of calls, not rows)."""
+        return self.format in AGENTIC_TRACE_FORMATS
 
     @classmethod
     def parse(cls, params: Mapping[str, Any]) -> TraceSpec:
@@ -174,22 +189,70 @@ class TraceSpec:
         fmt = params.get("format", "mooncake")
         if not isinstance(fmt, str):
             raise LlmPerfUsageError(f"{where}: format must be a name, got {fmt!r}")
+        agentic = fmt in AGENTIC_TRACE_FORMATS
         scale = params.get("time_scale", 1.0)
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
             raise LlmPerfUsageError(f"{where}: time_scale must be a number > 0, got {scale!r}")
         start = params.get("start")
-        if start is not None and (
+        if agentic:
+            if start is not None and start != "mid":
+                raise LlmPerfUsageError(
+                    f"{where}: format={fmt!r} takes start='mid' (each conversation begins "
+                    f"part-way in, after a cache warm-up), got start={start!r}; seconds "
+                    "apply to row formats"
+                )
+        elif start == "mid":
+            raise LlmPerfUsageError(
+                f"{where}: start='mid' applies to agentic formats "
+                f"({', '.join(AGENTIC_TRACE_FORMATS)}), not format={fmt!r} (it takes seconds)"
+            )
+        elif start is not None and (
             isinstance(start, bool) or not isinstance(start, (int, float)) or start < 0
         ):
             raise LlmPerfUsageError(
                 f"{where}: start must be seconds >= 0 into the trace, got {start!r}"
             )
         limit = params.get("limit")
+        if limit is not None and agentic:
+            raise LlmPerfUsageError(
+                f"{where}: format={fmt!r} holds conversations, not rows: use conversations=N "
+                f"instead of limit={limit!r}"
+            )
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
         ):
             raise LlmPerfUsageError(f"{where}: limit must be an integer >= 1 rows, got {limit!r}")
-        return cls(str(path), fmt, float(scale), None if start is None else float(start), limit)
+        count = params.get("conversations")
+        stagger = params.get("stagger")
+        if not agentic:
+            given = [k for k in ("conversations", "stagger") if params.get(k) is not None]
+            if given:
+                raise LlmPerfUsageError(
+                    f"{where}: {', '.join(f'{k}=' for k in given)} apply to agentic formats "
+                    f"({', '.join(AGENTIC_TRACE_FORMATS)}), not format={fmt!r}"
+                )
+        if count is not None and (
+            isinstance(count, bool) or not isinstance(count, int) or count < 1
+        ):
+            raise LlmPerfUsageError(
+                f"{where}: conversations must be an integer >= 1, got {count!r}"
+            )
+        if stagger is not None and (
+            isinstance(stagger, bool)
+            or not isinstance(stagger, (int, float))
+            or not stagger >= 0
+            or stagger == float("inf")
+        ):
+            raise LlmPerfUsageError(f"{where}: stagger must be seconds >= 0, got {stagger!r}")
+        return cls(
+            str(path),
+            fmt,
+            float(scale),
+            start if start is None or start == "mid" else float(start),
+            limit,
+            count,
+            None if stagger is None else float(stagger),
+        )
 
     def describe(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -292,16 +292,17 @@ def _trace_workload(
             "tokenizer=, block_size=, ignore_eos=, extra_body=, structured=, tools=, "
             "tool_choice=, adapters=, greedy=)"
         )
-    clash = sorted(set(params) & {"path", "format", "start", "limit"})
+    clash = sorted(set(params) & {"path", "format", "start", "limit", "conversations", "stagger"})
     if clash:
         raise LlmPerfUsageError(
             f"llm_workload('trace'): {', '.join(clash)} belong to llm_load('trace', ...)"
         )
     params.update(path=trace.path, format=trace.format)
-    if trace.start is not None:
-        params["start"] = trace.start
-    if trace.limit is not None:
-        params["limit"] = trace.limit
+    # agentic formats also take conversations= and stagger= (workloads.agentic.workload)
+    for key in ("start", "limit", "conversations", "stagger"):
+        value = getattr(trace, key)
+        if value is not None:
+            params[key] = value
     return "trace"
 
 

@@ -33,9 +33,12 @@ from pytest_llmperf.workloads.traces.formats import (
 )
 
 __all__ = [
+    "AGENTIC_TRACE_FORMATS",
+    "ALL_TRACE_FORMATS",
     "TRACE_FORMATS",
     "Trace",
     "TraceRow",
+    "check_any_format",
     "check_format",
     "check_limit",
     "check_path",
@@ -44,6 +47,12 @@ __all__ = [
     "offsets_ns",
     "read_trace",
 ]
+
+
+# Formats of agentic conversations (trees of calls, not rows): read by
+# :mod:`pytest_llmperf.workloads.agentic` (docs/agentic.md), never by :func:`read_trace`.
+AGENTIC_TRACE_FORMATS: tuple[str, ...] = ("weka", "agentic", "otel")
+ALL_TRACE_FORMATS: tuple[str, ...] = (*TRACE_FORMATS, *AGENTIC_TRACE_FORMATS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +115,23 @@ def offsets_ns(trace: Trace, time_scale: float = 1.0) -> list[int]:
 
 
 def check_format(value: Any) -> str:
+    """A row format (:data:`TRACE_FORMATS`); an agentic one is refused with the reason."""
+    if isinstance(value, str) and value in AGENTIC_TRACE_FORMATS:
+        raise LlmPerfUsageError(
+            f"format {value!r} holds agentic conversations, not rows: read it with "
+            "pytest_llmperf.workloads.agentic (llm_load('trace', format=...) does)"
+        )
     if not isinstance(value, str) or value not in TRACE_FORMATS:
         raise LlmPerfUsageError(f"format must be one of {', '.join(TRACE_FORMATS)}, got {value!r}")
+    return value
+
+
+def check_any_format(value: Any) -> str:
+    """A format ``llm_load("trace")`` takes: a row format or an agentic one."""
+    if not isinstance(value, str) or value not in ALL_TRACE_FORMATS:
+        raise LlmPerfUsageError(
+            f"format must be one of {', '.join(ALL_TRACE_FORMATS)}, got {value!r}"
+        )
     return value
 
 
@@ -123,6 +147,11 @@ def check_start(value: Any) -> float | None:
     """``start``: seconds from the trace's first timestamp (None: from the first row)."""
     if value is None:
         return None
+    if value == "mid":
+        raise LlmPerfUsageError(
+            "start='mid' applies to agentic trace formats "
+            f"({', '.join(AGENTIC_TRACE_FORMATS)}); a row format takes seconds >= 0"
+        )
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))

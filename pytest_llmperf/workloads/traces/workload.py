@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.base import Sample, register_workload
@@ -50,7 +50,15 @@ from pytest_llmperf.workloads.tokenizer import (
     resolve_tokenizer,
 )
 from pytest_llmperf.workloads.traces.prompts import BlockPrompts
-from pytest_llmperf.workloads.traces.trace import Trace, TraceRow, read_trace
+from pytest_llmperf.workloads.traces.trace import (
+    AGENTIC_TRACE_FORMATS,
+    Trace,
+    TraceRow,
+    read_trace,
+)
+
+if TYPE_CHECKING:
+    from pytest_llmperf.workloads.agentic.workload import AgenticTraceWorkload
 
 __all__ = ["MOONCAKE_BLOCK_SIZE", "TraceWorkload"]
 
@@ -211,19 +219,49 @@ def trace(
     format: Any = "mooncake",
     start: Any = None,
     limit: Any = None,
-    block_size: Any = MOONCAKE_BLOCK_SIZE,
+    block_size: Any = None,
     tokenizer: Any = None,
     ignore_eos: Any = True,
     think_time: Any = None,
     conversation_header: Any = None,
-) -> TraceWorkload:
-    """``path`` = a trace file in ``format`` (mooncake, burstgpt, azure, jsonl)."""
+    conversations: Any = None,
+    stagger: Any = None,
+    replies: Any = None,
+) -> TraceWorkload | AgenticTraceWorkload:
+    """``path`` = a trace file in ``format`` (mooncake, burstgpt, azure, jsonl), or agentic
+    conversations (weka, agentic, otel: :mod:`~pytest_llmperf.workloads.agentic.workload`,
+    which takes ``conversations``, ``stagger``, ``replies`` and ``start="mid"``)."""
     if path is None:
         raise LlmPerfUsageError("trace workload needs path=<trace file>")
     if not isinstance(path, (str, Path)):
         raise LlmPerfUsageError(f"path must be a trace file path, got {path!r}")
-    size = positive_int("block_size", block_size)
     controls = output_controls(ignore_eos)
+    if isinstance(format, str) and format in AGENTIC_TRACE_FORMATS:
+        from pytest_llmperf.workloads.agentic.workload import agentic_trace
+
+        return agentic_trace(
+            seed=seed,
+            path=path,
+            format=format,
+            start=start,
+            limit=limit,
+            conversations=conversations,
+            stagger=stagger,
+            replies="server" if replies is None else replies,
+            block_size=block_size,
+            tokenizer=tokenizer,
+            controls=controls,
+            think_time=think_time,
+            conversation_header=conversation_header,
+        )
+    agentic_only = {"conversations": conversations, "stagger": stagger, "replies": replies}
+    given = [k for k, v in agentic_only.items() if v is not None]
+    if given:
+        raise LlmPerfUsageError(
+            f"trace workload: {', '.join(f'{k}=' for k in given)} apply to agentic formats "
+            f"({', '.join(AGENTIC_TRACE_FORMATS)}), not format={format!r}"
+        )
+    size = positive_int("block_size", MOONCAKE_BLOCK_SIZE if block_size is None else block_size)
     think = None if think_time is None else parse_think_time(think_time)  # checked here
     header = parse_header(conversation_header)
     loaded = read_trace(path, format, start=start, limit=limit)
