@@ -36,9 +36,7 @@ def script() -> ModuleType:
 
 def shape(thread: AgentThread, *, hashes: bool = True) -> tuple[Any, ...]:
     """A thread's structure, without ``where`` (it names the file) and, for OTel, hash ids."""
-    calls = tuple(
-        replace(c, where="", hash_ids=c.hash_ids if hashes else ()) for c in thread.calls
-    )
+    calls = tuple(replace(c, where="", hash_ids=c.hash_ids if hashes else ()) for c in thread.calls)
     spawns = tuple(
         (s.after, s.offset_ns, s.joined, shape(s.thread, hashes=hashes)) for s in thread.spawns
     )
@@ -61,9 +59,7 @@ def test_the_three_formats_read_to_the_same_conversations() -> None:
     assert shapes(weka) == shapes(made)
     assert shapes(jsonl) == shapes(made)
     # OTel records no KV blocks, and names a conversation by its trace id
-    assert [s for _, s in shapes(otel, hashes=False)] == [
-        s for _, s in shapes(made, hashes=False)
-    ]
+    assert [s for _, s in shapes(otel, hashes=False)] == [s for _, s in shapes(made, hashes=False)]
     assert [c.start_ns for c in jsonl] == [c.start_ns for c in otel] == [0, 10**9, 2 * 10**9]
     for conv in otel:
         assert conv.notes[0].startswith("waits: ")
