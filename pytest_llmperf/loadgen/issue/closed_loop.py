@@ -179,6 +179,7 @@ class ClosedLoop:
             running -= 1
             if not task.cancelled() and task.exception() is not None:
                 book.stopping.set()  # the other slots stop issuing too
+                book.pacer.cancel()  # (and stop waiting: a conversation's think time)
                 book.end_closed_loop(task.exception())
             elif not running:
                 book.end_closed_loop()

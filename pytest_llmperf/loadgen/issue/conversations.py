@@ -37,11 +37,9 @@ loops still split the plan's positions (arrivals, request budget) as
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -49,17 +47,12 @@ from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.client.stream_client import StreamClient
 from pytest_llmperf.loadgen.issue.closed_loop import ClosedLoop
-from pytest_llmperf.loadgen.issue.pacing import WAKE_EARLY_NS
-from pytest_llmperf.workloads.base import Sample
-from pytest_llmperf.workloads.conversations import (
-    ConversationScript,
-    ConversationSource,
-    TurnResult,
-)
+from pytest_llmperf.loadgen.issue.live import ConversationBook, LiveConversation
+from pytest_llmperf.workloads.conversations import ConversationSource
 
 if TYPE_CHECKING:  # handed in: the book (and in it the plan) it issues over
     from pytest_llmperf.loadgen.issue.book import IssueBook
-    from pytest_llmperf.loadgen.plan.planner import PlannedRequest, ScheduleShare
+    from pytest_llmperf.loadgen.plan.planner import PlannedRequest
 
 __all__ = [
     "ConversationBook",
@@ -68,73 +61,6 @@ __all__ = [
     "issue_conversations_open_loop",
     "issue_conversations_trace",
 ]
-
-
-class LiveConversation:
-    """A conversation in progress in this process: its next turn and what earlier turns got."""
-
-    __slots__ = ("next", "over", "queue", "ready_at", "results", "script", "waiting")
-
-    def __init__(self, script: ConversationScript) -> None:
-        self.script = script
-        self.next = 0  # the turn to send next
-        self.results: list[TurnResult] = []
-        self.ready_at = 0  # monotonic ns: previous turn's end + think time
-        self.over = False
-        self.queue: deque[tuple[PlannedRequest, int]] = deque()  # a trace's rows that fell due
-        self.waiting = False  # a trace turn: sending, or waiting for its time
-
-
-class ConversationBook:
-    """Which conversations this process runs (``index``, ``index + count``, ...), their turns."""
-
-    def __init__(self, source: ConversationSource, share: ScheduleShare) -> None:
-        self.source = source
-        self._next = share.index
-        self._step = max(1, share.count)
-
-    def start(self) -> LiveConversation:
-        """The next conversation of this process's share."""
-        live = LiveConversation(self.source.conversation(self._next))
-        self._next += self._step
-        return live
-
-    @staticmethod
-    def sample(live: LiveConversation) -> Sample:
-        return live.script.turn(live.next, live.results)
-
-    @staticmethod
-    def mark(record: RequestRecord, live: LiveConversation, sample: Sample) -> None:
-        """Turn index, conversation sample and (when a later turn quotes it) reply collection."""
-        script = live.script
-        k = live.next
-        record.index = sample.index
-        record.turn = k if script.tracks_turns else -1
-        if script.replies and k + 1 < script.turns:
-            record.reply = []
-
-    @staticmethod
-    def ended(live: LiveConversation, record: RequestRecord, cut: bool = False) -> bool:
-        """Note how turn ``live.next`` went; True when the conversation has another turn to send.
-
-        ``cut``: the request was cancelled at the drain (never delivered as a reply).
-        """
-        k = live.next
-        script = live.script
-        if cut or not record.ok or record.cancelled or k + 1 >= script.turns:
-            live.over = True
-            return False
-        prompt = record.usage_prompt_tokens
-        live.results.append(
-            TurnResult(
-                reply="".join(record.reply or ()),
-                prompt_tokens=prompt if prompt is not None else record.input_requested,
-                output_tokens=record.output_tokens,
-            )
-        )
-        live.next = k + 1
-        live.ready_at = (record.t_end or time.monotonic_ns()) + script.think_ns(k + 1)
-        return True
 
 
 def _launch_turn(
@@ -147,22 +73,11 @@ def _launch_turn(
     on_end: Callable[[LiveConversation, RequestRecord, asyncio.Task[RequestRecord]], None],
 ) -> None:
     """Open loop: send ``live``'s next turn in a task of its own (as the plain open loop does)."""
-    sample = ConversationBook.sample(live)
+    sample = ConversationBook.sample(live, endpoint)
     record = book.new_record(item, sample, t_sched)
     ConversationBook.mark(record, live, sample)
     task = book.launch(http, endpoint, sample, record, item.cancel)  # delivers (fails a bug)
     task.add_done_callback(lambda t: on_end(live, record, t))
-
-
-async def _sleep_until(at_ns: int, stopping: asyncio.Event) -> bool:
-    """Wait until ``at_ns`` (as :class:`~.pacing.Pacer`, to well under a ms); False if stopped."""
-    early = at_ns - WAKE_EARLY_NS - time.monotonic_ns()
-    if early > 0:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), early / 1e9)
-    while not stopping.is_set() and time.monotonic_ns() < at_ns:
-        await asyncio.sleep(0)
-    return not stopping.is_set()
 
 
 # -- open loop -----------------------------------------------------------------------------
@@ -280,7 +195,7 @@ async def _timed_open_loop(
         _launch_turn(book, http, endpoint, item, live, due, turn_ended)
 
     async def send_later(live: LiveConversation, due: int) -> None:
-        if await _sleep_until(due, stopping):
+        if await pacer.wait_until(due):
             live.waiting = False
             send_next(live)
         else:
@@ -346,6 +261,7 @@ async def issue_conversations_closed_loop(
     source = _source(book)
     conversations = ConversationBook(source, book.plan.share)
     deadline = loop.deadline
+    pacer = book.pacer
 
     async def slot(j: int) -> None:
         live: LiveConversation | None = None
@@ -355,8 +271,9 @@ async def issue_conversations_closed_loop(
                 if deadline and now >= deadline[0]:
                     loop.over()
                     return
-                await loop.rest_until(
-                    min(live.ready_at, deadline[0]) if deadline else live.ready_at
+                # paced as a send is (the think time ends on time), cut by a stop
+                await pacer.wait_until(
+                    min(live.ready_at, int(deadline[0])) if deadline else live.ready_at
                 )
                 continue
             item = next(plan, None)
@@ -367,7 +284,7 @@ async def issue_conversations_closed_loop(
                 return
             if live is None:
                 live = conversations.start()
-            sample = ConversationBook.sample(live)
+            sample = ConversationBook.sample(live, endpoint)
             record = book.new_record(item, sample, now)
             ConversationBook.mark(record, live, sample)
             await loop.send(http, endpoint, sample, record, stage, item.cancel)

@@ -69,7 +69,9 @@ class ShareRun:
         self.label = label
         self.request_limits_ms = dict(request_limits_ms or {})
         self.accumulator = MetricsAccumulator(request_limits_ms=request_limits_ms)
-        self.delivery = Delivery(self.accumulator, observers, closed_loop=not plan.open_loop)
+        self.delivery = Delivery(
+            self.accumulator, observers, closed_loop=plan.strategy.latency_from_send
+        )
         self.stats = IssueStats()
         self.book = IssueBook(plan, self.delivery, self.stats)
         self.drain = Drain(self.book)

@@ -52,12 +52,18 @@ _COLLECT_SPARE_NS = 3_000_000  # precise: time to spare for a young collection (
 class Pacer:
     """Sleeps until planned instants; :meth:`cancel` wakes it for good (``stop()``).
 
+    The one waiting primitive of the issuing side: the open loop's sends, a trace
+    conversation's turns, the think time of a closed-loop conversation and an agent's
+    tool waits all end in :meth:`wait_until`, so a wait is as precise as a send.
+    Several coroutines may wait at once (a conversation's subagents, many
+    conversations' tool waits); :meth:`cancel` wakes every one of them.
+
     ``precise``: spin the last stretch (see the module's docstring); ``spun_ns``
     is the time spent spinning so far.
     """
 
     def __init__(self, *, precise: bool = False) -> None:
-        self._sleeping: asyncio.Future[None] | None = None
+        self._sleeping: set[asyncio.Future[None]] = set()
         self.cancelled = False
         self.precise = precise
         # precise: the young collections, taken here (gc_pauses.young_collections_held)
@@ -75,13 +81,13 @@ class Pacer:
         if early > 0:
             loop = asyncio.get_running_loop()
             fut = loop.create_future()
-            self._sleeping = fut
+            self._sleeping.add(fut)
             handle = loop.call_at(loop.time() + early / 1e9, _resolve, fut)
             try:
                 await fut
             finally:
                 handle.cancel()
-                self._sleeping = None
+                self._sleeping.discard(fut)
         if self.precise:
             await self._turns_then_spin(planned_ns)
         else:
@@ -129,8 +135,8 @@ class Pacer:
 
     def cancel(self) -> None:
         self.cancelled = True
-        if self._sleeping is not None:
-            _resolve(self._sleeping)
+        for fut in tuple(self._sleeping):
+            _resolve(fut)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -16,6 +16,11 @@ from typing import TYPE_CHECKING
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.stream_client import StreamClient
+from pytest_llmperf.loadgen.issue.agents import (
+    issue_agents_closed_loop,
+    issue_agents_open_loop,
+    issue_agents_trace,
+)
 from pytest_llmperf.loadgen.issue.closed_loop import issue_closed_loop
 from pytest_llmperf.loadgen.issue.conversations import (
     issue_conversations_closed_loop,
@@ -40,5 +45,8 @@ STRATEGIES: Mapping[IssueStrategy, Strategy] = MappingProxyType(
         IssueStrategy.CONVERSATIONS_OPEN_LOOP: issue_conversations_open_loop,
         IssueStrategy.CONVERSATIONS_TRACE: issue_conversations_trace,
         IssueStrategy.CONVERSATIONS_CLOSED_LOOP: issue_conversations_closed_loop,
+        IssueStrategy.AGENTS_OPEN_LOOP: issue_agents_open_loop,
+        IssueStrategy.AGENTS_TRACE: issue_agents_trace,
+        IssueStrategy.AGENTS_CLOSED_LOOP: issue_agents_closed_loop,
     }
 )

@@ -27,9 +27,10 @@ split across worker processes without changing its meaning:
   of it: the share run is handed it when it issues);
 - :meth:`RunPlan.warm_connections`: how many connections to open before ``t0``;
 - a closed loop's slots and, staged, its slots per stage (a worker's share of them);
-- the multi-turn conversations the workload runs, if any (found once, before the clock),
-  and with them the :class:`~pytest_llmperf.loadgen.plan.strategy.IssueStrategy` that
-  issues the plan (chosen here, once).
+- the multi-turn conversations or agentic conversation trees the workload runs, if any
+  (found once, before the clock), and with them the
+  :class:`~pytest_llmperf.loadgen.plan.strategy.IssueStrategy` that issues the plan
+  (chosen here, once).
 
 Issuing the plan is :mod:`~pytest_llmperf.loadgen.issue.local` and its strategies
 (:mod:`~pytest_llmperf.loadgen.issue.strategies`).
@@ -49,6 +50,7 @@ from pytest_llmperf.loadgen.plan.sample_order import SampleOrder
 from pytest_llmperf.loadgen.plan.strategy import IssueStrategy, choose_strategy
 from pytest_llmperf.specs.load import LoadSpec, SampleOrderMode
 from pytest_llmperf.specs.run import RunSpec
+from pytest_llmperf.workloads.agent_script import AgentSource, agents_of
 from pytest_llmperf.workloads.base import Workload
 from pytest_llmperf.workloads.conversations import ConversationSource, conversations_of
 from pytest_llmperf.workloads.tokenizer import Tokenizer, bind_api, resolve_tokenizer
@@ -105,8 +107,8 @@ class RunPlan:
     ``duration``), this process's ``share``, the sample order, the staged
     schedule (an open loop's stage bounds and arrivals come from one object),
     the cancel points, the conversations the workload runs (None: independent
-    requests), the strategy that issues it and the spec's arguments a worker
-    rebuilds it from.
+    requests), its agentic conversation trees (``agents``; None: no agents), the
+    strategy that issues it and the spec's arguments a worker rebuilds it from.
     """
 
     load: LoadSpec
@@ -122,6 +124,7 @@ class RunPlan:
     worker_args: Mapping[str, Any] = field(repr=False)  # picklable: a worker's RunSpec(**args)
     describe_spec: Callable[[], dict[str, Any]] = field(repr=False)
     share: ScheduleShare = ScheduleShare()
+    agents: AgentSource | None = None
 
     @classmethod
     def from_spec(cls, spec: RunSpec, share: ScheduleShare | None = None) -> RunPlan:
@@ -129,7 +132,9 @@ class RunPlan:
         load = spec.load
         staged = bool(load.stages) and load.open_loop
         sample_order = sample_order_for(spec)
-        conversations = conversations_of(spec.workload)  # before the clock: a trace is scanned
+        agents = agents_of(spec.workload)
+        # before the clock: a trace is scanned (an agentic workload's trees win)
+        conversations = conversations_of(spec.workload) if agents is None else None
         return cls(
             load=load,
             workload=spec.workload,
@@ -143,9 +148,9 @@ class RunPlan:
             strategy=choose_strategy(
                 open_loop=load.open_loop,
                 conversations=conversations is not None,
-                timed_trace=conversations is not None
-                and conversations.timed
-                and load.trace is not None,
+                timed_trace=load.trace is not None
+                and (agents is not None or (conversations is not None and conversations.timed)),
+                agents=agents is not None,
             ),
             worker_args={
                 "workload_name": spec.workload_name,
@@ -158,6 +163,7 @@ class RunPlan:
             },
             describe_spec=spec.describe_workload,
             share=share or ScheduleShare(),
+            agents=agents,
         )
 
     @classmethod
@@ -265,6 +271,14 @@ class RunPlan:
             if position % share.count == share.index:
                 yield PlannedRequest(position, index, offset, tracked, stage, cancel)
 
+    def placed(
+        self, position: int, tracked: bool, stage: int = -1, cancel: CancelAt | None = None
+    ) -> PlannedRequest:
+        """A request placed while issuing, not ahead: an agent tree's call, whose place in
+        the run is known only when it is about to go
+        (:class:`~pytest_llmperf.loadgen.issue.call_budget.CallBudget`)."""
+        return PlannedRequest(position, 0, None, tracked, stage, cancel)
+
     def warm_connections(self) -> int:
         """Connections to open before the clock starts: ~50 ms of arrivals for an open loop,
         a closed loop's first slots.
@@ -312,10 +326,13 @@ class RunPlan:
     def describe_workload(self) -> dict[str, Any]:
         """The spec's workload description and the order its samples go in."""
         out = self.describe_spec()
-        if self.conversations is None:
+        if self.conversations is None and self.agents is None:
             out["sample_order"] = self.sample_order.describe()
         else:  # turns follow their conversations, not a sample order (docs/conversations.md)
             out["sample_order"] = {"mode": "sessions"}  # (the JSON report's word, kept)
+        if self.agents is not None:  # how the trees go (docs/agentic.md, "When each call goes")
+            out["issue"] = self.strategy.describe()
+            out.setdefault("agents", self.agents.describe())
         return out
 
 
