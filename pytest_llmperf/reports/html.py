@@ -19,6 +19,12 @@ from markupsafe import Markup
 
 from pytest_llmperf.gate_states import did_not_run_line
 from pytest_llmperf.reports import plots
+from pytest_llmperf.reports.conversation_view import (
+    BAND_HEADER,
+    band_rows,
+    conversation_figures,
+    has_conversations,
+)
 from pytest_llmperf.reports.html_outputs import is_path_key, outputs_view, path_config_rows
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.server_process import exit_message, exit_tail, log_uri, process_rows
@@ -271,6 +277,7 @@ def _run_view(
         "config": config,
         "stage_rows": stage_rows,
         "turn_rows": list(run.get("turns") or []),
+        "conversation_view": _conversation_view(run),
         "latency_rows": latency_rows,
         "stats": _stat_columns(metrics.get(name) for name in latency_rows),
         "cancelled": (run.get("counts") or {}).get("cancelled", 0),
@@ -281,6 +288,21 @@ def _run_view(
         "split_view": _split_view(run),
         "stage_server": any(row["server"] is not None for row in stage_rows),
         "outputs_view": outputs_view(run, slos),
+    }
+
+
+def _conversation_view(run: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A run's conversations (``runs[].conversations``) as the "Conversations" section:
+    its figures in words, the turn-band and prompt-band tables and the two plots."""
+    if not has_conversations(run):
+        return None
+    block = run["conversations"]
+    return {
+        "figures": conversation_figures(block),
+        "header": BAND_HEADER,
+        "turn_rows": band_rows(block, "by_turn_band"),
+        "prompt_rows": band_rows(block, "by_prompt_band"),
+        "charts": [Markup(svg) for svg in plots.turn_band_plots(block)],
     }
 
 

@@ -41,6 +41,7 @@ from typing import Any
 from pytest_llmperf.gate_states import did_not_run_line
 from pytest_llmperf.gfm import CHAR_LIMIT, Block, Document, Section, code, details, table, text
 from pytest_llmperf.history.markdown import TREND_HEADER, trend_rows
+from pytest_llmperf.reports.conversation_view import conversation_markdown
 from pytest_llmperf.reports.markdown_outputs import paths_line
 from pytest_llmperf.reports.markdown_runs import (
     identity_lines,
@@ -76,6 +77,7 @@ _LEFT_OUT = {
     "passing": "passing tests' tables",
     "stages": "per-stage/per-turn tables",
     "models": "per-model tables",
+    "conversations": "per-conversation tables",
     "trend": "trend tables",
     "run": "rows of the gated-runs table",
     "server": "server lines",
@@ -343,6 +345,10 @@ def _details_sections(views: Sequence[TestView]) -> list[Section]:
             if run.get("turns"):
                 body = turn_table(run)
                 staged.append(Block(details(f"Turns: {where}", body) + "\n", _STAGES, "stages"))
+            if body := conversation_markdown(run):
+                staged.append(
+                    Block(details(f"Conversations: {where}", body) + "\n", _STAGES, "conversations")
+                )
             body = model_table(run, list(view.test.get("slos") or []))
             if body:
                 staged.append(Block(details(f"Models: {where}", body) + "\n", _STAGES, "models"))

@@ -8,7 +8,7 @@ a test's several runs; tests' attached ``curve`` analyses are drawn
 generically; a metric's history (``--llm-history``) with its change points; the
 server's gauges over the run (``--llm-server-metrics``: KV-cache usage, requests
 running and waiting) and the client's TTFT split into the server's parts as
-stacked bars.
+stacked bars; a run's conversations, its TTFT and prefix-cache hit by turn band.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ __all__ = [
     "stage_bands",
     "throughput_plots",
     "ttft_split_plot",
+    "turn_band_plots",
 ]
 
 PLOTTED_METRICS = ("ttft", "tpot", "itl", "e2e")
@@ -441,3 +442,51 @@ def ttft_split_plot(split: TimeSplit) -> str:
     out.append(f'<text x="{legend_x + 5:.1f}" y="{legend_y + 1}" class="legend">client ttft</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def turn_band_plots(block: Mapping[str, Any] | None) -> list[str]:
+    """A run's conversations by turn band (``runs[].conversations.by_turn_band``): TTFT p50
+    and p90, and the prefix-cache hit rate where the server said its cached tokens. The x
+    axis is the band's place (1 = turn 1, 2 = turns 2-5, ...), named in its label."""
+    rows = list((block or {}).get("by_turn_band") or ())
+    if not rows:
+        return []
+    names = ", ".join(f"{k} = {row['turns']}" for k, row in enumerate(rows, 1))
+    x_label = f"turn band ({names})"
+    series = []
+    for stat in ("p50", "p90"):
+        pts = [
+            (float(k), float(row["ttft"][stat]))
+            for k, row in enumerate(rows, 1)
+            if (row.get("ttft") or {}).get(stat) is not None
+        ]
+        if pts:
+            series.append(Series(f"TTFT {stat}", pts))
+    out = [
+        line_chart(
+            series,
+            title="TTFT by turn band",
+            x_label=x_label,
+            y_label="ms",
+            kind="ttft-by-turn",
+            markers=True,
+        )
+    ]
+    hits = [
+        (float(k), 100.0 * float(row["cache_hit_rate"]))
+        for k, row in enumerate(rows, 1)
+        if row.get("cache_hit_rate") is not None
+    ]
+    if hits:
+        out.append(
+            line_chart(
+                [Series("prefix-cache hit", hits)],
+                title="prefix-cache hit by turn band",
+                x_label=x_label,
+                y_label="% of prompt tokens",
+                kind="cache-hit-by-turn",
+                y_range=(0.0, 100.0),
+                markers=True,
+            )
+        )
+    return out

@@ -46,6 +46,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_llmperf.reports.conversation_view import conversation_parts
 from pytest_llmperf.reports.line_breaks import fit, prose, wrap_parts
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.server_process import exit_message, process_parts
@@ -159,6 +160,8 @@ def summary_lines(
                 parts = _brief_parts(m, run["counts"], run.get("errors"))
                 lines.extend(wrap_parts([f"{run['label']}: {parts[0]}", *parts[1:]], width))
             lines.extend(_stage_lines(run, test.slos))
+            if parts := conversation_parts(run):  # what an agent feels: a short block
+                lines.extend(wrap_parts(parts, width, sep=";"))
             lines.extend(output_lines(run, test.slos, width))
             if run.get("stop_reason") == "decided":  # until="decided": when, and on what
                 detail = run.get("stop_detail") or "every SLO decided"

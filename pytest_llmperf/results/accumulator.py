@@ -112,6 +112,7 @@ from typing import Any
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.results.conversations import ConversationTracker, prompt_band, turn_band
 from pytest_llmperf.results.error_samples import ErrorSamples
 from pytest_llmperf.results.output_samples import InvalidSamples
 from pytest_llmperf.results.outputs import SampleOutputs
@@ -218,6 +219,9 @@ _COUNTERS = (
     "checked",  # completed requests whose output was checked (schema or tools)
     "invalid",  # ... and failed the check
     "blank",  # completed requests with no visible output (generated but blank)
+    "cache_reported",  # completed requests whose usage said their cached prompt tokens ...
+    "cache_reported_prompt_tokens",  # ... their prompt tokens ...
+    "cache_reported_cached_tokens",  # ... and those cached (the prefix-cache hit rate)
 )
 
 
@@ -261,6 +265,9 @@ class MetricsAccumulator:
         self.checked = 0
         self.invalid = 0
         self.blank = 0
+        self.cache_reported = 0
+        self.cache_reported_prompt_tokens = 0
+        self.cache_reported_cached_tokens = 0
         self.invalid_samples = InvalidSamples()
         self.outputs = SampleOutputs()  # greedy: sample index -> output fingerprint
         self.errors: Counter[str] = Counter()
@@ -273,7 +280,13 @@ class MetricsAccumulator:
         self.stages: dict[int, MetricsAccumulator] = {}
         self.turns: dict[int, MetricsAccumulator] = {}
         self.models: dict[str, MetricsAccumulator] = {}  # record.model -> its requests
+        # conversations' requests by turn band and by prompt-length band (results/conversations.py)
+        self.turn_bands: dict[str, MetricsAccumulator] = {}
+        self.prompt_bands: dict[str, MetricsAccumulator] = {}
+        # per-conversation figures, made at the first record of a conversation
+        self.conversations: ConversationTracker | None = None
         self._breaks_down = True
+        self._pools_gaps = True  # a band's breakdown leaves the per-token-event ITL out
         # SERVER_TIMING_HISTOGRAMS, made at the first request with the server's own timings
         self.server_histograms: dict[str, LatencyHistogram] = {}
         self.server_remainder_negative = 0  # requests whose TTFT parts overran their TTFT
@@ -292,6 +305,8 @@ class MetricsAccumulator:
                 self._breakdown(self.turns, min(record.turn, MAX_TURN_BREAKDOWN - 1)).add(record)
             if record.model:
                 self._breakdown(self.models, record.model).add(record)
+            if record.conversation >= 0 or record.turn >= 0:
+                self._add_conversation(record)
         self.issued += 1
         self.connection_retries += record.connection_retries
         if record.images:
@@ -344,8 +359,12 @@ class MetricsAccumulator:
             self.input_usage_requests += 1
             self.input_usage_tokens += record.usage_prompt_tokens
             self.input_usage_requested += record.input_requested
-        if record.usage_cached_tokens:
+        if record.usage_cached_tokens is not None:
             self.cached_tokens += record.usage_cached_tokens
+            if record.usage_prompt_tokens is not None:
+                self.cache_reported += 1
+                self.cache_reported_prompt_tokens += record.usage_prompt_tokens
+                self.cache_reported_cached_tokens += record.usage_cached_tokens
         if not record.t_first:
             # an answer without a token stream (embeddings), or a blank reply without a
             # token event (to the end of its stream): e2e alone
@@ -375,7 +394,7 @@ class MetricsAccumulator:
             h["tpot_token_weighted"].record_ns(tpot, n_out - 1)
             values["tpot"] = tpot
         gaps = record.gaps_ns
-        if gaps:
+        if gaps and self._pools_gaps:
             h["itl"].record_many_ns(gaps)
             h["itl_request_mean"].record_ns(sum(gaps) // len(gaps))
         if (
@@ -427,6 +446,31 @@ class MetricsAccumulator:
         if drafted is not None and record.server_spec_accepted is not None:
             self.server_spec_accepted += record.server_spec_accepted
             self.server_spec_draft += drafted
+
+    def _add_conversation(self, record: RequestRecord) -> None:
+        """A conversation's request: its conversation's figures, its turn band's and (with
+        a server-counted prompt) its prompt-length band's breakdowns."""
+        if record.conversation >= 0:
+            if self.conversations is None:
+                self.conversations = ConversationTracker()
+            self.conversations.add(record)
+        if record.turn >= 0:
+            self._band(self.turn_bands, turn_band(record.turn)).add(record)
+        if record.usage_prompt_tokens is not None:
+            self._band(self.prompt_bands, prompt_band(record.usage_prompt_tokens)).add(record)
+
+    def _band(self, parts: dict[str, MetricsAccumulator], key: str) -> MetricsAccumulator:
+        part = self._breakdown(parts, key)
+        part._pools_gaps = False
+        return part
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """Cached prompt tokens / prompt tokens over the completed requests whose usage
+        said their cached tokens; None where none did (the server does not report it)."""
+        if not self.cache_reported or not self.cache_reported_prompt_tokens:
+            return None
+        return self.cache_reported_cached_tokens / self.cache_reported_prompt_tokens
 
     def _make_server_histograms(self) -> dict[str, LatencyHistogram]:
         self.server_histograms = {name: LatencyHistogram() for name in SERVER_TIMING_HISTOGRAMS}
@@ -490,6 +534,16 @@ class MetricsAccumulator:
         for mine, theirs in breakdowns:
             for key, part in theirs.items():
                 self._breakdown(mine, key).merge(part)
+        for mine, theirs in (
+            (self.turn_bands, other.turn_bands),
+            (self.prompt_bands, other.prompt_bands),
+        ):
+            for key, part in theirs.items():
+                self._band(mine, key).merge(part)
+        if other.conversations:
+            if self.conversations is None:
+                self.conversations = ConversationTracker()
+            self.conversations.merge(other.conversations)
 
     # -- reading ---------------------------------------------------------------
 
@@ -608,6 +662,12 @@ class MetricsAccumulator:
         }
         if self.models:
             state["models"] = {k: v.to_state() for k, v in self.models.items()}
+        if self.turn_bands:
+            state["turn_bands"] = {k: v.to_state() for k, v in self.turn_bands.items()}
+        if self.prompt_bands:
+            state["prompt_bands"] = {k: v.to_state() for k, v in self.prompt_bands.items()}
+        if self.conversations:
+            state["conversations"] = self.conversations.to_state()
         if self.invalid_samples:
             state["invalid_samples"] = self.invalid_samples.to_state()
         if self.outputs:
@@ -641,6 +701,11 @@ class MetricsAccumulator:
         acc.stages = {int(k): cls.from_state(v) for k, v in state.get("stages", {}).items()}
         acc.turns = {int(k): cls.from_state(v) for k, v in state.get("turns", {}).items()}
         acc.models = {str(k): cls.from_state(v) for k, v in state.get("models", {}).items()}
+        for attr in ("turn_bands", "prompt_bands"):
+            for key, part_state in state.get(attr, {}).items():
+                acc._band(getattr(acc, attr), str(key)).merge(cls.from_state(part_state))
+        if state.get("conversations"):
+            acc.conversations = ConversationTracker.from_state(state["conversations"])
         acc.invalid_samples = InvalidSamples.from_state(state.get("invalid_samples", []))
         acc.outputs = SampleOutputs.from_state(state.get("outputs"))
         server = state.get("server_timing")

@@ -73,6 +73,7 @@ from pytest_llmperf.slo.quantile_bounds import (
     samples_to_decide,
 )
 from pytest_llmperf.slo.sequential import sequential_rank_bounds
+from pytest_llmperf.specs.conversation_names import CONVERSATION_RATE_METRICS
 from pytest_llmperf.specs.load import UNTIL_DECIDED
 from pytest_llmperf.specs.process_names import process_value
 from pytest_llmperf.specs.rulesets import Ruleset, ruleset_bar, ruleset_bars
@@ -97,6 +98,8 @@ __all__ = [
 
 # compared sample by sample over a whole run: never judged per stage or per model
 _WHOLE_RUN_METRICS = ("output_match", "output_consistency")
+# rates a load generator that fell behind does not change (errors, blanks, replica affinity)
+_NOT_LOAD_BOUND = ("error_rate", "blank_rate", *CONVERSATION_RATE_METRICS)
 NOT_STARTED = "the gate did not start this server (--llm-server-cmd)"
 
 
@@ -232,25 +235,29 @@ def evaluate(
         return evaluate_server(slo, result, min_count=min_count, confidence=confidence)
     if slo.metric in OUTPUT_SLO_METRICS:
         return evaluate_outputs(slo, result, min_count=min_count)
+    if slo.turn_band is not None:  # turns[11-20].ttft.p90: that band's requests as a run
+        return evaluate(
+            replace(slo, turn_band=None),
+            result.turn_band_result(slo.turn_band),
+            min_count=min_count,
+            min_duration_s=min_duration_s,
+            confidence=confidence,
+        )
     acc = result.accumulator
     run = result.label
-    if slo.is_latency:
-        hist = acc.histograms[slo.metric]
+    if slo.is_latency:  # a request's latency, or a conversation's (conversation.makespan)
+        hist = result.histogram(slo.metric)
         samples = hist.count
         observed = hist.stat(slo.stat or "") if samples else None
-    else:  # blank_rate's are the completed replies: with none, nothing to rate
-        samples = acc.completed if slo.metric == "blank_rate" else acc.issued
-        observed = acc.rate(slo.metric) if samples else None
+    else:  # blank_rate's are the completed replies, a share of calls its call pairs
+        samples = result.rate_samples(slo.metric)
+        observed = result.rate(slo.metric) if samples else None
 
     def judged(verdict: Verdict, observed: float | None, reason: str = "") -> SloVerdict:
         return SloVerdict(slo.expr, observed, slo.target, slo.unit, verdict, run, samples, reason)
 
     if observed is None or (isinstance(observed, float) and math.isnan(observed)):
-        return judged(
-            Verdict.INCONCLUSIVE,
-            None,
-            f"no {'successful ' if slo.is_latency else ''}requests to measure",
-        )
+        return judged(Verdict.INCONCLUSIVE, None, _nothing_measured(slo))
     observed = round(float(observed), 4)
     bounded = slo.is_latency and _bounded(slo)
     needed = max(1 if bounded else min_samples(slo.percentile), min_count)
@@ -266,11 +273,10 @@ def evaluate(
             observed,
             f"needs >= {min_duration_s:g} s measured, run has {acc.window_s:.1f} s",
         )
-    if result.self_check.get("generator_bound") and slo.metric not in ("error_rate", "blank_rate"):
+    if result.self_check.get("generator_bound") and slo.metric not in _NOT_LOAD_BOUND:
         why = "; ".join(result.self_check.get("reasons", [])) or "load generator was the bottleneck"
         return judged(Verdict.INCONCLUSIVE, observed, f"load generator bound: {why}")
     if bounded:
-        hist = acc.histograms[slo.metric]
         # until="decided": the run was looked at as it went, so its bounds are the
         # always-valid ones (slo/sequential.py), at its end as at every look
         always_valid = result.load.get("until") == UNTIL_DECIDED
@@ -284,6 +290,17 @@ def evaluate(
         )
         return replace(judged(verdict, observed, reason), interval=interval, confidence=confidence)
     return judged(Verdict.PASS if slo.holds(observed) else Verdict.FAIL, observed)
+
+
+def _nothing_measured(slo: Slo) -> str:
+    """Why ``slo`` has no value on a run."""
+    if slo.metric == "conversation.same_replica_rate":
+        return "no consecutive calls of a thread with their replica said (not attributed)"
+    if slo.metric == "conversation.tree_same_replica_rate":
+        return "no consecutive calls of a conversation with their replica said (not attributed)"
+    if slo.is_conversation:
+        return "no conversation whose every call completed"
+    return f"no {'successful ' if slo.is_latency else ''}requests to measure"
 
 
 def evaluate_outputs(slo: Slo, result: RunResult, *, min_count: int = 0) -> SloVerdict:
