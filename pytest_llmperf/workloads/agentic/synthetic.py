@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
@@ -204,7 +204,7 @@ class SyntheticAgentsWorkload:
 
     ``agent_source`` is the same :class:`~.scripts.RecordedAgents` a Weka trace
     gets, so the load generator cannot tell them apart; ``sample(i)`` is
-    conversation ``i``'s first tracked call alone (what a preflight sends).
+    conversation ``i``'s first tracked call alone (what a preflight sends), as sample ``i``.
     """
 
     seed: int
@@ -219,7 +219,7 @@ class SyntheticAgentsWorkload:
 
     def sample(self, index: int) -> Sample:
         script = self.agent_source.conversation(index % self.size)
-        return script.turn(script.first_turn, [])
+        return replace(script.turn(script.first_turn, []), index=index)
 
     def describe(self) -> dict[str, Any]:
         return {
