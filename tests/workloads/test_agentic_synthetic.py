@@ -66,7 +66,7 @@ def test_turns_fanouts_and_subagent_lengths_stay_in_their_ranges() -> None:
 
 
 def test_no_subagents() -> None:
-    for subagents_param in (0, {"spawns": 0}):
+    for subagents_param in (0, {"spawns": 0}, {"spawns": (0, 0)}):
         convs = generate(subagents=subagents_param)
         assert all(c.root.spawns == () for c in convs)
 

@@ -102,6 +102,8 @@ def _zero_range(name: str, value: Any) -> TokenRange:
     if value == 0 and not isinstance(value, bool):
         return (0, 0)
     if isinstance(value, (tuple, list)) and len(value) == 2 and value[0] == 0:
+        if value[1] == 0 and not isinstance(value[1], bool):
+            return (0, 0)
         return (0, token_range(f"{name}[1]", value[1])[1])
     return token_range(name, value)
 
