@@ -290,7 +290,7 @@ def _trace_workload(
             f"llm_load('trace') replays the trace's own requests; llm_workload({name!r}) "
             "cannot apply (use llm_workload('trace', ...) or give only its options: "
             "tokenizer=, block_size=, ignore_eos=, extra_body=, structured=, tools=, "
-            "tool_choice=, adapters=, greedy=)"
+            "tool_choice=, adapters=, greedy=; replies= for agentic formats)"
         )
     clash = sorted(set(params) & {"path", "format", "start", "limit", "conversations", "stagger"})
     if clash:

@@ -1,4 +1,4 @@
-"""A small Weka-format trace made here (no copied data): three conversations of a coding
+"""A small Weka-format trace made here (no copied data): four conversations of a coding
 agent with tool gaps, joined and background subagents, nested subagents, a compaction,
 and both hash-id scopes.
 
@@ -106,12 +106,26 @@ def conversation_c() -> dict[str, Any]:
     }
 
 
+def conversation_d() -> dict[str, Any]:
+    """Global scope like conversation a: its first blocks (1, 2) are a's system prompt."""
+    return {
+        "id": "conv-d",
+        "models": ["m"],
+        "block_size": BLOCK,
+        "hash_id_scope": "global",
+        "requests": [
+            _call(0.0, 40, 6, [1, 2, 30], 0.3),
+            _call(0.8, 75, 6, [1, 2, 30, 31, 32], 0.3),
+        ],
+    }
+
+
 def conversations() -> list[dict[str, Any]]:
-    return [conversation_a(), conversation_b(), conversation_c()]
+    return [conversation_a(), conversation_b(), conversation_c(), conversation_d()]
 
 
 def write_weka(folder: Path) -> Path:
-    """The three conversations as a folder of Weka files (one JSON object each)."""
+    """The four conversations as a folder of Weka files (one JSON object each)."""
     folder.mkdir(parents=True, exist_ok=True)
     for obj in conversations():
         (folder / f"{obj['id']}.json").write_text(json.dumps(obj, indent=1), "utf-8")
@@ -119,7 +133,7 @@ def write_weka(folder: Path) -> Path:
 
 
 def write_agentic(path: Path, *, starts: bool = True) -> Path:
-    """The three conversations as the project's JSON Lines (``start`` 0, 2, 4 s)."""
+    """The four conversations as the project's JSON Lines (``start`` 100, 102, ... s)."""
     lines = []
     for i, obj in enumerate(conversations()):
         line = dict(obj)

@@ -28,7 +28,10 @@ conversation's root begins at a seeded call in the middle half of its calls
 (:attr:`RecordedThread.first_turn`), after :meth:`RecordedThread.warmup_sample`,
 the block text of the call before it (``max_tokens`` 1).
 
-:meth:`RecordedThread.turn` is a pure function of ``(k, earlier)``; it keeps the
+``earlier[j]`` is what turn ``j`` got back; after a mid start the turns before
+``first_turn`` were never sent, so ``earlier`` may hold placeholders there, or
+only the tracked turns' results (``len(earlier) == k - first_turn``): both are
+read alike. :meth:`RecordedThread.turn` is a pure function of ``(k, earlier)``; it keeps the
 last continuation chain it built (same ``earlier`` objects: no rebuilding), so a
 conversation of 300 calls costs one prompt per call.
 """
@@ -49,7 +52,17 @@ from pytest_llmperf.workloads.agentic.prompts import AgentPrompts
 from pytest_llmperf.workloads.base import Sample
 from pytest_llmperf.workloads.conversations import TurnResult
 
-__all__ = ["REPLY_MODES", "RecordedAgents", "RecordedThread", "ReplyMode", "mid_turn"]
+__all__ = [
+    "REPLY_MODES",
+    "AgentSettings",
+    "PromptTally",
+    "RecordedAgents",
+    "RecordedThread",
+    "ReplyMode",
+    "continues",
+    "keeps_previous",
+    "mid_turn",
+]
 
 
 class ReplyMode(StrEnum):
@@ -62,7 +75,11 @@ class ReplyMode(StrEnum):
 REPLY_MODES = tuple(m.value for m in ReplyMode)
 
 
-class _Tally:
+# what stands for the turns before a mid start, never sent (their results are never read)
+_UNSENT_TURN = TurnResult("", 0, 0)
+
+
+class PromptTally:
     """Counts made while prompts are built (this process's), for ``describe()``."""
 
     def __init__(self) -> None:
@@ -110,14 +127,15 @@ def mid_turn(seed: int, index: int, calls: int) -> int:
 
 
 @dataclass(frozen=True)
-class _Shared:
-    """What every thread of a workload shares."""
+class AgentSettings:
+    """What every thread of a workload shares: prompt makers (one per block size), the
+    reply mode, the output controls, the conversation header, the tally."""
 
     prompts: Mapping[int, AgentPrompts]  # by block size
     mode: ReplyMode
     controls: Mapping[str, Any]
     header: str | None
-    tally: _Tally
+    tally: PromptTally
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,7 +148,7 @@ class RecordedThread:
     thread: AgentThread
     namespace: str | None  # local hash scope: the conversation's own blocks
     block_size: int
-    shared: _Shared
+    shared: AgentSettings
     first_turn: int = 0
     _memo: dict[int, tuple[tuple[TurnResult, ...], Sample]] = field(
         default_factory=dict, repr=False, compare=False
@@ -198,6 +216,9 @@ class RecordedThread:
         return self._sample(text, (), call.input_tokens, 1)
 
     def turn(self, k: int, earlier: Sequence[TurnResult]) -> Sample:
+        if self.first_turn and len(earlier) == k - self.first_turn < k:
+            # only the tracked turns' results: put them at their turns' places
+            earlier = ((_UNSENT_TURN,) * self.first_turn) + tuple(earlier)
         if k >= 1 and self._continues[k] and k - 1 >= self.first_turn and len(earlier) >= k:
             start = k  # back to the chain's first call (block text), then forward
             while start > self.first_turn and self._continues[start]:
@@ -286,7 +307,7 @@ class RecordedAgents:
 
     recorded: tuple[AgentConversation, ...]
     count: int
-    shared: _Shared
+    shared: AgentSettings
     stagger_ns: int
     mid: bool = False
     seed: int = 0
@@ -306,7 +327,8 @@ class RecordedAgents:
             cid,
             "",
             conv.root,
-            None if conv.shared_hashes else cid,
+            # local scope: blocks of its own per conversation and round (ids may repeat)
+            None if conv.shared_hashes else f"{u}~{rounds}",
             conv.block_size,
             self.shared,
             first,

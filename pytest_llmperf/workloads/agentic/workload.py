@@ -31,10 +31,10 @@ from pytest_llmperf.workloads.agentic.model import AgentConversation
 from pytest_llmperf.workloads.agentic.prompts import AgentPrompts
 from pytest_llmperf.workloads.agentic.scripts import (
     REPLY_MODES,
+    AgentSettings,
+    PromptTally,
     RecordedAgents,
     ReplyMode,
-    _Shared,
-    _Tally,
 )
 from pytest_llmperf.workloads.agentic.weka import DEFAULT_AGENT_BLOCK_SIZE
 from pytest_llmperf.workloads.base import Sample
@@ -138,7 +138,7 @@ def agentic_trace(
     prompts = {
         size: AgentPrompts(tok, corpus, seed, size) for size in {c.block_size for c in recorded}
     }
-    shared = _Shared(prompts, ReplyMode(replies), dict(controls), header, _Tally())
+    shared = AgentSettings(prompts, ReplyMode(replies), dict(controls), header, PromptTally())
     source = RecordedAgents(
         recorded=recorded,
         count=count if count is not None else len(recorded),
