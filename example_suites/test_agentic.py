@@ -9,7 +9,7 @@ timeline at twice its speed (``time_scale=0.5``: tool waits halved; about 4 s). 
 second generates conversations (``llm_workload("agentic")``) and runs four agents at a
 time (a closed loop: each slot runs a whole tree, subagents included). What an agent
 feels is judged per conversation: its makespan, tool waits excluded
-(docs/agentic-inputs.md, docs/measurement.md).
+(docs/agentic.md, docs/measurement.md).
 """
 
 import pytest

@@ -45,10 +45,10 @@ from pytest_llmperf.workloads.agentic.model import (
 from pytest_llmperf.workloads.agentic.prompts import AgentPrompts
 from pytest_llmperf.workloads.agentic.scripts import (
     REPLY_MODES,
+    AgentSettings,
+    PromptTally,
     RecordedAgents,
     ReplyMode,
-    _Shared,
-    _Tally,
 )
 from pytest_llmperf.workloads.agentic.synthetic_params import (
     WORKLOAD,
@@ -291,7 +291,7 @@ def agentic(
         raise LlmPerfUsageError(f"workload {WORKLOAD!r}: {exc}") from None
     tok = resolve_tokenizer(tokenizer)
     prompts = {params.block_size: AgentPrompts(tok, default_corpus(), seed, params.block_size)}
-    shared = _Shared(prompts, ReplyMode(replies), controls, header, _Tally())
+    shared = AgentSettings(prompts, ReplyMode(replies), controls, header, PromptTally())
     recorded = tuple(synthetic_conversations(params, seed))
     source = RecordedAgents(
         recorded=recorded,
