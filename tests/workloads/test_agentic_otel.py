@@ -300,6 +300,10 @@ def test_files_that_are_not_spans_say_where(tmp_path: Path) -> None:
         read_otel(write(tmp_path, {"resourceSpans": []}, "empty.json"))
     with pytest.raises(LlmPerfUsageError, match=r"missing\.json: cannot read it"):
         read_otel(tmp_path / "missing.json")
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"name": "caf\xe9"}')
+    with pytest.raises(LlmPerfUsageError, match=r"latin\.json: not UTF-8 text"):
+        read_otel(latin)
     t = Trace()
     t.tool(t.agent("", 0, 100), 0, 50)
     with pytest.raises(LlmPerfUsageError, match=r"no model-call span .*chat, generate_content"):

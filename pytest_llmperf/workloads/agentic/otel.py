@@ -31,12 +31,9 @@ prompts share nothing beyond the conversation's own growth.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.workloads.agentic.model import (
@@ -45,6 +42,7 @@ from pytest_llmperf.workloads.agentic.model import (
     AgentSpawn,
     AgentThread,
 )
+from pytest_llmperf.workloads.agentic.otel_spans import OtelSpan, read_spans
 
 __all__ = ["AGENT_OPERATIONS", "MODEL_OPERATIONS", "TOOL_OPERATIONS", "read_otel"]
 
@@ -53,28 +51,6 @@ TOOL_OPERATIONS = frozenset({"execute_tool"})
 AGENT_OPERATIONS = frozenset({"invoke_agent"})
 _INPUT_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 _OUTPUT_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
-_START_KEYS = ("startTimeUnixNano", "start_time_unix_nano", "start_time")
-_END_KEYS = ("endTimeUnixNano", "end_time_unix_nano", "end_time")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@dataclass
-class _Span:
-    trace: str
-    id: str
-    parent: str
-    name: str
-    start: int
-    end: int
-    attrs: dict[str, Any]
-    seq: int = 0  # its place in the file: siblings that start together keep the file's order
-
-    @property
-    def op(self) -> str:
-        return str(self.attrs.get("gen_ai.operation.name", ""))
-
-    def label(self) -> str:
-        return f"span {self.name!r} (spanId {self.id}) of trace {self.trace}"
 
 
 def read_otel(path: str | Path) -> list[AgentConversation]:
@@ -82,16 +58,8 @@ def read_otel(path: str | Path) -> list[AgentConversation]:
 
     Bad input is a :class:`LlmPerfUsageError` naming the file, the span and the value.
     """
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise LlmPerfUsageError(f"otel trace {file}: cannot read it ({exc})") from None
-    where = f"otel trace {file}"
-    spans = [_span(raw, where, n) for n, raw in enumerate(_raw_spans(text, where))]
-    if not spans:
-        raise LlmPerfUsageError(f"{where}: no spans (expected OTLP/JSON or a list of spans)")
-    traces: dict[str, list[_Span]] = {}
+    where, spans = read_spans(path)
+    traces: dict[str, list[OtelSpan]] = {}
     for span in spans:
         traces.setdefault(span.trace, []).append(span)
     firsts = {tid: min(s.start for s in group) for tid, group in traces.items()}
@@ -109,152 +77,14 @@ def read_otel(path: str | Path) -> list[AgentConversation]:
     return out
 
 
-# -- the file ------------------------------------------------------------------------
-
-
-def _raw_spans(text: str, where: str) -> Iterator[Mapping[str, Any]]:
-    """Every span object of the file, whatever of the accepted layouts it has."""
-    try:
-        documents: list[Any] = [json.loads(text)]
-    except json.JSONDecodeError as whole:
-        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-        if len(lines) < 2:
-            raise LlmPerfUsageError(
-                f"{where}: line {whole.lineno} column {whole.colno}: not JSON ({whole.msg})"
-            ) from None
-        documents = []
-        for n, line in lines:  # JSON Lines: one OTLP request (or span) a line
-            try:
-                documents.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise LlmPerfUsageError(
-                    f"{where}: line {n} column {exc.colno}: not JSON ({exc.msg})"
-                ) from None
-    for doc in documents:
-        yield from _spans_of(doc, where)
-
-
-def _spans_of(doc: Any, where: str) -> Iterator[Mapping[str, Any]]:
-    if isinstance(doc, list):
-        for item in doc:
-            yield from _spans_of(item, where)
-    elif isinstance(doc, Mapping) and "resourceSpans" in doc:
-        for resource in _list(doc, "resourceSpans", where):
-            for scope in _list(resource, "scopeSpans", where):
-                yield from _list(scope, "spans", where)
-    elif isinstance(doc, Mapping) and "spans" in doc:
-        yield from _list(doc, "spans", where)
-    elif isinstance(doc, Mapping):
-        yield doc
-    else:
-        raise LlmPerfUsageError(f"{where}: expected a span object, got {doc!r:.80}")
-
-
-def _list(obj: Any, key: str, where: str) -> list[Any]:
-    value = obj.get(key, []) if isinstance(obj, Mapping) else None
-    if not isinstance(value, list):
-        raise LlmPerfUsageError(f"{where}: {key} must be a list, got {value!r:.80}")
-    return value
-
-
-def _first(raw: Mapping[str, Any], *keys: str) -> Any:
-    for key in keys:
-        if raw.get(key) not in (None, ""):
-            return raw[key]
-    return None
-
-
-def _span(raw: Mapping[str, Any], where: str, seq: int) -> _Span:
-    context: Mapping[str, Any] = raw["context"] if isinstance(raw.get("context"), Mapping) else {}
-    trace = _first(raw, "traceId", "trace_id") or _first(context, "trace_id", "traceId")
-    span_id = _first(raw, "spanId", "span_id") or _first(context, "span_id", "spanId")
-    name = str(raw.get("name", ""))
-    if not isinstance(trace, str) or not isinstance(span_id, str):
-        raise LlmPerfUsageError(
-            f"{where}: span {name!r} has no traceId/spanId (got traceId={trace!r}, "
-            f"spanId={span_id!r})"
-        )
-    parent = _first(raw, "parentSpanId", "parent_span_id", "parent_id") or ""
-    span = _Span(
-        trace=_hex(trace),
-        id=_hex(span_id),
-        parent=_hex(str(parent)),
-        name=name,
-        start=0,
-        end=0,
-        attrs=_attributes(raw.get("attributes"), f"{where}: span {name!r} (spanId {span_id})"),
-        seq=seq,
-    )
-    span.start = _time(raw, _START_KEYS, span, where)
-    span.end = _time(raw, _END_KEYS, span, where)
-    if span.end < span.start:
-        raise LlmPerfUsageError(
-            f"{where}: {span.label()} ends before it starts "
-            f"(start {span.start} ns, end {span.end} ns)"
-        )
-    return span
-
-
-def _hex(value: str) -> str:
-    """OTLP/JSON ids are hex; the Python SDK's console exporter writes them ``0x``-prefixed."""
-    return value[2:] if value.startswith("0x") else value
-
-
-def _time(raw: Mapping[str, Any], keys: tuple[str, ...], span: _Span, where: str) -> int:
-    value = _first(raw, *keys)
-    if isinstance(value, str) and not value.isdigit():
-        try:
-            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            moment = None
-        if moment is not None and moment.tzinfo is not None:
-            return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
-    elif isinstance(value, (int, str)) and not isinstance(value, bool):
-        return int(value)
-    raise LlmPerfUsageError(
-        f"{where}: {span.label()}: {keys[0]} must be nanoseconds since the epoch (an "
-        f"integer or a digit string) or an ISO 8601 time with a zone, got {value!r}"
-    )
-
-
-def _attributes(raw: Any, where: str) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if not isinstance(raw, list):
-        raise LlmPerfUsageError(f"{where}: attributes must be a list or an object, got {raw!r:.80}")
-    out: dict[str, Any] = {}
-    for item in raw:
-        if not isinstance(item, Mapping) or "key" not in item:
-            raise LlmPerfUsageError(f"{where}: attribute {item!r:.80} has no key")
-        out[str(item["key"])] = _any_value(item.get("value"))
-    return out
-
-
-def _any_value(value: Any) -> Any:
-    """OTLP's AnyValue: ``{"stringValue": ...}`` etc.; ``intValue`` is a string in JSON."""
-    if not isinstance(value, Mapping):
-        return value
-    for key in ("stringValue", "boolValue", "doubleValue"):
-        if key in value:
-            return value[key]
-    if "intValue" in value:
-        raw = value["intValue"]
-        return int(raw) if isinstance(raw, (int, str)) and str(raw).lstrip("-").isdigit() else raw
-    if "arrayValue" in value:
-        return [_any_value(v) for v in value["arrayValue"].get("values", [])]
-    return None
-
-
 # -- one trace -----------------------------------------------------------------------
 
 
 @dataclass
 class _Agent:
-    span: _Span | None  # None: the trace itself (calls outside every agent)
-    calls: list[_Span] = field(default_factory=list)
-    tools: list[_Span] = field(default_factory=list)
+    span: OtelSpan | None  # None: the trace itself (calls outside every agent)
+    calls: list[OtelSpan] = field(default_factory=list)
+    tools: list[OtelSpan] = field(default_factory=list)
     children: list[_Agent] = field(default_factory=list)
 
     @property
@@ -277,13 +107,13 @@ class _Totals:
 
 
 def _conversation(
-    trace: str, spans: list[_Span], first: int, start_ns: int, where: str
+    trace: str, spans: list[OtelSpan], first: int, start_ns: int, where: str
 ) -> AgentConversation | None:
     by_id = {s.id: s for s in spans}
     top = _Agent(None)
     agents: dict[str, _Agent] = {}
 
-    def agent_of(span: _Span) -> _Agent:
+    def agent_of(span: OtelSpan) -> _Agent:
         seen: set[str] = set()
         parent = by_id.get(span.parent)
         while parent is not None and parent.id not in seen:
@@ -401,7 +231,7 @@ def _agent_name(agent: _Agent, taken: dict[str, int]) -> str:
     return base if taken[base] == 1 else f"{base}#{taken[base]}"
 
 
-def _covered(tools: Iterable[_Span], start: int, end: int) -> int:
+def _covered(tools: Iterable[OtelSpan], start: int, end: int) -> int:
     """How much of ``[start, end)`` the union of ``tools`` covers (ns)."""
     covered, reach = 0, start
     for tool in sorted(tools, key=lambda s: s.start):
@@ -412,7 +242,7 @@ def _covered(tools: Iterable[_Span], start: int, end: int) -> int:
     return covered
 
 
-def _tokens(span: _Span, keys: tuple[str, ...], where: str, *, minimum: int) -> int:
+def _tokens(span: OtelSpan, keys: tuple[str, ...], where: str, *, minimum: int) -> int:
     value = next((span.attrs[k] for k in keys if k in span.attrs), None)
     if isinstance(value, str) and value.isdigit():
         value = int(value)
