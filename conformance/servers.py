@@ -184,6 +184,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "vllm-paths": ("vLLM venv", "LoRA adapters"),
     "llama-server-embeddings": ("llama-server binary", "model as GGUF"),
     "vllm-blank": ("vLLM venv", "blank model"),
+    "vllm-agentic": ("vLLM venv",),
     "transformers-blank": ("transformers venv", "blank model"),
 }
 
@@ -434,6 +435,7 @@ def vllm_launch(
     max_model_len: int = 1024,
     paths: bool = False,
     blank: bool = False,
+    agentic: bool = False,
 ) -> Launch:
     """vLLM's OpenAI server on the tiny model (CPU, float32, eager, 1024-token context).
 
@@ -446,7 +448,8 @@ def vllm_launch(
     ``max_model_len`` makes a second configuration for the comparability check.
 
     ``paths``: also serve the request paths of issue 28 (:func:`start_vllm_paths`);
-    ``blank``: serve the blank model instead (:func:`start_vllm_blank`).
+    ``blank``: serve the blank model instead (:func:`start_vllm_blank`);
+    ``agentic``: each usage also says the prompt's cached tokens (:func:`start_vllm_agentic`).
     """
     model = install.model_blank if blank else install.model
     argv = [
@@ -471,9 +474,21 @@ def vllm_launch(
     ]
     if paths:
         argv += vllm_paths_args(install)
+    if agentic:
+        argv.append("--enable-prompt-tokens-details")
     env = offline_env(install, VLLM_CPU_KVCACHE_SPACE="1", VLLM_SERVER_DEV_MODE="1")
-    log_name = "vllm-paths" if paths else "vllm-blank" if blank else "vllm"
-    name = "vLLM (LoRA, tools)" if paths else "vLLM (blank model)" if blank else "vLLM"
+    log_name = (
+        "vllm-paths" if paths else "vllm-blank" if blank else "vllm-agentic" if agentic else "vllm"
+    )
+    name = (
+        "vLLM (LoRA, tools)"
+        if paths
+        else "vLLM (blank model)"
+        if blank
+        else "vLLM (cached-token usage)"
+        if agentic
+        else "vLLM"
+    )
     command = _command(log_name, argv, env, VLLM_START_LIMIT_S, port=port)
     return Launch(name, str(model), command)
 
@@ -485,9 +500,12 @@ def start_vllm(
     max_model_len: int = 1024,
     paths: bool = False,
     blank: bool = False,
+    agentic: bool = False,
 ) -> Server:
     """:func:`vllm_launch`, started and warmed up."""
-    launch = vllm_launch(install, port, max_model_len=max_model_len, paths=paths, blank=blank)
+    launch = vllm_launch(
+        install, port, max_model_len=max_model_len, paths=paths, blank=blank, agentic=agentic
+    )
     return start(launch, install)
 
 
@@ -529,6 +547,14 @@ def start_vllm_blank(install: Install, port: int | None = None) -> Server:
     to some prompts are blank: every token ``<|start_header_id|>``, streamed as ``""``
     deltas and counted in the usage. Same flags and readiness as :func:`start_vllm`."""
     return start_vllm(install, port, blank=True)
+
+
+def start_vllm_agentic(install: Install, port: int | None = None) -> Server:
+    """:func:`start_vllm` with ``--enable-prompt-tokens-details``: every usage carries
+    ``prompt_tokens_details.cached_tokens``, the prompt's tokens the prefix cache served,
+    per request (an agentic replay's cache hits by turn). A server of its own: the other
+    vLLM modules read usage chunks without it."""
+    return start_vllm(install, port, agentic=True)
 
 
 def vllm_embeddings_launch(install: Install, port: int | None = None) -> Launch:
@@ -708,6 +734,7 @@ STARTERS: dict[str, Callable[..., Server]] = {
     "vllm-paths": start_vllm_paths,
     "llama-server-embeddings": start_llama_server_embeddings,
     "vllm-blank": start_vllm_blank,
+    "vllm-agentic": start_vllm_agentic,
     "transformers-blank": start_transformers_blank,
 }
 
@@ -717,7 +744,8 @@ def main() -> None:
 
     SERVER is ``vllm``, ``transformers``, ``llama-server``, ``vllm-embeddings``
     (a pooling vLLM), ``vllm-paths`` (LoRA adapters and tool calls),
-    ``llama-server-embeddings`` (with ``--embeddings``), ``vllm-blank`` or
+    ``llama-server-embeddings`` (with ``--embeddings``), ``vllm-agentic`` (cached
+    tokens in each usage), ``vllm-blank`` or
     ``transformers-blank`` (the blank model). For looking at a
     server by hand (curl, the plugin) with the tier's exact settings. Run it with
     the Python that has pytest-llmperf installed (the servers' own venvs lack it):

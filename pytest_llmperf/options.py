@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_llmperf.apis.registry import api_choices
+from pytest_llmperf.client.affinity import NO_AFFINITY, Affinity, parse_replica_headers
 from pytest_llmperf.client.endpoint import Timeouts, normalize_base_url
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.server_metrics.source import parse_option
@@ -155,6 +156,20 @@ OPTIONS: tuple[OptionDef, ...] = (
         "--llm-request-extra",
         "extra request fields sent with every request, as a JSON object "
         "(e.g. '{\"top_k\": 5}'); a field the server rejects stops the session before load",
+    ),
+    OptionDef(
+        "--llm-affinity",
+        "what a conversation's requests carry so a router keeps it on one replica, any of "
+        "(comma-separated): dynamo (X-Dynamo-Session-ID headers), dynamo-session-control "
+        "(nvext.session_control body field), sglang (X-SMG-Routing-Key), header:NAME (the "
+        "conversation's id in header NAME), token:HEADER (a router's token from response "
+        "header HEADER sent back on the conversation's next calls); default none",
+    ),
+    OptionDef(
+        "--llm-replica-header",
+        "response header(s) naming the replica that served a request (comma-separated; "
+        "'none' to read none); default x-replica-id (the simulator), x-smg-worker-id "
+        "(SGLang Model Gateway), x-litellm-model-id (LiteLLM)",
     ),
     OptionDef(
         "--llm-tokenizer",
@@ -315,6 +330,7 @@ class LlmPerfOptions:
     server: ServerCommand | None = None
     reference_server: ServerCommand | None = None  # --llm-reference-cmd
     server_log_dir: str | None = None  # --llm-server-log-dir (None: under pytest's basetemp)
+    affinity: Affinity = NO_AFFINITY  # --llm-affinity and --llm-replica-header
 
     @classmethod
     def resolve(
@@ -413,6 +429,10 @@ class LlmPerfOptions:
             server=server,
             reference_server=reference_server,
             server_log_dir=raw["llm_server_log_dir"] or None,
+            affinity=Affinity.parse(
+                raw["llm_affinity"] or None,
+                replica_headers=parse_replica_headers(raw["llm_replica_header"] or None),
+            ),
         )
 
 

@@ -4,6 +4,7 @@ timestamp per read, the per-request limits and retries). What differs between AP
 registry in :mod:`pytest_llmperf.apis`: the client knows no API by name."""
 
 from pytest_llmperf.apis.fields import RequestFields
+from pytest_llmperf.client.affinity import Affinity, pin
 from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts, normalize_base_url, redact_url
 from pytest_llmperf.client.models import resolve_model
@@ -13,6 +14,7 @@ from pytest_llmperf.client.request import send_request
 from pytest_llmperf.client.stream_client import StreamClient, TransportFailure
 
 __all__ = [
+    "Affinity",
     "CancelAt",
     "Endpoint",
     "ErrorKind",
@@ -22,6 +24,7 @@ __all__ = [
     "Timeouts",
     "TransportFailure",
     "normalize_base_url",
+    "pin",
     "preflight",
     "preflight_sync",
     "redact_url",

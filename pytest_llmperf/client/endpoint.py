@@ -20,6 +20,7 @@ from pytest_llmperf.apis.fields import DEFAULT_FIELDS, RequestFields
 from pytest_llmperf.apis.format import ApiFormat
 from pytest_llmperf.apis.names import Api
 from pytest_llmperf.apis.registry import API_PATHS, api_format
+from pytest_llmperf.client.affinity import NO_AFFINITY, Affinity
 from pytest_llmperf.errors import LlmPerfUsageError
 
 __all__ = ["Endpoint", "Timeouts", "normalize_base_url", "redact_url"]
@@ -151,6 +152,9 @@ class Endpoint:
     ``sim_profile`` is set when this is the embedded simulator. ``fields``
     says which optional request fields the server accepts and which fields
     the user adds (negotiated at preflight, :mod:`~pytest_llmperf.client.negotiation`).
+    ``affinity`` says what a conversation's requests carry to stay on one replica and
+    which response headers name the replica (``--llm-affinity``, ``--llm-replica-header``:
+    :mod:`~pytest_llmperf.client.affinity`).
     """
 
     base_url: str
@@ -161,6 +165,7 @@ class Endpoint:
     sim_profile: str | None = None
     url_credentials: tuple[str, str] | None = field(default=None, repr=False, compare=False)
     fields: RequestFields = DEFAULT_FIELDS
+    affinity: Affinity = NO_AFFINITY
 
     def __post_init__(self) -> None:
         api_format(self.api)  # a usage error for a name no format in the registry has
@@ -183,6 +188,7 @@ class Endpoint:
         timeouts: Timeouts | None = None,
         sim_profile: str | None = None,
         fields: RequestFields = DEFAULT_FIELDS,
+        affinity: Affinity = NO_AFFINITY,
     ) -> Endpoint:
         """An endpoint at ``url`` (normalized to end in ``/v1``) with the API key read from
         the environment variable ``api_key_env`` (None: no key)."""
@@ -195,6 +201,7 @@ class Endpoint:
             api_key=key or None,
             sim_profile=sim_profile,
             fields=fields,
+            affinity=affinity,
         )
 
     @property
@@ -246,8 +253,9 @@ class Endpoint:
         return replace(self, fields=fields)
 
     def describe(self) -> dict[str, Any]:
-        """The endpoint's identity for reports (never the key)."""
-        return {
+        """The endpoint's identity for reports (never the key); ``affinity`` only where
+        some is configured."""
+        out = {
             "url": redact_url(self.base_url),
             "model": self.model,
             "api": self.api,
@@ -255,6 +263,9 @@ class Endpoint:
             "api_key": "set" if self.api_key else "none",
             "request_fields": self.fields.describe(self.format.field_rules),
         }
+        if self.affinity.rules:
+            out["affinity"] = self.affinity.describe()
+        return out
 
     def client(self, *, max_connections: int | None = 1024) -> httpx.AsyncClient:
         """A fresh ``httpx.AsyncClient`` (httpx's own transport), for your own requests.

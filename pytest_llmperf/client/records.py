@@ -104,7 +104,9 @@ class RequestRecord:
     ``b`` of subagent ``a``), ``think_ns`` the tool or think wait the load generator
     held before sending it (planned, ns; 0 for none), and ``replica`` which replica
     served it where the server or router says so (a response header; ``""`` = not
-    attributed).
+    attributed). ``route_token`` is the router's own session token from the response
+    (``--llm-affinity=token:HEADER``; ``""`` = none), which the conversation's next call
+    sends back (:mod:`~pytest_llmperf.client.affinity`).
     """
 
     index: int
@@ -158,6 +160,7 @@ class RequestRecord:
     agent: str = ""
     think_ns: int = 0
     replica: str = ""
+    route_token: str = ""
 
     @property
     def ok(self) -> bool:

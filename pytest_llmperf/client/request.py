@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmperf.apis.events import ChunkInfo, error_message
 from pytest_llmperf.apis.format import AnswerFault, ApiFormat, RunReader, WholeAnswer
 from pytest_llmperf.apis.registry import api_format
+from pytest_llmperf.client.affinity import NO_AFFINITY, Affinity
 from pytest_llmperf.client.cancel import CancelAt
 from pytest_llmperf.client.endpoint import Endpoint, Timeouts
 from pytest_llmperf.client.http1 import Http1Connection
@@ -186,7 +187,13 @@ def _reading_for(
     cancel: CancelAt | None,
 ) -> _Reading:
     reading = _Reading(
-        record, endpoint.timeouts, start_ns, cancel, api=endpoint.api, contract=sample.contract
+        record,
+        endpoint.timeouts,
+        start_ns,
+        cancel,
+        api=endpoint.api,
+        contract=sample.contract,
+        affinity=endpoint.affinity,
     )
     check = reading.format.answer_check
     if check is not None:  # an answer read whole (embeddings): checked against the sample
@@ -325,6 +332,7 @@ class _Reading:
         "_timeouts",
         "_timer",
         "_whole_reads",
+        "affinity",
         "check_answer",
         "done",
         "format",
@@ -342,8 +350,11 @@ class _Reading:
         *,
         api: str = "chat",
         contract: OutputContract | None = None,
+        affinity: Affinity = NO_AFFINITY,
     ) -> None:
         self.record = record
+        # the response head's replica and router token (once per response)
+        self.affinity = affinity
         self.format: ApiFormat = api_format(api)
         reader = self.format.event_reader
         self._parse: Callable[[str], ChunkInfo] = _no_events if reader is None else reader()
@@ -443,6 +454,7 @@ class _Reading:
     def on_head(self, status: int, headers: dict[str, str], now_ns: int) -> None:
         self.last_read_ns = now_ns
         self.record.status = status
+        self.affinity.capture(headers, self.record)
         if status >= 300:  # redirects are not followed: a wrong URL
             self._mode, self._headers = _ERROR, headers
         elif not self.format.streams_tokens or headers.get("content-type", "").startswith(

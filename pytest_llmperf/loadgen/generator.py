@@ -289,6 +289,7 @@ class LoadGenerator:
                 api=self.endpoint.api,
                 timeouts=self.endpoint.timeouts,
                 fields=self.endpoint.fields,  # --llm-request-extra rides on every server's requests
+                affinity=self.endpoint.affinity,  # so do --llm-affinity and --llm-replica-header
             )
         elif not isinstance(endpoint, Endpoint):
             raise LlmPerfUsageError(f"a configuration's endpoint must be a URL, got {endpoint!r}")

@@ -287,6 +287,7 @@ class EndpointPool:
             timeouts=opts.timeouts,
             sim_profile=spec.sim_profile,
             fields=RequestFields(extra=opts.request_extra),
+            affinity=opts.affinity,
         )
         if server is not None:
             self._servers.serves(endpoint.base_url, server)

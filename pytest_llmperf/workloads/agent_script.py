@@ -61,7 +61,9 @@ class AgentScript(ConversationScript, Protocol):
     one), so records can be grouped per thread. ``conversation_id`` is the whole
     tree's (every thread of a conversation carries the root's: a router pins the
     tree on one replica). ``think_ns(k)`` is the tool (or user) wait before turn
-    ``k``; ``turn(k, earlier)`` gets this thread's earlier results only.
+    ``k``; ``turn(k, earlier)`` gets this thread's earlier results only, one per turn
+    (``earlier[j]`` is turn ``j``'s; a turn before ``first_turn`` was never sent: its
+    entry is an empty result, reply ``""`` and zero tokens).
     """
 
     @property

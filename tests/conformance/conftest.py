@@ -167,6 +167,12 @@ def vllm_paths(install: Any) -> Iterator[Any]:
     yield from _serve("vllm-paths", install)
 
 
+@pytest.fixture(scope="module")
+def vllm_agentic(install: Any) -> Iterator[Any]:
+    """vLLM whose usages carry the prompt's cached tokens (``servers.start_vllm_agentic``)."""
+    yield from _serve("vllm-agentic", install)
+
+
 @pytest.fixture(scope="module", params=["vllm", "transformers"])
 def blank_server(request: pytest.FixtureRequest, install: Any) -> Iterator[Any]:
     """vLLM, then ``transformers serve``, on the blank model (``build_blank_model.py``).

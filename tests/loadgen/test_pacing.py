@@ -111,3 +111,26 @@ async def test_a_precise_open_loop_sends_nothing_early_and_reports_its_spin(
     assert result.histogram("schedule_lag").min >= 0  # t_send never before t_sched
     spin = result.self_check["pacing_spin_s"]
     assert isinstance(spin, float) and 0 <= spin <= result.self_check["client_cpu_s"]
+
+
+@pytest.mark.asyncio
+async def test_many_waits_at_once_each_end_at_their_instant_and_a_cancel_wakes_them_all() -> None:
+    """The one waiting primitive of every issuer: a conversation's subagents and many tool
+    waits wait on one pacer at once."""
+    pacer = Pacer()
+    now = time.monotonic_ns()
+    dues = [now + k * 5_000_000 for k in range(1, 6)]
+    ended: list[int] = []
+
+    async def wait(due: int) -> None:
+        assert await pacer.wait_until(due)
+        ended.append(time.monotonic_ns())
+
+    await asyncio.gather(*(wait(d) for d in dues))
+    assert all(e >= d for e, d in zip(sorted(ended), dues, strict=True))  # never early
+    far = [asyncio.ensure_future(pacer.wait_until(now + 60_000_000_000)) for _ in range(3)]
+    await asyncio.sleep(0)
+    started = time.monotonic()
+    pacer.cancel()
+    assert await asyncio.gather(*far) == [False, False, False]
+    assert time.monotonic() - started < 10  # woken, not waited out (a minute each)

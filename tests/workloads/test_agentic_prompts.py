@@ -247,3 +247,43 @@ def test_after_a_mid_start_earlier_may_hold_the_tracked_turns_only(weka_dir: Pat
     assert root.turn(f + 1, [reply]) == padded
     assert padded.history[-1] == {"role": "assistant", "content": "the tracked reply"}
     assert count_tokens(" ".join(m["content"] for m in padded.messages())) == 110
+
+
+def _long_conversation(folder: Path, calls: int) -> Path:
+    """One agent of ``calls`` calls, each keeping the whole previous prompt."""
+    requests, ids, n_in = [], [1, 2, 3], 70
+    for k in range(calls):
+        requests.append({"type": "s", "t": 2.0 * k, "in": n_in, "out": 12, "hash_ids": ids,
+                         "api_time": 1.0})  # fmt: skip
+        n_in += 12 + 40 + k
+        ids = [*ids, *range(100 * k + 10, 100 * k + 10 + 4)][: n_in // BLOCK + 1]
+    folder.mkdir()
+    (folder / "long.json").write_text(
+        __import__("json").dumps({"id": "long", "block_size": BLOCK, "requests": requests})
+    )
+    return folder
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_a_long_conversation_stays_exact_past_the_measured_exchanges(
+    folder: Path, tmp_path: Path, api: str
+) -> None:
+    tok = load_hf_tokenizer(folder).for_api(api)
+    server = ReferenceCounter(folder)
+    path = _long_conversation(tmp_path / "long", 16)
+    w = build_workload("trace", seed=2, path=str(path), format="weka", tokenizer=tok)
+    root = w.agent_source.conversation(0)
+    rng = random.Random(4)
+    corpus = default_corpus()
+    turns = list(
+        _replay(
+            root,
+            lambda s: server.prompt_tokens(s, api),
+            lambda k, n: tok.window(corpus, rng.randrange(5000), n),
+        )
+    )
+    assert len(turns) == 16
+    for k, sample in turns:
+        assert server.prompt_tokens(sample, api) == sample.input_tokens, k
+    assert len(turns[-1][1].history) == 30  # every call quoted the one before it
+    assert w.describe()["replies_too_long"] == 0

@@ -13,7 +13,7 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.specs.load import LoadSpec, TraceSpec
 from pytest_llmperf.specs.run import RunSpec
 from pytest_llmperf.workloads import build_workload
-from pytest_llmperf.workloads.agent_script import agents_of
+from pytest_llmperf.workloads.agent_script import AgentScript, AgentSource, agents_of
 from pytest_llmperf.workloads.agentic.workload import DEFAULT_STAGGER_S, AgenticTraceWorkload
 from pytest_llmperf.workloads.conversations import conversations_of
 from pytest_llmperf.workloads.traces import read_trace
@@ -44,6 +44,9 @@ def test_a_weka_trace_load_builds_the_agentic_workload(weka_dir: Path) -> None:
     assert isinstance(workload, AgenticTraceWorkload)
     source = agents_of(workload)
     assert source is not None and source.count == 6 and workload.size == 6
+    root = source.conversation(0)
+    assert isinstance(root, AgentScript) and isinstance(source, AgentSource)
+    assert isinstance(root.spawns(1)[0].script, AgentScript)
     assert conversations_of(workload) is None  # not a row trace's conversations
     assert source.start_ns(3) == 1_500_000_000
     described = spec.describe_workload()

@@ -13,18 +13,16 @@ router's own token sent back). The client decides what
 (:func:`pytest_llmperf.client.affinity.pin`, from the endpoint's ``--llm-affinity``);
 this calls it once per turn with the conversation's id, the thread's ``agent_id`` and
 the router token the conversation's last response returned
-(``RequestRecord.route_token``). The client's module came with issue 39 beside this
-one: it is looked up by name, and a tree without it pins nothing.
+(``RequestRecord.route_token``).
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pytest_llmperf.client.affinity import pin
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.workloads.base import Sample
@@ -40,15 +38,23 @@ if TYPE_CHECKING:  # handed in: the share, a trace's planned rows
 __all__ = ["ConversationBook", "LiveConversation", "pinned", "route_token"]
 
 
+_UNSENT = TurnResult(reply="", prompt_tokens=0, output_tokens=0)  # a turn before a mid start
+
+
 class LiveConversation:
-    """A conversation in progress in this process: its next turn and what earlier turns got."""
+    """A conversation in progress in this process: its next turn and what earlier turns got.
+
+    ``first``: the first turn sent (an agent thread's ``first_turn``, ``start="mid"``);
+    ``results`` still holds one entry per turn (``results[j]`` is turn ``j``'s), the
+    turns before ``first`` an empty result: they were never sent.
+    """
 
     __slots__ = ("next", "over", "queue", "ready_at", "results", "script", "token", "waiting")
 
     def __init__(self, script: ConversationScript, first: int = 0) -> None:
         self.script = script
         self.next = first  # the turn to send next
-        self.results: list[TurnResult] = []
+        self.results: list[TurnResult] = [_UNSENT] * first
         self.ready_at = 0  # monotonic ns: previous turn's end + think time
         self.over = False
         self.queue: deque[tuple[PlannedRequest, int]] = deque()  # a trace's rows that fell due
@@ -131,31 +137,18 @@ class ConversationBook:
 # -- affinity --------------------------------------------------------------------------
 
 
-def _client_pin() -> Callable[..., Sample] | None:
-    try:
-        module: Any = importlib.import_module("pytest_llmperf.client.affinity")
-    except ImportError:
-        return None
-    pin: Callable[..., Sample] | None = getattr(module, "pin", None)
-    return pin
-
-
-_PIN = _client_pin()
-
-
 def pinned(
     sample: Sample, endpoint: Endpoint, conversation_id: str, agent_id: str = "", token: str = ""
 ) -> Sample:
     """``sample`` with what ``endpoint``'s affinity sends for thread ``agent_id`` of
     conversation ``conversation_id`` (``token``: the router's, ``""`` for none yet);
     ``sample`` itself where no affinity is configured (or no conversation id)."""
-    if _PIN is None or not conversation_id:
+    if not conversation_id:
         return sample
-    return _PIN(sample, endpoint, conversation_id, agent_id, token)
+    return pin(sample, endpoint, conversation_id, agent_id, token)
 
 
 def route_token(record: RequestRecord, previous: str) -> str:
     """The router token to send on a conversation's next call: the one ``record``'s response
     carried, else ``previous``."""
-    token: str = getattr(record, "route_token", "") or ""
-    return token or previous
+    return record.route_token or previous

@@ -140,7 +140,10 @@ class ShareRun:
         # Open loop: no pool cap below the descriptor budget (a wait for a connection
         # would count against the server's TTFT); a max_concurrency cap needs no more.
         pool = max(64, concurrency) if concurrency else load.max_concurrency
-        async with StreamClient(self.endpoint, max_connections=pool, spares=load.open_loop) as http:
+        # a spare connection dialled ahead: an open loop's, and an agent tree's (whose
+        # subagents' calls, in a closed loop too, go at planned instants)
+        spares = load.open_loop or plan.strategy.agents
+        async with StreamClient(self.endpoint, max_connections=pool, spares=spares) as http:
             try:
                 plan.workload.sample(0)  # loads corpora and datasets before the clock starts
                 await http.open_connections(plan.warm_connections())

@@ -33,7 +33,9 @@ from pytest_llmperf.workloads.corpus import Corpus
 from pytest_llmperf.workloads.tokenizer import Tokenizer, framing_tokens
 from pytest_llmperf.workloads.traces.prompts import BlockPrompts
 
-__all__ = ["AgentPrompts", "Continued"]
+__all__ = ["MEASURED_PAIRS", "AgentPrompts", "Continued"]
+
+MEASURED_PAIRS = 4  # exchanges of a conversation whose template tokens are measured one by one
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,7 @@ class AgentPrompts:
         self.block_size = block_size
         self.texts = BlockPrompts(tokenizer, corpus, seed, block_size)
         self._framing: dict[tuple[str, ...], int] = {}
+        self._added: dict[int, int] = {}  # by the length of the messages before
 
     def framing(self, roles: Sequence[str]) -> int:
         """Tokens the server adds around messages with ``roles`` (cached per shape)."""
@@ -63,6 +66,27 @@ class AgentPrompts:
         got = self._framing.get(key)
         if got is None:
             got = self._framing[key] = framing_tokens(self.tokenizer, key)
+        return got
+
+    def added_framing(self, roles: Sequence[str]) -> int:
+        """What the template adds when an assistant reply and a user message follow
+        messages with ``roles`` (alternating, from a user message, as every prompt here).
+
+        Measured per length up to :data:`MEASURED_PAIRS` exchanges; past that, a template
+        that added the same for the last two measured lengths is taken to add it for every
+        longer one (templates render each message alike), which spares measuring a
+        template over hundreds of placeholder messages per call."""
+        n = len(roles)
+        got = self._added.get(n)
+        if got is not None:
+            return got
+        cap = 2 * MEASURED_PAIRS + 1
+        if n > cap:
+            last = self.added_framing(roles[:cap])
+            if last == self.added_framing(roles[: cap - 2]):
+                self._added[n] = last
+                return last
+        got = self._added[n] = self.framing((*roles, "assistant", "user")) - self.framing(roles)
         return got
 
     @staticmethod
@@ -94,10 +118,7 @@ class AgentPrompts:
         """The new user text after ``roles`` (the previous call's messages), the previous
         prompt (``prompt_tokens`` as the server counted it) and ``reply``, so the server
         counts ``total``; None when the reply leaves no room for one token of it."""
-        before = (*roles,)
-        after = (*roles, "assistant", "user")
-        added = self.framing(after) - self.framing(before)
-        n = total - prompt_tokens - self.tokenizer.count(reply) - added
+        n = total - prompt_tokens - self.tokenizer.count(reply) - self.added_framing(roles)
         if n < MIN_CONTENT_TOKENS:
             return None
         text, got = self.texts.prompt(ids, n, key)

@@ -220,8 +220,13 @@ class RecordedThread:
             # only the tracked turns' results: put them at their turns' places
             earlier = ((_UNSENT_TURN,) * self.first_turn) + tuple(earlier)
         if k >= 1 and self._continues[k] and k - 1 >= self.first_turn and len(earlier) >= k:
-            start = k  # back to the chain's first call (block text), then forward
+            # back to the last turn built with these replies (or the chain's first call,
+            # block text), then forward: each turn builds on the one before it
+            start = k
             while start > self.first_turn and self._continues[start]:
+                memo = self._memo.get(start - 1)
+                if memo is not None and memo[0] == tuple(earlier[: start - 1]):
+                    break
                 start -= 1
             made: Sample | None = None
             for j in range(start, k + 1):  # the chain's earlier turns come from the memo
