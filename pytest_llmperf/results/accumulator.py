@@ -459,6 +459,13 @@ class MetricsAccumulator:
         if record.usage_prompt_tokens is not None:
             self._band(self.prompt_bands, prompt_band(record.usage_prompt_tokens)).add(record)
 
+    def end_conversation(self, conversation: int) -> None:
+        """Conversation ``conversation`` will send no more calls: fold its figures and drop
+        its calls (a load generator that knows when a tree or chat ended calls this; one
+        that does not leaves it to the first reading, which folds a copy)."""
+        if self.conversations is not None:
+            self.conversations.end(conversation)
+
     def _band(self, parts: dict[str, MetricsAccumulator], key: str) -> MetricsAccumulator:
         part = self._breakdown(parts, key)
         part._pools_gaps = False
@@ -584,7 +591,10 @@ class MetricsAccumulator:
         return TokenCountSource.MIXED
 
     def summary(self) -> dict[str, Any]:
-        """The JSON report's ``metrics`` object (ms, per second, fractions)."""
+        """The JSON report's ``metrics`` object (ms, per second, fractions); a run with
+        conversations adds ``conversation.makespan`` and ``conversation.makespan_excl_tools``
+        (ms, like a latency) and, where replicas were said, ``conversation.same_replica_rate``
+        and ``conversation.tree_same_replica_rate`` (results/conversations.py)."""
         out: dict[str, Any] = {name: self.histograms[name].summary() for name in LATENCY_METRICS}
         out["tpot_token_weighted"] = self.histograms["tpot_token_weighted"].summary()
         for name in RATE_METRICS:
@@ -601,6 +611,14 @@ class MetricsAccumulator:
         if self.images:
             out["images"] = self.images
             out["image_bytes"] = self.image_bytes
+        if self.conversations:  # by their SLO names, so history and baselines read them
+            stats = self.conversations.stats()
+            out["conversation.makespan"] = stats.makespan.summary()
+            out["conversation.makespan_excl_tools"] = stats.makespan_excl_tools.summary()
+            for name in ("same_replica_rate", "tree_same_replica_rate"):
+                rate = getattr(stats, name)
+                if rate is not None:
+                    out[f"conversation.{name}"] = round(rate, 6)
         if self.embedding_inputs:
             window = self.window_s
             out["embedding_inputs"] = self.embedding_inputs

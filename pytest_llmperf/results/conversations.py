@@ -230,9 +230,11 @@ class ConversationTracker:
         self.closed = ConversationStats()
         self.open: dict[int, _Open] = {}
         self._replica_ids: dict[str, int] = {}
+        self._folded: ConversationStats | None = None  # stats() until the next change
 
     def add(self, record: RequestRecord) -> None:
         """One finished call of conversation ``record.conversation`` (>= 0)."""
+        self._folded = None
         conv = self.open.get(record.conversation)
         if conv is None:
             conv = self.open[record.conversation] = _Open(record.t_sched)
@@ -255,20 +257,25 @@ class ConversationTracker:
         """Conversation ``conversation`` is over: fold it and drop its calls."""
         conv = self.open.pop(conversation, None)
         if conv is not None:
+            self._folded = None
             self.closed.add_conversation(conv)
 
     def stats(self) -> ConversationStats:
-        """Every conversation so far, the open ones folded into a copy as if over."""
+        """Every conversation so far, the open ones folded into a copy as if over (kept
+        until the next call arrives: a report reads it several times). Read only."""
         if not self.open:
             return self.closed
-        out = self.closed.copy()
-        for conv in self.open.values():
-            out.add_conversation(conv)
-        return out
+        if self._folded is None:
+            out = self.closed.copy()
+            for conv in self.open.values():
+                out.add_conversation(conv)
+            self._folded = out
+        return self._folded
 
     def merge(self, other: ConversationTracker) -> None:
         """Add another tracker's conversations (another process's or test's: their
         conversation numbers are their own, so its open ones are folded, not joined)."""
+        self._folded = None
         self.closed.merge(other.stats())
 
     def __bool__(self) -> bool:

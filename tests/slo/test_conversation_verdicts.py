@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_llmperf.client.records import RequestRecord
+from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.history.cli import metric_and_stat
+from pytest_llmperf.history.records import metric_value
+from pytest_llmperf.history.trends import unit_of
 from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.results.run_result import RunResult
+from pytest_llmperf.slo.regression import Thresholds, compare_accumulators
 from pytest_llmperf.slo.sequential import stop_decidable
 from pytest_llmperf.slo.verdicts import Verdict, evaluate
 from pytest_llmperf.specs.slo import parse_slo
@@ -84,3 +91,36 @@ def test_conversation_and_band_slos_wait_for_the_run_to_end() -> None:
     assert not stop_decidable(parse_slo("conversation.makespan.p90 < 60s"))
     assert not stop_decidable(parse_slo("turns[1].ttft.p90 < 2s"))
     assert stop_decidable(parse_slo("ttft.p90 < 2s"))
+
+
+# -- baselines and history ---------------------------------------------------------------
+
+
+def test_a_baseline_compares_makespans_where_both_runs_had_conversations() -> None:
+    base = conversations(300, makespan_ms=1000).accumulator
+    slower = conversations(300, makespan_ms=2000).accumulator
+    checks = compare_accumulators(base, slower, resamples=200)
+    by_name = {(c.metric, c.stat): c for c in checks}
+    assert by_name[("conversation.makespan_excl_tools", "p50")].verdict == "regressed"
+    assert by_name[("conversation.makespan", "p99")].verdict == "regressed"
+    plain = compare_accumulators(MetricsAccumulator(), slower, resamples=200)
+    assert not any(c.metric.startswith("conversation.") for c in plain)
+
+
+def test_thresholds_name_conversation_statistics() -> None:
+    thresholds = Thresholds.parse("conversation.makespan.p90=25%,conversation.makespan=30%")
+    assert thresholds.for_stat("conversation.makespan", "p90") == 0.25
+    assert thresholds.for_stat("conversation.makespan", "p50") == 0.30
+    assert ("conversation.makespan", "p90") in thresholds.conversation_stats()
+    with pytest.raises(LlmPerfUsageError, match=r"conversation\.makespan_excl_tools"):
+        Thresholds.parse("conversation.wait.p90=10%")
+
+
+def test_history_reads_conversation_metrics_by_their_slo_names() -> None:
+    metrics = conversations(10, makespan_ms=1000, replica="r1").to_dict()["metrics"]
+    assert metrics["conversation.makespan"]["count"] == 10
+    assert metrics["conversation.same_replica_rate"] == 1.0
+    metric, stat = metric_and_stat("conversation.makespan_excl_tools.p90", None)
+    assert (metric, stat) == ("conversation.makespan_excl_tools", "p90")
+    assert metric_value(metrics, metric, stat) == pytest.approx(1000, rel=2e-3)
+    assert unit_of(metric) == "ms" and unit_of("conversation.same_replica_rate") == "fraction"
