@@ -1,8 +1,8 @@
 """The OTel sample and the synthetic ``agentic`` workload replayed against the simulator
 (a real HTTP server on 127.0.0.1) through the load generator: every call of every thread
-sent, each prompt counted by the server as recorded, the background subagent running past
-its parent's next call. Timing precision is the load generator's tests' business
-(tests/loadgen/); here only orders that hold on any machine are checked."""
+sent, each prompt counted by the server as recorded, subagents launched after and joined
+before the calls they were recorded between. Timing precision is the load generator's
+tests' business (tests/loadgen/); here only orders that hold on any machine are checked."""
 
 from __future__ import annotations
 
@@ -81,15 +81,15 @@ async def test_the_otel_sample_replays_every_call_with_its_recorded_prompt(
     convs = read_otel(path)
     assert len(records) == sum(c.calls() for c in convs) == 36
     check_exact(records, convs)
-    # the one background subagent is still running when its parent's next call goes
+    # the parent's next call waits for the joined subagent launched beside the background
+    # one (whether the background one outlasts it is a matter of the server's speed here:
+    # tests/loadgen/test_agent_trees.py checks that nobody waits for it)
     got = sent(records)
     [(i, conv, spawn)] = [
         (i, c, s) for i, c in enumerate(convs) for s in c.root.spawns if not s.joined
     ]
-    background = got[i, spawn.thread.agent_id]
+    assert len(got[i, spawn.thread.agent_id]) == len(spawn.thread.calls)
     next_root_call = got[i, ""][spawn.after + 1]
-    assert next_root_call.t_send < max(r.t_end for r in background)
-    # and a joined one has ended before it
     joined = next(s for s in conv.root.spawns if s.joined and s.after == spawn.after)
     assert max(r.t_end for r in got[i, joined.thread.agent_id]) <= next_root_call.t_send
 
