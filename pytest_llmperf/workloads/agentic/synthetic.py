@@ -247,7 +247,6 @@ def agentic(
     shared_system_prompt: Any = False,
     output_tokens: Any = (16, 64),
     max_input_tokens: Any = None,
-    stagger: Any = 0.5,
     block_size: Any = 64,
     start: Any = None,
     replies: Any = ReplyMode.SERVER.value,
@@ -271,7 +270,7 @@ def agentic(
         shared_system_prompt=shared_system_prompt,
         output_tokens=output_tokens,
         max_input_tokens=max_input_tokens,
-        stagger=stagger,
+        stagger=0,  # an open or closed loop starts conversations at its own arrivals and slots
         block_size=block_size,
     )
     if start not in (None, "mid"):
@@ -297,7 +296,7 @@ def agentic(
         recorded=recorded,
         count=len(recorded),
         shared=shared,
-        stagger_ns=round(params.stagger_s * 1e9),
+        stagger_ns=0,
         mid=start == "mid",
         seed=seed,
     )

@@ -70,7 +70,7 @@ class AgenticParams:
     shared_system_prompt: bool = False
     output_tokens: TokenRange = (16, 64)
     max_input_tokens: int | None = None
-    stagger_s: float = 0.5
+    stagger_s: float = 0.5  # recorded starts i * stagger (the sample traces'; not a workload param)
     block_size: int = 64
 
     def describe(self) -> dict[str, Any]:
@@ -84,7 +84,6 @@ class AgenticParams:
             "shared_system_prompt": self.shared_system_prompt,
             "output_tokens": list(self.output_tokens),
             "max_input_tokens": self.max_input_tokens,
-            "stagger": self.stagger_s,
             "block_size": self.block_size,
         }
 
@@ -170,6 +169,10 @@ def agentic_params(
     block_size: Any = 64,
 ) -> AgenticParams:
     """The parameters checked; a bad one is a usage error naming the workload and it.
+
+    ``stagger`` (seconds) gives conversation ``i`` the recorded start ``i * stagger``:
+    the sample traces' starts (scripts/make_agentic_sample.py); the workload itself
+    does not take it (an open or closed loop starts conversations at its own times).
 
     ``subagents=None`` and ``tool_time=None`` are the defaults (one fan-out of two
     subagents per conversation; exponential tool waits, mean 0.2 s).
