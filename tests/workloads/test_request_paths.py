@@ -53,6 +53,7 @@ OWN: dict[str, dict[str, Any]] = {
     "code-completion": {},
     "long-context": {},
     "trace": {"path": str(TRACES / "mooncake_sample.jsonl")},
+    "agentic": {"conversations": 2},
 }
 SEED = 5
 N = 40
