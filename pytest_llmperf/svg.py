@@ -36,7 +36,8 @@ class Band:
     """A span of the x axis, shaded and labelled (a load stage on a time axis).
 
     ``label`` is written inside the band when it fits (else ``short``, else
-    nothing); ``title`` is the hover text.
+    nothing); ``title`` is the hover text; ``fill`` a colour of its own (a steady-state
+    window over the stages' grey bands), "" for the alternating grey.
     """
 
     start: float
@@ -44,6 +45,7 @@ class Band:
     label: str
     short: str = ""
     title: str = ""
+    fill: str = ""
 
 
 _Scale = Callable[[float], float]  # a data value -> its pixel coordinate
@@ -251,10 +253,11 @@ def _bands(bands: Sequence[Band], sx: _Scale) -> list[str]:
         x0, x1 = sx(b.start), sx(b.end)
         width = max(0.0, x1 - x0)
         hover = f"<title>{escape(b.title or b.label)}</title>"
+        fill, opacity = (b.fill, 0.14) if b.fill else ("#8a939c", 0.16 if i % 2 else 0.07)
         out.append(
             f'<rect class="band" data-band="{escape(b.label)}" x="{x0:.1f}" y="{top}" '
-            f'width="{width:.1f}" height="{bottom - top}" fill="#8a939c" '
-            f'fill-opacity="{0.16 if i % 2 else 0.07}">{hover}</rect>'
+            f'width="{width:.1f}" height="{bottom - top}" fill="{fill}" '
+            f'fill-opacity="{opacity}">{hover}</rect>'
         )
         if i:
             out.append(

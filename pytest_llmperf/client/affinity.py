@@ -275,7 +275,7 @@ def pin(
         merged = dict(extra)
         for key, value in body.items():
             mine = merged.get(key)
-            merged[key] = {**mine, **value} if isinstance(mine, Mapping) else value
+            merged[key] = {**mine, **value} if isinstance(mine, Mapping) else dict(value)
         extra = merged
     return replace(sample, headers={**sample.headers, **headers}, extra_body=extra)
 

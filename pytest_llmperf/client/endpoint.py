@@ -165,7 +165,8 @@ class Endpoint:
     sim_profile: str | None = None
     url_credentials: tuple[str, str] | None = field(default=None, repr=False, compare=False)
     fields: RequestFields = DEFAULT_FIELDS
-    affinity: Affinity = NO_AFFINITY
+    # not the server's identity: an endpoint pinned another way is the same server
+    affinity: Affinity = field(default=NO_AFFINITY, compare=False)
 
     def __post_init__(self) -> None:
         api_format(self.api)  # a usage error for a name no format in the registry has

@@ -120,12 +120,13 @@ def _run(store: HistoryStore, args: argparse.Namespace) -> str:
 
 def metric_and_stat(metric: str, stat: str | None) -> tuple[str, str]:
     """``ttft.p99`` as an SLO spells it, or ``ttft`` with ``--stat p99`` (default ``p50``):
-    ``(metric, stat)``. A server metric keeps its prefix (``server.queue_time.p99``). Two
+    ``(metric, stat)``. A server or conversation metric keeps its prefix
+    (``server.queue_time.p99``, ``conversation.makespan_excl_tools.p90``). Two
     different statistics, one in each place, are an error naming both. A process metric
     (``startup.ready_s``, ``server.rss_max_mb``) is one value per run: ``(name, "value")``."""
     if metric in PROCESS_METRICS:
         return metric, "value"
-    prefix = "server." if metric.startswith("server.") else ""
+    prefix = next((p for p in ("server.", "conversation.") if metric.startswith(p)), "")
     base, _, named = metric[len(prefix) :].partition(".")
     if named and stat is not None and named != stat:
         raise CommandError(

@@ -37,6 +37,10 @@ from pytest_llmperf.history.session import clean_endpoint
 from pytest_llmperf.history.store import HistoryStore, describe_target
 from pytest_llmperf.redaction import scrub
 from pytest_llmperf.server_metrics.summary import run_metrics_with_server
+from pytest_llmperf.specs.conversation_names import (
+    CONVERSATION_LATENCY_METRICS,
+    CONVERSATION_RATE_METRICS,
+)
 from pytest_llmperf.specs.process_names import PROCESS_METRICS
 from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind, metric_kind
 from pytest_llmperf.svg import PALETTE, Band, Series, line_chart
@@ -64,7 +68,16 @@ REPORT_SERIES = (
     ("startup.ready_s", "value"),
     ("server.rss_max_mb", "value"),
 )
-_LATENCIES = {"ttft", "ttfo", "tpot", "itl", "e2e", "schedule_lag", "queue_wait"}
+_LATENCIES = {
+    "ttft",
+    "ttfo",
+    "tpot",
+    "itl",
+    "e2e",
+    "schedule_lag",
+    "queue_wait",
+    *CONVERSATION_LATENCY_METRICS,
+}
 _NAMES = {"ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E"}
 
 
@@ -135,7 +148,7 @@ def unit_of(metric: str) -> str:
         return "" if unit == "count" else unit
     if metric.endswith("throughput"):
         return "/s"
-    if metric in ("error_rate", "blank_rate", "goodput"):
+    if metric in ("error_rate", "blank_rate", "goodput", *CONVERSATION_RATE_METRICS):
         return "fraction"
     return ""
 

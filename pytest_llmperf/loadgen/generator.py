@@ -115,6 +115,7 @@ class LoadGenerator:
         max_concurrency: int | None = None,
         pacing: str | None = None,
         cancel: Mapping[str, Any] | None = None,
+        steady: str | Mapping[str, Any] | None = None,
         seed: int | None = None,
         sample_order: SampleOrderMode | str | None = None,
         requests: int | None = None,
@@ -129,7 +130,8 @@ class LoadGenerator:
         (``pattern``, ``rate`` req/s, ``concurrency``, ``stages``, ``ramp``;
         another pattern drops the declared one's parameters, a new level
         replaces the declared one), its shape (``burstiness``,
-        ``max_concurrency``, ``pacing``, ``cancel``), the load's ``seed`` and
+        ``max_concurrency``, ``pacing``, ``cancel``), its steady-state window
+        (``steady``: docs/measurement.md), the load's ``seed`` and
         ``sample_order``, when to stop (``requests`` or ``duration`` seconds,
         after ``warmup`` untracked requests) and the workload (``workload``, a
         registered name, and ``workload_params`` merged into the declared ones);
@@ -149,6 +151,7 @@ class LoadGenerator:
             "max_concurrency": max_concurrency,
             "pacing": pacing,
             "cancel": cancel,
+            "steady": steady,
             "seed": seed,
             "sample_order": sample_order,
             "requests": requests,

@@ -142,6 +142,7 @@ class ProgressSampler:
             in_flight=in_flight,
             errors=run.accumulator.failed,
             blank=run.accumulator.blank,
+            invalid=run.accumulator.invalid,
             eta_s=eta,
             stage=_stage_at(run, measure_s) if stages and tracked_sent else 0,
             stages=stages,

@@ -15,6 +15,7 @@ from pytest_llmperf.plugin.markers import (
     LLM_MARKERS,
     SPEC_KEY,
     api_of_test,
+    marked_affinity,
     marked_inconclusive,
     registered_elsewhere,
     server_command,
@@ -57,6 +58,7 @@ class CollectionHooks:
                 # a bad spec, profile or API: a usage error here; then does the spec fit the API?
                 api = api_of_test(item, state.endpoints.default_spec, state.options.api)
                 check_api_fit(spec, api, where=f"api {api.value}")
+                marked_affinity(item, state.options.affinity)
                 marked_inconclusive(item)
                 server = item.get_closest_marker("llm_server")
                 if server is not None:  # a bad llm_server marker names the test

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint
@@ -13,7 +15,7 @@ from pytest_llmperf.options import InconclusivePolicy
 from pytest_llmperf.plugin.endpoints import EndpointPool
 from pytest_llmperf.plugin.judging import rulesets_of
 from pytest_llmperf.plugin.live_progress import progress_sink
-from pytest_llmperf.plugin.markers import GEN_KEY, INCONCLUSIVE_KEY, SPEC_KEY
+from pytest_llmperf.plugin.markers import GEN_KEY, INCONCLUSIVE_KEY, SPEC_KEY, marked_affinity
 from pytest_llmperf.plugin.servers import endpoint_for
 from pytest_llmperf.plugin.state import STATE_KEY
 from pytest_llmperf.plugin.under_test import check_comparability, reference_endpoint
@@ -60,6 +62,9 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
     item = request.node
     spec = item.stash.get(SPEC_KEY, None) or PerfSpec.from_markers(None, None, [])
     endpoint = endpoint_for(state, item) or request.getfixturevalue("llm_endpoint")
+    affinity = marked_affinity(item, endpoint.affinity)  # checked at collection
+    if affinity is not None:  # the marker's affinity=: same server, same identity
+        endpoint = replace(endpoint, affinity=affinity)
     policy = request.getfixturevalue("llm_inconclusive")  # a directory's conftest may override
     if policy not in [p.value for p in InconclusivePolicy]:
         pytest.fail(

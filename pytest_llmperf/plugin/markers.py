@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_llmperf.client.affinity import Affinity
 from pytest_llmperf.errors import (
     LlmPerfUsageError,
     did_you_mean,
@@ -36,10 +37,11 @@ MARKERS = {
     "pattern is poisson, constant, concurrency or max-throughput (pytest-llmperf)",
     "llm_slo": "llm_slo('ttft.p99 < 500ms', ..., ruleset=NAME): objectives judged on the "
     "test's runs after the test body (pytest-llmperf)",
-    "llm_endpoint": "llm_endpoint('sim:PROFILE' | URL, model=None, api=None): the endpoint this "
-    "test's llm_loadgen measures (--llm-endpoint on the command line overrides the server) and "
-    "the API it drives (chat, completions, responses, messages, embeddings; default --llm-api) "
-    "(pytest-llmperf)",
+    "llm_endpoint": "llm_endpoint('sim:PROFILE' | URL, model=None, api=None, affinity=None): the "
+    "endpoint this test's llm_loadgen measures (--llm-endpoint on the command line overrides "
+    "the server), the API it drives (chat, completions, responses, messages, embeddings; "
+    "default --llm-api) and what its conversations carry to stay on one replica (as "
+    "--llm-affinity) (pytest-llmperf)",
     "llm_inconclusive": "llm_inconclusive('fail' | 'warn' | 'skip'): what an inconclusive SLO "
     "does to this test; --llm-inconclusive on the command line overrides it (pytest-llmperf)",
     "llm_server": "llm_server(cmd=..., env={...}, cwd=..., ready_url=..., ready_timeout=S, "
@@ -88,15 +90,20 @@ def unknown_marks(item: pytest.Item, registered: frozenset[str]) -> list[str]:
 
 
 def endpoint_spec(item: pytest.Item, mark: pytest.Mark, default: EndpointSpec) -> EndpointSpec:
-    """``llm_endpoint("sim:tiny" | URL, model=None, api=None)``, or ``llm_endpoint(api=...)``
-    alone (the session's endpoint, ``default``, driven through another API); a bad one
-    names the test."""
+    """``llm_endpoint("sim:tiny" | URL, model=None, api=None, affinity=None)``, or
+    ``llm_endpoint(api=..., affinity=...)`` without a spec (the session's endpoint,
+    ``default``, driven through another API or pinned another way: :func:`marked_affinity`);
+    a bad one names the test."""
     where = f"{item.nodeid} llm_endpoint marker"
     args, kwargs = mark.args, mark.kwargs
-    if len(args) > 1 or set(kwargs) - {"model", "api"} or not (args or "api" in kwargs):
+    if (
+        len(args) > 1
+        or set(kwargs) - {"model", "api", "affinity"}
+        or not (args or "api" in kwargs or "affinity" in kwargs)
+    ):
         raise LlmPerfUsageError(
-            f"takes one spec ('sim:PROFILE' or a URL), model=... and api=..., or api=... "
-            f"alone, got args={args!r} kwargs={kwargs!r}",
+            f"takes one spec ('sim:PROFILE' or a URL), model=..., api=... and affinity=..., "
+            f"or api=... / affinity=... alone, got args={args!r} kwargs={kwargs!r}",
             where=where,
         )
     api = parse_api(kwargs["api"], where=f"{where} api=") if "api" in kwargs else None
@@ -105,6 +112,21 @@ def endpoint_spec(item: pytest.Item, mark: pytest.Mark, default: EndpointSpec) -
             raise LlmPerfUsageError("model= needs a spec ('sim:PROFILE' or a URL)", where=where)
         return replace(default, api=api)
     return EndpointSpec.parse(args[0], model=kwargs.get("model"), api=api, where=where)
+
+
+def marked_affinity(item: pytest.Item, session: Affinity) -> Affinity | None:
+    """The ``llm_endpoint`` marker's ``affinity=`` (``"dynamo"``, ``"header:NAME"``, ...:
+    ``--llm-affinity``'s values; ``"none"`` for none) for ``item``, read as
+    ``--llm-affinity`` is, with the session's replica headers; None where the closest
+    marker has none (the session's ``--llm-affinity`` holds). A bad one names the test."""
+    mark = item.get_closest_marker("llm_endpoint")
+    if mark is None or "affinity" not in mark.kwargs:
+        return None
+    where = f"{item.nodeid} llm_endpoint marker affinity="
+    value = mark.kwargs["affinity"]
+    return Affinity.parse(
+        "none" if value is None else value, replica_headers=session.replica_headers, where=where
+    )
 
 
 def api_of_test(item: pytest.Item, default: EndpointSpec, session_api: str) -> Api:

@@ -19,10 +19,17 @@ from markupsafe import Markup
 
 from pytest_llmperf.gate_states import did_not_run_line
 from pytest_llmperf.reports import plots
+from pytest_llmperf.reports.conversation_view import (
+    BAND_HEADER,
+    band_rows,
+    conversation_figures,
+    has_conversations,
+)
 from pytest_llmperf.reports.html_outputs import is_path_key, outputs_view, path_config_rows
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.server_process import exit_message, exit_tail, log_uri, process_rows
 from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.reports.steady_words import steady_line
 from pytest_llmperf.reports.table import (
     MARKS,
     format_change,
@@ -224,7 +231,9 @@ def _run_view(
             hist = acc.histograms[metric]
             charts["cdf"].append(Markup(plots.cdf_plot(hist, metric)))
             charts["histogram"].append(Markup(plots.histogram_plot(hist, metric)))
-        charts["throughput"] = [Markup(s) for s in plots.throughput_plots(acc, stages=stages)]
+        charts["throughput"] = [
+            Markup(s) for s in plots.throughput_plots(acc, stages=stages, steady=run.get("steady"))
+        ]
         charts["latency"] = [Markup(s) for s in plots.latency_timeline_plots(acc, stages=stages)]
         charts["lag"] = [Markup(plots.cdf_plot(acc.histograms["schedule_lag"], "schedule_lag"))]
         if acc.histograms["queue_wait"].count:  # a capped open loop: its users' wait for a slot
@@ -269,8 +278,10 @@ def _run_view(
         **run,
         "charts": charts,
         "config": config,
+        "steady_line": steady_line(run),
         "stage_rows": stage_rows,
         "turn_rows": list(run.get("turns") or []),
+        "conversation_view": _conversation_view(run),
         "latency_rows": latency_rows,
         "stats": _stat_columns(metrics.get(name) for name in latency_rows),
         "cancelled": (run.get("counts") or {}).get("cancelled", 0),
@@ -281,6 +292,21 @@ def _run_view(
         "split_view": _split_view(run),
         "stage_server": any(row["server"] is not None for row in stage_rows),
         "outputs_view": outputs_view(run, slos),
+    }
+
+
+def _conversation_view(run: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A run's conversations (``runs[].conversations``) as the "Conversations" section:
+    its figures in words, the turn-band and prompt-band tables and the two plots."""
+    if not has_conversations(run):
+        return None
+    block = run["conversations"]
+    return {
+        "figures": conversation_figures(block),
+        "header": BAND_HEADER,
+        "turn_rows": band_rows(block, "by_turn_band"),
+        "prompt_rows": band_rows(block, "by_prompt_band"),
+        "charts": [Markup(svg) for svg in plots.turn_band_plots(block)],
     }
 
 

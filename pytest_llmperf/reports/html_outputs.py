@@ -30,6 +30,7 @@ from pytest_llmperf.reports.output_words import (
     validity,
 )
 from pytest_llmperf.reports.table import format_value
+from pytest_llmperf.results.outputs import sample_words
 
 __all__ = ["is_path_key", "outputs_view", "path_config_rows"]
 
@@ -117,7 +118,7 @@ def outputs_view(run: Mapping[str, Any], slos: Sequence[Mapping[str, Any]]) -> d
             mismatches.append(
                 {
                     "metric": name,
-                    "index": m.get("index"),
+                    "index": sample_words(m),
                     "position": "-" if position is None else str(position),
                 }
             )

@@ -31,10 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.metrics.histogram import PERCENTILES
+from pytest_llmperf.metrics.histogram import PERCENTILES, LatencyHistogram
 from pytest_llmperf.reports.minimum_report import minimum_viable_report
 from pytest_llmperf.reports.session_data import SessionData, TestEntry
 from pytest_llmperf.results.accumulator import MetricsAccumulator
+from pytest_llmperf.specs.conversation_names import CONVERSATION_LATENCY_METRICS
 from pytest_llmperf.specs.slo import STATS, parse_slo
 
 __all__ = [
@@ -112,7 +113,8 @@ def requested_stats(
             slo = parse_slo(str(verdict.get("expr", "")))
         except LlmPerfUsageError:  # a session ruleset's or a foreign report's: not ours to judge
             continue
-        if slo.stat and not slo.is_server:  # the server's percentiles come from its buckets
+        # the server's percentiles come from its buckets; a turn band's is its band's
+        if slo.stat and not slo.is_server and slo.turn_band is None:
             pairs.append((slo.metric, slo.stat))
     pairs += [(str(c.get("metric")), str(c.get("stat"))) for c in baseline]
     out: dict[str, list[str]] = {}
@@ -164,15 +166,25 @@ def _with_requested_stats(test: TestEntry) -> list[dict[str, Any]]:
     return runs
 
 
+def _histogram(acc: MetricsAccumulator, metric: str) -> LatencyHistogram | None:
+    """The histogram behind ``metrics[metric]``: a request latency's, or a conversation's
+    (``conversation.makespan``); None for anything else."""
+    if metric in CONVERSATION_LATENCY_METRICS:
+        tracker = acc.conversations
+        return tracker.stats().histogram(metric.partition(".")[2]) if tracker else None
+    return acc.histograms.get(metric)
+
+
 def _add_stats(
     metrics: Mapping[str, Any], acc: MetricsAccumulator, wanted: Mapping[str, tuple[str, ...]]
 ) -> dict[str, Any]:
     out = dict(metrics)
     for metric, stats in wanted.items():
         shown = out.get(metric)
-        if isinstance(shown, dict) and metric in acc.histograms:
+        hist = _histogram(acc, metric)
+        if isinstance(shown, dict) and hist is not None:
             # the summary's order (requested percentiles after p99.9), the run's own values
-            summary = acc.histograms[metric].summary(stats)
+            summary = hist.summary(stats)
             out[metric] = {**{k: shown.get(k, v) for k, v in summary.items()}, **shown}
     return out
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from xml.etree import ElementTree
 
+from pytest_llmperf.reports.conversation_view import conversation_properties
 from pytest_llmperf.reports.model_view import model_entries
 from pytest_llmperf.reports.output_words import (
     compared_outputs,
@@ -194,13 +195,16 @@ def run_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     ``llm_run[ttft.p99][run0][model sim-lora-1]``; a run whose outputs were compared,
     ``llm_output_match[run0].share`` = ``90.00%``, ``.compared``, ``.mismatched``,
     ``.against``, ``.compared_with``, ``.parted`` = ``#3 at token 12, #17 at token 0``
-    (``llm_output_consistency`` alike), or ``.not_measured`` and why."""
+    (``llm_output_consistency`` alike), or ``.not_measured`` and why. A run with
+    conversations adds their figures (``llm_conversations[makespan.p90][run0]``, ...:
+    :func:`~pytest_llmperf.reports.conversation_view.conversation_properties`)."""
     props: list[tuple[str, str]] = []
     for run in runs:
         label = str(run.get("label") or "")
         props += _figures("llm_run", f"[{label}]", run)
         for model, entry in model_entries(run):
             props += _figures("llm_run", f"[{label}][model {model}]", entry)
+        props += conversation_properties(run)
         lines = invalid_sample_lines(run.get("invalid_samples") or ())
         props += [(f"llm_invalid[{label}][{i}]", line) for i, line in enumerate(lines)]
         for metric, match in compared_outputs(run):

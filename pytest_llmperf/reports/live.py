@@ -59,6 +59,15 @@ def _rate(snap: ProgressSnapshot) -> str:
     return f"{rate:.1f} req/s" if rate < 1000 else f"{rate:.0f} req/s"
 
 
+def _output_fields(snap: ProgressSnapshot) -> list[str]:
+    """Completed requests whose output is no good, beside the errors, once there are
+    some: ``3 invalid`` (failed their schema or tool check), ``2 blank`` (no visible text)."""
+    return [
+        *([f"{snap.invalid} invalid"] if snap.invalid else []),
+        *([f"{snap.blank} blank"] if snap.blank else []),
+    ]
+
+
 def _clock(snap: ProgressSnapshot) -> str:
     """Elapsed time, and the ETA when one is known."""
     text = format_seconds(snap.elapsed_s)
@@ -73,13 +82,14 @@ def status_line(snap: ProgressSnapshot, width: int, *, test: str = "") -> str:
     The name shrinks first: the node id, the test's name without its file, a
     procedure's run label alone (``[sweep rate=8]``), the tail of the name;
     then, if it still does not fit, the least useful fields (in flight,
-    errors, blank replies, the clock) go one by one; blank replies show once there are some.
+    errors, invalid outputs, blank replies, the clock) go one by one; invalid outputs and
+    blank replies show once there are some.
     """
     limit = max(20, width - 1)
     fields = [_where(snap)]
     if snap.phase is not Phase.REMOTE:
         fields += [_rate(snap), f"{snap.in_flight} in flight", f"{snap.errors} err"]
-        fields += [f"{snap.blank} blank"] if snap.blank else []
+        fields += _output_fields(snap)
     fields.append(_clock(snap))
     optional = fields[2:] if snap.phase is not Phase.REMOTE else []
     while True:
@@ -111,7 +121,7 @@ def plain_line(snap: ProgressSnapshot, *, test: str = "") -> str:
         parts.append(f"req/s at the end (issued by {snap.workers} workers)")
     else:
         parts += [_rate(snap), f"{snap.in_flight} in flight", f"{snap.errors} errors"]
-        parts += [f"{snap.blank} blank"] if snap.blank else []
+        parts += _output_fields(snap)
     parts.append(f"elapsed {format_seconds(snap.elapsed_s)}")
     if snap.eta_s is not None:
         parts.append(f"ETA {format_seconds(snap.eta_s)}")

@@ -41,6 +41,7 @@ from typing import Any
 from pytest_llmperf.gate_states import did_not_run_line
 from pytest_llmperf.gfm import CHAR_LIMIT, Block, Document, Section, code, details, table, text
 from pytest_llmperf.history.markdown import TREND_HEADER, trend_rows
+from pytest_llmperf.reports.conversation_view import conversation_markdown
 from pytest_llmperf.reports.markdown_outputs import paths_line
 from pytest_llmperf.reports.markdown_runs import (
     identity_lines,
@@ -54,6 +55,7 @@ from pytest_llmperf.reports.markdown_runs import (
     turn_table,
 )
 from pytest_llmperf.reports.markdown_tables import TestView, checks_block, mark, test_view
+from pytest_llmperf.reports.steady_words import steady_line
 from pytest_llmperf.reports.table import format_interval, format_value
 from pytest_llmperf.slo.multiplicity import multiple_comparisons_line
 
@@ -76,6 +78,7 @@ _LEFT_OUT = {
     "passing": "passing tests' tables",
     "stages": "per-stage/per-turn tables",
     "models": "per-model tables",
+    "conversations": "per-conversation tables",
     "trend": "trend tables",
     "run": "rows of the gated-runs table",
     "server": "server lines",
@@ -229,7 +232,7 @@ def _gated(test: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _runs_sections(views: Sequence[TestView]) -> list[Section]:
-    rows, servers, paths, processes = [], [], [], []
+    rows, servers, paths, processes, windows = [], [], [], [], []
     for view in views:
         important = view.kind in ("fail", "inconclusive")
         rank = _FAILING_RUNS if important else _PASSING_RUNS
@@ -245,12 +248,18 @@ def _runs_sections(views: Sequence[TestView]) -> list[Section]:
                 processes.append(
                     Block(f"- {line}\n", rank=_FAILING if died else rank, what="server")
                 )
+            if (window := steady_line(run)) is not None:
+                windows.append(
+                    Block(f"- {code(view.nodeid)} {text(window)}\n", rank=rank, what="run")
+                )
             asked = paths_line(view.nodeid, run)
             if asked is not None:
                 paths.append(Block(f"- {asked}\n", rank=rank, what="run"))
     if not rows:
         return []
     out = [Section("### Gated runs\n\n" + runs_table_head(), rows, "\n")]
+    if windows:  # llm_load(steady=...): the throughput figures above are the window's
+        out.append(Section("**Steady-state windows** (throughput over them):\n\n", windows, "\n"))
     if paths:
         out.append(Section("**Asked of the server** beyond plain text:\n\n", paths, "\n"))
     if servers:
@@ -343,6 +352,10 @@ def _details_sections(views: Sequence[TestView]) -> list[Section]:
             if run.get("turns"):
                 body = turn_table(run)
                 staged.append(Block(details(f"Turns: {where}", body) + "\n", _STAGES, "stages"))
+            if body := conversation_markdown(run):
+                staged.append(
+                    Block(details(f"Conversations: {where}", body) + "\n", _STAGES, "conversations")
+                )
             body = model_table(run, list(view.test.get("slos") or []))
             if body:
                 staged.append(Block(details(f"Models: {where}", body) + "\n", _STAGES, "models"))

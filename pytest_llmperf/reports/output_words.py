@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmperf.reports.table import format_value
+from pytest_llmperf.results.outputs import sample_words
 
 __all__ = [
     "AGAINST_WORDS",
@@ -127,7 +128,7 @@ def parting_words(match: Mapping[str, Any], *, limit: int | None = None) -> str:
 
 def _parting(m: Mapping[str, Any]) -> str:
     position = m.get("position")
-    return f"#{m.get('index')} " + ("(differs)" if position is None else f"at token {position}")
+    return f"#{sample_words(m)} " + ("(differs)" if position is None else f"at token {position}")
 
 
 def output_notes(run: Mapping[str, Any]) -> list[str]:

@@ -8,7 +8,7 @@ a test's several runs; tests' attached ``curve`` analyses are drawn
 generically; a metric's history (``--llm-history``) with its change points; the
 server's gauges over the run (``--llm-server-metrics``: KV-cache usage, requests
 running and waiting) and the client's TTFT split into the server's parts as
-stacked bars.
+stacked bars; a run's conversations, its TTFT and prefix-cache hit by turn band.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ __all__ = [
     "stage_bands",
     "throughput_plots",
     "ttft_split_plot",
+    "turn_band_plots",
 ]
 
 PLOTTED_METRICS = ("ttft", "tpot", "itl", "e2e")
@@ -137,12 +138,29 @@ def stage_bands(stages: Sequence[Mapping[str, Any]]) -> list[Band]:
     return out
 
 
+def steady_band(window: Mapping[str, Any] | None) -> list[Band]:
+    """A run's steady-state window (``run["steady"]``) as a green band on its time axis
+    (seconds from the first tracked send, as the timeline's); none without one."""
+    if not window or window.get("start_s") is None or window.get("end_s") is None:
+        return []
+    start, end = float(window["start_s"]), float(window["end_s"])
+    title = (
+        f"steady-state window {start:.1f}-{end:.1f} s: {window.get('requests_in', 0)} "
+        f"requests in, {window.get('requests_out', 0)} out (throughput over it)"
+    )
+    return [Band(start, end, label="steady", title=title, fill="#2e9e5b")]
+
+
 def throughput_plots(
-    acc: MetricsAccumulator, *, stages: Sequence[Mapping[str, Any]] = ()
+    acc: MetricsAccumulator,
+    *,
+    stages: Sequence[Mapping[str, Any]] = (),
+    steady: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Completed requests and output tokens per second of the run's window.
 
-    ``stages`` (a staged run's ``run["stages"]``) are drawn as bands.
+    ``stages`` (a staged run's ``run["stages"]``) are drawn as bands, and the
+    steady-state window (``run["steady"]``) as a green one over them.
     """
     if not acc.timeline:
         return [
@@ -154,7 +172,7 @@ def throughput_plots(
     seconds = range(last + 1)
     tokens = [(s + 0.5, float(acc.timeline[s][1] if s in acc.timeline else 0)) for s in seconds]
     requests = [(s + 0.5, float(acc.timeline[s][0] if s in acc.timeline else 0)) for s in seconds]
-    bands = stage_bands(stages)
+    bands = [*stage_bands(stages), *steady_band(steady)]
     return [
         line_chart(
             [Series("output tok/s", tokens)],
@@ -224,7 +242,12 @@ def latency_timeline_plots(
 
 def latency_vs_load_plot(runs: Sequence[Mapping[str, Any]]) -> str | None:
     """TTFT and TPOT percentiles against achieved throughput, when a test made several runs."""
-    usable = [r for r in runs if (r.get("metrics") or {}).get("ttft", {}).get("count")]
+    usable = [
+        r
+        for r in runs
+        if (r.get("metrics") or {}).get("ttft", {}).get("count")
+        and r["metrics"].get("request_throughput") is not None  # (an empty steady window)
+    ]
     if len(usable) < 2:
         return None
     usable = sorted(usable, key=lambda r: r["metrics"]["request_throughput"])
@@ -441,3 +464,51 @@ def ttft_split_plot(split: TimeSplit) -> str:
     out.append(f'<text x="{legend_x + 5:.1f}" y="{legend_y + 1}" class="legend">client ttft</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def turn_band_plots(block: Mapping[str, Any] | None) -> list[str]:
+    """A run's conversations by turn band (``runs[].conversations.by_turn_band``): TTFT p50
+    and p90, and the prefix-cache hit rate where the server said its cached tokens. The x
+    axis is the band's place (1 = turn 1, 2 = turns 2-5, ...), named in its label."""
+    rows = list((block or {}).get("by_turn_band") or ())
+    if not rows:
+        return []
+    names = ", ".join(f"{k} = {row['turns']}" for k, row in enumerate(rows, 1))
+    x_label = f"turn band ({names})"
+    series = []
+    for stat in ("p50", "p90"):
+        pts = [
+            (float(k), float(row["ttft"][stat]))
+            for k, row in enumerate(rows, 1)
+            if (row.get("ttft") or {}).get(stat) is not None
+        ]
+        if pts:
+            series.append(Series(f"TTFT {stat}", pts))
+    out = [
+        line_chart(
+            series,
+            title="TTFT by turn band",
+            x_label=x_label,
+            y_label="ms",
+            kind="ttft-by-turn",
+            markers=True,
+        )
+    ]
+    hits = [
+        (float(k), 100.0 * float(row["cache_hit_rate"]))
+        for k, row in enumerate(rows, 1)
+        if row.get("cache_hit_rate") is not None
+    ]
+    if hits:
+        out.append(
+            line_chart(
+                [Series("prefix-cache hit", hits)],
+                title="prefix-cache hit by turn band",
+                x_label=x_label,
+                y_label="% of prompt tokens",
+                kind="cache-hit-by-turn",
+                y_range=(0.0, 100.0),
+                markers=True,
+            )
+        )
+    return out

@@ -46,10 +46,12 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_llmperf.reports.conversation_view import conversation_parts
 from pytest_llmperf.reports.line_breaks import fit, prose, wrap_parts
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.server_process import exit_message, process_parts
 from pytest_llmperf.reports.session_data import SessionData, TestEntry
+from pytest_llmperf.reports.steady_words import steady_line
 from pytest_llmperf.reports.table import (
     MARKS,
     error_sample_lines,
@@ -159,6 +161,10 @@ def summary_lines(
                 parts = _brief_parts(m, run["counts"], run.get("errors"))
                 lines.extend(wrap_parts([f"{run['label']}: {parts[0]}", *parts[1:]], width))
             lines.extend(_stage_lines(run, test.slos))
+            if parts := conversation_parts(run):  # what an agent feels: a short block
+                lines.extend(wrap_parts(parts, width, sep=";"))
+            if window := steady_line(run):  # llm_load(steady=...): one line
+                lines.extend(fit(f"    {run['label']}: {window}", width))
             lines.extend(output_lines(run, test.slos, width))
             if run.get("stop_reason") == "decided":  # until="decided": when, and on what
                 detail = run.get("stop_detail") or "every SLO decided"
@@ -473,15 +479,15 @@ def _brief_parts(
             f"e2e p50 {format_value(e2e['p50'], 'ms')} p99 {format_value(e2e['p99'], 'ms')}",
             f"{metrics['embedding_inputs_per_s']:.1f} inputs/s "
             f"({metrics['embedding_dimensions']:g} dimensions)",
-            f"{metrics['request_throughput']:.2f} req/s",
-            f"{metrics['input_throughput']:.1f} input tok/s",
+            _per_s(metrics["request_throughput"], 2, "req/s"),
+            _per_s(metrics["input_throughput"], 1, "input tok/s"),
         ]
     else:
         latency = [
             f"ttft p50 {format_value(ttft['p50'], 'ms')} p99 {format_value(ttft['p99'], 'ms')}",
             f"tpot p50 {format_value(tpot['p50'], 'ms')} p99 {format_value(tpot['p99'], 'ms')}",
-            f"{metrics['request_throughput']:.2f} req/s",
-            f"{metrics['output_throughput']:.1f} tok/s",
+            _per_s(metrics["request_throughput"], 2, "req/s"),  # None: no steady window
+            _per_s(metrics["output_throughput"], 1, "tok/s"),
         ]
     images = metrics.get("images")
     return [
@@ -493,6 +499,11 @@ def _brief_parts(
         *([valid] if (valid := valid_part({"metrics": metrics, "counts": counts})) else []),
         *([f"connection retries {retried}"] if retried else []),
     ]
+
+
+def _per_s(value: float | None, digits: int, unit: str) -> str:
+    """A throughput as the summary writes it; ``-`` where an empty steady window has none."""
+    return f"- {unit}" if value is None else f"{value:.{digits}f} {unit}"
 
 
 def _kib(nbytes: int) -> str:

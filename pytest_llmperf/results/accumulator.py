@@ -97,9 +97,20 @@ invalid output is still a completed request: it stays in every latency
 histogram and throughput, but is not *good* (``goodput``).
 ``valid_rate = (checked - invalid) / checked`` (no value without a checked output).
 With greedy decoding each completed request's output fingerprint is kept by
-sample index in :attr:`outputs` (the whole run's only, not its breakdowns'). A
+(sample index, turn, agent thread) in :attr:`outputs`, so every turn of a conversation
+is kept (the whole run's only, not its breakdowns'). A
 record without these fields costs three attribute checks (``model``,
 ``output_checked``, ``output_digest``) and nothing else.
+
+Steady-state window (``llm_load(..., steady=...)``, :mod:`pytest_llmperf.results.steady`):
+the load generator opens :attr:`MetricsAccumulator.steady` when the run reaches its
+level, and every tracked record started in it is also added to :attr:`steady_part`.
+With a window, ``request_throughput``, ``output_throughput``, ``input_throughput`` and
+``goodput`` are the window's (its requests' completions and tokens over its length;
+NaN when it is empty), whatever reads them (:meth:`MetricsAccumulator.rate`, the
+summary, the verdicts); with ``latency=True`` the latency figures are its requests'
+too (:meth:`MetricsAccumulator.latency_histogram`). Counts, the timeline and the
+breakdowns keep every request. A run without a window pays one attribute check.
 """
 
 from __future__ import annotations
@@ -112,9 +123,11 @@ from typing import Any
 
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.metrics.histogram import LatencyHistogram
+from pytest_llmperf.results.conversations import ConversationTracker, prompt_band, turn_band
 from pytest_llmperf.results.error_samples import ErrorSamples
 from pytest_llmperf.results.output_samples import InvalidSamples
 from pytest_llmperf.results.outputs import SampleOutputs
+from pytest_llmperf.results.steady import STEADY_RATE_METRICS, SteadyWindow
 
 __all__ = [
     "LATENCY_METRICS",
@@ -218,6 +231,9 @@ _COUNTERS = (
     "checked",  # completed requests whose output was checked (schema or tools)
     "invalid",  # ... and failed the check
     "blank",  # completed requests with no visible output (generated but blank)
+    "cache_reported",  # completed requests whose usage said their cached prompt tokens ...
+    "cache_reported_prompt_tokens",  # ... their prompt tokens ...
+    "cache_reported_cached_tokens",  # ... and those cached (the prefix-cache hit rate)
 )
 
 
@@ -261,6 +277,9 @@ class MetricsAccumulator:
         self.checked = 0
         self.invalid = 0
         self.blank = 0
+        self.cache_reported = 0
+        self.cache_reported_prompt_tokens = 0
+        self.cache_reported_cached_tokens = 0
         self.invalid_samples = InvalidSamples()
         self.outputs = SampleOutputs()  # greedy: sample index -> output fingerprint
         self.errors: Counter[str] = Counter()
@@ -273,12 +292,28 @@ class MetricsAccumulator:
         self.stages: dict[int, MetricsAccumulator] = {}
         self.turns: dict[int, MetricsAccumulator] = {}
         self.models: dict[str, MetricsAccumulator] = {}  # record.model -> its requests
+        # conversations' requests by turn band and by prompt-length band (results/conversations.py)
+        self.turn_bands: dict[str, MetricsAccumulator] = {}
+        self.prompt_bands: dict[str, MetricsAccumulator] = {}
+        # per-conversation figures, made at the first record of a conversation
+        self.conversations: ConversationTracker | None = None
         self._breaks_down = True
+        self._pools_gaps = True  # a band's breakdown leaves the per-token-event ITL out
         # SERVER_TIMING_HISTOGRAMS, made at the first request with the server's own timings
         self.server_histograms: dict[str, LatencyHistogram] = {}
         self.server_remainder_negative = 0  # requests whose TTFT parts overran their TTFT
         self.server_spec_accepted = 0  # speculative decoding: accepted draft tokens ...
         self.server_spec_draft = 0  # ... of these drafted, over the requests that said so
+        # llm_load(steady=...): the window (opened by the load generator) and its requests
+        self.steady: SteadyWindow | None = None
+        self.steady_part: MetricsAccumulator | None = None
+
+    def declare_steady(self, mode: str = "auto", *, latency: bool = False) -> SteadyWindow:
+        """Give this run a steady-state window (not yet open); returns it for the issuing
+        side to open (:meth:`~pytest_llmperf.results.steady.SteadyWindow.open_at`)."""
+        self.steady = SteadyWindow(mode, latency=latency)
+        self.steady_part = self._part()
+        return self.steady
 
     # -- writing ---------------------------------------------------------------
 
@@ -292,6 +327,12 @@ class MetricsAccumulator:
                 self._breakdown(self.turns, min(record.turn, MAX_TURN_BREAKDOWN - 1)).add(record)
             if record.model:
                 self._breakdown(self.models, record.model).add(record)
+            if record.conversation >= 0 or record.turn >= 0:
+                self._add_conversation(record)
+            window = self.steady
+            if window is not None and window.admits(record.t_sched):
+                assert self.steady_part is not None
+                self.steady_part.add(record)
         self.issued += 1
         self.connection_retries += record.connection_retries
         if record.images:
@@ -326,7 +367,14 @@ class MetricsAccumulator:
                 self.invalid += 1
                 self.invalid_samples.add(str(record.invalid), record.invalid_detail)
         if record.output_digest and self._breaks_down:
-            self.outputs.add(record.index, record.output_digest, n_out, record.output_marks)
+            self.outputs.add(
+                record.index,
+                record.output_digest,
+                n_out,
+                record.output_marks,
+                turn=record.turn,
+                agent=record.agent,
+            )
         self.output_tokens += n_out
         self.token_events += record.token_events
         self.reasoning_tokens += record.reasoning_tokens
@@ -344,8 +392,12 @@ class MetricsAccumulator:
             self.input_usage_requests += 1
             self.input_usage_tokens += record.usage_prompt_tokens
             self.input_usage_requested += record.input_requested
-        if record.usage_cached_tokens:
+        if record.usage_cached_tokens is not None:
             self.cached_tokens += record.usage_cached_tokens
+            if record.usage_prompt_tokens is not None:
+                self.cache_reported += 1
+                self.cache_reported_prompt_tokens += record.usage_prompt_tokens
+                self.cache_reported_cached_tokens += record.usage_cached_tokens
         if not record.t_first:
             # an answer without a token stream (embeddings), or a blank reply without a
             # token event (to the end of its stream): e2e alone
@@ -375,7 +427,7 @@ class MetricsAccumulator:
             h["tpot_token_weighted"].record_ns(tpot, n_out - 1)
             values["tpot"] = tpot
         gaps = record.gaps_ns
-        if gaps:
+        if gaps and self._pools_gaps:
             h["itl"].record_many_ns(gaps)
             h["itl_request_mean"].record_ns(sum(gaps) // len(gaps))
         if (
@@ -428,6 +480,38 @@ class MetricsAccumulator:
             self.server_spec_accepted += record.server_spec_accepted
             self.server_spec_draft += drafted
 
+    def _add_conversation(self, record: RequestRecord) -> None:
+        """A conversation's request: its conversation's figures, its turn band's and (with
+        a server-counted prompt) its prompt-length band's breakdowns."""
+        if record.conversation >= 0:
+            if self.conversations is None:
+                self.conversations = ConversationTracker()
+            self.conversations.add(record)
+        if record.turn >= 0:
+            self._band(self.turn_bands, turn_band(record.turn)).add(record)
+        if record.usage_prompt_tokens is not None:
+            self._band(self.prompt_bands, prompt_band(record.usage_prompt_tokens)).add(record)
+
+    def end_conversation(self, conversation: int) -> None:
+        """Conversation ``conversation`` will send no more calls: fold its figures and drop
+        its calls (a load generator that knows when a tree or chat ended calls this; one
+        that does not leaves it to the first reading, which folds a copy)."""
+        if self.conversations is not None:
+            self.conversations.end(conversation)
+
+    def _band(self, parts: dict[str, MetricsAccumulator], key: str) -> MetricsAccumulator:
+        part = self._breakdown(parts, key)
+        part._pools_gaps = False
+        return part
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """Cached prompt tokens / prompt tokens over the completed requests whose usage
+        said their cached tokens; None where none did (the server does not report it)."""
+        if not self.cache_reported or not self.cache_reported_prompt_tokens:
+            return None
+        return self.cache_reported_cached_tokens / self.cache_reported_prompt_tokens
+
     def _make_server_histograms(self) -> dict[str, LatencyHistogram]:
         self.server_histograms = {name: LatencyHistogram() for name in SERVER_TIMING_HISTOGRAMS}
         return self.server_histograms
@@ -435,9 +519,13 @@ class MetricsAccumulator:
     def _breakdown(self, parts: dict[Any, MetricsAccumulator], key: Any) -> MetricsAccumulator:
         part = parts.get(key)
         if part is None:
-            part = parts[key] = MetricsAccumulator()
-            part.request_limits_ns = self.request_limits_ns
-            part._breaks_down = False  # a stage's requests are not split again
+            part = parts[key] = self._part()
+        return part
+
+    def _part(self) -> MetricsAccumulator:
+        part = MetricsAccumulator()
+        part.request_limits_ns = self.request_limits_ns
+        part._breaks_down = False  # a stage's requests are not split again
         return part
 
     def _count_good(self, values: Mapping[str, int], record: RequestRecord) -> None:
@@ -490,6 +578,22 @@ class MetricsAccumulator:
         for mine, theirs in breakdowns:
             for key, part in theirs.items():
                 self._breakdown(mine, key).merge(part)
+        for mine, theirs in (
+            (self.turn_bands, other.turn_bands),
+            (self.prompt_bands, other.prompt_bands),
+        ):
+            for key, part in theirs.items():
+                self._band(mine, key).merge(part)
+        if other.conversations:
+            if self.conversations is None:
+                self.conversations = ConversationTracker()
+            self.conversations.merge(other.conversations)
+        if other.steady is not None and other.steady_part is not None:
+            if self.steady is None or self.steady_part is None:
+                self.declare_steady(other.steady.mode, latency=other.steady.latency)
+                assert self.steady is not None and self.steady_part is not None
+            self.steady.merge(other.steady)
+            self.steady_part.merge(other.steady_part)
 
     # -- reading ---------------------------------------------------------------
 
@@ -502,6 +606,8 @@ class MetricsAccumulator:
     def rate(self, name: str) -> float:
         """A rate metric: fractions for error_rate/blank_rate/goodput, per second for
         throughputs."""
+        if self.steady is not None and name in STEADY_RATE_METRICS:
+            return self._steady_rate(name)
         window = self.window_s
         judged = self.issued - self.cancelled  # abandoned on purpose: neither good nor failed
         if name == "error_rate":
@@ -520,6 +626,58 @@ class MetricsAccumulator:
             return (self.checked - self.invalid) / self.checked if self.checked else math.nan
         raise KeyError(name)
 
+    def whole_run_rate(self, name: str) -> float:
+        """``name`` over the whole run, steady window or not (the report's reference)."""
+        window, self.steady = self.steady, None
+        try:
+            return self.rate(name)
+        finally:
+            self.steady = window
+
+    def _steady_rate(self, name: str) -> float:
+        """A steady-window rate: its requests' completions (tokens) over its length, its
+        good share; NaN for an empty window (no number: an SLO on it is inconclusive)."""
+        window, part = self.steady, self.steady_part
+        assert window is not None and part is not None
+        if window.why_empty():
+            return math.nan
+        if name == "goodput":
+            judged = part.issued - part.cancelled
+            return part.good / judged if judged else math.nan
+        length = window.duration_s
+        if name == "request_throughput":
+            return part.completed / length
+        if name == "output_throughput":
+            return part.output_tokens / length
+        return part.input_tokens / length
+
+    def latency_histogram(self, name: str) -> LatencyHistogram:
+        """The histogram a latency figure and its verdict read: the steady window's
+        requests' with ``steady={"latency": True}``, every request's otherwise."""
+        part = self.steady_part
+        if part is not None and self.steady is not None and self.steady.latency:
+            return part.histograms[name]
+        return self.histograms[name]
+
+    def steady_summary(self) -> dict[str, Any] | None:
+        """The report's ``runs[].steady`` (None without a window): the window (seconds
+        from the run's first send), requests in and out, ``drain_s`` (its last request's
+        end after the window's end), and the whole run's throughput figures beside the
+        window's (which are the run's ``metrics``)."""
+        window = self.steady
+        if window is None:
+            return None
+        out = window.describe(self.window_start_ns)
+        part, end = self.steady_part, window.end_ns
+        last = part.window_end_ns if part is not None else None
+        # how long after the window's end its last request ended: about one latency for
+        # a server that keeps up, growing with the window for an open loop it cannot
+        out["drain_s"] = None if last is None or end is None else round((last - end) / 1e9, 6)
+        out["whole_run"] = {
+            name: round(self.whole_run_rate(name), 6) for name in STEADY_RATE_METRICS
+        }
+        return out
+
     @property
     def token_count_source(self) -> TokenCountSource:
         """Where ``n_out`` came from: ``usage``, ``events`` or ``mixed``."""
@@ -530,11 +688,16 @@ class MetricsAccumulator:
         return TokenCountSource.MIXED
 
     def summary(self) -> dict[str, Any]:
-        """The JSON report's ``metrics`` object (ms, per second, fractions)."""
-        out: dict[str, Any] = {name: self.histograms[name].summary() for name in LATENCY_METRICS}
-        out["tpot_token_weighted"] = self.histograms["tpot_token_weighted"].summary()
+        """The JSON report's ``metrics`` object (ms, per second, fractions); a run with
+        conversations adds ``conversation.makespan`` and ``conversation.makespan_excl_tools``
+        (ms, like a latency) and, where replicas were said, ``conversation.same_replica_rate``
+        and ``conversation.tree_same_replica_rate`` (results/conversations.py)."""
+        hist = self.latency_histogram
+        out: dict[str, Any] = {name: hist(name).summary() for name in LATENCY_METRICS}
+        out["tpot_token_weighted"] = hist("tpot_token_weighted").summary()
         for name in RATE_METRICS:
-            out[name] = round(self.rate(name), 6)
+            value = self.rate(name)  # NaN: an empty steady window's throughput (no number)
+            out[name] = None if math.isnan(value) else round(value, 6)
         if self.checked:
             out["valid_rate"] = round(self.rate("valid_rate"), 6)
         out["window_s"] = round(self.window_s, 6)
@@ -547,6 +710,14 @@ class MetricsAccumulator:
         if self.images:
             out["images"] = self.images
             out["image_bytes"] = self.image_bytes
+        if self.conversations:  # by their SLO names, so history and baselines read them
+            stats = self.conversations.stats()
+            out["conversation.makespan"] = stats.makespan.summary()
+            out["conversation.makespan_excl_tools"] = stats.makespan_excl_tools.summary()
+            for name in ("same_replica_rate", "tree_same_replica_rate"):
+                rate = getattr(stats, name)
+                if rate is not None:
+                    out[f"conversation.{name}"] = round(rate, 6)
         if self.embedding_inputs:
             window = self.window_s
             out["embedding_inputs"] = self.embedding_inputs
@@ -608,10 +779,21 @@ class MetricsAccumulator:
         }
         if self.models:
             state["models"] = {k: v.to_state() for k, v in self.models.items()}
+        if self.turn_bands:
+            state["turn_bands"] = {k: v.to_state() for k, v in self.turn_bands.items()}
+        if self.prompt_bands:
+            state["prompt_bands"] = {k: v.to_state() for k, v in self.prompt_bands.items()}
+        if self.conversations:
+            state["conversations"] = self.conversations.to_state()
         if self.invalid_samples:
             state["invalid_samples"] = self.invalid_samples.to_state()
         if self.outputs:
             state["outputs"] = self.outputs.to_state()
+        if self.steady is not None and self.steady_part is not None:
+            state["steady"] = {
+                "window": self.steady.to_state(),
+                "part": self.steady_part.to_state(),
+            }
         if self.server_histograms:
             state["server_timing"] = {
                 "histograms": {k: v.to_state() for k, v in self.server_histograms.items()},
@@ -641,8 +823,18 @@ class MetricsAccumulator:
         acc.stages = {int(k): cls.from_state(v) for k, v in state.get("stages", {}).items()}
         acc.turns = {int(k): cls.from_state(v) for k, v in state.get("turns", {}).items()}
         acc.models = {str(k): cls.from_state(v) for k, v in state.get("models", {}).items()}
+        for attr in ("turn_bands", "prompt_bands"):
+            for key, part_state in state.get(attr, {}).items():
+                acc._band(getattr(acc, attr), str(key)).merge(cls.from_state(part_state))
+        if state.get("conversations"):
+            acc.conversations = ConversationTracker.from_state(state["conversations"])
         acc.invalid_samples = InvalidSamples.from_state(state.get("invalid_samples", []))
         acc.outputs = SampleOutputs.from_state(state.get("outputs"))
+        steady = state.get("steady")
+        if steady:
+            acc.steady = SteadyWindow.from_state(steady["window"])
+            acc.steady_part = cls.from_state(steady["part"])
+            acc.steady_part._breaks_down = False
         server = state.get("server_timing")
         if server:
             hists = acc._make_server_histograms()

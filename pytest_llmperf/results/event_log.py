@@ -95,6 +95,13 @@ def _finish(record: RequestRecord, kind: str, t_ns: int, info: Mapping[str, Any]
     if server:
         _server_timing(record, server)
     record.model = str(info.get("model", ""))
+    conv = info.get("conv")
+    if conv:  # recorder.conversation_info
+        record.conversation = int(conv.get("n", -1))
+        record.turn = int(conv.get("turn", -1))
+        record.agent = str(conv.get("agent", ""))
+        record.think_ns = int(conv.get("think_ns", 0))
+        record.replica = str(conv.get("replica", ""))
     output = info.get("output")
     if output:  # recorder.output_info
         record.output_checked = bool(output.get("checked"))

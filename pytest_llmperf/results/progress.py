@@ -35,7 +35,8 @@ class ProgressSnapshot:
     second over the last :data:`RATE_WINDOW_S` seconds (None before any
     sample), ``stage`` is 1-based (0 without stages), ``eta_s`` None when
     unknown. ``errors`` counts failed requests, ``blank`` completed ones with no
-    visible text (generated but blank).
+    visible text (generated but blank), ``invalid`` completed ones whose output failed
+    its check (``structured=``, ``tools=``: ``record.invalid``).
     """
 
     label: str
@@ -49,6 +50,7 @@ class ProgressSnapshot:
     in_flight: int = 0
     errors: int = 0
     blank: int = 0
+    invalid: int = 0
     eta_s: float | None = None
     stage: int = 0
     stages: int = 0

@@ -28,6 +28,9 @@ it), e.g. ``json_extract(info, '$.server.ttft_ms')``. A request that named a
 served model (``adapters=``) has it as ``model``; a checked or greedy output has
 ``output``: ``checked``, ``invalid``, ``detail``, ``digest``, ``marks`` (each only
 where set), so a replay gives the same per-model results, validity and outputs. A
+request of a conversation or a turn has ``conv``: ``n``, ``turn``, ``agent``,
+``think_ns``, ``replica`` (:func:`conversation_info`), so a replay gives the same
+turn and conversation figures. A
 completed reply with no visible text has ``blank`` (1) in its ``complete`` row's JSON.
 
 ``phase`` is 0 for warm-up requests and 1 for the tracked performance phase.
@@ -56,6 +59,7 @@ __all__ = [
     "EVENT_KINDS",
     "SCHEMA",
     "EventRecorder",
+    "conversation_info",
     "event_rows",
     "output_info",
     "server_timing_info",
@@ -245,6 +249,8 @@ def event_rows(record: RequestRecord, position: int) -> list[tuple[Any, ...]]:
         info["model"] = record.model
     if record.output_checked or record.output_digest:
         info.update(output_info(record))
+    if record.conversation >= 0 or record.turn >= 0 or record.replica:
+        info["conv"] = conversation_info(record)
     end = record.t_end or record.t_last or record.t_send or record.t_sched
     if record.error is None:
         rows.append((req, sample, phase, "complete", end, None, json.dumps(info)))
@@ -254,6 +260,24 @@ def event_rows(record: RequestRecord, position: int) -> list[tuple[Any, ...]]:
             info["detail"] = record.error_detail
         rows.append((req, sample, phase, "error", end, None, json.dumps(info)))
     return rows
+
+
+def conversation_info(record: RequestRecord) -> dict[str, Any]:
+    """Where a request stood in its conversation, as the event row stores it
+    (``info.conv``): ``n`` (the conversation), ``turn``, ``agent`` (the thread),
+    ``think_ns`` and ``replica``, each only where set."""
+    out: dict[str, Any] = {}
+    if record.conversation >= 0:
+        out["n"] = record.conversation
+    if record.turn >= 0:
+        out["turn"] = record.turn
+    if record.agent:
+        out["agent"] = record.agent
+    if record.think_ns:
+        out["think_ns"] = record.think_ns
+    if record.replica:
+        out["replica"] = record.replica
+    return out
 
 
 def output_info(record: RequestRecord) -> dict[str, Any]:

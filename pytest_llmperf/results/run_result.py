@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -10,13 +11,27 @@ from typing import Any
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 from pytest_llmperf.results import server_per_request as per_request
 from pytest_llmperf.results.accumulator import LATENCY_METRICS, RATE_METRICS, MetricsAccumulator
+from pytest_llmperf.results.conversations import (
+    CONVERSATION_HISTOGRAMS,
+    PROMPT_BANDS,
+    TURN_BANDS,
+    ConversationStats,
+)
 from pytest_llmperf.results.outputs import OutputMatch
 from pytest_llmperf.server_metrics.summary import ServerMetrics
 from pytest_llmperf.specs.stages import Stage
 
-__all__ = ["TOKEN_LENGTH_TOLERANCE", "RunResult", "StopReason", "token_length_warnings"]
+__all__ = [
+    "CONVERSATION_RATES",
+    "TOKEN_LENGTH_TOLERANCE",
+    "RunResult",
+    "StopReason",
+    "token_length_warnings",
+]
 
 TOKEN_LENGTH_TOLERANCE = 0.10
+# The conversations' affinity shares, as SLOs name them (conversation.same_replica_rate > 90%)
+CONVERSATION_RATES = ("conversation.same_replica_rate", "conversation.tree_same_replica_rate")
 
 
 class StopReason(StrEnum):
@@ -139,10 +154,9 @@ class RunResult:
 
     @property
     def metrics(self) -> Mapping[str, LatencyHistogram | float]:
-        out: dict[str, LatencyHistogram | float] = {
-            name: self.accumulator.histograms[name] for name in LATENCY_METRICS
-        }
-        out["tpot_token_weighted"] = self.accumulator.histograms["tpot_token_weighted"]
+        hist = self.accumulator.latency_histogram  # the steady window's with latency=True
+        out: dict[str, LatencyHistogram | float] = {name: hist(name) for name in LATENCY_METRICS}
+        out["tpot_token_weighted"] = hist("tpot_token_weighted")
         for name in RATE_METRICS:
             out[name] = self.accumulator.rate(name)
         # the output shares, where the run measured them
@@ -157,12 +171,68 @@ class RunResult:
         return out
 
     def histogram(self, name: str) -> LatencyHistogram:
-        """``metrics[name]`` for a latency metric (``ttft``, ..., ``tpot_token_weighted``)."""
-        return self.accumulator.histograms[name]
+        """``metrics[name]`` for a latency metric (``ttft``, ..., ``tpot_token_weighted``), or a
+        conversation's (``conversation.makespan``, ``conversation.makespan_excl_tools``)."""
+        head, _, rest = name.partition(".")
+        if head == "conversation" and rest in CONVERSATION_HISTOGRAMS:
+            return self.conversation_stats.histogram(rest)
+        return self.accumulator.latency_histogram(name)
 
     def rate(self, name: str) -> float:
-        """``metrics[name]`` for a rate metric (``error_rate``, ``output_throughput``, ...)."""
+        """``metrics[name]`` for a rate metric (``error_rate``, ``output_throughput``, ...), or
+        ``conversation.same_replica_rate`` / ``conversation.tree_same_replica_rate`` (NaN
+        where no consecutive calls had their replica said)."""
+        if name in CONVERSATION_RATES:
+            stats = self.conversation_stats
+            value = getattr(stats, name.partition(".")[2])
+            return math.nan if value is None else float(value)
         return self.accumulator.rate(name)
+
+    def rate_samples(self, name: str) -> int:
+        """What a rate metric is a share of: consecutive attributed call pairs for the
+        conversation rates, completed requests for ``blank_rate``, else issued requests."""
+        if name == "conversation.same_replica_rate":
+            return self.conversation_stats.thread_pairs
+        if name == "conversation.tree_same_replica_rate":
+            return self.conversation_stats.tree_pairs
+        if name == "blank_rate":
+            return self.accumulator.completed
+        return self.accumulator.issued
+
+    @property
+    def conversation_stats(self) -> ConversationStats:
+        """The run's per-conversation figures (empty where it had no conversation)."""
+        tracker = self.accumulator.conversations
+        return tracker.stats() if tracker is not None else ConversationStats()
+
+    def turn_band_result(self, band: str) -> RunResult:
+        """The requests of turn band ``band`` (``"11-20"``: :data:`TURN_BANDS`) as a run of
+        their own, labelled ``"<label> turns 11-20"`` (for ``turns[11-20].ttft.p90``)."""
+        return self._part(self.accumulator.turn_bands.get(band), f"turns {band}")
+
+    @property
+    def conversations(self) -> dict[str, Any] | None:
+        """What an agent feels (``runs[].conversations``; docs/measurement.md, "Agentic
+        conversations"): the per-conversation figures of
+        :class:`~pytest_llmperf.results.conversations.ConversationStats` plus, per turn band
+        and per prompt-length band, the requests' counts, TTFT, e2e and prefix-cache hit
+        rate (``null``: the server did not say its cached tokens). None in a run without
+        conversations or turns."""
+        acc = self.accumulator
+        if acc.conversations is None and not acc.turn_bands:
+            return None
+        out = self.conversation_stats.summary()
+        out["by_turn_band"] = [
+            {"turns": band, **_band_entry(acc.turn_bands[band])}
+            for band in TURN_BANDS
+            if band in acc.turn_bands
+        ]
+        out["by_prompt_band"] = [
+            {"prompt": band, **_band_entry(acc.prompt_bands[band])}
+            for band in PROMPT_BANDS
+            if band in acc.prompt_bands
+        ]
+        return out
 
     @property
     def counts(self) -> dict[str, int]:
@@ -304,6 +374,14 @@ class RunResult:
         ]
 
     @property
+    def steady(self) -> dict[str, Any] | None:
+        """The steady-state window (``runs[].steady``; None without ``steady=``): its
+        ``start_s``/``end_s`` from the run's first send, ``requests_in``/``requests_out``,
+        its ``state`` and the ``whole_run`` throughput figures beside the window's
+        (:mod:`pytest_llmperf.results.steady`)."""
+        return self.accumulator.steady_summary()
+
+    @property
     def ttft_split(self) -> dict[str, Any] | None:
         """Where the TTFT went: each request's split into client queue, server queue,
         engine and the remainder, where the responses carried the server's own timings
@@ -313,6 +391,8 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         """The JSON report's ``runs[]`` entry."""
         split = self.ttft_split
+        conversations = self.conversations
+        steady = self.steady
         return {
             "label": self.label,
             "load": self.load,
@@ -335,6 +415,8 @@ class RunResult:
             **({"server_process": self.server_process} if self.server_process is not None else {}),
             **({"stages": self.stages} if self.stage_plan else {}),
             **({"turns": self.turns} if self.accumulator.turns else {}),
+            **({"conversations": conversations} if conversations is not None else {}),
+            **({"steady": steady} if steady is not None else {}),
             **({"ttft_split": split} if split is not None else {}),
             **self._output_entries(),
         }
@@ -358,3 +440,21 @@ class RunResult:
         if self.output_notes:
             out["output_notes"] = dict(self.output_notes)
         return out
+
+
+def _band_entry(acc: MetricsAccumulator) -> dict[str, Any]:
+    """One band's row of ``runs[].conversations``: counts, TTFT and e2e (ms), and the
+    prefix-cache hit over the requests whose server said its cached tokens."""
+    hit = acc.cache_hit_rate
+    return {
+        "counts": acc.counts(),
+        "ttft": acc.histograms["ttft"].summary(),
+        "e2e": acc.histograms["e2e"].summary(),
+        "prompt_tokens_mean": (
+            round(acc.input_usage_tokens / acc.input_usage_requests, 3)
+            if acc.input_usage_requests
+            else None
+        ),
+        "cache_hit_rate": None if hit is None else round(hit, 6),
+        "cache_reported": acc.cache_reported,
+    }

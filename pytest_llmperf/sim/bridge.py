@@ -8,7 +8,10 @@ KV cache), what its tokens will say (outputs.py) and its early stop, its prompt'
 KV-cache blocks, the LoRA adapter it names, its submission to the back end (the
 fixed-latency model or the continuous-batching engine), the delta shapes its
 chunks take (deltas.py), its per-request metrics, and the process-wide state
-(the counters of ``/metrics``, the leak fault, the garbage-collector schedule).
+(the counters of ``/metrics``, the leak fault, the garbage-collector schedule). With
+the profile's ``replicas`` above 1 the back end is a set of engines (replicas.py) and
+:meth:`EngineBridge.route` asks the embedded router (router.py) which one serves a
+request.
 How each token is written at its planned instant is token_paths.py.
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Mapping
 from typing import Any
 
 from ..apis.filler_text import token_text
@@ -32,6 +36,8 @@ from .kv_cache import KVCache, prompt_block_hashes
 from .outputs import PLAIN, changed_output, output_salt, plan_output, read_output_ask
 from .profiles import Profile
 from .prometheus import ServerCounters
+from .replicas import ReplicaSet, prefix_cache_of
+from .router import Router
 from .streams import Backend, Submission, TokenStream
 from .token_paths import TokenPaths
 from .validation import request_policy
@@ -57,13 +63,6 @@ def make_backend(
     return EngineBackend(profile, seed=seed, speedup=speedup, timing=timing, gc_control=gc_control)
 
 
-def _prefix_cache(backend: Backend) -> KVCache | None:
-    """The engine's KV cache, where the back end has one (the fixed one has none)."""
-    engine = getattr(backend, "engine", None)
-    kv = getattr(engine, "kv", None)
-    return kv if isinstance(kv, KVCache) else None
-
-
 class EngineBridge:
     """The engine side of one simulator, shared by all its connections and APIs."""
 
@@ -87,7 +86,22 @@ class EngineBridge:
         self.timing = timing
         # quiet_gc: this process is the simulator's own; see gc_control.py
         self.gc = GcControl(managed=profile.kind == "engine") if quiet_gc else None
-        self.backend = make_backend(profile, seed, speedup, timing, self.gc)
+        # replicas > 1: that many engines behind the embedded router (replicas.py,
+        # router.py); one replica is the back end itself, the single-server path as it was
+        self.router: Router | None = None
+        self.replicas: ReplicaSet | None = None
+        self.backend: Backend
+        if profile.replicas > 1:
+            self.replicas = ReplicaSet(
+                [
+                    make_backend(profile, seed, speedup, timing, self.gc)
+                    for _ in range(profile.replicas)
+                ]
+            )
+            self.backend = self.replicas
+            self.router = Router(profile.replicas, profile.router, profile.router_header)
+        else:
+            self.backend = make_backend(profile, seed, speedup, timing, self.gc)
         self.poll = self.backend.poll
         self.counters = ServerCounters()
         self.policy = request_policy(profile)  # None: every field accepted, as vLLM does
@@ -98,7 +112,25 @@ class EngineBridge:
         self.paths = TokenPaths(self.counters, self.emit_planned, timing)
         # the LoRA adapters' ids in the back end (adapters.py): 1, 2, … in profile order
         self._lora_ids = {name: k + 1 for k, name in enumerate(profile.lora_adapters)}
-        self.kv = _prefix_cache(self.backend)  # None: no cache to reset (vLLM's dev route)
+        # the one replica's cache (None: no cache, or several replicas: reset_prefix_cache)
+        self.kv: KVCache | None = prefix_cache_of(self.backend)
+
+    @property
+    def has_prefix_cache(self) -> bool:
+        """Whether there is a prefix cache to reset (vLLM's development route)."""
+        if self.replicas is not None:
+            return self.replicas.has_prefix_cache
+        return self.kv is not None
+
+    def reset_prefix_cache(self) -> bool:
+        """Reset every replica's prefix cache (see :meth:`KVCache.reset_prefix_cache`)."""
+        if self.replicas is not None:
+            return self.replicas.reset_prefix_cache()
+        return self.kv is not None and self.kv.reset_prefix_cache()
+
+    def route(self, headers: Mapping[str, str], body: Any) -> int | None:
+        """The replica that serves this request (router.py), None with one replica."""
+        return None if self.router is None else self.router.route(headers, body)
 
     async def start(self) -> None:
         await self.backend.start()
@@ -208,7 +240,9 @@ class EngineBridge:
             return rng.randint(1, n_out - 1), "stop"
         return n_out, finish
 
-    def submit(self, parsed: ParsedRequest, out: OutputPlan) -> TokenStream:
+    def submit(
+        self, parsed: ParsedRequest, out: OutputPlan, replica: int | None = None
+    ) -> TokenStream:
         """Submit the request to the back end (RuntimeError: the engine died), with its
         whole sequence's KV-cache blocks where prefix caching is on, so that a later
         turn quoting this reply hits the cache too, and its LoRA adapter."""
@@ -231,6 +265,7 @@ class EngineBridge:
                 priority=parsed.priority,
                 image_tokens=parsed.image_tokens,
                 lora=self._lora_ids.get(parsed.model, 0),
+                replica=replica or 0,
             )
         )
         self.counters.prompt_tokens += parsed.num_prompt_tokens
@@ -265,7 +300,7 @@ class EngineBridge:
                     "input",
                 )
 
-    async def embed(self, parsed: PooledRequest) -> None:
+    async def embed(self, parsed: PooledRequest, replica: int | None = None) -> None:
         """Each input a prefill-only request of the back end; back when the last is done
         (RuntimeError: the engine died)."""
         streams: list[TokenStream] = []
@@ -274,7 +309,10 @@ class EngineBridge:
                 streams.append(
                     self.backend.submit(
                         Submission(
-                            prompt_tokens=max(1, n), output_tokens=1, priority=parsed.priority
+                            prompt_tokens=max(1, n),
+                            output_tokens=1,
+                            priority=parsed.priority,
+                            replica=replica or 0,
                         )
                     )
                 )

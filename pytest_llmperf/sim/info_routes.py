@@ -1,7 +1,8 @@
 """The simulator's routes beside the APIs: what a client asks about the server.
 
 ``GET /v1/models`` (the served model and its LoRA adapters, as vLLM lists them),
-``/health``, ``/version``, ``/metrics`` (vLLM's Prometheus names: prometheus.py) and,
+``/health``, ``/version``, ``/metrics`` (vLLM's Prometheus names: prometheus.py; with
+several replicas their sum, then the simulator's own per-replica series) and,
 where the back end has a prefix cache, vLLM's development-mode
 ``POST /reset_prefix_cache``. Apart from the APIs' handlers (server.py), which
 they share nothing with but the bridge to the engine.
@@ -12,7 +13,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from .bridge import EngineBridge
-from .prometheus import render_metrics
+from .prometheus import render_metrics, render_replicas
 from .wire import models_body
 
 __all__ = ["SIM_VERSION", "InfoRoutes"]
@@ -38,7 +39,7 @@ class InfoRoutes:
 
     def cache_routes(self) -> list[web.RouteDef]:
         """vLLM's (development mode) reset, where there is a cache to reset."""
-        if self.sim.kv is None:
+        if not self.sim.has_prefix_cache:
             return []
         return [web.post("/reset_prefix_cache", self.reset_prefix_cache)]
 
@@ -53,11 +54,13 @@ class InfoRoutes:
         return web.json_response({"version": SIM_VERSION, "profile": self.profile.name})
 
     async def metrics(self, _request: web.Request) -> web.Response:
-        text = render_metrics(self.profile.model, self.sim.backend.stats(), self.sim.counters)
+        sim = self.sim
+        text = render_metrics(self.profile.model, sim.backend.stats(), sim.counters)
+        if sim.replicas is not None and sim.router is not None:
+            text += render_replicas(sim.replicas.replica_stats(), sim.router.routed)
         return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
     async def reset_prefix_cache(self, _request: web.Request) -> web.Response:
         """vLLM's ``POST /reset_prefix_cache``: ``{"success": bool}``, false while blocks
         are in use (see :meth:`KVCache.reset_prefix_cache`)."""
-        assert self.sim.kv is not None  # routed only where there is a cache
-        return web.json_response({"success": self.sim.kv.reset_prefix_cache()})
+        return web.json_response({"success": self.sim.reset_prefix_cache()})

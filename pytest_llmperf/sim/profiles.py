@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from .router import ROUTER_POLICIES, is_header_name
+
 __all__ = ["Profile", "ProfileError", "load_profile", "profile_names"]
 
 KINDS = ("fixed", "engine")
@@ -96,6 +98,9 @@ class Profile:
     output_change_rate: float
     constrain_outputs: bool
     leak_mb_per_request: float
+    replicas: int
+    router: str
+    router_header: str
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -239,6 +244,7 @@ def _validate(p: Profile) -> None:
         "image_token_px",
         "embedding_dim",
         "max_loras",
+        "replicas",
     ):
         if getattr(p, key) < 1:
             raise bad(key, "must be at least 1")
@@ -251,6 +257,10 @@ def _validate(p: Profile) -> None:
         raise bad("model", "must not be empty")
     if p.reasoning_field not in REASONING_FIELDS:
         raise bad("reasoning_field", f"expected one of {REASONING_FIELDS}")
+    if p.router not in ROUTER_POLICIES:
+        raise bad("router", f"expected one of {ROUTER_POLICIES}")
+    if p.router_header and not is_header_name(p.router_header):
+        raise bad("router_header", "expected an HTTP header name (letters, digits, -, _ ...)")
     if p.reject_style not in REJECT_STYLES:
         raise bad("reject_style", f"expected one of {REJECT_STYLES}")
     names = set()

@@ -38,6 +38,7 @@ __all__ = [
     "Histogram",
     "ServerCounters",
     "render_metrics",
+    "render_replicas",
 ]
 
 SIM_INFO = "llmperf_sim_info"  # the simulator's identity (its page is vLLM's otherwise)
@@ -258,4 +259,29 @@ def render_metrics(model: str, stats: BackendStats, counters: ServerCounters) ->
         lines.append(f"# HELP {name} {help_}")
         lines.append(f"# TYPE {name} histogram")
         lines.extend(hist.lines(name, labels))
+    return "\n".join(lines) + "\n"
+
+
+# The simulator's own per-replica series (several replicas): vLLM's names above stay the
+# sum over the replicas, one process's view, which the plugin's reader expects of a page.
+REPLICA_SERIES = (
+    ("llmperf_sim_replica_requests", "Requests the router sent to the replica."),
+    ("llmperf_sim_replica_prefix_cache_queries", "The replica's prefix-cache queries (tokens)."),
+    ("llmperf_sim_replica_prefix_cache_hits", "The replica's prefix-cache hits (tokens)."),
+)
+
+
+def render_replicas(each: list[BackendStats], routed: list[int]) -> str:
+    """The per-replica counters of a multi-replica simulator (label ``replica="i"``)."""
+    lines: list[str] = []
+    columns = (
+        routed,
+        [s.prefix_query_tokens for s in each],
+        [s.prefix_hit_tokens for s in each],
+    )
+    for (name, help_), values in zip(REPLICA_SERIES, columns, strict=True):
+        lines.append(f"# HELP {name}_total {help_}")
+        lines.append(f"# TYPE {name}_total counter")
+        for i, value in enumerate(values):
+            lines.append(f'{name}_total{{replica="{i}"}} {float(value)}')
     return "\n".join(lines) + "\n"

@@ -19,7 +19,9 @@ fan-out (sink.py), and serving the app on a port (serving.py). Every
 token-streaming API shares one path — admission, faults, the back end, both
 token paths — and differs only in its parsing and bytes; a pooling API
 (embeddings) submits each input as a prefill-only request; images in prompts
-are charged as prompt tokens (apis/prompt_images.py).
+are charged as prompt tokens (apis/prompt_images.py). With several replicas each
+request is routed once its body is read (router.py), and every answer to it names its
+replica in ``x-replica-id`` (set as the response is prepared, streamed or not).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ..apis.server_wire import DeltaPlan, OutputPlan, ParsedRequest, Usage, Wire
 from .bridge import EngineBridge
 from .faults import FaultPlan
 from .info_routes import SIM_VERSION, InfoRoutes
+from .router import REPLICA_HEADER
 from .streams import TokenStream, writes_itself
 from .tokenization import Tokenization
 
@@ -83,6 +86,8 @@ class SimApp:
             ]
         )
         self.app.add_routes(info.cache_routes())
+        if sim.router is not None:  # several replicas: every answer names its replica
+            self.app.on_response_prepare.append(_name_replica)
         self.app.on_startup.append(self._on_startup)
         self.app.on_cleanup.append(self._on_cleanup)
 
@@ -174,6 +179,7 @@ class SimApp:
         sim = self.sim
         poll = self.poll
         poll()
+        replica = _routed(request, sim.route(request.headers, body))
         index = sim.arrive()
         p = self.profile
         try:
@@ -189,7 +195,7 @@ class SimApp:
                 return await self._stream_error(request, served, parsed, faults.error_status)
             return self._fault_error(served, faults)
         try:
-            stream = sim.submit(parsed, out)
+            stream = sim.submit(parsed, out, replica)
         except RuntimeError as exc:  # the engine died (a simulator bug, already on stderr)
             return self._error(served, 500, str(exc))
         deltas = sim.deltas(index, out, parsed.api)
@@ -320,6 +326,7 @@ class SimApp:
         if isinstance(body, web.StreamResponse):
             return body
         self.poll()
+        replica = _routed(request, sim.route(request.headers, body))
         index = sim.arrive()
         try:
             parsed = served.parse(body, p.model, p.embedding_dim, p.max_model_len)
@@ -332,7 +339,7 @@ class SimApp:
         loop = asyncio.get_running_loop()
         arrival = loop.time()
         try:
-            await sim.embed(parsed)
+            await sim.embed(parsed, replica)
         except RuntimeError as exc:  # the engine died (a simulator bug, already on stderr)
             return self._error(served, 500, str(exc))
         if faults.stall_first_s:
@@ -340,3 +347,23 @@ class SimApp:
         answer = parsed.body()
         self.counters.finished("stop", 0, None, loop.time() - arrival)
         return web.json_response(answer)
+
+
+# where a routed request keeps its replica (aiohttp >= 3.12 wants a typed key; a string
+# on the older ones the project supports)
+_REPLICA: Any = web.RequestKey("llmperf_replica", int) if hasattr(web, "RequestKey") else "replica"
+
+
+def _routed(request: web.Request, replica: int | None) -> int | None:
+    """Keep the router's choice on the request, for the answer's header (None: one replica)."""
+    if replica is not None:
+        request[_REPLICA] = replica
+    return replica
+
+
+async def _name_replica(request: web.Request, response: web.StreamResponse) -> None:
+    """``x-replica-id: <index>`` on every answer of a request the router routed (aiohttp's
+    ``on_response_prepare``: before the headers go out, streamed or not)."""
+    replica = request.get(_REPLICA)
+    if replica is not None:
+        response.headers[REPLICA_HEADER] = str(replica)

@@ -36,6 +36,7 @@ class Submission:
     priority: int = 0
     image_tokens: int = 0  # of prompt_tokens, those standing for images (apis/prompt_images.py)
     lora: int = 0  # the LoRA adapter (1 = the profile's first lora_adapters name); 0 = base
+    replica: int = 0  # which replica serves it (replicas.py; the router's choice, router.py)
 
 
 @dataclass(frozen=True)

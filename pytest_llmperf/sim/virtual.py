@@ -270,6 +270,12 @@ def run_virtual(
     prof = profile if isinstance(profile, Profile) else load_profile(profile, **overrides)
     if isinstance(profile, Profile) and overrides:
         prof = prof.replace(**overrides)
+    if prof.replicas > 1:
+        raise ValueError(
+            f"profile {prof.name!r}: replicas={prof.replicas}: a virtual-time run drives one "
+            "engine (its requests carry no conversation to route); replicas are served by "
+            "the real-time simulator"
+        )
     inp, out = token_span(input_tokens), token_span(output_tokens)
     mix = adapter_mix(prof, adapters)
     # gc_control.py: automatic collections would only walk the growing heap again

@@ -38,6 +38,7 @@ from pytest_llmperf.results.outputs import (
     MatchedAgainst,
     OutputMatch,
     SampleOutputs,
+    sample_words,
 )
 
 __all__ = [
@@ -92,19 +93,24 @@ def compare_outputs(
 ) -> OutputMatch | None:
     """``outputs`` against ``other`` sample by sample (the indices both kept); None when
     they have no sample in common."""
-    common = [i for i in outputs.indices() if i in other]
+    common = [key for key in outputs.sorted_keys() if key in other]
     if not common:
         return None
     mismatches: list[dict[str, Any]] = []
     mismatched = 0
-    for index in common:
-        mine, theirs = outputs[index], other[index]
+    for key in common:  # every turn of a conversation: its own key (sample, turn)
+        mine, theirs = outputs[key], other[key]
         if mine.digest == theirs.digest:
             continue
         mismatched += 1
         if len(mismatches) < MAX_MISMATCHES:
             position = parting_position(mine.marks, theirs.marks)
-            mismatches.append({"index": index, "position": position})
+            mismatch: dict[str, Any] = {"index": key.sample, "position": position}
+            if key.turn:
+                mismatch["turn"] = key.turn
+            if key.agent:
+                mismatch["agent"] = key.agent
+            mismatches.append(mismatch)
     return OutputMatch(
         share=(len(common) - mismatched) / len(common),
         compared=len(common),
@@ -132,7 +138,7 @@ def mismatch_text(match: OutputMatch, limit: int = 8) -> str:
     for m in match.mismatches[:limit]:
         position = m.get("position")
         where = f" from token {position}" if position is not None else ""
-        parts.append(f"sample {m['index']}{where}")
+        parts.append(f"sample {sample_words(m)}{where}")
     more = match.mismatched - len(parts)
     if more > 0:
         parts.append(f"+{more} more")

@@ -66,6 +66,7 @@ from pytest_llmperf.metrics.histogram import LatencyHistogram
 from pytest_llmperf.metrics.sample_size import nearest_rank
 from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.percentile_change import compare_percentile
+from pytest_llmperf.specs.conversation_names import CONVERSATION_LATENCY_METRICS
 from pytest_llmperf.specs.process_names import PROCESS_METRICS, STARTUP_METRICS
 from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, STATS, percentile_of, stat_problem
@@ -102,7 +103,8 @@ BY_REQUEST = ("itl",)  # resampled by request: their samples within one request 
 BURST_METRICS = ("tpot", "itl")  # 0 ms when a server sends a whole reply in one read
 _CHUNK = 250  # resamples per numpy batch: bounds memory at B × buckets
 _ITEM = re.compile(
-    r"^\s*(?:(?P<key>(?:server\.|startup\.)?[a-z_][a-z0-9_]*(?:\.p[\d.]+|\.mean)?)\s*=\s*)?"
+    r"^\s*(?:(?P<key>(?:server\.|startup\.|conversation\.)?[a-z_][a-z0-9_]*(?:\.p[\d.]+|\.mean)?)"
+    r"\s*=\s*)?"
     r"(?P<value>[\d.]+)\s*(?P<pct>%?)\s*$"
 )
 
@@ -115,6 +117,7 @@ class Thresholds:
     overrides: Mapping[str, float] = field(default_factory=dict)
 
     def for_stat(self, metric: str, stat: str) -> float:
+        """The threshold of ``metric``'s ``stat``: named, else the metric's, else the default."""
         key = f"{metric}.{stat}"
         if key in self.overrides:
             return self.overrides[key]
@@ -124,10 +127,18 @@ class Thresholds:
         """Statistics compared: ``COMPARED_METRICS × COMPARED_STATS`` plus any named ones."""
         pairs = [(m, s) for m in COMPARED_METRICS for s in COMPARED_STATS]
         for key in self.overrides:
-            metric, _, stat = key.partition(".")
-            if metric not in ("server", "startup") and stat and (metric, stat) not in pairs:
+            metric, stat = _metric_and_stat(key)
+            own = metric.partition(".")[0] not in ("server", "startup")
+            if own and stat and (metric, stat) not in pairs:
                 pairs.append((metric, stat))
         return pairs
+
+    def conversation_stats(self) -> list[tuple[str, str]]:
+        """The conversations' statistics compared where both runs had conversations:
+        each makespan's p50 and p99, plus any others named (``conversation.makespan.p90``)."""
+        pairs = [(m, s) for m in CONVERSATION_LATENCY_METRICS for s in COMPARED_STATS]
+        named = [(m, s) for m, s in self.stats() if m in CONVERSATION_LATENCY_METRICS]
+        return pairs + [p for p in named if p not in pairs]
 
     def server_stats(self) -> list[tuple[str, str]]:
         """The server's statistics compared (``server.queue_time.p99=20%``): only those
@@ -188,11 +199,12 @@ class Thresholds:
             if key.startswith("server."):
                 overrides[_server_key(key, part, where)] = value
                 continue
-            metric, _, stat = key.partition(".")
-            if metric not in COMPARED_METRICS or (stat and (stat_problem(stat) or stat == "max")):
+            metric, stat = _metric_and_stat(key)
+            known = (*COMPARED_METRICS, *CONVERSATION_LATENCY_METRICS)
+            if metric not in known or (stat and (stat_problem(stat) or stat == "max")):
                 raise LlmPerfUsageError(
                     f"unknown statistic {key!r} in {part.strip()!r}; metrics: "
-                    f"{', '.join(COMPARED_METRICS)}; statistics: {', '.join(STATS[:-1])} "
+                    f"{', '.join(known)}; statistics: {', '.join(STATS[:-1])} "
                     "or any pN.M (0 < N < 100)",
                     where=where,
                 )
@@ -324,9 +336,12 @@ def compare_accumulators(
     if compared_with:
         test += f"; compared with {compared_with}"
     checks: list[RegressionCheck] = []
-    for metric, stat in thresholds.stats():
-        base_h = baseline.histograms[metric]
-        cur_h = current.histograms[metric]
+    wanted = [p for p in thresholds.stats() if p[0] not in CONVERSATION_LATENCY_METRICS]
+    if baseline.conversations and current.conversations:  # both ran conversations
+        wanted += thresholds.conversation_stats()
+    for metric, stat in wanted:
+        base_h = _histogram(baseline, metric)
+        cur_h = _histogram(current, metric)
         limit = thresholds.for_stat(metric, stat)
         sizes: tuple[int | None, int | None] = (None, None)
         reason = ""
@@ -553,6 +568,27 @@ def inconclusive_check(run: str, reason: str, *, compared_with: str = "") -> Reg
         reason=reason,
         compared_with=compared_with,
     )
+
+
+def _metric_and_stat(key: str) -> tuple[str, str]:
+    """``ttft.p99`` -> ``("ttft", "p99")``; ``conversation.makespan.p90`` ->
+    ``("conversation.makespan", "p90")`` (the conversation metrics' names have a dot)."""
+    if key.startswith("conversation."):
+        head, _, rest = key.partition(".")
+        name, _, stat = rest.partition(".")
+        return f"{head}.{name}", stat
+    metric, _, stat = key.partition(".")
+    return metric, stat
+
+
+def _histogram(acc: MetricsAccumulator, metric: str) -> LatencyHistogram:
+    """A run's histogram of ``metric``: a request latency's, or a conversation's
+    (``conversation.makespan``: empty where the run had no conversation)."""
+    if metric in CONVERSATION_LATENCY_METRICS:
+        tracker = acc.conversations
+        name = metric.partition(".")[2]
+        return tracker.stats().histogram(name) if tracker else LatencyHistogram()
+    return acc.histograms[metric]
 
 
 def request_count(acc: MetricsAccumulator) -> tuple[int, bool]:

@@ -173,8 +173,16 @@ def sequential_rank_table(
 
 
 def stop_decidable(slo: Slo) -> bool:
-    """Can ``slo`` be decided before a run's end (a client latency percentile, not ``==``)?"""
-    return slo.is_latency and not slo.is_server and slo.percentile is not None and slo.op != "=="
+    """Can ``slo`` be decided before a run's end (a client latency percentile of the whole
+    run's requests, not ``==``)?"""
+    return (
+        slo.is_latency
+        and not slo.is_server
+        and not slo.is_conversation  # a conversation's figures are whole at its end only
+        and slo.turn_band is None  # judged on its band's requests, not the run's
+        and slo.percentile is not None
+        and slo.op != "=="
+    )
 
 
 def _before_the_run(slo: Slo) -> bool:

@@ -59,6 +59,7 @@ class SessionGroup:
         acc.window_start_ns = acc.window_end_ns = None  # summed below, not spanned
         acc.timeline = {}  # seconds of different runs do not line up
         acc.stages, acc.turns = {}, {}  # stage k of one test is not stage k of another
+        acc.steady = acc.steady_part = None  # windows of different runs do not add up
         self.accumulator.merge(acc)
         self.accumulator.window_start_ns = 0
         self.accumulator.window_end_ns = round(self.measured_s * 1e9)

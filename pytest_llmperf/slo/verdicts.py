@@ -64,6 +64,7 @@ from typing import Any
 
 from pytest_llmperf.metrics.sample_size import min_samples
 from pytest_llmperf.results.run_result import RunResult
+from pytest_llmperf.results.steady import STEADY_RATE_METRICS
 from pytest_llmperf.server_metrics.summary import ServerMetrics
 from pytest_llmperf.slo.output_match import NO_OTHER_SIDE, mismatch_text
 from pytest_llmperf.slo.quantile_bounds import (
@@ -73,6 +74,7 @@ from pytest_llmperf.slo.quantile_bounds import (
     samples_to_decide,
 )
 from pytest_llmperf.slo.sequential import sequential_rank_bounds
+from pytest_llmperf.specs.conversation_names import CONVERSATION_RATE_METRICS
 from pytest_llmperf.specs.load import UNTIL_DECIDED
 from pytest_llmperf.specs.process_names import process_value
 from pytest_llmperf.specs.rulesets import Ruleset, ruleset_bar, ruleset_bars
@@ -97,12 +99,24 @@ __all__ = [
 
 # compared sample by sample over a whole run: never judged per stage or per model
 _WHOLE_RUN_METRICS = ("output_match", "output_consistency")
+# rates a load generator that fell behind does not change (errors, blanks, replica affinity)
+_NOT_LOAD_BOUND = ("error_rate", "blank_rate", *CONVERSATION_RATE_METRICS)
 NOT_STARTED = "the gate did not start this server (--llm-server-cmd)"
 
 
 def _whole_run(slo: Slo) -> bool:
     """Is ``slo`` judged on a whole run only (outputs compared per sample; the process)?"""
     return slo.metric in _WHOLE_RUN_METRICS or slo.is_process
+
+
+def _windowed(slo: Slo, result: RunResult) -> bool:
+    """Is ``slo`` judged on ``result``'s steady-state window (``llm_load(steady=...)``):
+    a throughput or goodput, or a latency with ``latency=True``? A staged run's is
+    judged once, on the window, not per stage (its ramp stages are what it leaves out)."""
+    window = getattr(getattr(result, "accumulator", None), "steady", None)
+    if window is None:
+        return False
+    return slo.metric in STEADY_RATE_METRICS or (slo.is_latency and window.latency)
 
 
 class Verdict(StrEnum):
@@ -232,25 +246,36 @@ def evaluate(
         return evaluate_server(slo, result, min_count=min_count, confidence=confidence)
     if slo.metric in OUTPUT_SLO_METRICS:
         return evaluate_outputs(slo, result, min_count=min_count)
+    if slo.turn_band is not None:  # turns[11-20].ttft.p90: that band's requests as a run
+        return evaluate(
+            replace(slo, turn_band=None),
+            result.turn_band_result(slo.turn_band),
+            min_count=min_count,
+            min_duration_s=min_duration_s,
+            confidence=confidence,
+        )
     acc = result.accumulator
     run = result.label
+    window = acc.steady  # llm_load(steady=...): an empty window has no number, never a zero
+    windowed = window is not None and (
+        slo.metric in STEADY_RATE_METRICS
+        or (slo.is_latency and not slo.is_conversation and window.latency)
+    )  # a conversation's makespan is over its whole run, never windowed
+    if windowed and window is not None and (why := window.why_empty()):
+        return SloVerdict(slo.expr, None, slo.target, slo.unit, Verdict.INCONCLUSIVE, run, 0, why)
     if slo.is_latency:
-        hist = acc.histograms[slo.metric]
+        hist = result.histogram(slo.metric)  # a request's, or a conversation's
         samples = hist.count
         observed = hist.stat(slo.stat or "") if samples else None
-    else:  # blank_rate's are the completed replies: with none, nothing to rate
-        samples = acc.completed if slo.metric == "blank_rate" else acc.issued
-        observed = acc.rate(slo.metric) if samples else None
+    else:  # blank_rate's are the completed replies, a share of calls its call pairs
+        samples = result.rate_samples(slo.metric)
+        observed = result.rate(slo.metric) if samples else None
 
     def judged(verdict: Verdict, observed: float | None, reason: str = "") -> SloVerdict:
         return SloVerdict(slo.expr, observed, slo.target, slo.unit, verdict, run, samples, reason)
 
     if observed is None or (isinstance(observed, float) and math.isnan(observed)):
-        return judged(
-            Verdict.INCONCLUSIVE,
-            None,
-            f"no {'successful ' if slo.is_latency else ''}requests to measure",
-        )
+        return judged(Verdict.INCONCLUSIVE, None, _nothing_measured(slo))
     observed = round(float(observed), 4)
     bounded = slo.is_latency and _bounded(slo)
     needed = max(1 if bounded else min_samples(slo.percentile), min_count)
@@ -266,11 +291,11 @@ def evaluate(
             observed,
             f"needs >= {min_duration_s:g} s measured, run has {acc.window_s:.1f} s",
         )
-    if result.self_check.get("generator_bound") and slo.metric not in ("error_rate", "blank_rate"):
+    if result.self_check.get("generator_bound") and slo.metric not in _NOT_LOAD_BOUND:
         why = "; ".join(result.self_check.get("reasons", [])) or "load generator was the bottleneck"
         return judged(Verdict.INCONCLUSIVE, observed, f"load generator bound: {why}")
     if bounded:
-        hist = acc.histograms[slo.metric]
+        hist = result.histogram(slo.metric)
         # until="decided": the run was looked at as it went, so its bounds are the
         # always-valid ones (slo/sequential.py), at its end as at every look
         always_valid = result.load.get("until") == UNTIL_DECIDED
@@ -284,6 +309,17 @@ def evaluate(
         )
         return replace(judged(verdict, observed, reason), interval=interval, confidence=confidence)
     return judged(Verdict.PASS if slo.holds(observed) else Verdict.FAIL, observed)
+
+
+def _nothing_measured(slo: Slo) -> str:
+    """Why ``slo`` has no value on a run."""
+    if slo.metric == "conversation.same_replica_rate":
+        return "no consecutive calls of a thread with their replica said (not attributed)"
+    if slo.metric == "conversation.tree_same_replica_rate":
+        return "no consecutive calls of a conversation with their replica said (not attributed)"
+    if slo.is_conversation:
+        return "no conversation whose every call completed"
+    return f"no {'successful ' if slo.is_latency else ''}requests to measure"
 
 
 def evaluate_outputs(slo: Slo, result: RunResult, *, min_count: int = 0) -> SloVerdict:
@@ -571,7 +607,8 @@ def evaluate_runs(
     rulesets: Sequence[Ruleset] = (),
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[SloVerdict]:
-    """Every SLO on every gated run of a test; a staged run's on each of its stages.
+    """Every SLO on every gated run of a test; a staged run's on each of its stages
+    (with ``steady=``, its windowed SLOs once, on the window).
 
     An SLO that came from one of ``rulesets`` also needs that ruleset's
     minimum sample count and measured duration (per stage, for a staged run).
@@ -585,8 +622,8 @@ def evaluate_runs(
         if getattr(r, "stage_plan", ()):
             # outputs are compared per sample over the whole run, and the process is the
             # whole run's: those are not staged
-            staged = [s for s in slos if not _whole_run(s)]
-            whole = [s for s in slos if _whole_run(s)]
+            staged = [s for s in slos if not _whole_run(s) and not _windowed(s, r)]
+            whole = [s for s in slos if _whole_run(s) or _windowed(s, r)]
             out.extend(evaluate_stages(staged, r, bars=bars, confidence=confidence))
         for slo in whole:
             count, duration = ruleset_bar(bars, slo)

@@ -31,6 +31,7 @@ from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.specs.stages import Stage, parse_ramp, parse_stages
+from pytest_llmperf.specs.steady import SteadySpec
 from pytest_llmperf.workloads.traces.trace import AGENTIC_TRACE_FORMATS
 
 __all__ = [
@@ -89,14 +90,14 @@ OPEN_LOOP: tuple[LoadPattern, ...] = (LoadPattern.POISSON, LoadPattern.CONSTANT,
 DEFAULT_MAX_THROUGHPUT_CONCURRENCY = 256
 UNTIL_DECIDED = "decided"  # llm_load(..., until="decided")
 TRACE_TAKES = ("path", "format", "time_scale", "start", "limit", "conversations", "stagger")
-_COMMON = ("seed", "sample_order", "cancel")
+_COMMON = ("seed", "sample_order", "cancel", "steady")
 _OPEN_TAKES = ("rate", "stages", "ramp", "burstiness", "max_concurrency", "pacing", *_COMMON)
 _TAKES: dict[LoadPattern, tuple[str, ...]] = {
     LoadPattern.POISSON: _OPEN_TAKES,
     LoadPattern.CONSTANT: _OPEN_TAKES,
     LoadPattern.CONCURRENCY: ("concurrency", "stages", "ramp", *_COMMON),
     LoadPattern.MAX_THROUGHPUT: ("concurrency", *_COMMON),
-    LoadPattern.TRACE: (*TRACE_TAKES, "max_concurrency", "pacing", "seed", "cancel"),
+    LoadPattern.TRACE: (*TRACE_TAKES, "max_concurrency", "pacing", "seed", "cancel", "steady"),
 }
 
 
@@ -275,7 +276,8 @@ class LoadSpec:
     smaller = burstier, None = the pattern's own gaps); ``max_concurrency``
     caps an open loop's requests in flight; ``pacing`` is how an open loop waits for
     each planned instant; ``cancel`` abandons a share of requests mid-stream;
-    ``trace`` is the trace pattern's file.
+    ``trace`` is the trace pattern's file; ``steady`` the steady-state window whose
+    requests alone make the throughput figures (:mod:`~pytest_llmperf.specs.steady`).
     """
 
     pattern: LoadPattern
@@ -293,6 +295,7 @@ class LoadSpec:
     # "decided": end the run once every gated SLO is decided (always-valid bounds,
     # :mod:`~pytest_llmperf.slo.sequential`), within its declared requests/duration
     until: str | None = None
+    steady: SteadySpec | None = None  # steady="auto" | {"skip_s", "until_s", "latency"}
     # the marker's own keyword arguments, so run() overrides can change one of them
     params: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -382,11 +385,13 @@ class LoadSpec:
             raise LlmPerfUsageError(
                 f"{where}: unknown pacing {pacing!r}; use one of {', '.join(PACING_MODES)}"
             )
+        steady = SteadySpec.parse(where, params["steady"]) if "steady" in params else None
         common: dict[str, Any] = {
             "seed": seed,
             "sample_order": order,
             "cancel": cancel,
             "max_concurrency": cap,
+            "steady": steady,
         }
         if kind.open_loop:
             common["pacing"] = PacingMode(pacing)
@@ -454,6 +459,8 @@ class LoadSpec:
             out["trace"] = self.trace.describe()
         if self.until is not None:
             out["until"] = self.until
+        if self.steady is not None:
+            out["steady"] = self.steady.describe()
         return out
 
 

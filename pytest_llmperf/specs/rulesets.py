@@ -35,6 +35,10 @@ from typing import Any
 import yaml
 
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.specs.conversation_names import (
+    CONVERSATION_LATENCY_METRICS,
+    CONVERSATION_RATE_METRICS,
+)
 from pytest_llmperf.specs.slo import (
     LATENCY_SLO_METRICS,
     RATE_SLO_METRICS,
@@ -82,6 +86,8 @@ _RATE_DEFAULT_OP = {
     "valid_rate": ">=",
     "output_match": ">=",
     "output_consistency": ">=",
+    "conversation.same_replica_rate": ">=",
+    "conversation.tree_same_replica_rate": ">=",
 }
 _OP_PREFIX = re.compile(r"^\s*(<=|>=|<|>)")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
@@ -229,14 +235,14 @@ def _target_exprs(targets: Any, source: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for metric, spec in targets.items():
         key = f"targets.{metric}"
-        if metric in RATE_SLO_METRICS:
+        if metric in RATE_SLO_METRICS or metric in CONVERSATION_RATE_METRICS:
             if isinstance(spec, dict):
                 raise LlmPerfUsageError(
                     f"{metric} is a rate: give one value like '1%' or '> 10 req/s', got {spec!r}",
                     where=f"{source}: {key}",
                 )
             out.append((key, _expr(metric, spec, _RATE_DEFAULT_OP[metric], source, key)))
-        elif metric in LATENCY_SLO_METRICS:
+        elif metric in LATENCY_SLO_METRICS or metric in CONVERSATION_LATENCY_METRICS:
             if not isinstance(spec, dict) or not spec:
                 raise LlmPerfUsageError(
                     f"expected a mapping of statistic -> limit like {{p99: 500ms}}, got {spec!r}",
@@ -249,7 +255,14 @@ def _target_exprs(targets: Any, source: str) -> list[tuple[str, str]]:
                     raise LlmPerfUsageError(problem, where=f"{source}: {stat_key}")
                 out.append((stat_key, _expr(f"{metric}.{stat}", value, "<", source, stat_key)))
         else:
-            known = ", ".join((*LATENCY_SLO_METRICS, *RATE_SLO_METRICS))
+            known = ", ".join(
+                (
+                    *LATENCY_SLO_METRICS,
+                    *RATE_SLO_METRICS,
+                    *CONVERSATION_LATENCY_METRICS,
+                    *CONVERSATION_RATE_METRICS,
+                )
+            )
             raise LlmPerfUsageError(
                 f"unknown metric {metric!r}; known: {known}", where=f"{source}: {key}"
             )

@@ -57,6 +57,7 @@ class _LoadShape(TypedDict, total=False):
     max_concurrency: int  # an open loop's cap on requests in flight
     pacing: str  # an open loop's wait for each planned instant ("default", "precise")
     cancel: Mapping[str, Any]  # {"share", "after_tokens"/"after_ms"}
+    steady: str | Mapping[str, Any]  # "auto" or {"skip_s", "until_s", "latency"}
 
 
 class LevelOverrides(_OrderOverrides, _LoadShape, _WorkloadOverrides, total=False):
@@ -94,6 +95,7 @@ _LOAD_KEYS = {
     "max_concurrency",
     "pacing",
     "cancel",
+    "steady",
 }
 # an override of one of these replaces the others (they all set the load level)
 _LEVEL_KEYS = ("rate", "concurrency", "stages", "ramp")

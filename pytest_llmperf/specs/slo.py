@@ -5,6 +5,12 @@ Grammar: ``<metric>.<stat> <op> <number>[unit]`` for latency metrics,
 for the server's own metrics (:mod:`.server_names`), and ``startup.<name>`` /
 ``server.<name>`` without a statistic for the server process the gate started
 (:mod:`.process_names`: ``startup.ready_s < 90s``, ``server.rss_growth_mb < 50``).
+A run's conversations (:mod:`.conversation_names`) add ``conversation.makespan.<stat>``
+and ``conversation.makespan_excl_tools.<stat>`` (latencies of whole conversations),
+``conversation.same_replica_rate`` and ``conversation.tree_same_replica_rate`` (shares),
+and a per-request latency judged on one turn band's requests only:
+``turns[<band>].<metric>.<stat>`` (``turns[11-20].ttft.p90 < 2s``; bands 1, 2-5, 6-10,
+11-20, 21-50, 51+; metrics ttft, ttfo, tpot, e2e).
 ``<op>`` is one of ``< <= > >= ==`` (``server.preemptions == 0``). ``<stat>`` is ``mean``,
 ``max`` or any percentile ``pN`` / ``pN.M…`` with 0 < N < 100 (``p75``,
 ``p99.99``: k6 and HDR tools take any, so do we), written one way only (``p5``,
@@ -27,6 +33,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.specs.conversation_names import (
+    BAND_SLO_METRICS,
+    CONVERSATION_LATENCY_METRICS,
+    CONVERSATION_RATE_METRICS,
+    TURN_BANDS,
+)
 from pytest_llmperf.specs.process_names import PROCESS_METRICS
 from pytest_llmperf.specs.server_names import (
     COMMON_METRICS,
@@ -91,7 +103,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 _PERCENTILE_WORD = re.compile(r"^p(?:0|[1-9][0-9]?)(?:\.[0-9]*[1-9])?$")
 _PERCENTILE_HINT = "a percentile is pN or pN.M with 0 < N < 100 (p75, p99.9, p99.99)"
 _PATTERN = re.compile(  # "+" and "-" in the name only so that "ttft.p-1" is named as the bad word
-    r"^\s*(?P<lhs>[A-Za-z_][\w.+-]*)\s*(?P<op><=|>=|<|>|==|=|!=)\s*"
+    r"^\s*(?P<lhs>[A-Za-z_][\w.+\-\[\]]*)\s*(?P<op><=|>=|<|>|==|=|!=)\s*"
     r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<unit>\S*(?:\s*/\s*s)?)\s*$"
 )
 
@@ -110,6 +122,8 @@ class Slo:
     confidence: float | None = None
     # llm_slo(..., per_model=True): also judged on each served model's requests
     per_model: bool = False
+    # turns[11-20].ttft.p90: judged on the requests of that turn band only (None: all)
+    turn_band: str | None = None
 
     @property
     def is_latency(self) -> bool:
@@ -128,8 +142,15 @@ class Slo:
         return self.metric in PROCESS_METRICS
 
     @property
+    def is_conversation(self) -> bool:
+        """A metric of whole conversations (``conversation.makespan.p90``), judged on the
+        run's per-conversation figures, not its requests."""
+        return self.metric.startswith("conversation.")
+
+    @property
     def name(self) -> str:
-        return f"{self.metric}.{self.stat}" if self.stat else self.metric
+        name = f"{self.metric}.{self.stat}" if self.stat else self.metric
+        return f"turns[{self.turn_band}].{name}" if self.turn_band is not None else name
 
     def holds(self, observed: float) -> bool:
         return _OPS[self.op](observed, self.target)
@@ -194,6 +215,15 @@ def parse_slo(expr: str) -> Slo:
         return _process_slo(expr, lhs, op, value, unit)
     if lhs.startswith("server.") or lhs == "server":
         return _server_slo(expr, lhs, op, value, unit)
+    if lhs.startswith("turns"):
+        return _band_slo(expr, lhs, op, value, unit)
+    if lhs.partition(".")[0] == "conversation":
+        return _conversation_slo(expr, lhs, op, value, unit)
+    if "[" in lhs or "]" in lhs:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: a band is written before the metric, e.g. 'turns[11-20].ttft.p90 "
+            f"< 2s' (bands: {', '.join(TURN_BANDS)})"
+        )
     metric, _, stat = lhs.partition(".")
     if metric in RATE_SLO_METRICS:
         if stat:
@@ -209,7 +239,15 @@ def parse_slo(expr: str) -> Slo:
         return Slo(expr, metric, None, op, value * units[unit], canonical)
     if metric not in LATENCY_SLO_METRICS:
         known = ", ".join(
-            (*LATENCY_SLO_METRICS, *RATE_SLO_METRICS, "server.<name>", "startup.<name>")
+            (
+                *LATENCY_SLO_METRICS,
+                *RATE_SLO_METRICS,
+                *CONVERSATION_LATENCY_METRICS,
+                *CONVERSATION_RATE_METRICS,
+                "turns[<band>].<metric>",
+                "server.<name>",
+                "startup.<name>",
+            )
         )
         raise LlmPerfUsageError(f"SLO {expr!r}: unknown metric {metric!r}; known: {known}")
     if not stat:
@@ -229,6 +267,72 @@ def parse_slo(expr: str) -> Slo:
 
 
 _FRACTION_UNITS = {"%": 0.01, "": 1.0}
+_BAND = re.compile(r"^turns\[(?P<band>[^\]]*)\]\.(?P<rest>.*)$")
+
+
+def _band_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
+    """``turns[11-20].ttft.p90 < 2s``: a per-request latency over one turn band's requests
+    (the band's own confidence bounds and sample minimum)."""
+    m = _BAND.match(lhs)
+    example = "e.g. 'turns[11-20].ttft.p90 < 2s'"
+    if not m:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: a turn band is written turns[<band>].<metric>.<stat>, {example}"
+        )
+    band, rest = m["band"], m["rest"]
+    if band not in TURN_BANDS:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: unknown turn band {band!r}; bands: {', '.join(TURN_BANDS)}"
+        )
+    metric = rest.partition(".")[0]
+    if metric not in BAND_SLO_METRICS:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: {metric!r} has no turn-band form; per band: "
+            f"{', '.join(BAND_SLO_METRICS)} ({example})"
+        )
+    inner_expr = f"{rest} {op} {value!r}{unit}"
+    try:
+        inner = parse_slo(inner_expr)
+    except LlmPerfUsageError as exc:  # said of the expression as written
+        raise LlmPerfUsageError(str(exc).replace(repr(inner_expr), repr(expr), 1)) from None
+    return Slo(expr, inner.metric, inner.stat, op, inner.target, inner.unit, turn_band=band)
+
+
+def _conversation_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
+    """``conversation.makespan_excl_tools.p90 < 60s`` (a latency of whole conversations) or
+    ``conversation.same_replica_rate > 90%`` (a share)."""
+    parts = lhs.split(".")
+    metric = ".".join(parts[:2])
+    stat = ".".join(parts[2:])
+    if metric in CONVERSATION_RATE_METRICS:
+        if stat:
+            raise LlmPerfUsageError(
+                f"SLO {expr!r}: {metric!r} is a share and takes no statistic (got {stat!r})"
+            )
+        if unit not in _FRACTION_UNITS:
+            raise LlmPerfUsageError(
+                f"SLO {expr!r}: bad unit {unit!r} for {metric} (a fraction); use '%' or no unit"
+            )
+        return Slo(expr, metric, None, op, value * _FRACTION_UNITS[unit], "fraction")
+    if metric not in CONVERSATION_LATENCY_METRICS:
+        known = ", ".join((*CONVERSATION_LATENCY_METRICS, *CONVERSATION_RATE_METRICS))
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: unknown conversation metric {metric!r}; known: {known}"
+        )
+    if not stat:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: {metric!r} needs a statistic, e.g. {metric}.p90 "
+            f"({', '.join(STATS)} or any pN.M)"
+        )
+    problem = stat_problem(stat)
+    if problem:
+        raise LlmPerfUsageError(f"SLO {expr!r}: {problem}")
+    if unit not in _TIME_UNITS:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: bad unit {unit!r} for a latency; use us, ms or s"
+            + (" (a unit is required)" if not unit else "")
+        )
+    return Slo(expr, metric, stat, op, value * _TIME_UNITS[unit], "ms")
 
 
 def _server_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
@@ -323,6 +427,7 @@ def request_limits(slos: Iterable[Slo]) -> dict[str, float]:
     """
     limits: dict[str, float] = {}
     for slo in slos:
-        if slo.metric in GOODPUT_METRICS and slo.op in ("<", "<="):
+        # a turn band's limit is about some of the requests, not each of them
+        if slo.metric in GOODPUT_METRICS and slo.op in ("<", "<=") and slo.turn_band is None:
             limits[slo.metric] = min(limits.get(slo.metric, math.inf), slo.target)
     return limits

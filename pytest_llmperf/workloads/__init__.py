@@ -12,6 +12,7 @@ from pytest_llmperf.workloads import skewed as _skewed  # noqa: F401  (registers
 from pytest_llmperf.workloads import synthetic as _synthetic  # noqa: F401  (registers)
 from pytest_llmperf.workloads import traces as _traces  # noqa: F401  (registers)
 from pytest_llmperf.workloads.adapters import AdapterMix, parse_adapters
+from pytest_llmperf.workloads.agentic import synthetic as _agentic  # noqa: F401  (registers)
 from pytest_llmperf.workloads.base import (
     REQUEST_PATH_PARAMS,
     WORKLOADS,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_llmperf.workloads.adapters import AdapterMix, parse_adapters
+from pytest_llmperf.workloads.agent_script import AgentScript, AgentSource, Subagent, agents_of
 from pytest_llmperf.workloads.base import Sample, Workload, register_request_paths
 from pytest_llmperf.workloads.conversations import (
     ConversationScript,
@@ -33,6 +34,8 @@ from pytest_llmperf.workloads.conversations import (
 from pytest_llmperf.workloads.output_contract import OutputContract, parse_output_contract
 
 __all__ = [
+    "DressedAgentScript",
+    "DressedAgents",
     "DressedConversations",
     "DressedScript",
     "DressedSessions",
@@ -42,7 +45,7 @@ __all__ = [
     "wrapper_for",
 ]
 
-_OWN = frozenset({"inner", "paths", "source", "script"})
+_OWN = frozenset({"inner", "paths", "source", "script", "draw_index"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,12 @@ class RequestPathsWorkload:
         """:attr:`conversation_source` by its name before issue 38 (kept for one release)."""
         return self.conversation_source
 
+    @property
+    def agent_source(self) -> AgentSource | None:
+        """The inner workload's agentic conversations, every call of every thread dressed."""
+        source = agents_of(self.inner)
+        return None if source is None else DressedAgents(source, self.paths)
+
     def __getattr__(self, name: str) -> Any:
         return _forward(self, "inner", name)
 
@@ -232,6 +241,95 @@ class DressedScript:
 
     def turn(self, k: int, earlier: Sequence[TurnResult]) -> Sample:
         return self.paths.dress(self.script.turn(k, earlier), draw_index=self.script.index)
+
+    def __getattr__(self, name: str) -> Any:
+        return _forward(self, "script", name)
+
+
+@dataclass(frozen=True, slots=True)
+class DressedAgents:
+    """An :class:`AgentSource` whose threads' calls carry ``paths``' model and contract."""
+
+    source: AgentSource
+    paths: RequestPaths
+
+    @property
+    def count(self) -> int:
+        return self.source.count
+
+    def conversation(self, index: int) -> AgentScript:
+        return DressedAgentScript(self.source.conversation(index), self.paths)
+
+    def start_ns(self, index: int, time_scale: float = 1.0) -> int:
+        return self.source.start_ns(index, time_scale)
+
+    def describe(self) -> dict[str, Any]:
+        return self.source.describe()
+
+    def __getattr__(self, name: str) -> Any:
+        return _forward(self, "source", name)
+
+
+@dataclass(frozen=True, slots=True)
+class DressedAgentScript:
+    """An :class:`AgentScript` whose calls, warm-up and subagents (recursively) are dressed:
+    one draw for the whole tree (the root's index), so a conversation keeps one adapter and
+    its prefix stays in one adapter's cache."""
+
+    script: AgentScript
+    paths: RequestPaths
+    draw_index: int | None = None
+
+    @property
+    def index(self) -> int:
+        return self.script.index
+
+    @property
+    def conversation_id(self) -> str:
+        return self.script.conversation_id
+
+    @property
+    def agent_id(self) -> str:
+        return self.script.agent_id
+
+    @property
+    def turns(self) -> int:
+        return self.script.turns
+
+    @property
+    def tracks_turns(self) -> bool:
+        return self.script.tracks_turns
+
+    @property
+    def replies(self) -> bool:
+        return self.script.replies
+
+    @property
+    def first_turn(self) -> int:
+        return self.script.first_turn
+
+    def think_ns(self, k: int) -> int:
+        return self.script.think_ns(k)
+
+    def _draw(self) -> int:
+        return self.script.index if self.draw_index is None else self.draw_index
+
+    def turn(self, k: int, earlier: Sequence[TurnResult]) -> Sample:
+        return self.paths.dress(self.script.turn(k, earlier), draw_index=self._draw())
+
+    def warmup_sample(self) -> Sample | None:
+        sample = self.script.warmup_sample()
+        return None if sample is None else self.paths.dress(sample, draw_index=self._draw())
+
+    def spawns(self, k: int) -> Sequence[Subagent]:
+        return tuple(
+            Subagent(
+                DressedAgentScript(child.script, self.paths, self._draw()),
+                child.offset_ns,
+                child.joined,
+            )
+            for child in self.script.spawns(k)
+        )
 
     def __getattr__(self, name: str) -> Any:
         return _forward(self, "script", name)

@@ -122,3 +122,16 @@ def test_req_s_is_measured_over_the_recent_window(make_spec: Callable[..., RunSp
         run.stats.tracked_issued = finished
         rates.append(sampler.sample(now_ns=second * s).rate)
     assert rates == pytest.approx([10.0, 10.0, 100.0, 100.0, 10.0])
+
+
+def test_invalid_and_blank_outputs_are_sampled_as_failures_are(
+    make_spec: Callable[..., RunSpec],
+) -> None:
+    """The run's counts of completed requests with an output that failed its check and
+    with no visible text reach the snapshot beside its failures."""
+    run = LoadRun(Endpoint("http://127.0.0.1:9/v1"), make_spec("poisson", rate=10, requests=100))
+    sampler = ProgressSampler(run, started_ns=0)
+    acc = run.accumulator
+    acc.failed, acc.invalid, acc.blank = 1, 3, 2
+    snapshot = sampler.sample(now_ns=5_000_000_000)
+    assert (snapshot.errors, snapshot.invalid, snapshot.blank) == (1, 3, 2)

@@ -96,3 +96,15 @@ def test_blank_replies_show_beside_the_errors_once_there_are_some() -> None:
     assert ", 3 errors, 7 blank, elapsed" in plain_line(snap(blank=7))
     narrow = status_line(snap(blank=7), 60, test="t.py::test_a")
     assert len(narrow) <= 59 and "212/500" in narrow
+
+
+def test_invalid_outputs_show_beside_the_errors_once_there_are_some() -> None:
+    """Completed requests whose output failed its check (schema, tool call) are counted
+    live as errors and blank replies are: shown once there is one."""
+    assert "invalid" not in status_line(snap(), 120) and "invalid" not in plain_line(snap())
+    line = status_line(snap(invalid=4, blank=7), 120, test="t.py::test_a")
+    assert "3 err  4 invalid  7 blank  1m15s" in line
+    assert ", 3 errors, 4 invalid, 7 blank, elapsed" in plain_line(snap(invalid=4, blank=7))
+    assert ", 3 errors, 4 invalid, elapsed" in plain_line(snap(invalid=4))
+    narrow = status_line(snap(invalid=4, blank=7), 60, test="t.py::test_a")
+    assert len(narrow) <= 59 and "212/500" in narrow

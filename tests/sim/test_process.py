@@ -86,7 +86,8 @@ def test_cli_unknown_profile_is_one_line_and_exit_2() -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
         "error: unknown simulator profile 'nosuch'; "
-        "known profiles: fixed, llama-3.1-8b-h100, strict-reasoning, tiny"
+        "known profiles: fixed, llama-3.1-8b-h100, replicas-2-round-robin, replicas-2-session, "
+        "strict-reasoning, tiny"
     ]
 
 

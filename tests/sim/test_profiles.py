@@ -57,7 +57,10 @@ def test_each_profile_serves_a_model_named_for_what_it_is() -> None:
     assert models["llama-3.1-8b-h100"] == "sim-llama-3.1-8b"
     assert models["tiny"] == "sim-tiny"
     assert models["strict-reasoning"] == "sim-reasoning"
-    assert [name for name, model in models.items() if "llama" in model] == ["llama-3.1-8b-h100"]
+    assert models["replicas-2-session"] == models["replicas-2-round-robin"] == "sim-llama-3.1-8b-x2"
+    assert [name for name, model in models.items() if model == "sim-llama-3.1-8b"] == [
+        "llama-3.1-8b-h100"
+    ]
     assert load_profile("fixed", model="my-model").model == "my-model"  # still overridable
 
 

@@ -53,6 +53,7 @@ OWN: dict[str, dict[str, Any]] = {
     "code-completion": {},
     "long-context": {},
     "trace": {"path": str(TRACES / "mooncake_sample.jsonl")},
+    "agentic": {"conversations": 2},
 }
 SEED = 5
 N = 40
@@ -246,3 +247,50 @@ def test_a_workload_without_conversations_has_none_wrapped_or_not() -> None:
         _, wrapped = plain_and_wrapped(name, greedy=True)
         assert conversations_of(wrapped) is None
         assert wrapped.conversation_source is None
+
+
+def _calls_of(script: Any) -> list[Any]:
+    """Every call of an agent tree (turns quote a fixed reply), subagents depth first."""
+    from pytest_llmperf.workloads.conversations import TurnResult
+
+    out = []
+    earlier: list[TurnResult] = []
+    for k in range(script.turns):
+        sample = script.turn(k, earlier)
+        out.append(sample)
+        earlier.append(TurnResult("ok", sample.input_tokens, 2))
+        for child in script.spawns(k):
+            out.extend(_calls_of(child.script))
+    return out
+
+
+def test_agentic_conversations_dress_every_call_of_every_thread_with_one_model() -> None:
+    """``greedy=`` / ``adapters=`` on an agentic workload reach the subagents' calls too
+    (the wrapper once passed ``agent_source`` through undressed)."""
+    from pytest_llmperf.workloads.agent_script import AgentSource, agents_of
+    from pytest_llmperf.workloads.request_paths import DressedAgents
+
+    paths: dict[str, Any] = {"adapters": {"a": 0.5, "b": 0.5}, "greedy": True}
+    own = {"conversations": 4, "turns": (2, 3), "subagents": 1}
+    plain = build_workload("agentic", seed=SEED, **own)
+    wrapped = build_workload("agentic", seed=SEED, **own, **paths)
+    assert isinstance(wrapped, RequestPathsWorkload) and wrapped.mix is not None
+    inner_source, source = agents_of(plain), agents_of(wrapped)
+    assert inner_source is not None and isinstance(source, DressedAgents)
+    assert isinstance(source, AgentSource) and source.count == inner_source.count
+    assert source.describe() == inner_source.describe()
+    spawned = 0
+    for index in range(source.count):
+        script, inner = source.conversation(index), inner_source.conversation(index)
+        assert (script.conversation_id, script.agent_id, script.turns) == (
+            inner.conversation_id,
+            inner.agent_id,
+            inner.turns,
+        )
+        assert source.start_ns(index) == inner_source.start_ns(index)
+        got, want = _calls_of(script), _calls_of(inner)
+        assert [bare(s) for s in got] == want
+        spawned += len(got) > inner.turns
+        assert {s.model for s in got} == {wrapped.mix.draw(SEED, index)}
+        assert all(s.contract is wrapped.contract for s in got)
+    assert spawned  # some conversation had subagents, and their calls were dressed too

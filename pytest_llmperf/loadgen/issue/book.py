@@ -37,6 +37,7 @@ from pytest_llmperf.specs.load import PacingMode
 from pytest_llmperf.workloads.base import Sample
 
 if TYPE_CHECKING:  # the book is handed a plan; it never builds one
+    from pytest_llmperf.loadgen.issue.steady_gate import SteadyGate
     from pytest_llmperf.loadgen.plan.planner import PlannedRequest, RunPlan
 
 __all__ = ["IssueBook", "IssueStats"]
@@ -68,6 +69,8 @@ class IssueBook:
         # where each stage starts and ends on the run's clock (offsets from t0); an open
         # loop's are planned, a closed loop's begin with its first tracked send
         self.stage_bounds: list[int] = []
+        # llm_load(steady=...): opens the run's steady-state window (set by the share run)
+        self.steady_gate: SteadyGate | None = None
         if plan.load.stages:
             self.stats.stage_sends = [0] * len(plan.load.stages)
             self.stage_bounds = plan.stage_bounds_ns
@@ -113,6 +116,9 @@ class IssueBook:
             self.stats.note(t_sched, now)
             if self.stage_bounds:
                 self._count_stage_send(now)
+            gate = self.steady_gate
+            if gate is not None and gate.pending:
+                gate.note(t_sched, item.offset_ns, len(self.inflight))
         self.issued += 1
         collect_if_due(self.issued)
         self.delivery.issued(record, item.position)

@@ -40,6 +40,7 @@ from pytest_llmperf.loadgen.issue.gc_pauses import (
     young_collections_held,
 )
 from pytest_llmperf.loadgen.issue.stats import IssueStats
+from pytest_llmperf.loadgen.issue.steady_gate import SteadyGate, level_offset_ns
 from pytest_llmperf.loadgen.issue.strategies import STRATEGIES
 from pytest_llmperf.loadgen.plan.planner import RunPlan
 from pytest_llmperf.results.accumulator import MetricsAccumulator
@@ -75,6 +76,12 @@ class ShareRun:
         self.stats = IssueStats()
         self.book = IssueBook(plan, self.delivery, self.stats)
         self.drain = Drain(self.book)
+        steady = plan.load.steady
+        if steady is not None:  # the window this share's requests are judged in
+            window = self.accumulator.declare_steady(steady.mode.value, latency=steady.latency)
+            slots = 0 if plan.open_loop else max(plan.stage_levels or (plan.concurrency,))
+            offset = level_offset_ns(plan.load, plan.stage_bounds_ns)
+            self.book.steady_gate = SteadyGate(steady, window, slots=slots, level_offset_ns=offset)
 
     @property
     def plan(self) -> RunPlan:
