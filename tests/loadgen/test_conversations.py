@@ -190,8 +190,12 @@ async def test_closed_loop_turns_quote_the_servers_replies_after_the_think_time(
             assert after.received_ns - before.ended_ns >= 50e6  # the think time, server-side
     # the records: turn index, the collected reply (only where a later turn needs it)
     assert [r.turn for r in records] == [0, 1, 2] * 3
+    assert [r.conversation for r in records] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     assert [r.reply for r in records[:3]] == [["reply-0"], ["reply-1"], None]
     report = result.to_dict()
+    # every conversation's own figures (issue 39): three whole conversations, three calls each
+    assert report["conversations"]["count"] == 3 and report["conversations"]["calls"] == 9
+    assert report["conversations"]["makespan"]["count"] == 3
     assert [t["turn"] for t in report["turns"]] == [1, 2, 3]
     assert [t["counts"]["completed"] for t in report["turns"]] == [3, 3, 3]
     assert sum(t["metrics"]["ttft"]["count"] for t in report["turns"]) == 9

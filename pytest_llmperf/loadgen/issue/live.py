@@ -87,11 +87,14 @@ class ConversationBook:
 
     @staticmethod
     def mark(record: RequestRecord, live: LiveConversation, sample: Sample) -> None:
-        """Turn index, conversation sample and (when a later turn quotes it) reply collection."""
+        """Turn index, conversation number, sample and (when a later turn quotes it) reply
+        collection."""
         script = live.script
         k = live.next
         record.index = sample.index
-        record.turn = k if script.tracks_turns else -1
+        if script.tracks_turns:  # a row alone is no conversation
+            record.turn = k
+            record.conversation = script.index  # run-wide: each process owns its own indices
         if script.replies and k + 1 < script.turns:
             record.reply = []
 
