@@ -81,7 +81,10 @@ def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args, message) 
     assert message in result.stderr.str()
 
 
-PROFILES = "known: fixed, llama-3.1-8b-h100, strict-reasoning, tiny"
+PROFILES = (
+    "known: fixed, llama-3.1-8b-h100, replicas-2-round-robin, replicas-2-session, "
+    "strict-reasoning, tiny"
+)
 
 
 @pytest.mark.parametrize(

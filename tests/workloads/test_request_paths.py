@@ -75,7 +75,10 @@ def bare(sample: Sample) -> Sample:
 
 
 def test_the_test_covers_every_registered_workload() -> None:
-    assert set(OWN) == set(workload_names())
+    # "test-..." workloads are registered by other test modules (in this process: xdist
+    # runs modules of several directories in one worker), not shipped
+    shipped = {name for name in workload_names() if not name.startswith("test-")}
+    assert set(OWN) == shipped
 
 
 @pytest.mark.parametrize("name", sorted(OWN))
