@@ -271,45 +271,21 @@ class DressedAgents:
 
 
 @dataclass(frozen=True, slots=True)
-class DressedAgentScript:
+class DressedAgentScript(DressedScript):
     """An :class:`AgentScript` whose calls, warm-up and subagents (recursively) are dressed:
     one draw for the whole tree (the root's index), so a conversation keeps one adapter and
     its prefix stays in one adapter's cache."""
 
     script: AgentScript
-    paths: RequestPaths
     draw_index: int | None = None
-
-    @property
-    def index(self) -> int:
-        return self.script.index
-
-    @property
-    def conversation_id(self) -> str:
-        return self.script.conversation_id
 
     @property
     def agent_id(self) -> str:
         return self.script.agent_id
 
     @property
-    def turns(self) -> int:
-        return self.script.turns
-
-    @property
-    def tracks_turns(self) -> bool:
-        return self.script.tracks_turns
-
-    @property
-    def replies(self) -> bool:
-        return self.script.replies
-
-    @property
     def first_turn(self) -> int:
         return self.script.first_turn
-
-    def think_ns(self, k: int) -> int:
-        return self.script.think_ns(k)
 
     def _draw(self) -> int:
         return self.script.index if self.draw_index is None else self.draw_index
@@ -330,9 +306,6 @@ class DressedAgentScript:
             )
             for child in self.script.spawns(k)
         )
-
-    def __getattr__(self, name: str) -> Any:
-        return _forward(self, "script", name)
 
 
 # The name before issue 38 (docs/conversations.md, "Old spellings"), kept for one release.
