@@ -250,20 +250,7 @@ def parse_slo(expr: str) -> Slo:
             )
         )
         raise LlmPerfUsageError(f"SLO {expr!r}: unknown metric {metric!r}; known: {known}")
-    if not stat:
-        raise LlmPerfUsageError(
-            f"SLO {expr!r}: {metric!r} needs a statistic, e.g. {metric}.p99 "
-            f"({', '.join(STATS)} or any pN.M)"
-        )
-    problem = stat_problem(stat)
-    if problem:
-        raise LlmPerfUsageError(f"SLO {expr!r}: {problem}")
-    if unit not in _TIME_UNITS:
-        raise LlmPerfUsageError(
-            f"SLO {expr!r}: bad unit {unit!r} for a latency; use us, ms or s"
-            + (" (a unit is required)" if not unit else "")
-        )
-    return Slo(expr, metric, stat, op, value * _TIME_UNITS[unit], "ms")
+    return _latency_slo(expr, metric, stat, op, value, unit, example="p99")
 
 
 _FRACTION_UNITS = {"%": 0.01, "": 1.0}
@@ -319,9 +306,16 @@ def _conversation_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> 
         raise LlmPerfUsageError(
             f"SLO {expr!r}: unknown conversation metric {metric!r}; known: {known}"
         )
+    return _latency_slo(expr, metric, stat, op, value, unit, example="p90")
+
+
+def _latency_slo(
+    expr: str, metric: str, stat: str, op: str, value: float, unit: str, *, example: str
+) -> Slo:
+    """A latency SLO once its metric is known: a statistic and a time unit are required."""
     if not stat:
         raise LlmPerfUsageError(
-            f"SLO {expr!r}: {metric!r} needs a statistic, e.g. {metric}.p90 "
+            f"SLO {expr!r}: {metric!r} needs a statistic, e.g. {metric}.{example} "
             f"({', '.join(STATS)} or any pN.M)"
         )
     problem = stat_problem(stat)
