@@ -188,6 +188,9 @@ class AgentRun:
         finally:
             for task in tuple(tree.background):  # cut short: theirs too
                 task.cancel()
+        # every call of it has ended and been delivered (a call's record is delivered by
+        # the book's done-callback, before its thread resumes): fold its figures now
+        self.book.delivery.conversation_ended(number)
 
     async def thread(self, tree: Tree, script: AgentScript, due_ns: int, wait_ns: int) -> int:
         """One thread from its first turn, due at ``due_ns`` after a wait of ``wait_ns``.

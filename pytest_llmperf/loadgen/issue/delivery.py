@@ -46,6 +46,12 @@ class Delivery:
         if self.recorder is not None:
             self._positions[id(record)] = position
 
+    def conversation_ended(self, conversation: int) -> None:
+        """Conversation ``conversation`` sends no more calls (each of its records delivered):
+        its figures are folded and its calls dropped, so a long run's open conversations
+        stay few."""
+        self.accumulator.end_conversation(conversation)
+
     def deliver(self, record: RequestRecord) -> None:
         """The one delivery of a finished (or failed, or cut) request's record."""
         if self.closed_loop and record.t_send:
