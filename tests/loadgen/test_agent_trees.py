@@ -119,6 +119,10 @@ async def test_a_trace_replays_each_tree_with_its_waits_joins_and_background_sub
     assert first[1] - first[0] == 60 * MS  # each conversation at its recorded start
     report = result.to_dict()
     assert report["workload"]["issue"] == "agent trees at the trace's times"
+    # each tree, once over, was folded at once (no open conversation kept to the run's end)
+    tracker = result.accumulator.conversations
+    assert tracker is not None and not tracker.open
+    assert report["conversations"]["count"] == 2 and report["conversations"]["calls"] == 18
 
 
 async def test_time_scale_stretches_waits_offsets_and_starts(sim: Endpoint) -> None:
