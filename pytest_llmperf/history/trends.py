@@ -36,6 +36,7 @@ from pytest_llmperf.history.records import (
 from pytest_llmperf.history.session import clean_endpoint
 from pytest_llmperf.history.store import HistoryStore, describe_target
 from pytest_llmperf.redaction import scrub
+from pytest_llmperf.results.accumulator import LATENCY_METRICS
 from pytest_llmperf.server_metrics.summary import run_metrics_with_server
 from pytest_llmperf.specs.conversation_names import (
     CONVERSATION_LATENCY_METRICS,
@@ -68,16 +69,7 @@ REPORT_SERIES = (
     ("startup.ready_s", "value"),
     ("server.rss_max_mb", "value"),
 )
-_LATENCIES = {
-    "ttft",
-    "ttfo",
-    "tpot",
-    "itl",
-    "e2e",
-    "schedule_lag",
-    "queue_wait",
-    *CONVERSATION_LATENCY_METRICS,
-}
+_LATENCIES = {*LATENCY_METRICS, *CONVERSATION_LATENCY_METRICS}
 _NAMES = {"ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E"}
 
 
