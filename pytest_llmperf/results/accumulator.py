@@ -608,6 +608,10 @@ class MetricsAccumulator:
         throughputs."""
         if self.steady is not None and name in STEADY_RATE_METRICS:
             return self._steady_rate(name)
+        return self.whole_run_rate(name)
+
+    def whole_run_rate(self, name: str) -> float:
+        """``name`` over the whole run, steady window or not (the report's reference)."""
         window = self.window_s
         judged = self.issued - self.cancelled  # abandoned on purpose: neither good nor failed
         if name == "error_rate":
@@ -625,14 +629,6 @@ class MetricsAccumulator:
         if name == "valid_rate":  # no checked output: nan, which no SLO passes (inconclusive)
             return (self.checked - self.invalid) / self.checked if self.checked else math.nan
         raise KeyError(name)
-
-    def whole_run_rate(self, name: str) -> float:
-        """``name`` over the whole run, steady window or not (the report's reference)."""
-        window, self.steady = self.steady, None
-        try:
-            return self.rate(name)
-        finally:
-            self.steady = window
 
     def _steady_rate(self, name: str) -> float:
         """A steady-window rate: its requests' completions (tokens) over its length, its
