@@ -38,12 +38,12 @@ last response); with no affinity configured it returns the sample itself.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_llmperf.client.http1 import is_header_name
 from pytest_llmperf.errors import LlmPerfUsageError
 
 if TYPE_CHECKING:
@@ -83,7 +83,6 @@ DEFAULT_REPLICA_HEADERS: tuple[str, ...] = (
     "x-litellm-model-id",
 )
 
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token: a header name
 # Headers the client writes itself (or that frame the request): never an affinity header.
 _OWN = frozenset(
     {"host", "content-length", "content-type", "transfer-encoding", "connection", "accept"}
@@ -290,7 +289,7 @@ def parse_replica_headers(text: Any, *, where: str = "--llm-replica-header") -> 
     if [n.lower() for n in names] in (["none"], ["off"]):
         return ()
     for name in names:
-        if not _TOKEN.fullmatch(name):
+        if not is_header_name(name):
             raise LlmPerfUsageError(
                 f"{name!r} is not an HTTP header name (letters, digits, -, _ ...)", where=where
             )
@@ -320,7 +319,7 @@ def _rule(raw: str, where: str) -> AffinityRule:
             f"{word!r} needs a header name: {word}:NAME (e.g. {word}:x-session-id), got {raw!r}",
             where=where,
         )
-    if not _TOKEN.fullmatch(name):
+    if not is_header_name(name):
         raise LlmPerfUsageError(
             f"{name!r} in {raw!r} is not an HTTP header name (letters, digits, -, _ ...)",
             where=where,

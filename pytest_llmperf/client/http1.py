@@ -72,12 +72,20 @@ __all__ = [
     "Http1Connection",
     "ResponseSink",
     "check_request_headers",
+    "is_header_name",
     "request_prefix",
 ]
 
 MAX_HEAD_BYTES = 64 * 1024  # a head, or framing bytes without body data between; more is not sane
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token (header name, method)
+
+
+def is_header_name(name: str) -> bool:
+    """Whether ``name`` can be an HTTP header's name (an RFC 9110 token)."""
+    return _TOKEN.fullmatch(name) is not None
+
+
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # controls but HTAB: CR and LF above all
 _BAD_TARGET = re.compile(r"[^\x21-\x7e]")  # a request target is visible ASCII, no spaces
 _UNCAPPED = 1 << 62  # max_requests of a connection whose server announced no max=
