@@ -18,6 +18,7 @@ from pytest_llmperf.results.conversations import (
     ConversationStats,
 )
 from pytest_llmperf.results.outputs import OutputMatch
+from pytest_llmperf.server_metrics.fleet import FleetMetrics
 from pytest_llmperf.server_metrics.summary import ServerMetrics
 from pytest_llmperf.specs.stages import Stage
 
@@ -138,6 +139,9 @@ class RunResult:
     # the server's own metrics over the run (--llm-server-metrics), and over each stage
     server_metrics: ServerMetrics | None = None
     stage_server_metrics: list[ServerMetrics] = field(default_factory=list)
+    # several /metrics pages (a fleet: router, replicas, prefill/decode pools): each page and
+    # each role's pool; ``server_metrics`` is then the fleet as one (server_metrics/fleet.py)
+    fleet: FleetMetrics | None = None
     # what --llm-reset-cache did before the run: {"done": bool, "how": str, "why": str}
     cache_reset: dict[str, Any] | None = None
     # until="decided": when and why the run stopped ("every SLO decided after 212 samples")
@@ -411,6 +415,7 @@ class RunResult:
             "events": self.events_path,
             "gated": self.gated,
             "server_metrics": self.server_metrics.to_dict() if self.server_metrics else None,
+            **({"fleet": self.fleet.to_dict()} if self.fleet is not None else {}),
             **({"cache_reset": self.cache_reset} if self.cache_reset is not None else {}),
             **({"server_process": self.server_process} if self.server_process is not None else {}),
             **({"stages": self.stages} if self.stage_plan else {}),

@@ -29,6 +29,8 @@ COMMON_METRICS: dict[str, tuple[MetricKind, str]] = {
     "server.ttft": (MetricKind.LATENCY, "ms"),
     "server.itl": (MetricKind.LATENCY, "ms"),
     "server.e2e": (MetricKind.LATENCY, "ms"),
+    # the KV cache's move from a prefill to a decode engine (disaggregated serving)
+    "server.kv_transfer": (MetricKind.LATENCY, "ms"),
     "server.kv_cache_usage": (MetricKind.GAUGE, "fraction"),
     "server.running": (MetricKind.GAUGE, "count"),
     "server.waiting": (MetricKind.GAUGE, "count"),

@@ -92,7 +92,8 @@ async def test_the_simulators_page_has_every_common_name_it_can_honestly_produce
     assert before.process_start and before.process_start == after.process_start
     out = summarise_window(url, ServerFamily.SIM, before, after, [during], 0)
     assert out.missing is None
-    expected = set(COMMON_METRICS) - {"server.spec_decode_acceptance"}
+    # no speculative decoding, and one engine: no KV transfer (a disaggregated profile has one)
+    expected = set(COMMON_METRICS) - {"server.spec_decode_acceptance", "server.kv_transfer"}
     assert set(out.metrics) == expected
     assert out.metrics["server.requests"]["value"] == 3
     assert out.metrics["server.generation_tokens"]["value"] == 60
