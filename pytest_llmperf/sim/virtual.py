@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from .profiles import Profile, load_profile
 from .request import DROPPED, FINISHED, Request
 from .summary import summarize
 from .virtual_inputs import VirtualWorkload, adapter_mix, arrival_times, token_span
+
+if TYPE_CHECKING:
+    from .virtual_fleet import FleetLoop
 
 __all__ = ["VirtualResult", "arrival_times", "run_virtual"]
 
@@ -79,9 +82,17 @@ class VirtualResult:
     adapters: tuple[str, ...] = ()  # the LoRA adapters drawn (Request.lora k = adapters[k-1])
     by_model: dict[str, Any] = field(default_factory=dict)  # summary per model, with adapters
     fixed_loads: int = 0  # adapter loads of a fixed-profile run (no engine involved)
+    # several replicas (virtual_fleet.py): every engine, and the requests routed to each
+    engines: list[Engine] = field(default_factory=list)
+    routed: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The run in the JSON report's shape, plus engine statistics."""
+        """The run in the JSON report's shape, plus engine statistics (several replicas:
+        summed over them, and each replica's own under ``replicas``)."""
+        if len(self.engines) > 1:
+            from .virtual_fleet import fleet_dict
+
+            return fleet_dict(self)
         e = self.engine
         kv = e.kv
         out: dict[str, Any] = {
@@ -270,21 +281,17 @@ def run_virtual(
     prof = profile if isinstance(profile, Profile) else load_profile(profile, **overrides)
     if isinstance(profile, Profile) and overrides:
         prof = prof.replace(**overrides)
-    if prof.engines > 1:
-        fleet = (
+    fleet = prof.engines > 1 or (prof.slow_replica >= 0 and prof.slow_factor != 1.0)
+    if fleet and (prof.disaggregated or prof.kind == "fixed"):
+        what = (
             f"prefill_replicas={prof.prefill_replicas}, decode_replicas={prof.decode_replicas}"
             if prof.disaggregated
-            else f"replicas={prof.replicas}"
+            else f"kind=fixed with replicas={prof.replicas}, slow_replica={prof.slow_replica}"
         )
         raise ValueError(
-            f"profile {prof.name!r}: {fleet}: a virtual-time run drives one engine; a fleet "
-            "(replicas behind the router, disaggregated pools) is served by the real-time "
-            "simulator (SimServer, python -m pytest_llmperf.sim)"
-        )
-    if prof.slow_replica >= 0 and prof.slow_factor != 1.0:
-        raise ValueError(
-            f"profile {prof.name!r}: slow_replica={prof.slow_replica}: the slow-replica fault "
-            "is served by the real-time simulator only"
+            f"profile {prof.name!r}: {what}: a virtual-time run drives engine replicas "
+            "behind the router; disaggregated pools and fixed-latency replicas are served "
+            "by the real-time simulator (SimServer, python -m pytest_llmperf.sim)"
         )
     inp, out = token_span(input_tokens), token_span(output_tokens)
     mix = adapter_mix(prof, adapters)
@@ -292,8 +299,18 @@ def run_virtual(
     with collections_paused():
         size_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
         workload = VirtualWorkload(prof, inp, out, shared_prefix, size_rng, mix, seed)
-        engine = Engine(prof, debug=debug, lockstep=lockstep, track_emitted=False)
-        loop = _EventLoop(prof, engine, workload, duration, closed=load == "concurrency")
+        fleet_loop: FleetLoop | None = None
+        if fleet:  # virtual_fleet.py: the replicas behind the router
+            from .virtual_fleet import FleetLoop, fleet_engines
+
+            engines = fleet_engines(prof, debug=debug, lockstep=lockstep)
+            engine = engines[0]
+            fleet_loop = FleetLoop(prof, engines, workload, duration, closed=load == "concurrency")
+            loop: _EventLoop = fleet_loop
+        else:
+            engines = []
+            engine = Engine(prof, debug=debug, lockstep=lockstep, track_emitted=False)
+            loop = _EventLoop(prof, engine, workload, duration, closed=load == "concurrency")
         if load in ("poisson", "constant"):
             if rate is None:
                 raise ValueError(f"load {load!r} needs a rate")
@@ -310,7 +327,12 @@ def run_virtual(
             raise ValueError(f"unknown load pattern {load!r} (poisson, constant, concurrency)")
         loop.run()
         requests, dropped, clock = loop.requests, loop.dropped, loop.clock
-        _check_conservation(requests, engine, dropped)
+        if fleet_loop is not None:
+            from .virtual_fleet import check_fleet_conservation
+
+            check_fleet_conservation(fleet_loop)
+        else:
+            _check_conservation(requests, engine, dropped)
         result = VirtualResult(
             profile=prof,
             load=load_info,
@@ -324,6 +346,8 @@ def run_virtual(
             engine=engine,
             dropped=dropped,
             end_time=clock,
+            engines=engines,
+            routed=list(fleet_loop.router.routed) if fleet_loop is not None else [],
         )
         result.summary = summarize(requests, issued=len(requests), failed=dropped)
         if mix:
