@@ -3,7 +3,7 @@
 A fleet's capacity question ("does least-loaded routing keep p99 TTFT under
 500 ms at 60 req/s on four replicas?") needs what virtual time gives one engine:
 minutes of load in seconds of CPU, the same result for the same seed. This loop
-is virtual.py's with the profile's ``replicas`` engines behind its router
+is virtual_loop.py's with the profile's ``replicas`` engines behind its router
 (router.py): each arrival is routed when it arrives, each engine steps on its own
 clock (a step event per engine), and a request counts as in flight on its
 replica from its arrival until its last token (a finish event), which is what
@@ -28,10 +28,16 @@ from .profiles import Profile
 from .request import DROPPED, FINISHED, Request
 from .router import Router
 from .slow import SlowRequests
-from .virtual import VirtualResult, _Event, _EventLoop
 from .virtual_inputs import VirtualWorkload
+from .virtual_loop import _Event, _EventLoop
 
-__all__ = ["FleetLoop", "check_fleet_conservation", "fleet_dict", "fleet_engines"]
+__all__ = [
+    "FleetLoop",
+    "check_fleet_conservation",
+    "fleet_engine_stats",
+    "fleet_engines",
+    "replica_rows",
+]
 
 
 def fleet_engines(prof: Profile, *, debug: bool, lockstep: bool) -> list[Engine]:
@@ -154,47 +160,36 @@ class FleetLoop(_EventLoop):
             self.new_request(t)
 
 
-def fleet_dict(result: VirtualResult) -> dict[str, Any]:
-    """A fleet run as ``VirtualResult.to_dict`` writes it: the engine statistics summed over
-    the replicas, and each replica's own under ``replicas`` (with the router's policy)."""
-    engines = result.engines
+def fleet_engine_stats(engines: Sequence[Engine], end_time: float, dropped: int) -> dict[str, Any]:
+    """A fleet run's ``engine`` statistics: summed over the replicas (peaks: the highest)."""
     hits = sum(e.kv.hit_tokens for e in engines)
     queries = sum(e.kv.query_tokens for e in engines)
-    out: dict[str, Any] = {
-        "profile": result.profile.name,
-        "model": result.profile.model,
-        "seed": result.seed,
-        "load": result.load,
-        "workload": result.workload,
-        **result.summary,
-        "engine": {
-            "simulated_s": round(result.end_time, 6),
-            "steps": sum(e.steps for e in engines),
-            "preemptions": sum(e.scheduler.preemptions for e in engines),
-            "dropped_unservable": result.dropped,
-            "max_running": max(e.max_running for e in engines),
-            "max_waiting": max(e.max_waiting for e in engines),
-            "prefix_cache_hit_rate": round(hits / queries, 6) if queries else 0.0,
-        },
-        "router": result.profile.router,
-        "replicas": [
-            {
-                "name": str(i),
-                "requests": result.routed[i],
-                "steps": e.steps,
-                "preemptions": e.scheduler.preemptions,
-                "max_running": e.max_running,
-                "prefix_cache_hit_rate": round(e.kv.hit_tokens / e.kv.query_tokens, 6)
-                if e.kv.query_tokens
-                else 0.0,
-            }
-            for i, e in enumerate(engines)
-        ],
+    return {
+        "simulated_s": round(end_time, 6),
+        "steps": sum(e.steps for e in engines),
+        "preemptions": sum(e.scheduler.preemptions for e in engines),
+        "dropped_unservable": dropped,
+        "max_running": max(e.max_running for e in engines),
+        "max_waiting": max(e.max_waiting for e in engines),
+        "prefix_cache_hit_rate": round(hits / queries, 6) if queries else 0.0,
     }
-    if result.adapters:
-        out["engine"]["lora_loads"] = sum(e.scheduler.lora.total_loads for e in engines)
-        out["by_model"] = result.by_model
-    return out
+
+
+def replica_rows(engines: Sequence[Engine], routed: Sequence[int]) -> list[dict[str, Any]]:
+    """Each replica's own figures (``replicas`` in a fleet run's output)."""
+    return [
+        {
+            "name": str(i),
+            "requests": routed[i],
+            "steps": e.steps,
+            "preemptions": e.scheduler.preemptions,
+            "max_running": e.max_running,
+            "prefix_cache_hit_rate": round(e.kv.hit_tokens / e.kv.query_tokens, 6)
+            if e.kv.query_tokens
+            else 0.0,
+        }
+        for i, e in enumerate(engines)
+    ]
 
 
 def check_fleet_conservation(loop: FleetLoop) -> None:
