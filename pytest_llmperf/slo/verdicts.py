@@ -152,6 +152,9 @@ class SloVerdict:
     confidence: float | None = None
     # llm_slo(..., per_model=True): the served model whose requests this verdict judged
     model: str | None = None
+    # replica.<metric>: the replica whose requests this verdict judged (its name, as its
+    # response header and its /metrics page name it); in the JSON only where set
+    replica: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.verdict))
@@ -159,7 +162,9 @@ class SloVerdict:
     @property
     def where(self) -> str:
         """``stage 1: 40 req/s`` for a stage's verdict, ``model sim-lora-1`` for a served
-        model's, ``""`` for a whole run's."""
+        model's, ``replica 2`` for a replica's, ``""`` for a whole run's."""
+        if self.replica is not None:
+            return f"replica {self.replica}"
         if self.model is not None:
             return f"model {self.model}"
         if self.stage is None:
@@ -167,8 +172,12 @@ class SloVerdict:
         return f"stage {self.stage}" + (f": {self.stage_load}" if self.stage_load else "")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON (the verdict as a plain string: reports cross xdist's wire)."""
-        return {**asdict(self), "verdict": self.verdict.value}
+        """Plain JSON (the verdict as a plain string: reports cross xdist's wire);
+        ``replica`` only on a replica's verdict."""
+        out = {**asdict(self), "verdict": self.verdict.value}
+        if self.replica is None:
+            del out["replica"]
+        return out
 
 
 def _bounded(slo: Slo) -> bool:
