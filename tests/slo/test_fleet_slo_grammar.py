@@ -117,5 +117,6 @@ def test_rulesets_take_the_fleet_names_with_their_directions() -> None:
 
 
 def test_a_bad_fleet_target_names_the_file_and_key() -> None:
-    with pytest.raises(LlmPerfUsageError, match=r"fleet.yaml: targets.decode.queue.p99: .*'queue' for pool"):
+    said = r"fleet.yaml: targets.decode.queue.p99: .*'queue' for pool"
+    with pytest.raises(LlmPerfUsageError, match=said):
         ruleset_from_mapping({"targets": {"decode.queue": {"p99": "1s"}}}, source="fleet.yaml")
