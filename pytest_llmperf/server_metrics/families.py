@@ -9,8 +9,8 @@ from, so a reader can audit it against the server's source (and
 docs/server-metrics.md prints it). The names were read from the servers'
 sources: vLLM 0.32 ``vllm/v1/metrics/loggers.py`` and
 ``vllm/v1/spec_decode/metrics.py`` (the KV transfer: the NIXL connector's
-``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py``); llama.cpp (commit 0c1e570, the one the
-conformance tier builds) ``tools/server/server-task.cpp``
+``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py``); llama.cpp
+(commit 0c1e570, the one the conformance tier builds) ``tools/server/server-task.cpp``
 (``server_task_result_metrics::to_metrics``); SGLang
 ``python/sglang/srt/metrics/collector.py``; TGI ``router/src/server.rs`` and
 ``backends/v3/src``. A name a family does not export is simply absent: an SLO

@@ -1,4 +1,4 @@
-"""``--llm-server-metrics`` as a list of pages: ``ROLE[:NAME]=URL,...``, ``@FILE``, ``discover=URL``.
+"""``--llm-server-metrics`` as a list of pages: ``ROLE[:NAME]=URL,...``, ``@FILE``, ``discover=``.
 
 A deployment of several processes (a router, replicas, a disaggregated deployment's
 prefill and decode pools) has one ``/metrics`` page per process. The option names
@@ -114,7 +114,9 @@ def parse_page_list(value: str, *, where: str = _OPTION) -> PageList:
             raise LlmPerfUsageError(f"an empty page name in {item!r}", where=place)
         name = name or page_name(url)
         if _NAME_FORBIDDEN & set(name):
-            raise LlmPerfUsageError(f"a page name with a space, ',', '=' or '#': {item!r}", where=place)
+            raise LlmPerfUsageError(
+                f"a page name with a space, ',', '=' or '#': {item!r}", where=place
+            )
         if name in seen:
             raise LlmPerfUsageError(
                 f"two pages named {name!r} ({seen[name]!r} and {item!r}): give each its own "
@@ -139,12 +141,16 @@ def _file_items(path: str, where: str) -> list[tuple[str, str]]:
     except FileNotFoundError:
         raise LlmPerfUsageError(f"no such file of pages: {path!r}", where=where) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise LlmPerfUsageError(f"cannot read the file of pages {path!r}: {exc}", where=where) from None
+        raise LlmPerfUsageError(
+            f"cannot read the file of pages {path!r}: {exc}", where=where
+        ) from None
     items: list[tuple[str, str]] = []
     for number, line in enumerate(lines, 1):
         item = line.split("#", 1)[0].strip()
         if item.startswith("@"):
-            raise LlmPerfUsageError(f"a file of pages cannot name another file: {item!r}", where=where)
+            raise LlmPerfUsageError(
+                f"a file of pages cannot name another file: {item!r}", where=where
+            )
         if item:
             items.append((f"{where} ({path}, line {number})", item))
     return items
