@@ -14,6 +14,7 @@ import pytest
 
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.history.cli import metric_and_stat
 from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.results.fleet_figures import fleet_figures, run_metrics_with_fleet
 from pytest_llmperf.results.run_result import RunResult
@@ -148,3 +149,18 @@ def test_a_baseline_compares_the_named_replica_statistics_beside_the_fleets() ->
         ("run0 replica b", RegressionVerdict.REGRESSED),
     ]
     assert any(c.metric == "ttft" and c.run == "run0" for c in checks)  # the fleet's, as ever
+
+
+@pytest.mark.parametrize(
+    ("asked", "kept"),
+    [
+        ("fleet.imbalance", ("fleet.imbalance", "value")),
+        ("decode.kv_cache_usage.max", ("decode.kv_cache_usage", "max")),
+        ("prefill.queue_time.p99", ("prefill.queue_time", "p99")),
+        ("replica[0].ttft.p99", ("replica[0].ttft", "p99")),
+        ("replica[w1:8001].e2e", ("replica[w1:8001].e2e", "p50")),
+        ("server.queue_time.p99", ("server.queue_time", "p99")),  # as before
+    ],
+)
+def test_the_history_commands_read_the_fleets_names(asked: str, kept: tuple[str, str]) -> None:
+    assert metric_and_stat(asked, None) == kept
