@@ -160,7 +160,7 @@ def fleet_figures(run: Mapping[str, Any]) -> list[str]:
     if view is None:
         return []
     issued = int((run.get("counts") or {}).get("issued") or 0)
-    said = f"{len(view.replicas)} replica(s)"
+    said = _members(view)
     if view.pages:
         said += f", {view.pages} /metrics page(s)"
     out = [said + (f" (discovered: {view.discovered})" if view.discovered else "")]
@@ -186,9 +186,21 @@ def fleet_figures(run: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _members(view: FleetView) -> str:
+    """``2 replica(s)``, ``1 prefill, 2 decode``: the rows by role."""
+    roles: dict[str, int] = {}
+    for row in view.rows:
+        role = row.role or "replica"
+        roles[role] = roles.get(role, 0) + 1
+    said = [f"{n} replica(s)" if r == "replica" else f"{n} {r}" for r, n in roles.items()]
+    return ", ".join(said) or "0 replica(s)"
+
+
 def _replica_parts(row: ReplicaRow, mark: str) -> list[str]:
-    """A replica's terminal line as comma-separated parts."""
+    """A replica's terminal line as comma-separated parts (its verdicts' worst first)."""
     head = f"{row.role or 'replica'} {row.name}" + ("" if row.server is not None else " (no page)")
+    if mark:
+        head = f"{MARKS.get(mark, '')} {head}"
     parts: list[str] = []
     if row.client is not None:
         counts = row.client.get("counts") or {}
@@ -217,8 +229,6 @@ def _replica_parts(row: ReplicaRow, mark: str) -> list[str]:
                     parts.append(f"{word} {cell}")
             elif server_stat(server, name, stat) is not None:
                 parts.append(f"{word} {_server_value(server, name, stat)}")
-    if mark:
-        parts.append(f"{MARKS.get(mark, '')} {mark}")
     return parts
 
 
@@ -227,9 +237,9 @@ def fleet_lines(
 ) -> list[str]:
     """The terminal's fleet block of a run (``[]`` without a fleet)::
 
-    fleet [run0]: 2 replica(s), 2 pages, requests max/mean 1.10, prefix hits 41.0%
-      replica 0: 60 req, 0 failed, ttft p99 45.0 ms, e2e p99 310.0 ms, queue p99
-        ≤ 50.0 ms, KV max 80.0%, prefix hits 40.0%, preemptions 0, ✗ fail
+    fleet [run0]: 2 replica(s), 2 page(s), requests max/mean 1.10, prefix hits 41.0%
+      ✗ replica 0: 60 req, 0 failed, ttft p99 45.0 ms, e2e p99 310.0 ms,
+        queue p99 ≤ 50.0 ms, KV max 80.0%, prefix hits 40.0%, preemptions 0
       not attributed: 3 of 120 request(s) named no replica
     """
     view = fleet_view(run)
@@ -237,7 +247,7 @@ def fleet_lines(
         return []
     label = view.label
     issued = int((run.get("counts") or {}).get("issued") or 0)
-    head = [f"fleet [{label}]: {len(view.replicas)} replica(s)"]
+    head = [f"fleet [{label}]: {_members(view)}"]
     if view.pages:
         head.append(f"{view.pages} page(s)")
     if view.imbalance is not None:
@@ -289,7 +299,7 @@ def fleet_markdown(nodeid: str, run: Mapping[str, Any], slos: Sequence[Mapping[s
         out += ["", table(POOL_HEADER, pools, right=range(1, 9)).rstrip()]
     out += [f"\n> {text(note)}" for note in view.notes]
     failed = any(str(v.get("verdict")) == "fail" for v in slos if v.get("run") == label)
-    summary = f"Fleet: {nodeid} [{label}]: {len(view.replicas)} replica(s)"
+    summary = f"Fleet: {nodeid} [{label}]: {_members(view)}"
     if view.imbalance is not None:
         summary += f", requests max/mean {_ratio(view.imbalance)}"
     return details(summary, "\n".join(out), open_=failed)
