@@ -86,9 +86,9 @@ class FleetView:
     attributed: bool  # the client attributed some request to a replica
     unattributed: int  # the run's requests no response named a replica for
     pages: int  # /metrics pages read (0: client attribution only)
-    imbalance: float | None  # max over mean of requests per replica
-    imbalance_source: str  # "client" (attributed requests) or "pages" (server.requests)
-    busy_imbalance: float | None  # max over mean of each replica page's mean running
+    imbalance: float | None  # max over mean of completed requests per replica
+    imbalance_source: str  # "client" (attributed requests) or "pages" (fleet.requests)
+    busy_imbalance: float | None  # max over mean of each serving page's mean running
     prefix_hit_rate: float | None
     kv_transfer: Mapping[str, Any] | None  # the fleet's server.kv_transfer statistics
     discovered: str | None
@@ -100,6 +100,11 @@ class FleetView:
         over. A disaggregated fleet's prefill and decode engines are in :attr:`rows`
         too, each with its role."""
         return tuple(r for r in self.rows if r.role in ("", PageRole.REPLICA.value))
+
+
+# the client's block of a replica with a page that no response named, where every replica
+# the responses named has a page (so the names join): it served none of the run's requests
+_NONE_SERVED: Mapping[str, Any] = {"counts": {"issued": 0, "completed": 0, "failed": 0}}
 
 
 def has_fleet(run: Mapping[str, Any]) -> bool:
@@ -115,8 +120,9 @@ def server_stat(server: Mapping[str, Any] | None, name: str, stat: str) -> float
 
 
 def imbalance(values: Sequence[float]) -> float | None:
-    """Max over mean (1.0: perfectly even); None for fewer than two values or a zero mean."""
-    if len(values) < 2:
+    """Max over mean (1.0: perfectly even; N replicas with one doing all: N); None without
+    values or without load (as ``fleet.imbalance`` is judged)."""
+    if not values:
         return None
     mean = sum(values) / len(values)
     return max(values) / mean if mean > 0 else None
@@ -144,26 +150,29 @@ def fleet_view(run: Mapping[str, Any]) -> FleetView | None:
     pages = [p for p in fleet.get("pages") or () if isinstance(p, Mapping)]
     rows: list[ReplicaRow] = []
     seen: set[str] = set()
+    # every replica a response named has a page: a page none named served no request
+    joined = bool(blocks) and set(blocks) <= {str(p.get("name") or "") for p in pages}
     for page in pages:
         role, name = str(page.get("role") or ""), str(page.get("name") or "")
         if role == PageRole.ROUTER.value or name in seen:
             continue  # a router serves no request itself: its page is in the pools
         seen.add(name)
-        rows.append(ReplicaRow(name, role, blocks.get(name), page.get("server_metrics") or {}))
+        mine = blocks.get(name) or (_NONE_SERVED if joined else None)
+        rows.append(ReplicaRow(name, role, mine, page.get("server_metrics") or {}))
     for name in sorted(set(blocks) - seen, key=_natural):
         rows.append(ReplicaRow(name, "", blocks[name], None))
-    issued = int((run.get("counts") or {}).get("issued") or 0)
-    attributed = sum(r.issued() or 0 for r in rows)
-    unattributed = max(0, issued - attributed)
+    counts = run.get("counts") or {}
+    issued = int(counts.get("issued") or 0)
+    unattributed = counts.get("replica_unattributed")  # results/accumulator.py's count
+    if unattributed is None:
+        unattributed = max(0, issued - sum(r.issued() or 0 for r in rows)) if blocks else issued
     if unnamed is not None:
-        unattributed = max(unattributed, int((unnamed.get("counts") or {}).get("issued") or 0))
+        unattributed = max(int(unattributed), int((unnamed.get("counts") or {}).get("issued") or 0))
     view_rows = tuple(rows)
-    replicas = [r for r in view_rows if r.role in ("", PageRole.REPLICA.value)]
-    by_client = [float(n) for r in replicas if (n := r.issued()) is not None]
-    by_page = [n for r in replicas if (n := server_stat(r.server, "server.requests", "value"))]
-    source = "client" if by_client else "pages"
+    counted, source = _requests_per_replica(view_rows, blocks, fleet)
+    serving = _serving(view_rows)
     running = [
-        v for r in replicas if (v := server_stat(r.server, "server.running", "mean")) is not None
+        v for r in serving if (v := server_stat(r.server, "server.running", "mean")) is not None
     ]
     roles = fleet.get("roles") or {}
     pools = tuple(
@@ -180,14 +189,50 @@ def fleet_view(run: Mapping[str, Any]) -> FleetView | None:
         attributed=bool(blocks),
         unattributed=unattributed,
         pages=len(pages),
-        imbalance=imbalance(by_client if by_client else by_page),
+        imbalance=imbalance(counted),
         imbalance_source=source,
         busy_imbalance=imbalance(running),
-        prefix_hit_rate=fleet.get("prefix_hit_rate"),
+        prefix_hit_rate=_prefix_hit_rate(run, fleet),
         kv_transfer=kv if isinstance(kv, Mapping) and kv.get("count") else None,
         discovered=fleet.get("discovered"),
         notes=tuple(str(n) for n in fleet.get("notes") or ()),
     )
+
+
+def _serving(rows: Sequence[ReplicaRow]) -> list[ReplicaRow]:
+    """The rows whose pages serve requests: the replica pages, else (a disaggregated
+    fleet) the decode pages; what busy imbalance is over."""
+    for role in (PageRole.REPLICA.value, PageRole.DECODE.value):
+        found = [r for r in rows if r.role == role]
+        if found:
+            return found
+    return []
+
+
+def _requests_per_replica(
+    rows: Sequence[ReplicaRow], blocks: Mapping[str, Mapping[str, Any]], fleet: Mapping[str, Any]
+) -> tuple[list[float], str]:
+    """Completed requests per replica, as ``fleet.imbalance`` counts them: the client's
+    attribution where responses named replicas (a serving page that none named counts 0
+    when every named replica has a page), else the serving pages' own counters
+    (``fleet.requests``); and which (``client`` / ``pages``)."""
+    serving = [r.name for r in _serving(rows)]
+    if blocks:
+        done = {k: float((v.get("counts") or {}).get("completed") or 0) for k, v in blocks.items()}
+        if serving and set(done) <= set(serving):
+            done = {name: done.get(name, 0.0) for name in serving}
+        return list(done.values()), "client"
+    requests = fleet.get("requests") or {}
+    wanted = set(serving) or set(requests)
+    return [float(v) for k, v in requests.items() if str(k) in wanted], "pages"
+
+
+def _prefix_hit_rate(run: Mapping[str, Any], fleet: Mapping[str, Any]) -> float | None:
+    """The fleet's prefix-cache hit rate, else the fleet-as-one page's."""
+    hit = fleet.get("prefix_hit_rate")
+    if hit is None:
+        hit = server_stat(run.get("server_metrics"), "server.prefix_cache_hit_rate", "value")
+    return None if hit is None or hit != hit else float(hit)  # NaN: none
 
 
 def verdict_replica(v: Mapping[str, Any]) -> str:

@@ -166,19 +166,22 @@ def fleet_figures(run: Mapping[str, Any]) -> list[str]:
     out = [said + (f" (discovered: {view.discovered})" if view.discovered else "")]
     if view.imbalance is not None:
         whose = (
-            "the client's attributed requests"
+            "the responses' replica header"
             if view.imbalance_source == "client"
-            else ("each page's server.requests")
+            else ("the serving pages' request counters")
         )
-        out.append(f"requests per replica: max/mean {_ratio(view.imbalance)} ({whose})")
+        out.append(
+            f"fleet.imbalance {_ratio(view.imbalance)}: completed requests per replica, "
+            f"max over mean ({whose})"
+        )
     if view.busy_imbalance is not None:
         out.append(
-            f"busy: max/mean {_ratio(view.busy_imbalance)} "
-            "(each replica page's mean running requests)"
+            f"fleet.busy_imbalance {_ratio(view.busy_imbalance)}: each serving page's mean "
+            "running requests, max over mean"
         )
     if view.prefix_hit_rate is not None:
         hits = format_server_value("server.prefix_cache_hit_rate", view.prefix_hit_rate)
-        out.append(f"prefix-cache hits {hits} (hits over lookups, summed over the pages)")
+        out.append(f"fleet.prefix_hit_rate {hits}: prefix-cache hits over lookups, all pages")
     if view.kv_transfer is not None:
         out.append(_kv_words(view) + " (prefill to decode, bucket-bounded)")
     if words := _unattributed_words(view, issued):
@@ -237,7 +240,7 @@ def fleet_lines(
 ) -> list[str]:
     """The terminal's fleet block of a run (``[]`` without a fleet)::
 
-    fleet [run0]: 2 replica(s), 2 page(s), requests max/mean 1.10, prefix hits 41.0%
+    fleet [run0]: 2 replica(s), 2 page(s), imbalance 1.10, prefix hits 41.0%
       ✗ replica 0: 60 req, 0 failed, ttft p99 45.0 ms, e2e p99 310.0 ms,
         queue p99 ≤ 50.0 ms, KV max 80.0%, prefix hits 40.0%, preemptions 0
       not attributed: 3 of 120 request(s) named no replica
@@ -251,9 +254,9 @@ def fleet_lines(
     if view.pages:
         head.append(f"{view.pages} page(s)")
     if view.imbalance is not None:
-        head.append(f"requests max/mean {_ratio(view.imbalance)}")
+        head.append(f"imbalance {_ratio(view.imbalance)}")
     if view.busy_imbalance is not None:
-        head.append(f"busy max/mean {_ratio(view.busy_imbalance)}")
+        head.append(f"busy imbalance {_ratio(view.busy_imbalance)}")
     if view.prefix_hit_rate is not None:
         hits = format_server_value("server.prefix_cache_hit_rate", view.prefix_hit_rate)
         head.append(f"prefix hits {hits}")
@@ -301,7 +304,7 @@ def fleet_markdown(nodeid: str, run: Mapping[str, Any], slos: Sequence[Mapping[s
     failed = any(str(v.get("verdict")) == "fail" for v in slos if v.get("run") == label)
     summary = f"Fleet: {nodeid} [{label}]: {_members(view)}"
     if view.imbalance is not None:
-        summary += f", requests max/mean {_ratio(view.imbalance)}"
+        summary += f", imbalance {_ratio(view.imbalance)}"
     return details(summary, "\n".join(out), open_=failed)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from synthetic_session import ENDPOINT
@@ -121,7 +122,7 @@ def replica_verdict(verdict: str, name: str) -> dict[str, Any]:
 SLOS = [replica_verdict("pass", "0"), replica_verdict("fail", "1")]
 
 
-def session(run: dict[str, Any], slos: list[dict[str, Any]] = ()) -> SessionData:  # type: ignore[assignment]
+def session(run: dict[str, Any], slos: Sequence[dict[str, Any]] = ()) -> SessionData:
     data = SessionData()
     outcome = "failed" if any(v["verdict"] == "fail" for v in slos) else "passed"
     data.add(NODEID, outcome, {"endpoint": ENDPOINT, "runs": [run], "slos": list(slos)})
@@ -132,15 +133,17 @@ def report_of(data: SessionData) -> dict[str, Any]:
     return build_report(data, endpoint=ENDPOINT, session={"exitstatus": 0, "options": {}})
 
 
-def terminal(run: dict[str, Any], slos: list[dict[str, Any]] = (), width: int | None = None) -> str:  # type: ignore[assignment]
+def terminal(
+    run: dict[str, Any], slos: Sequence[dict[str, Any]] = (), width: int | None = None
+) -> str:
     return "\n".join(summary_lines(session(run, slos), [], width=width))
 
 
 def test_terminal_block_joins_client_and_page() -> None:
     text = terminal(fleet_run(), SLOS)
-    # 7 and 4 requests attributed: max 7 over mean 5.5
-    assert "fleet [run0]: 2 replica(s), 2 page(s), requests max/mean 1.27" in text
-    assert "busy max/mean 1.33" in text  # mean running 0.2 and 0.4
+    # 6 and 4 requests completed: max 6 over mean 5
+    assert "fleet [run0]: 2 replica(s), 2 page(s), imbalance 1.20" in text
+    assert "busy imbalance 1.33" in text  # mean running 0.2 and 0.4
     assert "prefix hits 37.5%" in text
     line = next(x for x in text.splitlines() if "replica 1:" in x)
     assert "7 req, 1 failed, ttft p99 410.0 ms, e2e p99 900.0 ms" in line
@@ -163,7 +166,7 @@ def test_terminal_without_attribution_says_so() -> None:
     text = terminal(fleet_run(attributed=False))
     assert "replica 0: not attributed, page: 4 req, queue p99 ≤ 5.000 ms" in text
     assert "not attributed: no response named the replica that served it" in text
-    assert "requests max/mean 1.33" in text  # from the pages' server.requests: 8 over 6
+    assert "imbalance 1.33" in text  # from the pages' request counters: 8 over 6
 
 
 def test_a_page_without_numbers() -> None:
@@ -261,7 +264,7 @@ def test_junit_properties() -> None:
     assert props["llm_run[error_rate][run0][replica 1]"] == "14.29%"
     assert props["llm_server[server.queue_time.p99][run0][replica 1]"] == "≤ 80.0 ms"
     assert props["llm_server[server.kv_cache_usage.max][run0][replica 0]"] == "30.0%"
-    assert props["llm_fleet[run0].imbalance"] == "1.75"  # 7 over mean 4
+    assert props["llm_fleet[run0].imbalance"] == "1.64"  # 6 completed over mean 11/3
     assert props["llm_fleet[run0].not_attributed"] == "0"
     assert "llm_server[server.requests][run0][replica 2]" not in props  # no page
     none = dict(run_properties([fleet_run(attributed=False)]))
@@ -278,3 +281,17 @@ def test_a_single_endpoint_run_gets_nothing_new() -> None:
     assert "Fleet" not in build_markdown(report)
     assert 'class="fleet' not in build_html_report(report, data)
     assert not any("replica" in k or "fleet" in k for k, _ in run_properties([run]))
+
+
+def test_a_page_no_response_named_served_none() -> None:
+    """Every replica the responses named has a page: page 1, named by none, served none
+    (it counts 0 in the imbalance); where the names do not join, it is not attributed."""
+    run = fleet_run()
+    run["by_replica"] = {"0": client(12, 21.0, 90.0)}
+    text = terminal(run)
+    assert "imbalance 2.00" in text  # 12 and 0 over mean 6
+    assert "replica 1: 0 req, 0 failed, ttft p99 -, e2e p99 -, queue p99 ≤ 80.0 ms" in text
+    run["by_replica"] = {"w0": client(12, 21.0, 90.0)}  # a header that names them otherwise
+    text = terminal(run)
+    assert "replica 1: not attributed, page: 8 req" in text
+    assert "replica w0 (no page): 12 req" in text
