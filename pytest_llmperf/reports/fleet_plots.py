@@ -10,7 +10,7 @@ single page's do (:func:`~.plots.server_series_plots`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -25,10 +25,16 @@ _W, _LEFT, _RIGHT, _TOP, _ROW = 420, 110, 56, 28, 20
 
 
 def replica_bars(
-    rows: Sequence[tuple[str, float | None]], *, title: str, unit: str, kind: str
+    rows: Sequence[tuple[str, float | None]],
+    *,
+    title: str,
+    unit: str,
+    kind: str,
+    failed: Collection[str] = (),
 ) -> str:
     """Horizontal bars, one per ``(name, value)`` (None: no bar, ``-`` beside the name);
-    each bar says its value at its end and on hover."""
+    each bar says its value at its end and on hover; a replica in ``failed`` (a verdict
+    on it alone failed) is drawn red."""
     values = [v for _, v in rows if v is not None and math.isfinite(v)]
     height = _TOP + _ROW * max(1, len(rows)) + 34
     out = [
@@ -77,7 +83,8 @@ def replica_bars(
         said = f"{value:.4g}"
         out.append(
             f'<rect class="bar" data-replica="{escape(name)}" x="{_LEFT}" y="{y}" '
-            f'width="{max(0.6, x(value) - _LEFT):.1f}" height="{bar}" fill="{PALETTE[0]}">'
+            f'width="{max(0.6, x(value) - _LEFT):.1f}" height="{bar}" '
+            f'fill="{PALETTE[1] if name in failed else PALETTE[0]}">'
             f"<title>{escape(f'{name}: {said} {unit}')}</title></rect>"
         )
         out.append(f'<text x="{x(value) + 4:.1f}" y="{y + bar / 2 + 4}" class="tick">{said}</text>')
@@ -133,10 +140,12 @@ def page_series_plots(view: FleetView, *, stages: Sequence[Mapping[str, Any]] = 
     return charts
 
 
-def fleet_plots(view: FleetView, *, stages: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+def fleet_plots(
+    view: FleetView, *, stages: Sequence[Mapping[str, Any]] = (), failed: Collection[str] = ()
+) -> list[str]:
     """The fleet's charts: requests and TTFT p99 per replica (bars; requests from the
-    client where attributed, else the page's ``server.requests``), then each page's gauges
-    over the run."""
+    client where attributed, else the page's ``server.requests``; the replicas in
+    ``failed`` red), then each page's gauges over the run."""
     rows = [r for r in view.rows if r.requests() is not None or r.client is not None]
     charts = []
     if rows:
@@ -147,6 +156,7 @@ def fleet_plots(view: FleetView, *, stages: Sequence[Mapping[str, Any]] = ()) ->
                 title=f"requests per replica ({whose})",
                 unit="requests",
                 kind="replica-requests",
+                failed=failed,
             )
         )
     if view.attributed:
@@ -156,6 +166,7 @@ def fleet_plots(view: FleetView, *, stages: Sequence[Mapping[str, Any]] = ()) ->
                 title="TTFT p99 per replica (client)",
                 unit="ms",
                 kind="replica-ttft",
+                failed=failed,
             )
         )
     return charts + page_series_plots(view, stages=stages)

@@ -43,6 +43,7 @@ def fleet_html(
         }
         for row in view.rows
     ]
+    failed = {row.name for row in view.rows if replica_mark(slos, view.label, row.name) == "fail"}
     return {
         "figures": fleet_figures(run),
         "header": REPLICA_HEADER,
@@ -50,5 +51,5 @@ def fleet_html(
         "pool_header": POOL_HEADER,
         "pool_rows": [pool_cells(p) for p in view.pools],
         "notes": list(view.notes),
-        "charts": [Markup(svg) for svg in fleet_plots(view, stages=stages)],
+        "charts": [Markup(svg) for svg in fleet_plots(view, stages=stages, failed=failed)],
     }

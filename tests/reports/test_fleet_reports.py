@@ -253,6 +253,8 @@ def test_html_tables_and_plots() -> None:
     bars = re.findall(r'data-replica="(\d)"', part)
     assert bars == ["0", "1", "2", "0", "1", "2"]  # requests, then TTFT p99
     assert 'data-kind="replica-ttft"' in part
+    red = re.findall(r'data-replica="(\d)"[^>]*fill="#d62728"', part)
+    assert red == ["1", "1"]  # the replica a verdict failed, on both bar charts
     assert part.count('data-kind="fleet-timeline"') == 2  # running and KV usage per page
     assert 'data-series="replica 1"' in part
 
