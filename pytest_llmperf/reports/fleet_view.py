@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_llmperf.results.fleet_figures import CLIENT_SOURCE, PAGES_SOURCE, fleet_figures
 from pytest_llmperf.specs.fleet_names import KV_TRANSFER, PageRole
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "ReplicaRow",
     "fleet_view",
     "has_fleet",
-    "imbalance",
     "replica_mark",
     "replica_verdicts",
     "server_stat",
@@ -86,8 +86,9 @@ class FleetView:
     attributed: bool  # the client attributed some request to a replica
     unattributed: int  # the run's requests no response named a replica for
     pages: int  # /metrics pages read (0: client attribution only)
+    # the fleet.* figures, as results/fleet_figures.py computes them for the verdicts
     imbalance: float | None  # max over mean of completed requests per replica
-    imbalance_source: str  # "client" (attributed requests) or "pages" (fleet.requests)
+    imbalance_source: str  # where those counts come from (CLIENT_SOURCE, PAGES_SOURCE)
     busy_imbalance: float | None  # max over mean of each serving page's mean running
     prefix_hit_rate: float | None
     kv_transfer: Mapping[str, Any] | None  # the fleet's server.kv_transfer statistics
@@ -117,15 +118,6 @@ def server_stat(server: Mapping[str, Any] | None, name: str, stat: str) -> float
     entry = ((server or {}).get("metrics") or {}).get(name)
     value = entry.get(stat) if isinstance(entry, Mapping) else None
     return None if value is None else float(value)
-
-
-def imbalance(values: Sequence[float]) -> float | None:
-    """Max over mean (1.0: perfectly even; N replicas with one doing all: N); None without
-    values or without load (as ``fleet.imbalance`` is judged)."""
-    if not values:
-        return None
-    mean = sum(values) / len(values)
-    return max(values) / mean if mean > 0 else None
 
 
 def _natural(name: str) -> tuple[Any, ...]:
@@ -169,11 +161,7 @@ def fleet_view(run: Mapping[str, Any]) -> FleetView | None:
     if unnamed is not None:
         unattributed = max(int(unattributed), int((unnamed.get("counts") or {}).get("issued") or 0))
     view_rows = tuple(rows)
-    counted, source = _requests_per_replica(view_rows, blocks, fleet)
-    serving = _serving(view_rows)
-    running = [
-        v for r in serving if (v := server_stat(r.server, "server.running", "mean")) is not None
-    ]
+    figures = fleet_figures(run)  # as the fleet.* verdicts judge them
     roles = fleet.get("roles") or {}
     pools = tuple(
         PoolRow(str(role), sum(1 for p in pages if p.get("role") == role), server)
@@ -189,50 +177,14 @@ def fleet_view(run: Mapping[str, Any]) -> FleetView | None:
         attributed=bool(blocks),
         unattributed=unattributed,
         pages=len(pages),
-        imbalance=imbalance(counted),
-        imbalance_source=source,
-        busy_imbalance=imbalance(running),
-        prefix_hit_rate=_prefix_hit_rate(run, fleet),
+        imbalance=figures.get("fleet.imbalance"),
+        imbalance_source=CLIENT_SOURCE if blocks else PAGES_SOURCE,
+        busy_imbalance=figures.get("fleet.busy_imbalance"),
+        prefix_hit_rate=figures.get("fleet.prefix_hit_rate"),
         kv_transfer=kv if isinstance(kv, Mapping) and kv.get("count") else None,
         discovered=fleet.get("discovered"),
         notes=tuple(str(n) for n in fleet.get("notes") or ()),
     )
-
-
-def _serving(rows: Sequence[ReplicaRow]) -> list[ReplicaRow]:
-    """The rows whose pages serve requests: the replica pages, else (a disaggregated
-    fleet) the decode pages; what busy imbalance is over."""
-    for role in (PageRole.REPLICA.value, PageRole.DECODE.value):
-        found = [r for r in rows if r.role == role]
-        if found:
-            return found
-    return []
-
-
-def _requests_per_replica(
-    rows: Sequence[ReplicaRow], blocks: Mapping[str, Mapping[str, Any]], fleet: Mapping[str, Any]
-) -> tuple[list[float], str]:
-    """Completed requests per replica, as ``fleet.imbalance`` counts them: the client's
-    attribution where responses named replicas (a serving page that none named counts 0
-    when every named replica has a page), else the serving pages' own counters
-    (``fleet.requests``); and which (``client`` / ``pages``)."""
-    serving = [r.name for r in _serving(rows)]
-    if blocks:
-        done = {k: float((v.get("counts") or {}).get("completed") or 0) for k, v in blocks.items()}
-        if serving and set(done) <= set(serving):
-            done = {name: done.get(name, 0.0) for name in serving}
-        return list(done.values()), "client"
-    requests = fleet.get("requests") or {}
-    wanted = set(serving) or set(requests)
-    return [float(v) for k, v in requests.items() if str(k) in wanted], "pages"
-
-
-def _prefix_hit_rate(run: Mapping[str, Any], fleet: Mapping[str, Any]) -> float | None:
-    """The fleet's prefix-cache hit rate, else the fleet-as-one page's."""
-    hit = fleet.get("prefix_hit_rate")
-    if hit is None:
-        hit = server_stat(run.get("server_metrics"), "server.prefix_cache_hit_rate", "value")
-    return None if hit is None or hit != hit else float(hit)  # NaN: none
 
 
 def verdict_replica(v: Mapping[str, Any]) -> str:

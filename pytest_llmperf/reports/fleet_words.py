@@ -165,14 +165,9 @@ def fleet_figures(run: Mapping[str, Any]) -> list[str]:
         said += f", {view.pages} /metrics page(s)"
     out = [said + (f" (discovered: {view.discovered})" if view.discovered else "")]
     if view.imbalance is not None:
-        whose = (
-            "the responses' replica header"
-            if view.imbalance_source == "client"
-            else ("the serving pages' request counters")
-        )
         out.append(
             f"fleet.imbalance {_ratio(view.imbalance)}: completed requests per replica, "
-            f"max over mean ({whose})"
+            f"max over mean ({view.imbalance_source})"
         )
     if view.busy_imbalance is not None:
         out.append(

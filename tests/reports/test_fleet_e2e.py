@@ -1,0 +1,68 @@
+"""End to end: a run on the simulator's two replicas behind its round-robin router (a
+real HTTP server on 127.0.0.1, each response naming its replica in ``x-replica-id``),
+its ``replica.*`` verdicts, and every report's per-replica view of it: the terminal's
+block, the Markdown table, the HTML table and bars, the JUnit properties. The counts per
+replica add up to the client's; latencies are only checked to be there (a busy machine)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from synthetic_session import ENDPOINT
+
+from pytest_llmperf.client.endpoint import Endpoint, Timeouts
+from pytest_llmperf.loadgen.run import LoadRun
+from pytest_llmperf.reports.html import build_html_report
+from pytest_llmperf.reports.json_report import build_report
+from pytest_llmperf.reports.junit import run_properties
+from pytest_llmperf.reports.markdown import build_markdown
+from pytest_llmperf.reports.session_data import SessionData
+from pytest_llmperf.reports.terminal import summary_lines
+from pytest_llmperf.sim import SimServer
+from pytest_llmperf.slo.verdicts import evaluate_runs
+from pytest_llmperf.specs.load import LoadSpec
+from pytest_llmperf.specs.run import RunSpec
+from pytest_llmperf.specs.slo import parse_slo
+
+NODEID = "tests/test_fleet.py::test_two_replicas"
+
+
+@pytest.mark.asyncio
+async def test_two_replicas_in_every_report() -> None:
+    async with SimServer("fixed", ttft_ms=5.0, itl_ms=1.0, replicas=2) as server:
+        endpoint = Endpoint(server.url + "/v1", timeouts=Timeouts.from_seconds(20))
+        load = LoadSpec.parse("concurrency", {"concurrency": 2})
+        params = {"input_tokens": 8, "output_tokens": 4}
+        result = await LoadRun(endpoint, RunSpec("synthetic", params, 0, load, 8)).execute()
+    result.label = "run0"
+    slos = ["replica.ttft.p99 < 60s", "replica.e2e.max < 0.001ms", "fleet.imbalance < 1.5"]
+    verdicts = [v.to_dict() for v in evaluate_runs([parse_slo(e) for e in slos], [result])]
+    run: dict[str, Any] = result.to_dict()
+    counts = {name: entry["counts"]["issued"] for name, entry in run["by_replica"].items()}
+    assert counts == {"0": 4, "1": 4}  # round robin, and they add up to the client's 8
+    data = SessionData()
+    data.add(NODEID, "failed", {"endpoint": ENDPOINT, "runs": [run], "slos": verdicts})
+    report = build_report(data, endpoint=ENDPOINT, session={"exitstatus": 1, "options": {}})
+
+    text = "\n".join(summary_lines(data, [], width=None))
+    assert "fleet [run0]: 2 replica(s), imbalance 1.00" in text
+    for name in ("0", "1"):  # every replica failed the impossible e2e target
+        assert re.search(rf"✗ replica {name} \(no page\): 4 req, 0 failed, ttft p99 \S+ ms", text)
+        assert f"✗ replica.e2e.max < 0.001ms [run0] [replica {name}]" in text
+
+    markdown = build_markdown(report)
+    rows = [x for x in markdown.splitlines() if re.match(r"\| [01] \| \(no page\) \| 4/4 \|", x)]
+    assert len(rows) == 2 and all(x.endswith("| ❌ fail |") for x in rows)
+
+    html = build_html_report(report, data)
+    part = html[html.index('<section class="fleet">') :]
+    assert re.findall(r'data-replica="(\d)"', part)[:4] == ["0", "1", "0", "1"]
+    assert "✗ replica.e2e.max &lt; 0.001ms" in part
+
+    props = dict(run_properties([run]))
+    assert props["llm_run[run0][replica 0].issued"] == "4"
+    assert props["llm_run[run0][replica 1].completed"] == "4"
+    assert props["llm_fleet[run0].imbalance"] == "1.00"
+    assert props["llm_fleet[run0].not_attributed"] == "0"
