@@ -142,14 +142,18 @@ def fleet_view(run: Mapping[str, Any]) -> FleetView | None:
     pages = [p for p in fleet.get("pages") or () if isinstance(p, Mapping)]
     rows: list[ReplicaRow] = []
     seen: set[str] = set()
-    # every replica a response named has a page: a page none named served no request
-    joined = bool(blocks) and set(blocks) <= {str(p.get("name") or "") for p in pages}
+    # every replica a response named has a page: a page of the same role none named
+    # served no request (a prefill engine, where the header names the decode engine that
+    # answered, is not attributed: the client cannot tell which prefilled a request)
+    role_of = {str(p.get("name") or ""): str(p.get("role") or "") for p in pages}
+    joined = bool(blocks) and set(blocks) <= set(role_of)
+    named_roles = {role_of[name] for name in blocks} if joined else set()
     for page in pages:
         role, name = str(page.get("role") or ""), str(page.get("name") or "")
         if role == PageRole.ROUTER.value or name in seen:
             continue  # a router serves no request itself: its page is in the pools
         seen.add(name)
-        mine = blocks.get(name) or (_NONE_SERVED if joined else None)
+        mine = blocks.get(name) or (_NONE_SERVED if role in named_roles else None)
         rows.append(ReplicaRow(name, role, mine, page.get("server_metrics") or {}))
     for name in sorted(set(blocks) - seen, key=_natural):
         rows.append(ReplicaRow(name, "", blocks[name], None))

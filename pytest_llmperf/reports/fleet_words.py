@@ -9,6 +9,7 @@ without a fleet gets nothing from any of these (``[]``, ``""``).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -269,8 +270,9 @@ def fleet_lines(
             parts = [f"pool {pool.role} ({pool.pages} page(s)): requests {cells['requests']}"]
             parts += [f"{k} {v}" for k, v in cells.items() if k not in _POOL_SAID and v != "-"]
             lines += wrap_parts(parts, width, indent="      ")
-    for note in view.notes:
-        lines += fit(f"    ! fleet [{label}]: {note}", width)
+    for note in view.notes:  # a sentence: wrapped at its spaces
+        said = f"    ! fleet [{label}]: {note}"
+        lines += [said] if width is None else textwrap.wrap(said, width, subsequent_indent=" " * 8)
     return lines
 
 

@@ -297,3 +297,25 @@ def test_a_page_no_response_named_served_none() -> None:
     text = terminal(run)
     assert "replica 1: not attributed, page: 8 req" in text
     assert "replica w0 (no page): 12 req" in text
+
+
+def test_disaggregated_attribution_names_the_decode_engines() -> None:
+    """The header names the decode engine that answered: a decode page none named served
+    none; a prefill engine is not attributed (the client cannot tell which prefilled)."""
+    run = disaggregated_run()
+    run["fleet"]["pages"].append(page("decode", "d1", requests=0, queue=1.0, kv=0.0, hits=0.0))
+    run["by_replica"] = {"d0": client(12, 50.0, 200.0)}
+    lines = terminal(run, width=80).splitlines()
+    assert "      prefill p0: not attributed, page: 12 req, queue p99 ≤ 40.0 ms," in lines
+    assert any(x.startswith("      decode d1: 0 req, 0 failed, ttft p99 -") for x in lines)
+    assert any(x.startswith("      decode d0: 12 req, 0 failed, ttft p99 50.0 ms") for x in lines)
+    assert all(len(x) <= 80 for x in lines if not x.startswith("    run0:"))
+    run["fleet"]["notes"] = [
+        "the whole adds the prefill and the decode pages: a request served by both counts on "
+        "each (server.requests, tokens); the pools (roles) count it once each"
+    ]
+    lines = terminal(run, width=80).splitlines()
+    at = lines.index(
+        "    ! fleet [run0]: the whole adds the prefill and the decode pages: a request"
+    )
+    assert lines[at + 1].startswith("        served by both counts on each (server.requests,")
