@@ -319,3 +319,6 @@ def test_disaggregated_attribution_names_the_decode_engines() -> None:
         "    ! fleet [run0]: the whole adds the prefill and the decode pages: a request"
     )
     assert lines[at + 1].startswith("        served by both counts on each (server.requests,")
+    html = build_html_report(report_of(session(run)))
+    assert "requests per replica (client, else the page" in html  # p0 from its page
+    assert re.findall(r'data-replica="(\w+)"', html)[:4] == ["p0", "d0", "d1", "d0"]
