@@ -11,9 +11,10 @@ attribution, or a header that names replicas otherwise) keeps its server columns
 a replica the client saw without a page keeps its client columns only. Nothing is
 guessed: a column the run does not have is ``-``.
 
-The terminal, Markdown, HTML and JUnit reports (:mod:`.fleet_words`, :mod:`.fleet_plots`)
-all read :func:`fleet_view`, so they agree. A run with neither ``by_replica`` nor
-``fleet`` has no view (None), and every report prints what it printed before fleets.
+The terminal, Markdown, HTML and JUnit reports (:mod:`.fleet_words`, :mod:`.fleet_plots`,
+:mod:`.fleet_junit`) all read :func:`fleet_view`, so they agree. A run with neither
+``by_replica`` nor ``fleet`` has no view (None), and every report prints what it printed
+before fleets.
 """
 
 from __future__ import annotations
