@@ -20,8 +20,10 @@ from pytest_llmperf.reports.fleet_view import (
     PoolRow,
     ReplicaRow,
     fleet_view,
+    pool_verdicts,
     replica_mark,
     server_stat,
+    worst_mark,
 )
 from pytest_llmperf.reports.line_breaks import fit, wrap_parts
 from pytest_llmperf.reports.table import MARKS, format_value
@@ -298,8 +300,12 @@ def fleet_markdown(nodeid: str, run: Mapping[str, Any], slos: Sequence[Mapping[s
     if rows:
         out += ["", table((*REPLICA_HEADER, "verdict"), rows, right=range(2, 12)).rstrip()]
     if view.pools:
-        pools = [[text(c) for c in pool_cells(p)] for p in view.pools]
-        out += ["", table(POOL_HEADER, pools, right=range(1, 9)).rstrip()]
+        pools = [
+            [text(c) for c in pool_cells(p)]
+            + [_md_mark(worst_mark(pool_verdicts(slos, label, p.role)))]
+            for p in view.pools
+        ]
+        out += ["", table((*POOL_HEADER, "verdict"), pools, right=range(1, 9)).rstrip()]
     out += [f"\n> {text(note)}" for note in view.notes]
     failed = any(str(v.get("verdict")) == "fail" for v in slos if v.get("run") == label)
     summary = f"Fleet: {nodeid} [{label}]: {_members(view)}"
