@@ -272,7 +272,9 @@ def fleet_lines(
     if len(view.pools) > 1:  # a router, or prefill and decode pools: each pool in a line
         for pool in view.pools:
             cells = dict(zip(POOL_HEADER, pool_cells(pool), strict=True))
-            parts = [f"pool {pool.role} ({pool.pages} page(s)): requests {cells['requests']}"]
+            mark = worst_mark(pool_verdicts(slos, label, pool.role))
+            head = f"{MARKS.get(mark, '')} " if mark else ""
+            parts = [f"{head}pool {pool.role} ({pool.pages} page(s)): requests {cells['requests']}"]
             parts += [f"{k} {v}" for k, v in cells.items() if k not in _POOL_SAID and v != "-"]
             lines += wrap_parts(parts, width, indent="      ")
     for note in view.notes:  # a sentence: wrapped at its spaces

@@ -225,6 +225,7 @@ def test_disaggregated_pools_and_kv_transfer() -> None:
     pools = {x.split(" | ")[0][2:]: x for x in markdown.splitlines() if x.startswith("| ")}
     assert pools["decode"].endswith("| ≤ 16.0 ms | - |")
     assert pools["prefill"].endswith("| - | ❌ fail |")
+    assert "      ✗ pool prefill (1 page(s)): requests 12" in terminal(run, [prefill])
     html = build_html_report(report_of(data))
     part = html[html.index('<table class="fleet-pools">') :]
     assert re.search(r"<th>prefill</th>.*✗ prefill\.queue_time\.p99 &lt; 20ms", part)
