@@ -273,8 +273,8 @@ def fleet_lines(
         for pool in view.pools:
             cells = dict(zip(POOL_HEADER, pool_cells(pool), strict=True))
             mark = worst_mark(pool_verdicts(slos, label, pool.role))
-            head = f"{MARKS.get(mark, '')} " if mark else ""
-            parts = [f"{head}pool {pool.role} ({pool.pages} page(s)): requests {cells['requests']}"]
+            lead = f"{MARKS.get(mark, '')} " if mark else ""
+            parts = [f"{lead}pool {pool.role} ({pool.pages} page(s)): requests {cells['requests']}"]
             parts += [f"{k} {v}" for k, v in cells.items() if k not in _POOL_SAID and v != "-"]
             lines += wrap_parts(parts, width, indent="      ")
     for note in view.notes:  # a sentence: wrapped at its spaces
