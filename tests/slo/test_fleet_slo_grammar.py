@@ -9,6 +9,7 @@ import pytest
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.specs.rulesets import ruleset_from_mapping
 from pytest_llmperf.specs.slo import parse_slo
+from pytest_llmperf.specs.stages import parse_stages
 
 
 @pytest.mark.parametrize(
@@ -120,3 +121,9 @@ def test_a_bad_fleet_target_names_the_file_and_key() -> None:
     said = r"fleet.yaml: targets.decode.queue.p99: .*'queue' for pool"
     with pytest.raises(LlmPerfUsageError, match=said):
         ruleset_from_mapping({"targets": {"decode.queue": {"p99": "1s"}}}, source="fleet.yaml")
+
+
+def test_a_stage_cannot_own_a_fleet_slo() -> None:
+    stages = [{"rate": 5, "duration": 1, "slo": "replica.ttft.p99 < 1s"}]
+    with pytest.raises(LlmPerfUsageError, match=r"stages\[0\].*judged on whole runs"):
+        parse_stages("poisson", stages, open_loop=True)
