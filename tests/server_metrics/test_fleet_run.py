@@ -127,3 +127,15 @@ def test_the_plugin_reads_a_list_from_its_ini_and_reports_the_fleet(
     assert [p["name"] for p in run["fleet"]["pages"]] == ["0", "gone"]
     assert run["fleet"]["requests"] == {"0": 6.0}
     assert run["server_metrics"]["metrics"]["server.requests"] == {"value": 6.0}
+
+
+def test_a_bad_item_is_a_usage_error_at_configure_time(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x():\n    pass\n")
+    (pytester.path / "pages.txt").write_text(
+        "replica:0=http://w0:1/metrics\nreplica:0=http://w1:1/m\n"
+    )
+    result = pytester.runpytest("--llm-server-metrics=@pages.txt")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    said = result.stderr.str() + result.stdout.str()
+    assert "--llm-server-metrics (pages.txt, line 2)" in said
+    assert "two pages named '0'" in said
