@@ -71,6 +71,7 @@ async def test_two_pages_and_a_404_give_each_page_the_pools_and_the_whole(gone: 
     whole = result.server_metrics
     assert whole is not None and fleet.whole is not None
     assert whole.metrics["server.requests"] == {"value": 12.0}  # the others still count
+    assert any(n.startswith("replica gone: GET ") and "404" in n for n in whole.notes)
     assert whole.metrics["server.ttft"]["count"] == 12
     assert whole.source is not None and whole.source.startswith("fleet: replica 0, replica 1")
     assert whole.family.value == "sim"  # the pages that had numbers say whose names they are
