@@ -22,7 +22,9 @@ from pytest_llmperf.options import LlmPerfOptions
 from pytest_llmperf.reports.server_identity import server_identity
 from pytest_llmperf.server_metrics.cache_reset import reset_prefix_cache
 from pytest_llmperf.server_metrics.fingerprint import prefix_caching, session_fingerprint
-from pytest_llmperf.server_metrics.source import ServerMetricsSource, parse_option, resolve_source
+from pytest_llmperf.server_metrics.fleet_reset import reset_fleet
+from pytest_llmperf.server_metrics.fleet_source import FleetSource, MetricsSource, resolve_metrics
+from pytest_llmperf.server_metrics.source import parse_option
 from pytest_llmperf.session_tokenizer import session_tokenizer
 from pytest_llmperf.workloads.tokenizer import Tokenizer, bind_api
 
@@ -42,7 +44,7 @@ class ServerFacts:
         self.options = options
         self._identity: dict[str, dict[str, Any]] = {}
         self._listings: dict[str, Answer] = {}  # each server's GET /v1/models, as preflighted
-        self._metrics: dict[str, ServerMetricsSource | None] = {}  # --llm-server-metrics
+        self._metrics: dict[str, MetricsSource | None] = {}  # --llm-server-metrics: a page, a fleet
         self._tokenizers: dict[tuple[str, str | None], Tokenizer] = {}
         self._bound: dict[tuple[str, str | None, str], Tokenizer] = {}
 
@@ -51,7 +53,7 @@ class ServerFacts:
         endpoint = preflight.endpoint
         self._listings[endpoint.base_url] = preflight.models
         identity = server_identity(preflight)
-        source, note = resolve_source(
+        source, note = resolve_metrics(
             endpoint, self.options.server_metrics, answered=preflight.metrics
         )
         self._metrics[endpoint.base_url] = source
@@ -76,7 +78,7 @@ class ServerFacts:
     def identity(self, endpoint: Endpoint) -> dict[str, Any]:
         return dict(self._identity.get(endpoint.base_url, {}))
 
-    def metrics_source(self, endpoint: Endpoint) -> ServerMetricsSource | None:
+    def metrics_source(self, endpoint: Endpoint) -> MetricsSource | None:
         return self._metrics.get(endpoint.base_url)
 
     def tokenizer(self, endpoint: Endpoint) -> Tokenizer | None:
@@ -94,13 +96,22 @@ class ServerFacts:
         a server without a reset is asked once (cache_reset.py remembers per server). Its
         record says whether the user set the option (``asked``) and what the server's
         fingerprint tells of its prefix cache (``prefix_cache``), which decide whether a
-        reset not done is said or only recorded (``cache_reset.reset_said``)."""
+        reset not done is said or only recorded (``cache_reset.reset_said``). Where the
+        session reads a fleet of pages, each engine's server is reset instead of the
+        endpoint (server_metrics/fleet_reset.py)."""
         if not self.options.reset_cache:
             return None
         asked = self.options.reset_cache_given
 
+        def one(server: Endpoint) -> dict[str, Any]:
+            return reset_prefix_cache(server).to_dict()
+
         def reset(target: Endpoint) -> dict[str, Any]:
-            record = reset_prefix_cache(target).to_dict()
+            source = self._metrics.get(target.base_url)
+            if isinstance(source, FleetSource):  # each engine's server, not the router
+                record = reset_fleet(target, source, one)
+            else:
+                record = one(target)
             if record["prefix_cache"] is None:
                 fingerprint = self._identity.get(target.base_url, {}).get("fingerprint")
                 record["prefix_cache"] = prefix_caching(fingerprint)
