@@ -2,14 +2,14 @@
 
 One slow replica: ``sim:replicas-4-slow-one`` (four replicas behind ``least_loaded``;
 replica 3 runs one request in 25, evenly spread, with every step 40 times as long),
-sped up 5 times. 1400 short requests at concurrency 4: replica 3 serves some 200 to
+sped up 5 times. 2000 short requests at concurrency 4: replica 3 serves some 200 to
 300 of them, 8 to 12 slowed (a TTFT of at least 40 x its 1.3 ms first step, ~54 ms,
-against 2 to 25 ms for the rest), which is enough for its ``p99`` to be decided over
-45 ms at 0.99 confidence: ``replica.ttft.p99 < 45ms`` fails naming replica 3 and no
-other. The fleet's own p99 is a normal request's (its slowest 14 hold the 8 to 12
-slowed): ``ttft.p99 < 45ms`` does not fail. (Its bounds cannot *decide* a pass in
-the same run: about 1% of the fleet's requests are slowed, which is its p99's own
-share; a decided pass with a decided replica failure takes some 6000 requests.)
+against 2 to 25 ms for the rest). Both SLOs are judged at 0.9 confidence: replica 3's
+``p99`` is decided over 45 ms, so ``replica.ttft.p99 < 45ms`` fails naming replica 3
+and no other, while the fleet's p99 (under 0.6% of its requests are slowed) is decided
+under it: ``ttft.p99 < 45ms`` passes. (At 0.99 confidence the same separation takes
+some 6000 requests; measured: replica 3's interval from 54-69 ms upwards, the fleet's
+4.4-7.3 ms, over five runs.)
 
 Prefix-aware routing: the shared-prefix workload (four 400-token prefixes, Zipf-chosen)
 on four replicas dealt round robin and routed ``prefix_aware``, one session, each test's
@@ -30,9 +30,9 @@ from pytest_llmperf.sim import start_sim_process
 SLOW = """
 import pytest
 
-@pytest.mark.llm_workload("synthetic", input_tokens=100, output_tokens=2, requests=1400, seed=3)
+@pytest.mark.llm_workload("synthetic", input_tokens=100, output_tokens=2, requests=2000, seed=3)
 @pytest.mark.llm_load("concurrency", concurrency=4)
-@pytest.mark.llm_slo("replica.ttft.p99 < 45ms", "ttft.p99 < 45ms")
+@pytest.mark.llm_slo("replica.ttft.p99 < 45ms", "ttft.p99 < 45ms", confidence=0.9)
 async def test_slow(llm_loadgen):
     await llm_loadgen.run()
 """
@@ -80,17 +80,17 @@ def test_replica_p99_fails_naming_the_slow_replica_where_the_fleets_does_not(
     result.assert_outcomes(failed=1)
     (run,) = test["runs"]
     served = {name: entry["counts"]["completed"] for name, entry in run["by_replica"].items()}
-    assert sorted(served) == ["0", "1", "2", "3"] and sum(served.values()) == 1400, served
+    assert sorted(served) == ["0", "1", "2", "3"] and sum(served.values()) == 2000, served
     verdicts = {v.get("replica"): v for v in test["slos"]}
     failing = sorted(name for name, v in verdicts.items() if v["verdict"] == "fail")
     assert failing == ["3"], {k: (v["verdict"], v["observed"]) for k, v in verdicts.items()}
     slow = verdicts["3"]
     assert slow["expr"] == "replica.ttft.p99 < 45ms" and slow["interval"][0] > 45
-    assert slow["reason"].startswith(f"replica 3 ({served['3']} of 1400 requests)")
+    assert slow["reason"].startswith(f"replica 3 ({served['3']} of 2000 requests)")
     fleet = verdicts[None]
-    assert fleet["expr"] == "ttft.p99 < 45ms" and fleet["observed"] < 45, fleet
-    assert fleet["verdict"] != "fail", fleet
-    result.stdout.fnmatch_lines(["*replica.ttft.p99 < 45ms*replica 3 (*of 1400 requests)*"])
+    assert fleet["expr"] == "ttft.p99 < 45ms" and fleet["verdict"] == "pass", fleet
+    assert fleet["interval"][1] < 45, fleet
+    result.stdout.fnmatch_lines(["*replica.ttft.p99 < 45ms*replica 3 (*of 2000 requests)*"])
 
 
 def test_prefix_aware_routing_has_the_higher_fleet_prefix_hit_rate(
