@@ -1,6 +1,7 @@
 """The conformance tier: pytest-llmperf against real servers.
 
-vLLM's CPU build, ``transformers serve`` and llama.cpp's ``llama-server``.
+vLLM's CPU build, ``transformers serve`` and llama.cpp's ``llama-server``; vLLM's
+router (``vllm-router``) in front of two llama-servers for a fleet.
 It needs an install folder made by ``conformance/install.sh`` (two server
 venvs, the llama-server binary and the tiny model, about 5 GB and two
 minutes when the binary is cached), so it runs only when
@@ -153,6 +154,22 @@ def transformers_serve(install: Any) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def llama_server(install: Any) -> Iterator[Any]:
     yield from _serve("llama-server", install)
+
+
+@pytest.fixture(scope="module")
+def vllm_router_fleet(install: Any) -> Iterator[Any]:
+    """vLLM's router in front of two llama-servers (``servers.start_vllm_router_fleet``):
+    three processes, started one after the other and stopped together."""
+    try:
+        fleet = servers.start_vllm_router_fleet(_checked(install, "vllm-router-fleet"))
+    except servers.ServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    replicas = ", ".join(r.url for r in fleet.replicas)
+    print(f"\nvllm-router ready on {fleet.url} (page {fleet.metrics_url}) over {replicas}")
+    try:
+        yield fleet
+    finally:
+        fleet.stop()
 
 
 @pytest.fixture(scope="module")
