@@ -862,8 +862,8 @@ def main() -> None:
     ``llama-server-embeddings`` (with ``--embeddings``), ``vllm-agentic`` (cached
     tokens in each usage), ``vllm-blank`` or
     ``transformers-blank`` (the blank model), ``vllm-router-fleet`` (vLLM's router in
-    front of two llama-servers; it prints the ``--llm-server-metrics`` list of pages). For looking at a
-    server by hand (curl, the plugin) with the tier's exact settings. Run it with
+    front of two llama-servers; it prints the ``--llm-server-metrics`` list of pages).
+    For looking at a server by hand (curl, the plugin) with the tier's exact settings. Run it with
     the Python that has pytest-llmperf installed (the servers' own venvs lack it):
     the server is started by the plugin's ``ManagedServer``, its log in ``DIR/logs``.
     """
