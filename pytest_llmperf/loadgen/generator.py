@@ -42,7 +42,7 @@ from pytest_llmperf.results.event_log import read_records
 from pytest_llmperf.results.progress import ProgressSink
 from pytest_llmperf.results.run_result import RunResult, StopReason
 from pytest_llmperf.server_metrics.cache_reset import with_run_evidence
-from pytest_llmperf.server_metrics.source import ServerMetricsSource
+from pytest_llmperf.server_metrics.fleet_source import MetricsSource
 from pytest_llmperf.specs.load import UNTIL_DECIDED, LoadPattern, SampleOrderMode
 from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.specs.slo import request_limits
@@ -72,7 +72,7 @@ class LoadGenerator:
         tokenizer: Tokenizer | None = None,
         progress: ProgressSink | None = None,
         ray: RayCluster | None = None,
-        server_metrics: ServerMetricsSource | None = None,
+        server_metrics: MetricsSource | None = None,
         reset_cache: Callable[[Endpoint], dict[str, Any]] | None = None,
         decider: Decider | None = None,
         until_decided: bool = False,

@@ -65,9 +65,10 @@ from pytest_llmperf.loadgen.server_watch import ServerWatch, WatchedServer
 from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.results.run_result import RunResult, StopReason
 from pytest_llmperf.results.server_per_request import server_metrics_from_requests
+from pytest_llmperf.server_metrics.fleet_sampler import FleetRecording, FleetSampler
+from pytest_llmperf.server_metrics.fleet_source import FleetSource, MetricsSource
 from pytest_llmperf.server_metrics.sampler import ServerMetricsRecording, ServerMetricsSampler
-from pytest_llmperf.server_metrics.source import ServerMetricsSource
-from pytest_llmperf.server_metrics.summary import with_response_timings
+from pytest_llmperf.server_metrics.summary import ServerMetrics, with_response_timings
 
 if TYPE_CHECKING:  # started and stopped by the plugin; a run only watches it
     from pytest_llmperf.loadgen.issue.book import IssueBook
@@ -118,7 +119,7 @@ class LoadRun:
         share: ScheduleShare | None = None,
         handle_sigint: bool = True,
         ray: RayCluster | None = None,
-        server_metrics: ServerMetricsSource | None = None,
+        server_metrics: MetricsSource | None = None,
         decide: Decider | None = None,
         server: WatchedServer | None = None,
     ) -> None:
@@ -255,9 +256,11 @@ class LoadRun:
         started = datetime.now(UTC)
         started_at = started.isoformat(timespec="milliseconds")
         events_file = self._events_file()
-        sampler = (
-            ServerMetricsSampler(endpoint, self.server_metrics) if self.server_metrics else None
-        )
+        sampler: ServerMetricsSampler | FleetSampler | None = None
+        if isinstance(self.server_metrics, FleetSource):  # several pages: one sampler each
+            sampler = FleetSampler(endpoint, self.server_metrics)
+        elif self.server_metrics is not None:
+            sampler = ServerMetricsSampler(endpoint, self.server_metrics)
         if sampler is not None:
             await sampler.astart()  # the start scrape, bounded; then a thread of its own
         restore_sigint = self._install_sigint()
@@ -270,7 +273,7 @@ class LoadRun:
         cpu0 = time.process_time()
         watch_cpu_s = 0.0
         interrupted = False
-        recording: ServerMetricsRecording | None = None
+        recording: ServerMetricsRecording | FleetRecording | None = None
         server_process: dict[str, Any] | None = None
         watcher = asyncio.ensure_future(self._watch_decided()) if self.decide else None
         try:
@@ -354,10 +357,15 @@ class LoadRun:
         self.dispatcher.end_drain()
 
     def _add_server_metrics(
-        self, result: RunResult, recording: ServerMetricsRecording | None, t0_ns: int
+        self,
+        result: RunResult,
+        recording: ServerMetricsRecording | FleetRecording | None,
+        t0_ns: int,
     ) -> None:
         """The server's view of the run and of each stage: from its ``/metrics`` scrapes,
-        else (or for the names a page lacks) from the timings its responses carried."""
+        else (or for the names a page lacks) from the timings its responses carried. A
+        fleet's: ``result.fleet`` (each page, each role's pool), and ``server_metrics`` and
+        each stage's the whole fleet as one."""
         from_responses = server_metrics_from_requests(self.accumulator)
         if recording is None:
             if from_responses is not None:
@@ -367,14 +375,15 @@ class LoadRun:
                 )
             result.server_metrics = from_responses
             return
-        result.server_metrics = with_response_timings(recording.summary(t0_ns), from_responses)
+        summary = _whole(recording, result, t0_ns)
+        result.server_metrics = with_response_timings(summary, from_responses)
         start = t0_ns
         for k, stage in enumerate(result.stage_plan):
             end = start + int(stage.duration_s * 1e9)
             part = self.accumulator.stages.get(k)
             result.stage_server_metrics.append(
                 with_response_timings(
-                    recording.summary(t0_ns, window_ns=(start, end)),
+                    _whole(recording, None, t0_ns, (start, end)),
                     server_metrics_from_requests(part) if part is not None else None,
                 )
             )
@@ -399,6 +408,22 @@ class LoadRun:
             signal.signal(signal.SIGINT, previous)
 
         return restore
+
+
+def _whole(
+    recording: ServerMetricsRecording | FleetRecording,
+    result: RunResult | None,
+    t0_ns: int,
+    window_ns: tuple[int, int] | None = None,
+) -> ServerMetrics:
+    """One page's summary, or a fleet's whole (kept, with its pages, on ``result.fleet``)."""
+    if isinstance(recording, ServerMetricsRecording):
+        return recording.summary(t0_ns, window_ns)
+    fleet = recording.summary(t0_ns, window_ns)
+    if result is not None:
+        result.fleet = fleet
+    assert fleet.whole is not None
+    return fleet.whole
 
 
 async def run_load(

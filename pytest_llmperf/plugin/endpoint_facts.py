@@ -22,7 +22,8 @@ from pytest_llmperf.options import LlmPerfOptions
 from pytest_llmperf.reports.server_identity import server_identity
 from pytest_llmperf.server_metrics.cache_reset import reset_prefix_cache
 from pytest_llmperf.server_metrics.fingerprint import prefix_caching, session_fingerprint
-from pytest_llmperf.server_metrics.source import ServerMetricsSource, parse_option, resolve_source
+from pytest_llmperf.server_metrics.fleet_source import MetricsSource, resolve_metrics
+from pytest_llmperf.server_metrics.source import parse_option
 from pytest_llmperf.session_tokenizer import session_tokenizer
 from pytest_llmperf.workloads.tokenizer import Tokenizer, bind_api
 
@@ -42,7 +43,7 @@ class ServerFacts:
         self.options = options
         self._identity: dict[str, dict[str, Any]] = {}
         self._listings: dict[str, Answer] = {}  # each server's GET /v1/models, as preflighted
-        self._metrics: dict[str, ServerMetricsSource | None] = {}  # --llm-server-metrics
+        self._metrics: dict[str, MetricsSource | None] = {}  # --llm-server-metrics: a page, a fleet
         self._tokenizers: dict[tuple[str, str | None], Tokenizer] = {}
         self._bound: dict[tuple[str, str | None, str], Tokenizer] = {}
 
@@ -51,7 +52,7 @@ class ServerFacts:
         endpoint = preflight.endpoint
         self._listings[endpoint.base_url] = preflight.models
         identity = server_identity(preflight)
-        source, note = resolve_source(
+        source, note = resolve_metrics(
             endpoint, self.options.server_metrics, answered=preflight.metrics
         )
         self._metrics[endpoint.base_url] = source
@@ -76,7 +77,7 @@ class ServerFacts:
     def identity(self, endpoint: Endpoint) -> dict[str, Any]:
         return dict(self._identity.get(endpoint.base_url, {}))
 
-    def metrics_source(self, endpoint: Endpoint) -> ServerMetricsSource | None:
+    def metrics_source(self, endpoint: Endpoint) -> MetricsSource | None:
         return self._metrics.get(endpoint.base_url)
 
     def tokenizer(self, endpoint: Endpoint) -> Tokenizer | None:

@@ -65,7 +65,7 @@ from pytest_llmperf.workloads.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from pytest_llmperf.managed_server import ManagedServer
-    from pytest_llmperf.server_metrics.source import ServerMetricsSource
+    from pytest_llmperf.server_metrics.fleet_source import MetricsSource
 
 __all__ = [
     "REFERENCE_SERVER",
@@ -140,7 +140,7 @@ class EndpointPool:
         """What the server says it is (``server_version``, ``server_software``)."""
         return self._facts.identity(endpoint)
 
-    def metrics_source(self, endpoint: Endpoint) -> ServerMetricsSource | None:
+    def metrics_source(self, endpoint: Endpoint) -> MetricsSource | None:
         """Where ``endpoint``'s server metrics are scraped (None: off, or none answered)."""
         return self._facts.metrics_source(endpoint)
 

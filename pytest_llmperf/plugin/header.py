@@ -8,6 +8,7 @@ import pytest
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.options import LlmPerfOptions, WorkerBackend
 from pytest_llmperf.plugin.state import SessionState
+from pytest_llmperf.server_metrics.page_list import is_page_list
 
 __all__ = ["HeaderHooks", "header_lines"]
 
@@ -51,7 +52,9 @@ def header_lines(state: SessionState) -> list[str]:
         "auto": "auto (the endpoint's /metrics where it answers, every 1 s)",
         "off": "off",
     }.get(opts.server_metrics, opts.server_metrics)
-    if opts.server_metrics not in ("auto", "off") and not opts.server_metrics.startswith("http"):
+    if is_page_list(opts.server_metrics):  # each page's probe: the endpoint's line, at preflight
+        metrics = f"a fleet of pages ({opts.server_metrics})"
+    elif opts.server_metrics not in ("auto", "off") and not opts.server_metrics.startswith("http"):
         metrics = f"the endpoint's /metrics every {opts.server_metrics} s"
     lines.append(
         f"llmperf: server metrics: {metrics}; prefix-cache reset before gated runs: "

@@ -8,8 +8,9 @@ row per common name and family, naming the exact metric each number comes
 from, so a reader can audit it against the server's source (and
 docs/server-metrics.md prints it). The names were read from the servers'
 sources: vLLM 0.32 ``vllm/v1/metrics/loggers.py`` and
-``vllm/v1/spec_decode/metrics.py``; llama.cpp (commit 0c1e570, the one the
-conformance tier builds) ``tools/server/server-task.cpp``
+``vllm/v1/spec_decode/metrics.py`` (the KV transfer: the NIXL connector's
+``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py``); llama.cpp
+(commit 0c1e570, the one the conformance tier builds) ``tools/server/server-task.cpp``
 (``server_task_result_metrics::to_metrics``); SGLang
 ``python/sglang/srt/metrics/collector.py``; TGI ``router/src/server.rs`` and
 ``backends/v3/src``. A name a family does not export is simply absent: an SLO
@@ -58,12 +59,15 @@ _PREFIXES: tuple[tuple[ServerFamily, str], ...] = (
 
 @dataclass(frozen=True, slots=True)
 class Histogram:
-    """A latency histogram in seconds: the run's bucket deltas, reported in ms."""
+    """A latency histogram in seconds (``scale`` 1000; 1 for one in ms): the run's bucket
+    deltas, reported in ms."""
 
     metric: str
+    scale: float = 1000.0
 
     def describe(self) -> str:
-        return f"histogram `{self.metric}` (bucket deltas, s → ms)"
+        unit = "ms" if self.scale == 1.0 else "s → ms"
+        return f"histogram `{self.metric}` (bucket deltas, {unit})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +142,9 @@ _VLLM: dict[str, tuple[Source, ...]] = {
     "server.ttft": (Histogram("vllm:time_to_first_token_seconds"),),
     "server.itl": (Histogram("vllm:inter_token_latency_seconds"),),
     "server.e2e": (Histogram("vllm:e2e_request_latency_seconds"),),
+    # the NIXL connector's transfer time (vllm/distributed/kv_transfer/kv_connector/v1/
+    # nixl_connector.py, NixlPromMetrics), on the engine that pulls the KV cache (decode)
+    "server.kv_transfer": (Histogram("vllm:nixl_xfer_time_seconds"),),
     "server.kv_cache_usage": (Gauge("vllm:kv_cache_usage_perc", "mean"),),
     "server.running": (Gauge("vllm:num_requests_running"),),
     "server.waiting": (Gauge("vllm:num_requests_waiting"),),
@@ -172,6 +179,9 @@ _SGLANG: dict[str, tuple[Source, ...]] = {
     "server.ttft": (Histogram("sglang:time_to_first_token_seconds"),),
     "server.itl": (Histogram("sglang:inter_token_latency_seconds"),),
     "server.e2e": (Histogram("sglang:e2e_request_latency_seconds"),),
+    # in ms; a histogram in recent releases (earlier ones: a gauge of the last interval,
+    # which has no percentiles and is not read)
+    "server.kv_transfer": (Histogram("sglang:kv_transfer_latency_ms", scale=1.0),),
     "server.kv_cache_usage": (Gauge("sglang:token_usage", "mean"),),
     "server.running": (Gauge("sglang:num_running_reqs"),),
     "server.waiting": (Gauge("sglang:num_queue_reqs"),),

@@ -34,6 +34,7 @@ from pytest_llmperf.client.preflight_result import METRICS_LIMIT_S, Outcome
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.server_metrics.exposition import Scrape, ScrapeFailure, parse_scrape
 from pytest_llmperf.server_metrics.families import family_of
+from pytest_llmperf.server_metrics.page_list import PageList, is_page_list, parse_page_list
 from pytest_llmperf.server_metrics.summary import ServerFamily
 
 __all__ = [
@@ -66,16 +67,19 @@ def metrics_url(base_url: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class MetricsOption:
-    """``--llm-server-metrics`` parsed: ``mode`` is ``"auto"``, ``"off"`` or ``"url"``."""
+    """``--llm-server-metrics`` parsed: ``mode`` is ``"auto"``, ``"off"``, ``"url"`` or
+    ``"fleet"`` (a list of pages, ``pages``: :mod:`.page_list`)."""
 
     mode: str
     interval_s: float = DEFAULT_INTERVAL_S
     url: str | None = None
+    pages: PageList | None = None
 
 
 def parse_option(value: object) -> MetricsOption:
     """``--llm-server-metrics``'s value: ``auto`` (or empty), ``off``, an ``http(s)://`` URL,
-    or seconds between samples (``2``, ``0.5``, ``2s``; more than 0, less than an hour).
+    seconds between samples (``2``, ``0.5``, ``2s``; more than 0, less than an hour), or a
+    list of pages (``ROLE[:NAME]=URL,...``, ``@FILE``, ``discover=URL``: :mod:`.page_list`).
 
     Anything else is a :class:`~pytest_llmperf.errors.LlmPerfUsageError` naming the
     option and the value (the plugin calls this at configure time).
@@ -91,12 +95,16 @@ def parse_option(value: object) -> MetricsOption:
         if not parts.hostname:
             raise LlmPerfUsageError(f"a /metrics URL needs a host, got {value!r}", where=OPTION)
         return MetricsOption("url", url=text)
+    if is_page_list(text):
+        pages = parse_page_list(text, where=OPTION)
+        return MetricsOption("fleet", interval_s=pages.interval_s, pages=pages)
     try:
         seconds = float(lowered.removesuffix("s"))
     except ValueError:
         raise LlmPerfUsageError(
-            f"expected auto, off, a /metrics URL (http://host:port/metrics) or the seconds "
-            f"between samples, got {value!r}",
+            f"expected auto, off, a /metrics URL (http://host:port/metrics), the seconds "
+            f"between samples or a list of pages (ROLE[:NAME]=URL,...; @FILE; discover=URL), "
+            f"got {value!r}",
             where=OPTION,
         ) from None
     if not 0 < seconds < _MAX_INTERVAL_S:  # NaN fails this too
@@ -145,6 +153,8 @@ def resolve_source(
     parsed = parse_option(option)
     if parsed.mode == "off":
         return None, "off"
+    if parsed.mode == "fleet":  # several pages: resolve.resolve_metrics
+        raise LlmPerfUsageError("a list of pages is resolved as a fleet", where=OPTION)
     url = parsed.url if parsed.url is not None else metrics_url(endpoint.base_url)
     if answered is not None and parsed.url is None:
         got = scraped(url, answered, time.monotonic_ns())

@@ -109,9 +109,10 @@ def _fill(
         delta = histogram_delta(start, end, src.metric)
         if delta is None:
             return False
-        stats, note = latency_stats(delta)
+        stats, note = latency_stats(delta, src.scale)
         out.metrics[name] = stats
-        out.buckets[name] = bucket_rows(delta)
+        out.buckets[name] = bucket_rows(delta, src.scale)
+        out.parts[name] = (delta.sum * src.scale, delta.count)
         if note:
             out.notes.append(f"{name}: {note}")
         return True
@@ -131,6 +132,7 @@ def _fill(
     den = counter_delta(start, end, src.denominator)
     if num is None or den is None:
         return False
+    out.parts[name] = (num, den)
     if den <= 0:  # the server has it, the window just gave nothing to divide
         if any(end.counter(n) for n in src.denominator):  # (never any: the feature is off)
             what = " + ".join(src.denominator)

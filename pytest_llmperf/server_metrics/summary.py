@@ -70,6 +70,8 @@ class ServerMetrics:
     ``notes``: what a reader should know about numbers that are there (a
     percentile beyond the last finite bucket, a window without prefix-cache
     lookups, scrapes that failed mid-run while the boundary ones succeeded).
+    ``parts``: not in the JSON; what a fleet's pages add up (a ratio's numerator and
+    denominator, a histogram's exact sum and count).
     """
 
     source: str | None
@@ -81,6 +83,9 @@ class ServerMetrics:
     scrapes: int = 0
     buckets: dict[str, list[list[float]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # what a fleet's merge adds up and a page's JSON does not say (server_metrics/fleet_merge.py):
+    # each ratio's (numerator, denominator) and each histogram's (sum in ms, count)
+    parts: dict[str, tuple[float, float]] = field(default_factory=dict, compare=False, repr=False)
 
     def stat(self, name: str, stat: str | None) -> float | None:
         """``metrics[name][stat]`` (``stat`` None: ``"value"``), None when absent."""

@@ -33,6 +33,8 @@ INTER_TOKEN_LATENCY_BUCKETS = (
 )  # fmt: skip
 ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 REQUEST_TOKENS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)  # 1-2-5 to max_model_len
+# vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py (NixlPromMetrics: buckets[1:])
+NIXL_XFER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 
 LABELS = ["model_name", "engine"]
@@ -41,7 +43,14 @@ LABELS = ["model_name", "engine"]
 class VllmPage:
     """vLLM's metrics for ``engines`` engines of one process started at ``started``."""
 
-    def __init__(self, model: str = "tiny-model", engines: int = 1, started: float = 1.7e9):
+    def __init__(
+        self,
+        model: str = "tiny-model",
+        engines: int = 1,
+        started: float = 1.7e9,
+        *,
+        nixl: bool = False,
+    ):
         self.registry = r = CollectorRegistry()
         self.model = model
         self.engines = [str(i) for i in range(engines)]
@@ -83,6 +92,8 @@ class VllmPage:
         self.req_prompt = hist("vllm:request_prompt_tokens", REQUEST_TOKENS_BUCKETS)
         self.req_gen = hist("vllm:request_generation_tokens", REQUEST_TOKENS_BUCKETS)
         self.req_max = hist("vllm:request_params_max_tokens", REQUEST_TOKENS_BUCKETS)
+        # only with --kv-transfer-config NixlConnector (a disaggregated deployment's engines)
+        self.nixl = hist("vllm:nixl_xfer_time_seconds", NIXL_XFER_BUCKETS) if nixl else None
         # vLLM creates every per-engine child at start (create_metric_per_engine)
         for engine in self.engines:
             labels = (model, engine)
@@ -94,6 +105,8 @@ class VllmPage:
                 self.req_prompt, self.req_gen, self.req_max,
             ):  # fmt: skip
                 metric.labels(*labels)
+            if self.nixl is not None:
+                self.nixl.labels(*labels)
             for reason in FINISH_REASONS:
                 self.success.labels(model, engine, reason)
             cache_info.labels("16", "auto", "True", engine, "4096").set(1)
@@ -127,6 +140,11 @@ class VllmPage:
         self.success.labels(self.model, engine, finished).inc()
         self.req_prompt.labels(*labels).observe(prompt)
         self.req_gen.labels(*labels).observe(output)
+
+    def transfer(self, seconds: float, engine: str = "0") -> None:
+        """One NIXL KV-cache transfer of ``seconds`` (a page made with ``nixl=True``)."""
+        assert self.nixl is not None, "a VllmPage(nixl=True) records transfers"
+        self.nixl.labels(self.model, engine).observe(seconds)
 
 
 LLAMACPP_PAGE = """\

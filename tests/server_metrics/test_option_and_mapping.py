@@ -137,7 +137,7 @@ def test_an_unknown_servers_metrics_are_kept_by_their_own_names() -> None:
 
 def test_every_mapped_vllm_metric_is_on_a_vllm_page() -> None:
     """The table names metrics the page really has (spelled as vLLM writes them)."""
-    names = scrape(VllmPage().text(), 0).names
+    names = scrape(VllmPage(nixl=True).text(), 0).names
     assert metric_names(ServerFamily.VLLM) <= names
     llamacpp = scrape(
         LLAMACPP_PAGE.format(prompt=1, cached=1, predicted=1, processing=0, deferred=0), 0
