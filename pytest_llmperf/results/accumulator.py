@@ -86,8 +86,12 @@ added to that stage's own accumulator (:attr:`stages`), a multi-turn
 conversation's turn to its turn's (:attr:`turns`, turns past
 :data:`MAX_TURN_BREAKDOWN` pooled in the last), and a request that named its
 served model (``llm_workload(adapters=...)``: ``record.model``, the base model by
-its own name) to that model's (:attr:`models`), so a run reports per-stage,
-per-turn and per-model results from the same definitions.
+its own name) to that model's (:attr:`models`), and a request whose response named
+the replica that served it (``record.replica``, from a response header:
+client/affinity.py) to that replica's (:attr:`replicas`), so a run reports per-stage,
+per-turn, per-model and per-replica results from the same definitions. A run with
+attributed requests counts those it could not attribute in ``replica_unattributed``
+(:meth:`MetricsAccumulator.counts`); a run without any has no such count.
 
 Outputs (``llm_workload(structured=..., tools=..., greedy=True)``): a completed
 request whose output was checked (``record.output_checked``) counts in
@@ -292,6 +296,8 @@ class MetricsAccumulator:
         self.stages: dict[int, MetricsAccumulator] = {}
         self.turns: dict[int, MetricsAccumulator] = {}
         self.models: dict[str, MetricsAccumulator] = {}  # record.model -> its requests
+        # record.replica (the replica a response header named) -> its requests
+        self.replicas: dict[str, MetricsAccumulator] = {}
         # conversations' requests by turn band and by prompt-length band (results/conversations.py)
         self.turn_bands: dict[str, MetricsAccumulator] = {}
         self.prompt_bands: dict[str, MetricsAccumulator] = {}
@@ -327,6 +333,8 @@ class MetricsAccumulator:
                 self._breakdown(self.turns, min(record.turn, MAX_TURN_BREAKDOWN - 1)).add(record)
             if record.model:
                 self._breakdown(self.models, record.model).add(record)
+            if record.replica:
+                self._breakdown(self.replicas, record.replica).add(record)
             if record.conversation >= 0 or record.turn >= 0:
                 self._add_conversation(record)
             window = self.steady
@@ -574,6 +582,7 @@ class MetricsAccumulator:
             (self.stages, other.stages),
             (self.turns, other.turns),
             (self.models, other.models),
+            (self.replicas, other.replicas),
         )
         for mine, theirs in breakdowns:
             for key, part in theirs.items():
@@ -757,7 +766,16 @@ class MetricsAccumulator:
             "invalid": self.invalid,
             "blank": self.blank,
             **({"checked": self.checked} if self.checked else {}),
+            **({"replica_unattributed": self.unattributed} if self.replicas else {}),
         }
+
+    @property
+    def unattributed(self) -> int:
+        """Issued requests whose response named no replica (0 where none did: then
+        nothing was attributed, and :attr:`replicas` is empty)."""
+        if not self.replicas:
+            return 0
+        return self.issued - sum(part.issued for part in self.replicas.values())
 
     def to_state(self) -> dict[str, Any]:
         """A lossless JSON-able form, for worker processes and baselines (with
@@ -775,6 +793,8 @@ class MetricsAccumulator:
         }
         if self.models:
             state["models"] = {k: v.to_state() for k, v in self.models.items()}
+        if self.replicas:
+            state["replicas"] = {k: v.to_state() for k, v in self.replicas.items()}
         if self.turn_bands:
             state["turn_bands"] = {k: v.to_state() for k, v in self.turn_bands.items()}
         if self.prompt_bands:
@@ -819,6 +839,7 @@ class MetricsAccumulator:
         acc.stages = {int(k): cls.from_state(v) for k, v in state.get("stages", {}).items()}
         acc.turns = {int(k): cls.from_state(v) for k, v in state.get("turns", {}).items()}
         acc.models = {str(k): cls.from_state(v) for k, v in state.get("models", {}).items()}
+        acc.replicas = {str(k): cls.from_state(v) for k, v in state.get("replicas", {}).items()}
         for attr in ("turn_bands", "prompt_bands"):
             for key, part_state in state.get(attr, {}).items():
                 acc._band(getattr(acc, attr), str(key)).merge(cls.from_state(part_state))

@@ -111,7 +111,7 @@ class RunResult:
     ``.mean``, ``.max``, ``.count``); ``metrics["error_rate"]`` etc. are floats, and
     so are ``valid_rate``, ``output_match`` and ``output_consistency`` where the run
     measured them (checked outputs; greedy outputs compared with another side, or
-    alone). ``by_model``, ``invalid_samples``, ``outputs`` and the two matches are
+    alone). ``by_model``, ``by_replica``, ``invalid_samples``, ``outputs`` and the two matches are
     also in the report's run (:meth:`to_dict`) only where the run has them.
     ``self_check["generator_bound"]`` is true when the load generator, not
     the server, limited the run; verdicts on such a run are inconclusive.
@@ -300,6 +300,27 @@ class RunResult:
             for name, acc in sorted(self.accumulator.models.items())
         }
 
+    @property
+    def replicas(self) -> list[str]:
+        """The replicas the run's responses named as having served them (a response
+        header: ``--llm-replica-header``), sorted; empty where none was named."""
+        return sorted(self.accumulator.replicas)
+
+    def replica_result(self, name: str) -> RunResult:
+        """The requests replica ``name`` served as a run of their own (for the
+        ``replica.*`` SLOs' verdicts, one per replica), labelled ``"<label> replica <name>"``."""
+        return self._part(self.accumulator.replicas.get(name), f"replica {name}")
+
+    @property
+    def by_replica(self) -> dict[str, dict[str, Any]]:
+        """Per replica that served requests (``runs[].by_replica``): ``{name: {"counts",
+        "metrics"}}``, by name; empty where no response named its replica. The requests no
+        response attributed are counted in ``counts.replica_unattributed``."""
+        return {
+            name: {"counts": acc.counts(), "metrics": acc.summary()}
+            for name, acc in sorted(self.accumulator.replicas.items())
+        }
+
     def stage_result(self, index: int) -> RunResult:
         """Stage ``index`` of a staged run as a run of its own (for its SLO verdicts)."""
         server = self.stage_server_metrics
@@ -416,6 +437,7 @@ class RunResult:
             "gated": self.gated,
             "server_metrics": self.server_metrics.to_dict() if self.server_metrics else None,
             **({"fleet": self.fleet.to_dict()} if self.fleet is not None else {}),
+            **({"by_replica": self.by_replica} if self.accumulator.replicas else {}),
             **({"cache_reset": self.cache_reset} if self.cache_reset is not None else {}),
             **({"server_process": self.server_process} if self.server_process is not None else {}),
             **({"stages": self.stages} if self.stage_plan else {}),

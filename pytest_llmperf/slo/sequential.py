@@ -180,6 +180,7 @@ def stop_decidable(slo: Slo) -> bool:
         and not slo.is_server
         and not slo.is_conversation  # a conversation's figures are whole at its end only
         and slo.turn_band is None  # judged on its band's requests, not the run's
+        and not slo.in_fleet_scope  # judged on each replica's requests, or a pool's pages
         and slo.percentile is not None
         and slo.op != "=="
     )

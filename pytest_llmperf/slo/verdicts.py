@@ -50,6 +50,10 @@ the requests of each served model of the run (``adapters=``), a run of its own
 for these rules; the verdicts name the model (``model``, ``where`` =
 ``model sim-lora-1``). ``output_match``/``output_consistency`` are compared per
 sample over the whole run and are not split by model.
+
+A fleet's SLOs (``replica.*`` on each replica's requests, ``fleet.*``, ``<pool>.*``):
+:mod:`.fleet_verdicts`, on whole runs only. ``kv_transfer.<stat>`` is
+``server.kv_transfer``'s, judged as any ``server.*``.
 """
 
 from __future__ import annotations
@@ -105,8 +109,9 @@ NOT_STARTED = "the gate did not start this server (--llm-server-cmd)"
 
 
 def _whole_run(slo: Slo) -> bool:
-    """Is ``slo`` judged on a whole run only (outputs compared per sample; the process)?"""
-    return slo.metric in _WHOLE_RUN_METRICS or slo.is_process
+    """Is ``slo`` judged on a whole run only (outputs compared per sample; the process; a
+    fleet's parts and spread, which a stage does not keep)?"""
+    return slo.metric in _WHOLE_RUN_METRICS or slo.is_process or slo.in_fleet_scope
 
 
 def _windowed(slo: Slo, result: RunResult) -> bool:
@@ -152,6 +157,9 @@ class SloVerdict:
     confidence: float | None = None
     # llm_slo(..., per_model=True): the served model whose requests this verdict judged
     model: str | None = None
+    # replica.<metric>: the replica whose requests this verdict judged (its name, as its
+    # response header and its /metrics page name it); in the JSON only where set
+    replica: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Verdict(self.verdict))
@@ -159,7 +167,9 @@ class SloVerdict:
     @property
     def where(self) -> str:
         """``stage 1: 40 req/s`` for a stage's verdict, ``model sim-lora-1`` for a served
-        model's, ``""`` for a whole run's."""
+        model's, ``replica 2`` for a replica's, ``""`` for a whole run's."""
+        if self.replica is not None:
+            return f"replica {self.replica}"
         if self.model is not None:
             return f"model {self.model}"
         if self.stage is None:
@@ -167,8 +177,12 @@ class SloVerdict:
         return f"stage {self.stage}" + (f": {self.stage_load}" if self.stage_load else "")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON (the verdict as a plain string: reports cross xdist's wire)."""
-        return {**asdict(self), "verdict": self.verdict.value}
+        """Plain JSON (the verdict as a plain string: reports cross xdist's wire);
+        ``replica`` only on a replica's verdict."""
+        out = {**asdict(self), "verdict": self.verdict.value}
+        if self.replica is None:
+            del out["replica"]
+        return out
 
 
 def _bounded(slo: Slo) -> bool:
@@ -240,6 +254,16 @@ def evaluate(
     SLO names its own.
     """
     confidence = slo.confidence or confidence
+    if slo.in_fleet_scope:  # replica.*, fleet.*, <pool>.*
+        from pytest_llmperf.slo.fleet_verdicts import evaluate_fleet_scope
+
+        return evaluate_fleet_scope(
+            slo,
+            result,
+            min_count=min_count,
+            min_duration_s=min_duration_s,
+            confidence=confidence,
+        )
     if slo.is_process:
         return evaluate_process(slo, result)
     if slo.is_server:
@@ -612,7 +636,11 @@ def evaluate_runs(
 
     An SLO that came from one of ``rulesets`` also needs that ruleset's
     minimum sample count and measured duration (per stage, for a staged run).
+    A ``replica.*`` SLO has one verdict per replica that served requests
+    (:func:`~.fleet_verdicts.evaluate_replicas`).
     """
+    from pytest_llmperf.slo.fleet_verdicts import evaluate_replicas
+
     bars = ruleset_bars(rulesets)
     out: list[SloVerdict] = []
     for r in results:
@@ -626,6 +654,9 @@ def evaluate_runs(
             whole = [s for s in slos if _whole_run(s) or _windowed(s, r)]
             out.extend(evaluate_stages(staged, r, bars=bars, confidence=confidence))
         for slo in whole:
+            if slo.is_replica:
+                out.extend(evaluate_replicas([slo], r, bars=bars, confidence=confidence))
+                continue
             count, duration = ruleset_bar(bars, slo)
             out.append(
                 evaluate(slo, r, min_count=count, min_duration_s=duration, confidence=confidence)

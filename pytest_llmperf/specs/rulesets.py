@@ -14,6 +14,9 @@ A YAML ruleset (loaded with ``yaml.safe_load``)::
     min_duration: 60s          # measured time (sum of run windows): 90, 90s, 2m
     targets:
       ttft: {p50: 200ms, p75: 300ms, p99: 500ms}  # any pN / pN.M; "<" implied
+      replica.ttft: {p99: 800ms}           # a fleet's names too (docs/fleets.md)
+      fleet.imbalance: 1.5                 # "<" implied; fleet.prefix_hit_rate: ">="
+      decode.kv_usage: {max: 90%}          # a pool's gauge or latency: "<" implied
       tpot: {p99: "<= 50ms"}
       error_rate: 1%                       # "<" implied for error_rate,
       goodput: 95%                         # ">=" for goodput and throughputs
@@ -39,9 +42,17 @@ from pytest_llmperf.specs.conversation_names import (
     CONVERSATION_LATENCY_METRICS,
     CONVERSATION_RATE_METRICS,
 )
+from pytest_llmperf.specs.fleet_names import (
+    FLEET_METRICS,
+    POOL_SCOPES,
+    REPLICA_SCOPE,
+    SERVER_ALIASES,
+)
+from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind
 from pytest_llmperf.specs.slo import (
     LATENCY_SLO_METRICS,
     RATE_SLO_METRICS,
+    REPLICA_SLO_METRICS,
     Slo,
     parse_slo,
     stat_problem,
@@ -88,6 +99,20 @@ _RATE_DEFAULT_OP = {
     "output_consistency": ">=",
     "conversation.same_replica_rate": ">=",
     "conversation.tree_same_replica_rate": ">=",
+}
+# ... for a fleet's figures, and for a server count or share over one pool's pages
+_FLEET_DEFAULT_OP = {
+    "fleet.imbalance": "<",
+    "fleet.busy_imbalance": "<",
+    "fleet.prefix_hit_rate": ">=",
+}
+_SERVER_VALUE_DEFAULT_OP = {
+    "server.preemptions": "<=",  # a count: `decode.preemptions: 0` means none
+    "server.prefix_cache_hit_rate": ">=",
+    "server.spec_decode_acceptance": ">=",
+    "server.requests": ">=",
+    "server.prompt_tokens": ">=",
+    "server.generation_tokens": ">=",
 }
 _OP_PREFIX = re.compile(r"^\s*(<=|>=|<|>)")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
@@ -235,14 +260,15 @@ def _target_exprs(targets: Any, source: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for metric, spec in targets.items():
         key = f"targets.{metric}"
-        if metric in RATE_SLO_METRICS or metric in CONVERSATION_RATE_METRICS:
+        default_op = _default_op(str(metric))
+        if default_op is not None:
             if isinstance(spec, dict):
                 raise LlmPerfUsageError(
                     f"{metric} is a rate: give one value like '1%' or '> 10 req/s', got {spec!r}",
                     where=f"{source}: {key}",
                 )
-            out.append((key, _expr(metric, spec, _RATE_DEFAULT_OP[metric], source, key)))
-        elif metric in LATENCY_SLO_METRICS or metric in CONVERSATION_LATENCY_METRICS:
+            out.append((key, _expr(metric, spec, default_op, source, key)))
+        elif _has_stats(str(metric)):
             if not isinstance(spec, dict) or not spec:
                 raise LlmPerfUsageError(
                     f"expected a mapping of statistic -> limit like {{p99: 500ms}}, got {spec!r}",
@@ -261,12 +287,56 @@ def _target_exprs(targets: Any, source: str) -> list[tuple[str, str]]:
                     *RATE_SLO_METRICS,
                     *CONVERSATION_LATENCY_METRICS,
                     *CONVERSATION_RATE_METRICS,
+                    f"{REPLICA_SCOPE}.<metric>",
+                    *FLEET_METRICS,
+                    "kv_transfer",
+                    *(f"{pool}.<server name>" for pool in POOL_SCOPES),
                 )
             )
             raise LlmPerfUsageError(
                 f"unknown metric {metric!r}; known: {known}", where=f"{source}: {key}"
             )
     return out
+
+
+def _pool_name(metric: str) -> str | None:
+    """``decode.kv_usage`` -> ``server.kv_cache_usage``: the common name a pool's target
+    names, None for a metric that is no pool's."""
+    pool, _, name = metric.partition(".")
+    if pool not in POOL_SCOPES:
+        return None
+    return f"server.{SERVER_ALIASES.get(name, name)}"
+
+
+def _default_op(metric: str) -> str | None:
+    """The direction a one-value target of ``metric`` implies (``error_rate: 1%`` is
+    ``<``, ``goodput: 95%`` is ``>=``; a replica's rate as the plain one); None for a
+    metric whose targets are per statistic."""
+    if metric in _RATE_DEFAULT_OP:
+        return _RATE_DEFAULT_OP[metric]
+    if metric in _FLEET_DEFAULT_OP:
+        return _FLEET_DEFAULT_OP[metric]
+    scope, _, rest = metric.partition(".")
+    if scope == REPLICA_SCOPE and rest in RATE_SLO_METRICS and rest in REPLICA_SLO_METRICS:
+        return _RATE_DEFAULT_OP[rest]
+    server = _pool_name(metric)
+    return _SERVER_VALUE_DEFAULT_OP.get(server) if server else None
+
+
+def _has_stats(metric: str) -> bool:
+    """Are ``metric``'s targets a mapping of statistic -> limit (``<`` implied)?"""
+    if metric in LATENCY_SLO_METRICS or metric in CONVERSATION_LATENCY_METRICS:
+        return True
+    scope, _, rest = metric.partition(".")
+    if scope == REPLICA_SCOPE:
+        return rest in LATENCY_SLO_METRICS
+    if metric == "kv_transfer":
+        return True
+    server = _pool_name(metric)
+    if server is None:
+        return False
+    # an unknown name too: its expressions' parsing names the bad word and the known ones
+    return COMMON_METRICS.get(server, (None, ""))[0] is not MetricKind.VALUE
 
 
 def _expr(lhs: str, value: Any, default_op: str, source: str, key: str) -> str:

@@ -11,6 +11,13 @@ and ``conversation.makespan_excl_tools.<stat>`` (latencies of whole conversation
 and a per-request latency judged on one turn band's requests only:
 ``turns[<band>].<metric>.<stat>`` (``turns[11-20].ttft.p90 < 2s``; bands 1, 2-5, 6-10,
 11-20, 21-50, 51+; metrics ttft, ttfo, tpot, e2e).
+A fleet (:mod:`.fleet_names`, docs/fleets.md) adds ``replica.<metric>[.<stat>]`` (a client
+metric judged on each replica's own requests: ``replica.ttft.p99 < 500ms``,
+``replica.error_rate < 1%``), ``fleet.imbalance`` and ``fleet.busy_imbalance`` (ratios, no
+unit or ``x``), ``fleet.prefix_hit_rate`` (a fraction), ``<pool>.<name>[.<stat>]`` for the
+pools ``router``, ``prefill`` and ``decode`` over the common server names without their
+``server.`` (``prefill.queue_time.p99 < 200ms``, ``decode.kv_usage.max < 90%``) and
+``kv_transfer.<stat>`` (the fleet's ``server.kv_transfer``; its metric is that name).
 ``<op>`` is one of ``< <= > >= ==`` (``server.preemptions == 0``). ``<stat>`` is ``mean``,
 ``max`` or any percentile ``pN`` / ``pN.M…`` with 0 < N < 100 (``p75``,
 ``p99.99``: k6 and HDR tools take any, so do we), written one way only (``p5``,
@@ -30,7 +37,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.specs.conversation_names import (
@@ -38,6 +45,13 @@ from pytest_llmperf.specs.conversation_names import (
     CONVERSATION_LATENCY_METRICS,
     CONVERSATION_RATE_METRICS,
     TURN_BANDS,
+)
+from pytest_llmperf.specs.fleet_names import (
+    FLEET_METRICS,
+    KV_TRANSFER,
+    POOL_SCOPES,
+    REPLICA_SCOPE,
+    SERVER_ALIASES,
 )
 from pytest_llmperf.specs.process_names import PROCESS_METRICS
 from pytest_llmperf.specs.server_names import (
@@ -52,6 +66,7 @@ __all__ = [
     "LATENCY_SLO_METRICS",
     "OUTPUT_SLO_METRICS",
     "RATE_SLO_METRICS",
+    "REPLICA_SLO_METRICS",
     "STATS",
     "Slo",
     "confidence_problem",
@@ -88,6 +103,12 @@ RATE_SLO_METRICS: dict[str, tuple[str, dict[str, float]]] = {
 }
 # The rate metrics about outputs (judged on what the run measured of them, not its issued)
 OUTPUT_SLO_METRICS = ("valid_rate", "output_match", "output_consistency")
+# the client metrics with a per-replica form (replica.<metric>): not the outputs compared
+# sample by sample over a whole run
+REPLICA_SLO_METRICS = (
+    *LATENCY_SLO_METRICS,
+    *(m for m in RATE_SLO_METRICS if m not in ("output_match", "output_consistency")),
+)
 DEFAULT_CONFIDENCE = 0.99  # of percentile verdicts (--llm-confidence)
 GOODPUT_METRICS = ("ttft", "ttfo", "tpot", "e2e")  # latencies with a per-request form
 _TIME_UNITS = {"us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
@@ -146,6 +167,39 @@ class Slo:
         """A metric of whole conversations (``conversation.makespan.p90``), judged on the
         run's per-conversation figures, not its requests."""
         return self.metric.startswith("conversation.")
+
+    @property
+    def is_replica(self) -> bool:
+        """A client metric judged on each replica's own requests (``replica.ttft.p99``)."""
+        return self.metric.startswith(REPLICA_SCOPE + ".")
+
+    @property
+    def is_fleet(self) -> bool:
+        """A fleet-wide figure (``fleet.imbalance``, ``fleet.prefix_hit_rate``)."""
+        return self.metric in FLEET_METRICS
+
+    @property
+    def pool(self) -> str | None:
+        """The pool a ``<pool>.<name>`` SLO judges (``prefill``, ``decode``, ``router``),
+        None for any other."""
+        head = self.metric.partition(".")[0]
+        return head if head in POOL_SCOPES else None
+
+    @property
+    def in_fleet_scope(self) -> bool:
+        """Judged on a part of a fleet or the fleet's spread (``replica.*``, ``fleet.*``,
+        ``<pool>.*``), not on the run's requests or the server as one."""
+        return self.is_replica or self.is_fleet or self.pool is not None
+
+    @property
+    def plain_metric(self) -> str:
+        """The metric without its fleet scope: ``replica.ttft`` -> ``ttft``,
+        ``decode.kv_cache_usage`` -> ``server.kv_cache_usage``; any other as it is."""
+        if self.is_replica:
+            return self.metric.partition(".")[2]
+        if self.pool is not None:
+            return "server." + self.metric.partition(".")[2]
+        return self.metric
 
     @property
     def name(self) -> str:
@@ -217,6 +271,15 @@ def parse_slo(expr: str) -> Slo:
         return _server_slo(expr, lhs, op, value, unit)
     if lhs.startswith("turns"):
         return _band_slo(expr, lhs, op, value, unit)
+    scope = lhs.partition(".")[0]
+    if scope == REPLICA_SCOPE:
+        return _replica_slo(expr, lhs, op, value, unit)
+    if scope == "fleet":
+        return _fleet_slo(expr, lhs, op, value, unit)
+    if scope in POOL_SCOPES:
+        return _pool_slo(expr, lhs, op, value, unit)
+    if scope == "kv_transfer":
+        return _kv_transfer_slo(expr, lhs, op, value, unit)
     if lhs.partition(".")[0] == "conversation":
         return _conversation_slo(expr, lhs, op, value, unit)
     if "[" in lhs or "]" in lhs:
@@ -247,6 +310,10 @@ def parse_slo(expr: str) -> Slo:
                 "turns[<band>].<metric>",
                 "server.<name>",
                 "startup.<name>",
+                "replica.<metric>",
+                *FLEET_METRICS,
+                *(f"{pool}.<name>" for pool in POOL_SCOPES),
+                "kv_transfer.<stat>",
             )
         )
         raise LlmPerfUsageError(f"SLO {expr!r}: unknown metric {metric!r}; known: {known}")
@@ -283,6 +350,82 @@ def _band_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
     except LlmPerfUsageError as exc:  # said of the expression as written
         raise LlmPerfUsageError(str(exc).replace(repr(inner_expr), repr(expr), 1)) from None
     return Slo(expr, inner.metric, inner.stat, op, inner.target, inner.unit, turn_band=band)
+
+
+_RATIO_UNITS = {"": 1.0, "x": 1.0}
+
+
+def _inner(expr: str, inner_expr: str) -> Slo:
+    """``inner_expr`` parsed, its errors said of ``expr`` as written."""
+    try:
+        return parse_slo(inner_expr)
+    except LlmPerfUsageError as exc:
+        raise LlmPerfUsageError(str(exc).replace(repr(inner_expr), repr(expr), 1)) from None
+
+
+def _replica_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
+    """``replica.ttft.p99 < 500ms``, ``replica.error_rate < 1%``: a client metric judged on
+    each replica's own requests (the same units and statistics as the plain one)."""
+    rest = lhs.partition(".")[2]
+    metric = rest.partition(".")[0]
+    if metric not in REPLICA_SLO_METRICS:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: {metric or lhs!r} has no per-replica form; replica.<metric> takes "
+            f"{', '.join(REPLICA_SLO_METRICS)} (e.g. 'replica.ttft.p99 < 500ms'; a pool's "
+            f"server metrics: {', '.join(f'{p}.<name>' for p in POOL_SCOPES)})"
+        )
+    inner = _inner(expr, f"{rest} {op} {value!r}{unit}")
+    return Slo(expr, f"{REPLICA_SCOPE}.{inner.metric}", inner.stat, op, inner.target, inner.unit)
+
+
+def _fleet_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
+    """``fleet.imbalance < 1.5`` (max over mean; no unit or ``x``), ``fleet.busy_imbalance``
+    alike, ``fleet.prefix_hit_rate > 40%`` (a fraction): one value per run, no statistic."""
+    parts = lhs.split(".")
+    metric = ".".join(parts[:2])
+    entry = FLEET_METRICS.get(metric)
+    if entry is None:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: unknown fleet metric {metric!r}; known: {', '.join(FLEET_METRICS)}"
+        )
+    stat = ".".join(parts[2:])
+    if stat:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: {metric!r} is one value per run and takes no statistic (got {stat!r})"
+        )
+    kind = entry[1]
+    units = _FRACTION_UNITS if kind == "fraction" else _RATIO_UNITS
+    if unit not in units:
+        accepted = "'%' or no unit" if kind == "fraction" else "'x' or no unit"
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: bad unit {unit!r} for {metric} (a {kind}); use {accepted}"
+        )
+    return Slo(expr, metric, None, op, value * units[unit], kind)
+
+
+def _pool_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
+    """``prefill.queue_time.p99 < 200ms``, ``decode.kv_usage.max < 90%``: a common server
+    metric (without its ``server.``) over the pages of one pool, with the statistics and
+    units of the ``server.*`` one."""
+    pool, _, rest = lhs.partition(".")
+    base, dot, stat = rest.partition(".")
+    base = SERVER_ALIASES.get(base, base)
+    if f"server.{base}" not in COMMON_METRICS:
+        names = (n.removeprefix("server.") for n in COMMON_METRICS)
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: unknown server metric {rest.partition('.')[0]!r} for pool {pool!r}; "
+            f"known: {', '.join((*names, *SERVER_ALIASES))} (e.g. '{pool}.queue_time.p99 "
+            "< 200ms')"
+        )
+    inner = _inner(expr, f"server.{base}{dot}{stat} {op} {value!r}{unit}")
+    return Slo(expr, f"{pool}.{base}", inner.stat, op, inner.target, inner.unit)
+
+
+def _kv_transfer_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
+    """``kv_transfer.p99 < 50ms``: the fleet's ``server.kv_transfer`` histogram."""
+    stat = lhs.partition(".")[2]
+    inner = _inner(expr, f"{KV_TRANSFER}{'.' if stat else ''}{stat} {op} {value!r}{unit}")
+    return replace(inner, expr=expr)
 
 
 def _conversation_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
