@@ -755,11 +755,14 @@ def vllm_router_launch(
     ``--worker-urls`` takes the URLs after one flag. Its own Prometheus page is served on
     a second port, ``--prometheus-port`` (``metrics_port``: its default 29000 would clash
     between runs); the serving port's ``/metrics`` is NOT it: an unknown path is proxied
-    to one worker picked by the policy (docs/fleets-routers.md). ``--disable-retries``: a
-    failed request is the client's failure, not a second request on another replica that
-    the replicas' counters would count twice. The health checker's interval is long: its
-    ``/health`` probes are no requests, but the tier keeps the logs quiet. Ready once
-    ``GET /readiness`` answers 200 (it waits for every worker's ``/health`` first).
+    to one worker picked by the policy (docs/fleets-routers.md). Its retries stay on (its
+    default): llama-server closes a connection after each streamed reply although it
+    says keep-alive, and the router's pooled client then and again sends the next request
+    on that closed connection ("error sending request"); retried, it reaches a worker
+    once. Without retries about one streamed request in twelve failed with a 500 (seen on
+    2 cores). The health checker's interval is long: its ``/health`` probes are no
+    requests, but the tier keeps the logs quiet. Ready once ``GET /readiness`` answers 200
+    (it waits for every worker's ``/health`` first).
     """
     argv = [
         str(install.vllm_router_bin),
@@ -775,7 +778,6 @@ def vllm_router_launch(
         HOST,
         "--prometheus-port",
         str(metrics_port),
-        "--disable-retries",
         "--health-check-interval-secs",
         "300",
         "--log-level",

@@ -20,8 +20,12 @@ numbers checked against the client's. What vllm-router 0.1.17 does that these ca
   the run's window, they equal the client's usage sums exactly; and each replica got
   requests (round_robin), which the router's own page confirms per worker.
 
-One session (24 requests at concurrency 4) against the fleet the module starts: two
-llama-servers (``-np 2`` each) and the router, about two seconds of load.
+Discovery: a second, smaller session gives ``discover=<the router's URL>`` and the
+router's page: the router's ``GET /workers`` names the two replicas, whose pages are then
+read as if they had been given.
+
+Two sessions (24 requests at concurrency 4, then 8 at 2) against the fleet the module
+starts: two llama-servers (``-np 2`` each) and the router; about four seconds in all.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from pytest_llmperf.server_metrics.exposition import Scrape, parse_scrape
 
 REQUESTS = 24
 CONCURRENCY = 4
+DISCOVERY_REQUESTS = 8
 INPUT_TOKENS = 64
 OUTPUT_TOKENS = 16
 SCRAPE_EVERY_S = 0.2
@@ -121,9 +126,9 @@ def replica_pages(fleet: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_every_request_completes_through_the_router(fleet_run: FleetRun) -> None:
-    """All 24 requests issued and completed, none failed (the router retries nothing:
-    ``--disable-retries``), and the router routed at least those (its own page, chat
-    route: the client's requests plus whatever the session's preflight sent)."""
+    """All 24 requests issued and completed, none failed, and the router routed at least
+    those (its own page, chat route: the client's requests plus whatever the session's
+    preflight sent)."""
     counts = fleet_run.run["counts"]
     assert counts["completed"] == REQUESTS and counts["failed"] == 0, counts
     assert not fleet_run.session.leftovers, fleet_run.session.leftovers
@@ -180,8 +185,48 @@ def test_the_router_sent_requests_to_both_replicas(fleet_run: FleetRun) -> None:
 
 def test_no_request_is_attributed_to_a_replica(fleet_run: FleetRun) -> None:
     """vllm-router names no worker in its responses and llama-server names none of its
-    own: every request's replica is ``""`` (not attributed), none is guessed."""
+    own: every request's replica is ``""`` (not attributed), none is guessed, and the run
+    has no per-replica breakdown (``runs[].by_replica`` only where a response named one)."""
     records = run_records(fleet_run.run)
     assert len(records) == REQUESTS, len(records)
     replicas = {r.replica for r in records}
     assert replicas == {""}, replicas
+    assert "by_replica" not in fleet_run.run, fleet_run.run["by_replica"]
+
+
+@pytest.fixture(scope="module")
+def discovered(
+    vllm_router_fleet: Any, fleet_run: FleetRun, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """A session whose replica pages come from the router's own list (``discover=``); the
+    router's Prometheus page given beside it (its API cannot say where that is)."""
+    fleet = vllm_router_fleet
+    workdir = tmp_path_factory.mktemp("vllm-router-discover")
+    option = f"discover={fleet.url},router={fleet.metrics_url},{SCRAPE_EVERY_S:g}"
+    s = run_session(
+        workdir,
+        fleet.url,
+        f"--llm-server-metrics={option}",
+        test_source=load_test(DISCOVERY_REQUESTS, 2, INPUT_TOKENS, OUTPUT_TOKENS),
+    )
+    return check_completed(s, DISCOVERY_REQUESTS, one_read_replies_ok=True)
+
+
+def test_discovery_finds_both_replicas_from_the_routers_worker_list(
+    fleet_run: FleetRun, discovered: dict[str, Any]
+) -> None:
+    """``GET /workers`` names both llama-servers (``worker_type`` regular: role replica),
+    named by ``host:port`` as given pages would be; the fleet says how it was found; the
+    replicas' token counters again add up to the client's usage."""
+    block = discovered.get("fleet")
+    assert isinstance(block, dict), sorted(discovered)
+    assert "GET /workers" in str(block["discovered"]), block["discovered"]
+    pairs = [(p["role"], p["name"]) for p in block["pages"]]
+    assert pairs[0][0] == "router", pairs
+    assert sorted(pairs[1:]) == sorted(("replica", n) for n in fleet_run.replica_names), pairs
+    prompt, output = run_token_sums(discovered)
+    pages = replica_pages(block)
+    for name, want in (("server.prompt_tokens", prompt), ("server.generation_tokens", output)):
+        assert all(p["server_metrics"]["missing"] is None for p in pages), pages
+        got = sum(p["server_metrics"]["metrics"][name]["value"] for p in pages)
+        assert got == want, (name, got, want)
