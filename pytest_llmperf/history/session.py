@@ -28,7 +28,7 @@ from pytest_llmperf.history.records import (
 )
 from pytest_llmperf.history.store import HistoryStore, describe_target
 from pytest_llmperf.redaction import scrub
-from pytest_llmperf.server_metrics.summary import run_metrics_with_server
+from pytest_llmperf.results.fleet_figures import run_metrics_with_fleet
 
 __all__ = [
     "HistoryOutcome",
@@ -102,7 +102,7 @@ def build_session_record(
                         test_endpoint.get("model"), test_endpoint.get("api"), load, workload
                     ),
                     counts=dict(run.get("counts") or {}),
-                    metrics=run_metrics_with_server(run),
+                    metrics=run_metrics_with_fleet(run),
                     state=dict(state),
                     load=load,
                     workload=workload,

@@ -37,7 +37,7 @@ from pytest_llmperf.history.session import clean_endpoint
 from pytest_llmperf.history.store import HistoryStore, describe_target
 from pytest_llmperf.redaction import scrub
 from pytest_llmperf.results.accumulator import LATENCY_METRICS
-from pytest_llmperf.server_metrics.summary import run_metrics_with_server
+from pytest_llmperf.results.fleet_figures import run_metrics_with_fleet
 from pytest_llmperf.specs.conversation_names import (
     CONVERSATION_LATENCY_METRICS,
     CONVERSATION_RATE_METRICS,
@@ -390,7 +390,7 @@ def _current_runs(
             dict(run.get("load") or {}),
             dict(run.get("workload") or {}),
         )
-        metrics = run_metrics_with_server(run)  # and the server process's values, by name
+        metrics = run_metrics_with_fleet(run)  # and the server process's values, by name
         metrics.update(process_values(run.get("server_process")) or {})
         out.append((str(run.get("label") or f"run{i}"), key, metrics))
     return out

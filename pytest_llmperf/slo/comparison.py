@@ -10,7 +10,9 @@ ungated runs skipped, a run without a reference (none stored, or one that measur
 another experiment: :mod:`~pytest_llmperf.slo.comparable_runs`) an inconclusive
 check naming why and every differing field, every other run judged by the
 threshold + significance rule
-(:func:`~pytest_llmperf.slo.regression.compare_accumulators`), and the server process's
+(:func:`~pytest_llmperf.slo.regression.compare_accumulators`; each replica's where
+``--llm-baseline-threshold`` names a ``replica.*``: :mod:`~pytest_llmperf.slo.replica_regression`),
+and the server process's
 startup and resources (:mod:`~pytest_llmperf.slo.startup_regression`) where the source
 kept them. An inconclusive
 check is an inconclusive verdict of its test, which follows ``--llm-inconclusive``
@@ -35,6 +37,7 @@ from pytest_llmperf.slo.regression import (
     compare_accumulators,
     inconclusive_check,
 )
+from pytest_llmperf.slo.replica_regression import compare_replicas
 from pytest_llmperf.slo.server_regression import compare_server_metrics
 from pytest_llmperf.slo.startup_regression import compare_process
 
@@ -159,6 +162,15 @@ class BaselineSource(ABC):
                     thresholds or Thresholds(),
                     run=result.label,
                     compared_with=ref.compared_with,
+                )
+                found += compare_replicas(
+                    ref.accumulator,
+                    result.accumulator,
+                    thresholds,
+                    alpha=alpha,
+                    run=result.label,
+                    compared_with=ref.compared_with,
+                    confidence=confidence,
                 )
                 found += compare_process(
                     ref.server_process,

@@ -32,11 +32,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from pytest_llmperf.client.affinity import DEFAULT_REPLICA_HEADERS
+from pytest_llmperf.results.fleet_figures import (
+    busy_by_page,
+    imbalance,
+    replica_requests,
+    serving_pages,
+)
 from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.server_metrics.fleet import FleetMetrics
 from pytest_llmperf.slo import verdicts
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict
-from pytest_llmperf.specs.fleet_names import PageRole
 from pytest_llmperf.specs.rulesets import ruleset_bar
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, Slo
 
@@ -45,7 +50,6 @@ __all__ = [
     "evaluate_fleet_scope",
     "evaluate_replicas",
     "fleet_value",
-    "replica_counts",
 ]
 
 NOT_ATTRIBUTED = (
@@ -173,11 +177,15 @@ def _evaluate_fleet(slo: Slo, result: RunResult) -> SloVerdict:
 
 def fleet_value(metric: str, result: RunResult) -> tuple[float | None, int, str]:
     """``(value, samples, where from)`` of a ``fleet.*`` figure on ``result``; value None
-    with why where the run cannot say it."""
+    with why where the run cannot say it (:mod:`pytest_llmperf.results.fleet_figures`)."""
     if metric == "fleet.prefix_hit_rate":
         return _prefix_hit_rate(result)
+    fleet = result.fleet
+    pages = fleet.pages if fleet is not None else []
+    serving = serving_pages((p.role.value, p.name) for p in pages)
     if metric == "fleet.busy_imbalance":
-        busy = _busy(result.fleet)
+        running = {p.name: p.metrics.stat("server.running", "mean") for p in pages}
+        busy = busy_by_page(running, serving)
         if not busy:
             return (
                 None,
@@ -188,7 +196,10 @@ def fleet_value(metric: str, result: RunResult) -> tuple[float | None, int, str]
                 ),
             )
         return _imbalance(busy, "mean running requests per replica page")
-    counts, source = replica_counts(result)
+    attributed = {k: float(v.completed) for k, v in result.accumulator.replicas.items()}
+    counts, source = replica_requests(
+        attributed, serving, fleet.requests if fleet is not None else {}
+    )
     if not counts:
         return (
             None,
@@ -201,58 +212,13 @@ def fleet_value(metric: str, result: RunResult) -> tuple[float | None, int, str]
     return _imbalance(counts, f"completed requests per replica ({source})")
 
 
-def replica_counts(result: RunResult) -> tuple[dict[str, float], str]:
-    """Completed requests per replica and where they come from: the responses' replica
-    header (with 0 for a replica page that served none, where the pages and the header name
-    the replicas alike), else the replica pages' counters; ``({}, "")`` for neither."""
-    acc = result.accumulator
-    pages = _replica_pages(result.fleet)
-    if acc.replicas:
-        counts = {name: float(part.completed) for name, part in acc.replicas.items()}
-        if pages and set(counts) <= set(pages):
-            counts = {name: counts.get(name, 0.0) for name in pages}
-        return counts, "the responses' replica header"
-    fleet = result.fleet
-    if fleet is not None and fleet.requests:
-        wanted = set(pages) or set(fleet.requests)
-        counts = {k: float(v) for k, v in fleet.requests.items() if k in wanted}
-        if counts:
-            return counts, "the replica pages' request counters"
-    return {}, ""
-
-
-def _replica_pages(fleet: FleetMetrics | None) -> list[str]:
-    """The names of the pages that serve requests: replica pages, else decode pages."""
-    if fleet is None:
-        return []
-    for role in (PageRole.REPLICA, PageRole.DECODE):
-        names = [p.name for p in fleet.pages if p.role is role]
-        if names:
-            return names
-    return []
-
-
-def _busy(fleet: FleetMetrics | None) -> dict[str, float]:
-    """Each replica (else decode) page's mean ``server.running`` over the run."""
-    if fleet is None:
-        return {}
-    names = set(_replica_pages(fleet))
-    out: dict[str, float] = {}
-    for page in fleet.pages:
-        if page.name in names:
-            value = page.metrics.stat("server.running", "mean")
-            if value is not None and not math.isnan(value):
-                out[page.name] = float(value)
-    return out
-
-
 def _imbalance(values: Mapping[str, float], what: str) -> tuple[float | None, int, str]:
     """Max over mean of ``values``, with the values said."""
     shown = ", ".join(f"{k}={v:g}" for k, v in sorted(values.items()))
-    mean = sum(values.values()) / len(values)
-    if mean <= 0:
+    value = imbalance(values)
+    if value is None:
         return None, len(values), f"no load to compare: {what}: {shown}"
-    return max(values.values()) / mean, len(values), f"{what}: {shown}"
+    return value, len(values), f"{what}: {shown}"
 
 
 def _prefix_hit_rate(result: RunResult) -> tuple[float | None, int, str]:

@@ -103,7 +103,8 @@ BY_REQUEST = ("itl",)  # resampled by request: their samples within one request 
 BURST_METRICS = ("tpot", "itl")  # 0 ms when a server sends a whole reply in one read
 _CHUNK = 250  # resamples per numpy batch: bounds memory at B × buckets
 _ITEM = re.compile(
-    r"^\s*(?:(?P<key>(?:server\.|startup\.|conversation\.)?[a-z_][a-z0-9_]*(?:\.p[\d.]+|\.mean)?)"
+    r"^\s*(?:(?P<key>(?:server\.|startup\.|conversation\.|replica\.)?[a-z_][a-z0-9_]*"
+    r"(?:\.p[\d.]+|\.mean)?)"
     r"\s*=\s*)?"
     r"(?P<value>[\d.]+)\s*(?P<pct>%?)\s*$"
 )
@@ -128,7 +129,7 @@ class Thresholds:
         pairs = [(m, s) for m in COMPARED_METRICS for s in COMPARED_STATS]
         for key in self.overrides:
             metric, stat = _metric_and_stat(key)
-            own = metric.partition(".")[0] not in ("server", "startup")
+            own = metric.partition(".")[0] not in ("server", "startup", "replica")
             if own and stat and (metric, stat) not in pairs:
                 pairs.append((metric, stat))
         return pairs
@@ -148,6 +149,20 @@ class Thresholds:
             for key in self.overrides
             if key.startswith("server.") and key not in PROCESS_METRICS
         ]
+
+    def replica_stats(self) -> list[tuple[str, str]]:
+        """The client statistics compared replica by replica (``replica.ttft.p99=20%``;
+        ``replica.ttft=20%``: its p50 and p99): only those named, as ``(metric, stat)``
+        of the plain metric (:mod:`~pytest_llmperf.slo.replica_regression`)."""
+        pairs: list[tuple[str, str]] = []
+        for key in self.overrides:
+            if not key.startswith("replica."):
+                continue
+            metric, stat = _metric_and_stat(key.partition(".")[2])
+            for one in (stat,) if stat else COMPARED_STATS:
+                if (metric, one) not in pairs:
+                    pairs.append((metric, one))
+        return pairs
 
     def process_metrics(self) -> list[str]:
         """The server process's metrics compared (one value per side): ``startup.ready_s``
@@ -199,12 +214,16 @@ class Thresholds:
             if key.startswith("server."):
                 overrides[_server_key(key, part, where)] = value
                 continue
-            metric, stat = _metric_and_stat(key)
-            known = (*COMPARED_METRICS, *CONVERSATION_LATENCY_METRICS)
+            replica = key.startswith("replica.")
+            metric, stat = _metric_and_stat(key.partition(".")[2] if replica else key)
+            known = (
+                COMPARED_METRICS if replica else (*COMPARED_METRICS, *CONVERSATION_LATENCY_METRICS)
+            )
             if metric not in known or (stat and (stat_problem(stat) or stat == "max")):
                 raise LlmPerfUsageError(
                     f"unknown statistic {key!r} in {part.strip()!r}; metrics: "
-                    f"{', '.join(known)}; statistics: {', '.join(STATS[:-1])} "
+                    f"{', '.join(known)}{' (after replica.)' if replica else ''}; "
+                    f"statistics: {', '.join(STATS[:-1])} "
                     "or any pN.M (0 < N < 100)",
                     where=where,
                 )
