@@ -9,9 +9,10 @@ KV-cache blocks, the LoRA adapter it names, its submission to the back end (the
 fixed-latency model or the continuous-batching engine), the delta shapes its
 chunks take (deltas.py), its per-request metrics, and the process-wide state
 (the counters of ``/metrics``, the leak fault, the garbage-collector schedule). With
-the profile's ``replicas`` above 1 the back end is a set of engines (replicas.py) and
-:meth:`EngineBridge.route` asks the embedded router (router.py) which one serves a
-request.
+several engines (the profile's ``replicas``, or its prefill and decode pools) the
+back end is a set of them (fleet.py builds it) and :meth:`EngineBridge.route` asks
+the embedded router (router.py) where a request is served; its counts go to the page
+of the engine that answers it (pages.py).
 How each token is written at its planned instant is token_paths.py.
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Mapping
 from typing import Any
 
 from ..apis.filler_text import token_text
@@ -30,14 +30,14 @@ from ..tokens import split_tokens
 from .clock import TIMING_MODES
 from .deltas import plan_deltas
 from .faults import FaultPlan, plan_faults
-from .fixed import FixedBackend
+from .fleet import SimFleet, engine_fields, make_backend
 from .gc_control import GcControl
 from .kv_cache import KVCache, prompt_block_hashes
 from .outputs import PLAIN, changed_output, output_salt, plan_output, read_output_ask
+from .pages import Placement
 from .profiles import Profile
 from .prometheus import ServerCounters
-from .replicas import ReplicaSet, prefix_cache_of
-from .router import Router
+from .replicas import prefix_cache_of
 from .streams import Backend, Submission, TokenStream
 from .token_paths import TokenPaths
 from .validation import request_policy
@@ -46,21 +46,6 @@ from .wire import per_request_metrics
 __all__ = ["EngineBridge", "make_backend"]
 
 _MIB = 1024 * 1024
-
-
-def make_backend(
-    profile: Profile,
-    seed: int,
-    speedup: float,
-    timing: str = "block",
-    gc_control: GcControl | None = None,
-) -> Backend:
-    """The back end a profile asks for."""
-    if profile.kind == "fixed":
-        return FixedBackend(profile, speedup, timing)
-    from .realtime import EngineBackend
-
-    return EngineBackend(profile, seed=seed, speedup=speedup, timing=timing, gc_control=gc_control)
 
 
 class EngineBridge:
@@ -86,51 +71,31 @@ class EngineBridge:
         self.timing = timing
         # quiet_gc: this process is the simulator's own; see gc_control.py
         self.gc = GcControl(managed=profile.kind == "engine") if quiet_gc else None
-        # replicas > 1: that many engines behind the embedded router (replicas.py,
-        # router.py); one replica is the back end itself, the single-server path as it was
-        self.router: Router | None = None
-        self.replicas: ReplicaSet | None = None
-        self.backend: Backend
-        if profile.replicas > 1:
-            self.replicas = ReplicaSet(
-                [
-                    make_backend(profile, seed, speedup, timing, self.gc)
-                    for _ in range(profile.replicas)
-                ]
-            )
-            self.backend = self.replicas
-            self.router = Router(profile.replicas, profile.router, profile.router_header)
-        else:
-            self.backend = make_backend(profile, seed, speedup, timing, self.gc)
-        self.poll = self.backend.poll
         self.counters = ServerCounters()
+        self.emit_planned: list[float] = []  # planned loop time of each lag sample
+        self.paths = TokenPaths(self.counters, self.emit_planned, timing)
+        # several engines (replicas.py, disagg.py) behind the embedded router (router.py),
+        # each with a page of its own (pages.py); one engine is the back end itself, the
+        # single-server path as it was (fleet.py)
+        fleet = self.engines = SimFleet(
+            profile, seed, speedup, timing, self.gc, self.counters, self.paths
+        )
+        self.backend: Backend = fleet.backend
+        self.router = fleet.router
+        self.replicas = fleet.replicas
+        self.pages = fleet.pages
+        self.fleet = fleet.several
+        self.route = fleet.route
+        self.page_of = fleet.page_of
+        self.poll = self.backend.poll
         self.policy = request_policy(profile)  # None: every field accepted, as vLLM does
         self.next_index = 0
         self.leaked: list[bytes] = []  # leak_mb_per_request: kept for the process's life
         self.emit_lags: list[float] | None = [] if record_emit_lag else None
-        self.emit_planned: list[float] = []  # planned loop time of each lag sample
-        self.paths = TokenPaths(self.counters, self.emit_planned, timing)
         # the LoRA adapters' ids in the back end (adapters.py): 1, 2, … in profile order
         self._lora_ids = {name: k + 1 for k, name in enumerate(profile.lora_adapters)}
-        # the one replica's cache (None: no cache, or several replicas: reset_prefix_cache)
+        # the one engine's cache (None: no cache, or several engines)
         self.kv: KVCache | None = prefix_cache_of(self.backend)
-
-    @property
-    def has_prefix_cache(self) -> bool:
-        """Whether there is a prefix cache to reset (vLLM's development route)."""
-        if self.replicas is not None:
-            return self.replicas.has_prefix_cache
-        return self.kv is not None
-
-    def reset_prefix_cache(self) -> bool:
-        """Reset every replica's prefix cache (see :meth:`KVCache.reset_prefix_cache`)."""
-        if self.replicas is not None:
-            return self.replicas.reset_prefix_cache()
-        return self.kv is not None and self.kv.reset_prefix_cache()
-
-    def route(self, headers: Mapping[str, str], body: Any) -> int | None:
-        """The replica that serves this request (router.py), None with one replica."""
-        return None if self.router is None else self.router.route(headers, body)
 
     async def start(self) -> None:
         await self.backend.start()
@@ -240,8 +205,17 @@ class EngineBridge:
             return rng.randint(1, n_out - 1), "stop"
         return n_out, finish
 
+    @property
+    def has_prefix_cache(self) -> bool:
+        """Whether there is a prefix cache to reset (vLLM's development route)."""
+        return self.engines.has_prefix_cache
+
+    def reset_prefix_cache(self) -> bool:
+        """Reset every engine's prefix cache (fleet.py)."""
+        return self.engines.reset_prefix_cache()
+
     def submit(
-        self, parsed: ParsedRequest, out: OutputPlan, replica: int | None = None
+        self, parsed: ParsedRequest, out: OutputPlan, placement: Placement | None = None
     ) -> TokenStream:
         """Submit the request to the back end (RuntimeError: the engine died), with its
         whole sequence's KV-cache blocks where prefix caching is on, so that a later
@@ -257,6 +231,7 @@ class EngineBridge:
             adapter = parsed.model if parsed.model != p.model else None
             hashes = prompt_block_hashes(parsed.prompt_tokens + output, p.block_size, adapter)
             self.poll()
+        replica, decode = engine_fields(placement)
         stream = self.backend.submit(
             Submission(
                 prompt_tokens=max(1, parsed.num_prompt_tokens),
@@ -265,10 +240,11 @@ class EngineBridge:
                 priority=parsed.priority,
                 image_tokens=parsed.image_tokens,
                 lora=self._lora_ids.get(parsed.model, 0),
-                replica=replica or 0,
+                replica=replica,
+                decode=decode,
             )
         )
-        self.counters.prompt_tokens += parsed.num_prompt_tokens
+        self.page_of(placement).counters.prompt_tokens += parsed.num_prompt_tokens
         return stream
 
     def deltas(self, index: int, out: OutputPlan, api: str) -> DeltaPlan | None:
@@ -300,10 +276,11 @@ class EngineBridge:
                     "input",
                 )
 
-    async def embed(self, parsed: PooledRequest, replica: int | None = None) -> None:
+    async def embed(self, parsed: PooledRequest, placement: Placement | None = None) -> None:
         """Each input a prefill-only request of the back end; back when the last is done
         (RuntimeError: the engine died)."""
         streams: list[TokenStream] = []
+        replica, decode = engine_fields(placement)
         try:
             for n in parsed.token_counts:
                 streams.append(
@@ -312,11 +289,12 @@ class EngineBridge:
                             prompt_tokens=max(1, n),
                             output_tokens=1,
                             priority=parsed.priority,
-                            replica=replica or 0,
+                            replica=replica,
+                            decode=decode,
                         )
                     )
                 )
-            self.counters.prompt_tokens += parsed.prompt_tokens
+            self.page_of(placement).counters.prompt_tokens += parsed.prompt_tokens
             for stream in streams:
                 await stream.next_token()
         finally:

@@ -56,6 +56,7 @@ class Engine:
         debug: bool = False,
         lockstep: bool = True,
         track_emitted: bool = True,
+        slow_factor: float = 1.0,
     ) -> None:
         self.profile = profile
         self.kv = KVCache(profile.num_blocks, profile.block_size, profile.enable_prefix_caching)
@@ -68,6 +69,9 @@ class Engine:
         # StepResult.emitted is for drivers that stream tokens (real time); virtual
         # time only needs what finished
         self.track_emitted = track_emitted
+        # slow.py: a step whose batch holds a slowed request takes this many times as long
+        # (slowed requests never decode in lockstep, so each step lists them in its batch)
+        self.slow_factor = slow_factor
         self.now = 0.0
         self.steps = 0
         self.completed = 0
@@ -162,6 +166,8 @@ class Engine:
         step = self.latency.step_s(prefill, decode, context)
         if loras is not None or sched.lora.loads:  # adapters.py: their kernels and loads
             step += sched.lora.step_cost_us(loras or set()) * 1e-6
+        if self.slow_factor != 1.0 and any(r.slow for r in reqs):
+            step *= self.slow_factor
         end = now + step
         t_tok = end + self._output_delay
         lock.record(tick, t_tok)
@@ -206,7 +212,7 @@ class Engine:
         self.now = end  # busy until the step ends
         if self.lockstep_enabled:
             for r in emitted:
-                if r.state == RUNNING and lock.can_join(r):
+                if r.state == RUNNING and not r.slow and lock.can_join(r):
                     lock.join(r, self.steps)
                     del sched.solo[r]
         if len(sched.running) > self.max_running:

@@ -16,6 +16,7 @@ import asyncio
 from .adapters import LoraSlots
 from .clock import sleep_until
 from .profiles import Profile
+from .slow import SlowRequests
 from .streams import BackendStats, ServedTimes, Submission
 
 __all__ = ["FixedBackend", "FixedStream"]
@@ -62,8 +63,15 @@ class FixedStream:
 class FixedBackend:
     """Back end for ``kind: fixed`` profiles."""
 
-    def __init__(self, profile: Profile, speedup: float = 1.0, timing: str = "block") -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        speedup: float = 1.0,
+        timing: str = "block",
+        slow: SlowRequests | None = None,
+    ) -> None:
         self.profile = profile
+        self.slow = slow  # the slow-replica fault (slow.py): a slowed request's TTFT and ITL
         self.speedup = speedup
         self.timing = timing
         self.active = 0
@@ -74,6 +82,11 @@ class FixedBackend:
 
     async def stop(self) -> None:
         return None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests submitted and not yet released (what ``least_loaded`` reads)."""
+        return self.active
 
     def poll(self) -> None:
         """Nothing to do: each stream waits for its own tokens."""
@@ -90,6 +103,9 @@ class FixedBackend:
                 ttft_ms += p.lora_load_us / 1000.0
             self.lora.release(sub.lora)
             itl_ms += p.lora_step_us / 1000.0
+        if self.slow is not None and self.slow.next():
+            ttft_ms *= self.slow.factor
+            itl_ms *= self.slow.factor
         ttft_s = ttft_ms / 1000.0 / self.speedup
         itl_s = itl_ms / 1000.0 / self.speedup
         self.active += 1

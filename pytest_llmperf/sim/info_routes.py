@@ -2,7 +2,9 @@
 
 ``GET /v1/models`` (the served model and its LoRA adapters, as vLLM lists them),
 ``/health``, ``/version``, ``/metrics`` (vLLM's Prometheus names: prometheus.py; with
-several replicas their sum, then the simulator's own per-replica series) and,
+several engines their sum, then the simulator's own per-replica series), each
+engine's own page ``/replicas/{name}/metrics`` and the listing of the pages,
+``/llmperf/fleet`` (pages.py) and,
 where the back end has a prefix cache, vLLM's development-mode
 ``POST /reset_prefix_cache``. Apart from the APIs' handlers (server.py), which
 they share nothing with but the bridge to the engine.
@@ -13,6 +15,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from .bridge import EngineBridge
+from .pages import FLEET_PATH, PAGE_PATH, fleet_listing
 from .prometheus import render_metrics, render_replicas
 from .wire import models_body
 
@@ -35,6 +38,8 @@ class InfoRoutes:
             web.get("/health", self.health),
             web.get("/version", self.version),
             web.get("/metrics", self.metrics),
+            web.get(FLEET_PATH, self.fleet),
+            web.get(PAGE_PATH, self.page_metrics),
         ]
 
     def cache_routes(self) -> list[web.RouteDef]:
@@ -55,12 +60,33 @@ class InfoRoutes:
 
     async def metrics(self, _request: web.Request) -> web.Response:
         sim = self.sim
-        text = render_metrics(self.profile.model, sim.backend.stats(), sim.counters)
-        if sim.replicas is not None and sim.router is not None:
-            text += render_replicas(sim.replicas.replica_stats(), sim.router.routed)
-        return web.Response(text=text, content_type="text/plain", charset="utf-8")
+        text = render_metrics(self.profile.model, sim.backend.stats(), sim.engines.whole_counters())
+        if sim.fleet:
+            names = [pg.name for pg in sim.pages]
+            text += render_replicas(sim.engines.engine_stats(), sim.engines.routed(), names)
+        return _text(text)
+
+    async def page_metrics(self, request: web.Request) -> web.Response:
+        """One engine's own page (pages.py); 404 for a name the listing does not have."""
+        name = request.match_info["name"]
+        for page in self.sim.pages:
+            if page.name == name and page.path != "/metrics":
+                stats = page.backend.stats()
+                role = (page.role, page.name)
+                return _text(
+                    render_metrics(self.profile.model, stats, page.counters, page.engine, role)
+                )
+        raise web.HTTPNotFound(text=f"no engine page {name!r}; see {FLEET_PATH}")
+
+    async def fleet(self, _request: web.Request) -> web.Response:
+        """The listing of the engines' pages (pages.py)."""
+        return web.json_response(fleet_listing(self.profile.router, self.sim.pages))
 
     async def reset_prefix_cache(self, _request: web.Request) -> web.Response:
         """vLLM's ``POST /reset_prefix_cache``: ``{"success": bool}``, false while blocks
         are in use (see :meth:`KVCache.reset_prefix_cache`)."""
         return web.json_response({"success": self.sim.reset_prefix_cache()})
+
+
+def _text(text: str) -> web.Response:
+    return web.Response(text=text, content_type="text/plain", charset="utf-8")

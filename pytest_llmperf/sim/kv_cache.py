@@ -16,7 +16,7 @@ holds after every operation.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 __all__ = ["NEVER", "FreedRun", "KVCache", "KVHolder", "prompt_block_hashes"]
@@ -104,6 +104,42 @@ class KVCache:
         while k < limit and hashes[k] in refs:
             k += 1
         self.hit_tokens += k * self.block_size
+        return k
+
+    def cached_prefix(self, hashes: Sequence[int]) -> int:
+        """How many of ``hashes``, from the first, are cached now (in use or free but
+        reusable): what a prefix-aware router asks. A lookup only: no counter moves."""
+        if not self.prefix_caching:
+            return 0
+        refs = self.refs
+        k = 0
+        for h in hashes:
+            if h not in refs:
+                break
+            k += 1
+        return k
+
+    def land(self, hashes: Sequence[int]) -> int:
+        """Blocks computed elsewhere arrive (a disaggregated deployment's KV transfer from
+        a prefill engine): each hash not cached yet takes a free uncached block and
+        waits in the LRU as a free cached block, findable by :meth:`match_prefix`, until
+        the request it came for is admitted (or evicted by others first). Stops at the
+        first block there is no free uncached block for. Returns the blocks cached now,
+        from the first."""
+        if not self.prefix_caching:
+            return 0
+        refs = self.refs
+        lru = self.lru
+        k = 0
+        for h in hashes:
+            if h not in refs:
+                if not self.free_uncached:
+                    break
+                self.free_uncached -= 1
+                refs[h] = 0
+                lru[h] = None
+                self.lru_blocks += 1
+            k += 1
         return k
 
     def allocate_new(self, req: KVHolder, hit_blocks: int, num_tokens: int) -> bool:

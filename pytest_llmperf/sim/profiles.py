@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -101,7 +102,23 @@ class Profile:
     replicas: int
     router: str
     router_header: str
+    slow_replica: int
+    slow_factor: float
+    slow_share: float
+    prefill_replicas: int
+    decode_replicas: int
+    kv_transfer_us_per_block: float
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def disaggregated(self) -> bool:
+        """Prefill and decode in pools of their own (``prefill_replicas``, ``decode_replicas``)."""
+        return self.prefill_replicas > 0
+
+    @property
+    def engines(self) -> int:
+        """Engines this simulator runs: its replicas, or its prefill and decode pools."""
+        return self.prefill_replicas + self.decode_replicas if self.disaggregated else self.replicas
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -134,6 +151,7 @@ _PROB_KEYS = {
     "empty_delta_rate",
     "blank_reply_rate",
     "output_change_rate",
+    "slow_share",
 }
 
 
@@ -257,6 +275,7 @@ def _validate(p: Profile) -> None:
         raise bad("model", "must not be empty")
     if p.reasoning_field not in REASONING_FIELDS:
         raise bad("reasoning_field", f"expected one of {REASONING_FIELDS}")
+    _validate_fleet(p, bad)
     if p.router not in ROUTER_POLICIES:
         raise bad("router", f"expected one of {ROUTER_POLICIES}")
     if p.router_header and not is_header_name(p.router_header):
@@ -274,6 +293,35 @@ def _validate(p: Profile) -> None:
     for name in p.reject_fields:
         if not _FIELD_NAME.fullmatch(name):
             raise bad("reject_fields", f"{name!r} is not a field name (a, or a.b for a nested one)")
+
+
+def _validate_fleet(p: Profile, bad: Callable[[str, str], ProfileError]) -> None:
+    """The fleet's keys: disaggregated pools, the slow replica."""
+    for key in ("prefill_replicas", "decode_replicas"):
+        if getattr(p, key) < 0:
+            raise bad(key, "must not be negative")
+    if (p.prefill_replicas > 0) != (p.decode_replicas > 0):
+        key = "decode_replicas" if p.prefill_replicas else "prefill_replicas"
+        raise bad(key, "a disaggregated profile needs both prefill_replicas and decode_replicas")
+    if p.disaggregated:
+        if p.replicas != 1:
+            raise bad(
+                "replicas",
+                "a disaggregated profile's engines are its prefill_replicas "
+                "and decode_replicas: leave replicas at 1",
+            )
+        if p.kind != "engine":
+            raise bad("prefill_replicas", "disaggregated serving needs kind: engine")
+        if not p.enable_prefix_caching:
+            raise bad(
+                "prefill_replicas",
+                "disaggregated serving needs enable_prefix_caching "
+                "(the decode engine finds the transferred blocks in its cache)",
+            )
+    if p.slow_factor < 1.0:
+        raise bad("slow_factor", "must be at least 1 (1 = not slowed)")
+    if not -1 <= p.slow_replica < p.engines:
+        raise bad("slow_replica", f"expected -1 (none) or an engine index below {p.engines}")
 
 
 def load_profile(name: str = "fixed", **overrides: Any) -> Profile:

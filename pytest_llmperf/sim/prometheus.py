@@ -20,6 +20,14 @@ instead, as a vLLM started with ``--custom-histogram-buckets
 ``process_start_time_seconds`` (when this simulator started, as every
 ``prometheus_client`` process exports it) and ``llmperf_sim_info``, the
 simulator's identity gauge.
+
+A simulator of several engines (replicas, or disaggregated prefill and decode pools)
+also serves each engine's own page (pages.py): the same names, one process's view
+each — its own counters, gauges and histograms, a start time of its own and its
+index as the ``engine`` label, with ``role`` and ``name`` on ``llmperf_sim_info`` — so
+a reader that scrapes two of them sees two processes. A decode engine's page adds
+the KV transfer histogram in vLLM's NIXL connector's name
+(``vllm:nixl_xfer_time_seconds``, buckets from 1 ms).
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ from .streams import BackendStats, ServedTimes
 
 __all__ = [
     "ITL_BUCKETS",
+    "KV_TRANSFER_BUCKETS",
+    "KV_TRANSFER_METRIC",
     "PHASE_BUCKETS",
     "SIM_INFO",
     "TTFT_BUCKETS",
@@ -119,10 +129,33 @@ class Histogram:
         out.append(f"{name}_sum{{{labels}}} {self.total}")
         return out
 
+    def add(self, other: Histogram) -> None:
+        """Add ``other``'s observations (same buckets): two processes' histograms as one."""
+        self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+        self.total += other.total
+        self.count += other.count
+
 
 # The request phase histograms (queue, prefill, decode, end to end): vLLM's TTFT buckets
 # (its request_latency default starts at 0.3 s; see the module's docstring).
 PHASE_BUCKETS = TTFT_BUCKETS
+# KV transfer (a decode engine's pull of the prompt's blocks): vLLM's NIXL connector's name;
+# its buckets start at 5 ms, these at 1 ms, fine enough to check that transfer + queue +
+# engine time add up to TTFT within the bucket bounds (helper facts: nixl_connector.py)
+KV_TRANSFER_METRIC = "vllm:nixl_xfer_time_seconds"
+KV_TRANSFER_BUCKETS = (
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.5,
+    1.0,
+    5.0,
+)
 
 
 @dataclass
@@ -140,6 +173,35 @@ class ServerCounters:
     decode: Histogram = field(default_factory=lambda: Histogram(PHASE_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(PHASE_BUCKETS))
     started: float = field(default_factory=time.time)  # process_start_time_seconds
+    kv_transfer: Histogram | None = None  # a decode engine's page only
+
+    def prefilled(self, times: ServedTimes | None) -> None:
+        """A disaggregated prefill engine ran a request's prompt (its one token, as vLLM's
+        prefill instance runs it with ``max_tokens=1``): count it, observe its queue and
+        prefill times; the answer's own histograms are the decode engine's (disagg.py)."""
+        self.generation_tokens += 1
+        self.success["length"] = self.success.get("length", 0) + 1
+        if times is not None:
+            self.queue.observe(max(0.0, times.scheduled - times.queued))
+            self.prefill.observe(max(0.0, times.first_token - times.scheduled))
+
+    @classmethod
+    def merged(cls, parts: list[ServerCounters], whole: ServerCounters) -> ServerCounters:
+        """``parts`` (each engine's page) summed as one page, with ``whole``'s start time and
+        errors (the front end's own): the simulator's ``/metrics`` over several engines."""
+        out = cls(started=whole.started, errors=whole.errors)
+        for part in parts:
+            out.prompt_tokens += part.prompt_tokens
+            out.generation_tokens += part.generation_tokens
+            for reason, n in part.success.items():
+                out.success[reason] = out.success.get(reason, 0) + n
+            for name in ("ttft", "itl", "queue", "prefill", "decode", "e2e"):
+                getattr(out, name).add(getattr(part, name))
+            if part.kv_transfer is not None:
+                if out.kv_transfer is None:
+                    out.kv_transfer = Histogram(KV_TRANSFER_BUCKETS)
+                out.kv_transfer.add(part.kv_transfer)
+        return out
 
     def finished(self, finish: str, n_out: int, times: ServedTimes | None, e2e_s: float) -> None:
         """A request completed with ``n_out`` tokens: count it, and observe its phases as
@@ -154,9 +216,16 @@ class ServerCounters:
             self.decode.observe(max(0.0, times.last_token - times.first_token))
 
 
-def render_metrics(model: str, stats: BackendStats, counters: ServerCounters) -> str:
-    """The full exposition text."""
-    labels = f'engine="0",model_name="{model}"'
+def render_metrics(
+    model: str,
+    stats: BackendStats,
+    counters: ServerCounters,
+    engine: str = "0",
+    page: tuple[str, str] | None = None,
+) -> str:
+    """The full exposition text; ``engine`` is the ``engine`` label, ``page`` the ``(role,
+    name)`` of one engine's own page (on ``llmperf_sim_info``), None for the simulator's."""
+    labels = f'engine="{engine}",model_name="{model}"'
     lines: list[str] = []
 
     def metric(name: str, kind: str, help_: str, value: float) -> None:
@@ -167,7 +236,13 @@ def render_metrics(model: str, stats: BackendStats, counters: ServerCounters) ->
     lines.append("# HELP process_start_time_seconds Start time of the process since unix epoch.")
     lines.append("# TYPE process_start_time_seconds gauge")
     lines.append(f"process_start_time_seconds {counters.started}")
-    metric(SIM_INFO, "gauge", "The pytest-llmperf simulator (vLLM's metric names).", 1)
+    if page is None:
+        metric(SIM_INFO, "gauge", "The pytest-llmperf simulator (vLLM's metric names).", 1)
+    else:
+        role, name = page
+        lines.append(f"# HELP {SIM_INFO} The pytest-llmperf simulator (vLLM's metric names).")
+        lines.append(f"# TYPE {SIM_INFO} gauge")
+        lines.append(f'{SIM_INFO}{{{labels},role="{role}",name="{name}"}} 1.0')
 
     metric(
         "vllm:num_requests_running",
@@ -259,6 +334,13 @@ def render_metrics(model: str, stats: BackendStats, counters: ServerCounters) ->
         lines.append(f"# HELP {name} {help_}")
         lines.append(f"# TYPE {name} histogram")
         lines.extend(hist.lines(name, labels))
+    if counters.kv_transfer is not None:
+        lines.append(
+            f"# HELP {KV_TRANSFER_METRIC} Histogram of transfer duration for NIXL KV Cache "
+            "transfers."
+        )
+        lines.append(f"# TYPE {KV_TRANSFER_METRIC} histogram")
+        lines.extend(counters.kv_transfer.lines(KV_TRANSFER_METRIC, labels))
     return "\n".join(lines) + "\n"
 
 
@@ -271,8 +353,8 @@ REPLICA_SERIES = (
 )
 
 
-def render_replicas(each: list[BackendStats], routed: list[int]) -> str:
-    """The per-replica counters of a multi-replica simulator (label ``replica="i"``)."""
+def render_replicas(each: list[BackendStats], routed: list[int], names: list[str]) -> str:
+    """The per-replica counters of a multi-engine simulator (label ``replica="<name>"``)."""
     lines: list[str] = []
     columns = (
         routed,
@@ -282,6 +364,6 @@ def render_replicas(each: list[BackendStats], routed: list[int]) -> str:
     for (name, help_), values in zip(REPLICA_SERIES, columns, strict=True):
         lines.append(f"# HELP {name}_total {help_}")
         lines.append(f"# TYPE {name}_total counter")
-        for i, value in enumerate(values):
-            lines.append(f'{name}_total{{replica="{i}"}} {float(value)}')
+        for replica, value in zip(names, values, strict=True):
+            lines.append(f'{name}_total{{replica="{replica}"}} {float(value)}')
     return "\n".join(lines) + "\n"

@@ -34,6 +34,7 @@ from .engine import Engine, StepResult
 from .gc_control import GcControl
 from .profiles import Profile
 from .request import ABORTED, NEW, Request
+from .slow import SlowRequests
 from .streams import BackendStats, ServedTimes, Submission, TokenWriter
 
 __all__ = ["EngineBackend", "EngineStream"]
@@ -142,10 +143,13 @@ class EngineBackend:
         speedup: float = 1.0,
         timing: str = "block",
         gc_control: GcControl | None = None,
+        slow: SlowRequests | None = None,
     ) -> None:
         self.profile = profile
         self.timing = timing
-        self.engine = Engine(profile)
+        self.slow = slow  # the slow-replica fault (slow.py), on this replica only
+        self.engine = Engine(profile, slow_factor=slow.factor if slow is not None else 1.0)
+        self.in_flight = 0  # submitted and not yet released: what least_loaded reads
         self.speedup = speedup
         self.seed = seed
         self.gc = gc_control
@@ -198,6 +202,9 @@ class EngineBackend:
             lora=sub.lora,
         )
         self._next_rid += 1
+        if self.slow is not None:
+            req.slow = self.slow.next()
+        self.in_flight += 1
         stream = EngineStream(self, req)
         req.owner = stream
         delay = self.engine.latency.queue_delay_s(sub.prompt_tokens) / self.speedup
@@ -221,6 +228,7 @@ class EngineBackend:
 
     def release(self, req: Request) -> None:
         """The handler is done with ``req``: abort it if it is still in the engine."""
+        self.in_flight -= 1
         if req.state == NEW:
             req.state = ABORTED
         else:

@@ -8,8 +8,10 @@ behind a router). :class:`ReplicaSet` is itself a back end: the bridge submits t
 it with the replica the router chose (``Submission.replica``), and ``/metrics``
 reads its stats as one process's view — counters and gauges summed over the
 replicas, as a page scraped from a data-parallel server sums its engines —
-with each replica's own available from :meth:`ReplicaSet.replica_stats`
-(per-replica pages are issue 40's).
+with each replica's own available from :meth:`ReplicaSet.replica_stats` (and on
+each replica's own page, pages.py). It is also what the state-reading routing
+policies read (router.py's :class:`~.router.ReplicaView`): each replica's requests
+in flight and how much of a prompt's prefix its cache holds.
 
 A one-replica simulator does not use this class: its back end is the replica
 itself, so the single-server path is unchanged.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from .kv_cache import KVCache
 from .streams import Backend, BackendStats, Submission, TokenStream
@@ -26,7 +29,7 @@ from .streams import Backend, BackendStats, Submission, TokenStream
 __all__ = ["ReplicaSet", "prefix_cache_of"]
 
 
-def prefix_cache_of(backend: Backend) -> KVCache | None:
+def prefix_cache_of(backend: Backend | Any) -> KVCache | None:
     """The engine's KV cache, where the back end has one (the fixed one has none)."""
     engine = getattr(backend, "engine", None)
     kv = getattr(engine, "kv", None)
@@ -48,6 +51,23 @@ class ReplicaSet:
     @property
     def has_prefix_cache(self) -> bool:
         return all(kv is not None for kv in self._caches)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(r.in_flight for r in self.replicas)
+
+    def loads(self) -> list[int]:
+        """Each replica's requests in flight (submitted, not yet released)."""
+        return [r.in_flight for r in self.replicas]
+
+    def cached_blocks(self, replica: int, hashes: Sequence[int]) -> int:
+        """How many of ``hashes``, from the first, replica ``replica``'s cache holds."""
+        kv = self._caches[replica]
+        return 0 if kv is None else kv.cached_prefix(hashes)
+
+    def cache(self, replica: int) -> KVCache | None:
+        """Replica ``replica``'s KV cache (None: the fixed back end has none)."""
+        return self._caches[replica]
 
     async def start(self) -> None:
         for r in self.replicas:

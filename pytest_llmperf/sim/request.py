@@ -60,6 +60,7 @@ class Request:
         "run_seq",
         "schedule_time",
         "seq",
+        "slow",
         "state",
         "tok_from",
         "token_times",
@@ -89,6 +90,7 @@ class Request:
         # block_hashes[own_from:] are this request's alone: no other request publishes them,
         # so lockstep.py may publish them late (default: none known to be)
         self.own_from = len(block_hashes) if own_from is None else own_from
+        self.slow = False  # slow.py: a slowed request of the slow replica (it slows its steps)
         self.run_seq = 0  # admission order into the running batch (scheduler.py)
         self.join = -1  # lockstep.py: the step it joined the lockstep decoders at, -1 = not
         self.tok_from = 0  # lockstep.py: the step of its first token not yet in token_times

@@ -20,28 +20,40 @@ the parent's own binding: ai-dynamo/dynamo pull request 14521), Dynamo's
 ``X-SMG-Routing-Key`` header, then the profile's own ``router_header``
 (``X-Session-ID`` by default; set it to a suite's ``conversation_header``).
 
-The policy is a closed set (:class:`RoutingPolicy`); issue 40's load- and
-prefix-aware policies are new members whose choice reads the replicas' state, not
-a new router. Routing is deterministic: the same arrival order of the same
-requests routes them the same way, which is what makes the hit rates of two
-policies comparable run to run.
+- ``least_loaded``: the replica with the fewest requests in flight (routed to it
+  and not yet done: waiting, running, or on their way into its queue), ties to the
+  lowest index, as vllm-router's and SGLang's load-aware policies count their own
+  outstanding requests;
+- ``prefix_aware``: the replica whose prefix cache holds the longest run of this
+  prompt's leading KV blocks (the same chained block hashes the engines look up),
+  ties and no hit at all to the least loaded of the tied ones (llm-d's precise
+  prefix-cache scorer, SGLang's cache-aware policy, with the load as tie-break).
+
+The policy is a closed set (:class:`RoutingPolicy`); the load- and prefix-aware
+policies read the replicas' state through a :class:`ReplicaView` (replicas.py), not
+a router of their own. Routing is deterministic: the same arrival and completion
+order of the same requests routes them the same way, which is what makes the hit
+rates of two policies comparable run to run.
 """
 
 from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "DYNAMO_PARENT_HEADER",
     "DYNAMO_SESSION_HEADER",
+    "PREFILL_REPLICA_HEADER",
     "REPLICA_HEADER",
     "ROUTER_POLICIES",
     "SGLANG_ROUTING_HEADER",
+    "STATE_POLICIES",
     "SUBAGENT_GROUP",
+    "ReplicaView",
     "Router",
     "RoutingPolicy",
     "conversation_key",
@@ -49,6 +61,7 @@ __all__ = [
 ]
 
 REPLICA_HEADER = "x-replica-id"  # on every answer of a multi-replica simulator: the index
+PREFILL_REPLICA_HEADER = "x-prefill-replica-id"  # disaggregated: the prefill engine's name
 DYNAMO_SESSION_HEADER = "X-Dynamo-Session-ID"
 DYNAMO_PARENT_HEADER = "X-Dynamo-Parent-Session-ID"
 SUBAGENT_GROUP = "\x01group:"  # prefixes a parent's id: no header value can carry it
@@ -63,9 +76,24 @@ class RoutingPolicy(StrEnum):
 
     ROUND_ROBIN = "round_robin"
     SESSION = "session"
+    LEAST_LOADED = "least_loaded"
+    PREFIX_AWARE = "prefix_aware"
+
+
+class ReplicaView(Protocol):
+    """What the state-reading policies read of the replicas (replicas.py)."""
+
+    def loads(self) -> list[int]:
+        """Requests in flight on each replica, in replica order."""
+
+    def cached_blocks(self, replica: int, hashes: Sequence[int]) -> int:
+        """How many of ``hashes`` (a prompt's chained block hashes), from the first,
+        the replica's prefix cache holds now (a lookup: no counter moves)."""
 
 
 ROUTER_POLICIES = tuple(p.value for p in RoutingPolicy)
+# the policies that read the replicas' state (a ReplicaView)
+STATE_POLICIES = frozenset({RoutingPolicy.LEAST_LOADED, RoutingPolicy.PREFIX_AWARE})
 
 
 def is_header_name(name: str) -> bool:
@@ -109,11 +137,20 @@ def conversation_key(headers: Mapping[str, str], body: Any, header: str) -> str 
 class Router:
     """Picks the replica of each request; one per simulator, shared by its APIs."""
 
-    def __init__(self, replicas: int, policy: RoutingPolicy | str, header: str = "") -> None:
+    def __init__(
+        self,
+        replicas: int,
+        policy: RoutingPolicy | str,
+        header: str = "",
+        view: ReplicaView | None = None,
+    ) -> None:
         if replicas < 1:
             raise ValueError(f"replicas must be at least 1, got {replicas}")
         self.replicas = replicas
         self.policy = RoutingPolicy(policy)
+        if view is None and self.policy in STATE_POLICIES:
+            raise ValueError(f"the {self.policy} policy reads the replicas' state: give a view")
+        self.view = view
         self.header = header
         self._next = 0  # the round-robin pointer (unkeyed requests and new conversations)
         self._pinned: OrderedDict[str, int] = OrderedDict()  # conversation -> replica
@@ -124,15 +161,32 @@ class Router:
         self._next = (replica + 1) % self.replicas
         return replica
 
-    def route(self, headers: Mapping[str, str], body: Any) -> int:
-        """The replica (0-based) that serves this request."""
-        if self.policy is RoutingPolicy.SESSION:
+    def route(self, headers: Mapping[str, str], body: Any, hashes: Sequence[int] = ()) -> int:
+        """The replica (0-based) that serves this request; ``hashes`` are its prompt's
+        chained KV block hashes (read by ``prefix_aware`` only)."""
+        policy = self.policy
+        if policy is RoutingPolicy.ROUND_ROBIN:
+            replica = self._deal()
+        elif policy is RoutingPolicy.SESSION:
             key = conversation_key(headers, body, self.header)
             replica = self._sticky(key) if key is not None else self._deal()
         else:
-            replica = self._deal()
+            replica = self._by_state(policy, hashes)
         self.routed[replica] += 1
         return replica
+
+    def _by_state(self, policy: RoutingPolicy, hashes: Sequence[int]) -> int:
+        """``least_loaded``, or ``prefix_aware`` (the longest cached prefix, then the load)."""
+        view = self.view
+        assert view is not None
+        loads = view.loads()
+        candidates = list(range(self.replicas))
+        if policy is RoutingPolicy.PREFIX_AWARE and hashes:
+            held = [view.cached_blocks(i, hashes) for i in candidates]
+            best = max(held)
+            if best:  # only the replicas holding the longest prefix
+                candidates = [i for i in candidates if held[i] == best]
+        return min(candidates, key=lambda i: (loads[i], i))
 
     def _sticky(self, key: str) -> int:
         pinned = self._pinned

@@ -19,9 +19,11 @@ fan-out (sink.py), and serving the app on a port (serving.py). Every
 token-streaming API shares one path — admission, faults, the back end, both
 token paths — and differs only in its parsing and bytes; a pooling API
 (embeddings) submits each input as a prefill-only request; images in prompts
-are charged as prompt tokens (apis/prompt_images.py). With several replicas each
-request is routed once its body is read (router.py), and every answer to it names its
-replica in ``x-replica-id`` (set as the response is prepared, streamed or not).
+are charged as prompt tokens (apis/prompt_images.py). With several engines each
+request is routed once its body is parsed (router.py: a prefix-aware router reads its
+prompt's blocks), and every answer to it names its engine in ``x-replica-id`` (and,
+disaggregated, its prefill engine in ``x-prefill-replica-id``; set as the response is
+prepared, streamed or not); its counts and histograms go to that engine's page (pages.py).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from ..apis.server_wire import DeltaPlan, OutputPlan, ParsedRequest, Usage, Wire
 from .bridge import EngineBridge
 from .faults import FaultPlan
 from .info_routes import SIM_VERSION, InfoRoutes
-from .router import REPLICA_HEADER
+from .pages import Placement, SimPage
+from .router import PREFILL_REPLICA_HEADER, REPLICA_HEADER
 from .streams import TokenStream, writes_itself
 from .tokenization import Tokenization
 
@@ -86,7 +89,7 @@ class SimApp:
             ]
         )
         self.app.add_routes(info.cache_routes())
-        if sim.router is not None:  # several replicas: every answer names its replica
+        if sim.fleet:  # several engines: every answer names its engine
             self.app.on_response_prepare.append(_name_replica)
         self.app.on_startup.append(self._on_startup)
         self.app.on_cleanup.append(self._on_cleanup)
@@ -179,14 +182,17 @@ class SimApp:
         sim = self.sim
         poll = self.poll
         poll()
-        replica = _routed(request, sim.route(request.headers, body))
         index = sim.arrive()
         p = self.profile
         try:
             parsed = served.parse(body, p.model, p.image_token_px, p.lora_adapters)
+            # routed once parsed: a prefix-aware router reads the prompt's blocks
+            placement = _routed(request, sim.route(request.headers, body, parsed))
             n_out, finish = sim.admit(parsed, served.prompt_param, served.max_param)
             out = sim.output(parsed, body, index, n_out, finish, served)
         except WireError as exc:
+            if _PLACED not in request:  # not parsed: routed all the same, as a router would
+                _routed(request, sim.route(request.headers, body, None))
             return self._error(served, exc.status, exc.message, exc.param)
         poll()
         faults = sim.faults(index, out.n)
@@ -195,15 +201,18 @@ class SimApp:
                 return await self._stream_error(request, served, parsed, faults.error_status)
             return self._fault_error(served, faults)
         try:
-            stream = sim.submit(parsed, out, replica)
+            stream = sim.submit(parsed, out, placement)
         except RuntimeError as exc:  # the engine died (a simulator bug, already on stderr)
             return self._error(served, 500, str(exc))
         deltas = sim.deltas(index, out, parsed.api)
+        page = sim.page_of(placement)
         try:
             if parsed.stream:
-                return await self._stream(request, served, parsed, stream, out, faults, deltas)
+                return await self._stream(
+                    request, served, parsed, stream, out, faults, deltas, page
+                )
             try:
-                return await self._full(request, served, parsed, stream, out, faults, deltas)
+                return await self._full(request, served, parsed, stream, out, faults, deltas, page)
             except RuntimeError as exc:  # the engine died while we waited
                 return self._error(served, 500, str(exc))
         finally:
@@ -230,6 +239,7 @@ class SimApp:
         out: OutputPlan,
         faults: FaultPlan,
         deltas: DeltaPlan | None,
+        page: SimPage,
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         arrival = loop.time()
@@ -260,14 +270,14 @@ class SimApp:
             send_headers = getattr(writer, "send_headers", None)
             if send_headers is not None:  # aiohttp >= 3.10 may hold them for the first write
                 send_headers()
-            await self.paths.write_directly(
+            await page.paths.write_directly(
                 request, w, stream, n_out, finish, salt, arrival, lags, shaped
             )
-        elif not await self.paths.write_tokens(
+        elif not await page.paths.write_tokens(
             request, resp, w, stream, n_out, finish, faults, salt, arrival, lags, shaped
         ):
             return resp  # cut mid-stream: no [DONE], no chunked terminator
-        self.counters.finished(
+        page.counters.finished(
             out.engine_finish, n_out, stream.served_times(), loop.time() - arrival
         )
         for piece in answer.closing(
@@ -286,13 +296,14 @@ class SimApp:
         out: OutputPlan,
         faults: FaultPlan,
         deltas: DeltaPlan | None,
+        page: SimPage,
     ) -> web.StreamResponse:
         n_out = out.n
-        times = await self.paths.await_all(request, stream, n_out, faults)
+        times = await page.paths.await_all(request, stream, n_out, faults)
         if times is None:
             return web.Response(status=200)  # cut: nothing more is written
         arrival, _first, last = times
-        self.counters.finished(out.engine_finish, n_out, stream.served_times(), last - arrival)
+        page.counters.finished(out.engine_finish, n_out, stream.served_times(), last - arrival)
         reasoning, text = split_text(deltas, out.salt, n_out, out.pieces)
         usage = self._usage(parsed, stream, n_out, deltas)
         answer = served.answer(AnswerPlan(parsed, deltas, out, self.settings))
@@ -326,7 +337,7 @@ class SimApp:
         if isinstance(body, web.StreamResponse):
             return body
         self.poll()
-        replica = _routed(request, sim.route(request.headers, body))
+        placement = _routed(request, sim.route(request.headers, body, None))
         index = sim.arrive()
         try:
             parsed = served.parse(body, p.model, p.embedding_dim, p.max_model_len)
@@ -339,31 +350,36 @@ class SimApp:
         loop = asyncio.get_running_loop()
         arrival = loop.time()
         try:
-            await sim.embed(parsed, replica)
+            await sim.embed(parsed, placement)
         except RuntimeError as exc:  # the engine died (a simulator bug, already on stderr)
             return self._error(served, 500, str(exc))
         if faults.stall_first_s:
             await self.paths.stall(None, faults.stall_first_s, faults)
         answer = parsed.body()
-        self.counters.finished("stop", 0, None, loop.time() - arrival)
+        sim.page_of(placement).counters.finished("stop", 0, None, loop.time() - arrival)
         return web.json_response(answer)
 
 
-# where a routed request keeps its replica (aiohttp >= 3.12 wants a typed key; a string
+# where a routed request keeps its placement (aiohttp >= 3.12 wants a typed key; a string
 # on the older ones the project supports)
-_REPLICA: Any = web.RequestKey("llmperf_replica", int) if hasattr(web, "RequestKey") else "replica"
+_PLACED: Any = (
+    web.RequestKey("llmperf_placement", Placement) if hasattr(web, "RequestKey") else "placement"
+)
 
 
-def _routed(request: web.Request, replica: int | None) -> int | None:
-    """Keep the router's choice on the request, for the answer's header (None: one replica)."""
-    if replica is not None:
-        request[_REPLICA] = replica
-    return replica
+def _routed(request: web.Request, placement: Placement | None) -> Placement | None:
+    """Keep the router's choice on the request, for the answer's headers (None: one engine)."""
+    if placement is not None:
+        request[_PLACED] = placement
+    return placement
 
 
 async def _name_replica(request: web.Request, response: web.StreamResponse) -> None:
-    """``x-replica-id: <index>`` on every answer of a request the router routed (aiohttp's
+    """``x-replica-id: <name>`` on every answer of a request the router routed, and
+    ``x-prefill-replica-id`` where a prefill engine ran its prompt (aiohttp's
     ``on_response_prepare``: before the headers go out, streamed or not)."""
-    replica = request.get(_REPLICA)
-    if replica is not None:
-        response.headers[REPLICA_HEADER] = str(replica)
+    placement = request.get(_PLACED)
+    if placement is not None:
+        response.headers[REPLICA_HEADER] = placement.name
+        if placement.prefill_name:
+            response.headers[PREFILL_REPLICA_HEADER] = placement.prefill_name

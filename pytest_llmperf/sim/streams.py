@@ -37,6 +37,7 @@ class Submission:
     image_tokens: int = 0  # of prompt_tokens, those standing for images (apis/prompt_images.py)
     lora: int = 0  # the LoRA adapter (1 = the profile's first lora_adapters name); 0 = base
     replica: int = 0  # which replica serves it (replicas.py; the router's choice, router.py)
+    decode: int = -1  # disaggregated (disagg.py): the decode engine; replica = the prefill one
 
 
 @dataclass(frozen=True)
@@ -124,3 +125,7 @@ class Backend(Protocol):
         """Do now whatever fell due (called by the handlers between pieces of work)."""
 
     def stats(self) -> BackendStats: ...
+
+    @property
+    def in_flight(self) -> int:
+        """Requests submitted and not yet released (what a ``least_loaded`` router reads)."""
