@@ -82,10 +82,10 @@ def merge_pages(pages: Sequence[PageMetrics], what: str) -> ServerMetrics:
     """``pages``' summaries as one :class:`ServerMetrics` (module docstring); ``what`` names it
     (its ``source``: ``"fleet"``, ``"decode pool"``)."""
     names = [f"{p.role.value} {p.name}" for p in pages]
-    families = {p.metrics.family for p in pages}
+    live = [p for p in pages if p.metrics.scrapes or p.metrics.metrics]
+    families = {p.metrics.family for p in live}  # a page without numbers has no say
     family = families.pop() if len(families) == 1 else ServerFamily.UNKNOWN
     out = ServerMetrics(source=f"{what}: {', '.join(names)}" if names else what, family=family)
-    live = [p for p in pages if p.metrics.scrapes or p.metrics.metrics]
     out.scrapes = sum(p.metrics.scrapes for p in pages)
     if not live:
         why = "; ".join(f"{n}: {p.metrics.missing}" for n, p in zip(names, pages, strict=True))
