@@ -749,6 +749,8 @@ def vllm_router_launch(
     port: int | None = None,
     policy: str = VLLM_ROUTER_POLICY,
     model: str = "",
+    *,
+    prefill: int = 0,
 ) -> Launch:
     """vLLM's router (``vllm-router``) in front of ``workers`` (base URLs), on 127.0.0.1.
 
@@ -763,6 +765,12 @@ def vllm_router_launch(
     2 cores). The health checker's interval is long: its ``/health`` probes are no
     requests, but the tier keeps the logs quiet. Ready once ``GET /readiness`` answers 200
     (it waits for every worker's ``/health`` first).
+
+    ``prefill``: that many of ``workers`` (the first) are a prefill pool and the rest a
+    decode pool (``--vllm-pd-disaggregation``, one ``--prefill``/``--decode`` per worker):
+    the router sends each request to a prefill worker, then to a decode worker. Behind
+    llama-servers no KV cache moves (they have no KV connector): the decode worker
+    computes the prompt again, so both pools count its tokens.
     """
     argv = [
         str(install.vllm_router_bin),
@@ -770,8 +778,7 @@ def vllm_router_launch(
         "{host}",
         "--port",
         "{port}",
-        "--worker-urls",
-        *workers,
+        *_worker_args(workers, prefill),
         "--policy",
         policy,
         "--prometheus-host",
@@ -794,6 +801,16 @@ def vllm_router_launch(
     return Launch("vllm-router", model, command, warm=("chat",))
 
 
+def _worker_args(workers: list[str], prefill: int) -> list[str]:
+    """``--worker-urls W...``, or with ``prefill`` > 0 the prefill/decode form."""
+    if not prefill:
+        return ["--worker-urls", *workers]
+    args = ["--vllm-pd-disaggregation"]
+    for i, url in enumerate(workers):
+        args += ["--prefill" if i < prefill else "--decode", url]
+    return args
+
+
 @dataclass
 class Fleet:
     """vLLM's router in front of replicas: where to reach each, and how to stop them all."""
@@ -801,6 +818,7 @@ class Fleet:
     router: Server
     metrics_url: str  # the router's own Prometheus page (its second port)
     replicas: list[Server]
+    prefill: int = 0  # the first replicas that are a prefill pool (0: none, all replicas)
 
     @property
     def url(self) -> str:
@@ -810,7 +828,9 @@ class Fleet:
         """``--llm-server-metrics``'s list of pages for this fleet: the router's own page and
         each replica's, a replica named by its URL's ``host:port`` (the default name)."""
         items = [f"router={self.metrics_url}"]
-        items += [f"replica={r.url}/metrics" for r in self.replicas]
+        for i, server in enumerate(self.replicas):
+            role = "replica" if not self.prefill else "prefill" if i < self.prefill else "decode"
+            items.append(f"{role}={server.url}/metrics")
         if interval_s is not None:
             items.append(f"{interval_s:g}")
         return ",".join(items)
@@ -822,25 +842,35 @@ class Fleet:
 
 
 def start_vllm_router_fleet(
-    install: Install, replicas: int = FLEET_REPLICAS, policy: str = VLLM_ROUTER_POLICY
+    install: Install,
+    replicas: int = FLEET_REPLICAS,
+    policy: str = VLLM_ROUTER_POLICY,
+    *,
+    prefill: int = 0,
 ) -> Fleet:
     """``replicas`` llama-servers (:func:`start_llama_server`, one at a time) and vLLM's
-    router in front of them (:func:`vllm_router_launch`), each started and warmed up; what
-    started is stopped again when a later one fails (:class:`ServerError`)."""
+    router in front of them (:func:`vllm_router_launch`; ``prefill``: its prefill/decode
+    mode), each started and warmed up; what started is stopped again when a later one
+    fails (:class:`ServerError`)."""
     started: list[Server] = []
     try:
         for _ in range(replicas):
             started.append(start_llama_server(install))
         metrics_port = free_port(HOST)
         launch = vllm_router_launch(
-            install, [r.url for r in started], metrics_port, policy=policy, model=started[0].model
+            install,
+            [r.url for r in started],
+            metrics_port,
+            policy=policy,
+            model=started[0].model,
+            prefill=prefill,
         )
         router = start(launch, install)
     except BaseException:
         for server in started:
             server.stop()
         raise
-    return Fleet(router, f"http://{HOST}:{metrics_port}/metrics", started)
+    return Fleet(router, f"http://{HOST}:{metrics_port}/metrics", started, prefill)
 
 
 STARTERS: dict[str, Callable[..., Server]] = {

@@ -160,8 +160,21 @@ def llama_server(install: Any) -> Iterator[Any]:
 def vllm_router_fleet(install: Any) -> Iterator[Any]:
     """vLLM's router in front of two llama-servers (``servers.start_vllm_router_fleet``):
     three processes, started one after the other and stopped together."""
+    yield from _fleet(install, prefill=0)
+
+
+@pytest.fixture(scope="module")
+def vllm_router_pd_fleet(install: Any) -> Iterator[Any]:
+    """The same three processes, the router in its prefill/decode mode: the first
+    llama-server the prefill pool, the second the decode pool."""
+    yield from _fleet(install, prefill=1)
+
+
+def _fleet(install: Any, prefill: int) -> Iterator[Any]:
     try:
-        fleet = servers.start_vllm_router_fleet(_checked(install, "vllm-router-fleet"))
+        fleet = servers.start_vllm_router_fleet(
+            _checked(install, "vllm-router-fleet"), prefill=prefill
+        )
     except servers.ServerError as exc:
         pytest.fail(str(exc), pytrace=False)
     replicas = ", ".join(r.url for r in fleet.replicas)
