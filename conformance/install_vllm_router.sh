@@ -13,7 +13,7 @@
 # Seconds to install. tests/conformance/test_vllm_router_fleet.py starts it in
 # front of two llama-servers (conformance/servers.py, start_vllm_router_fleet).
 #
-# Pinned: the facts in docs/fleets-routers.md were seen on 0.1.17 (its
+# Pinned: the facts in docs/fleets.md ("Routers") were seen on 0.1.17 (its
 # /workers JSON, its Prometheus port, its transparent proxy of unknown paths).
 set -euo pipefail
 

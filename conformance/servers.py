@@ -757,7 +757,7 @@ def vllm_router_launch(
     ``--worker-urls`` takes the URLs after one flag. Its own Prometheus page is served on
     a second port, ``--prometheus-port`` (``metrics_port``: its default 29000 would clash
     between runs); the serving port's ``/metrics`` is NOT it: an unknown path is proxied
-    to one worker picked by the policy (docs/fleets-routers.md). Its retries stay on (its
+    to one worker picked by the policy (docs/fleets.md, "Routers"). Its retries stay on (its
     default): llama-server closes a connection after each streamed reply although it
     says keep-alive, and the router's pooled client then and again sends the next request
     on that closed connection ("error sending request"); retried, it reaches a worker

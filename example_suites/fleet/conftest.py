@@ -6,7 +6,7 @@ for this directory by overriding the ``llm_endpoint`` fixture, as ``methodology/
 does; the rest of ``example_suites`` measures the profile in ``pytest.ini``.
 
 Against a real fleet, point the session at the router and name each replica's page
-(docs/fleets.md; docs/fleets-routers.md says what each router exposes)::
+(docs/fleets.md; its section "Routers" says what each router exposes)::
 
     pytest example_suites/fleet --llm-endpoint=http://router:8000 \\
       --llm-server-metrics=discover=http://router:8000,router=http://router:29000/metrics

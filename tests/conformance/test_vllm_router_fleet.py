@@ -4,7 +4,7 @@ Issue 40, "against real routers": the router in front of two real replicas, each
 replica's ``/metrics`` read as its own page (``--llm-server-metrics`` given as a list:
 the router's own page, then one ``replica=`` page per llama-server), and the fleet's
 numbers checked against the client's. What vllm-router 0.1.17 does that these cases pin
-(docs/fleets-routers.md has the account, with where each fact was seen):
+(docs/fleets.md, "Routers", has the account, with where each fact was seen):
 
 - it names no replica in its responses (no header, nothing in the body; the worker's
   own headers pass through, and llama-server sends none that names it): every request

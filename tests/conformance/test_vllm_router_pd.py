@@ -3,7 +3,7 @@
 ``vllm-router --vllm-pd-disaggregation --prefill W1 --decode W2`` sends each request
 first to the prefill worker (one token generated: the prefill's), then to the decode
 worker, which answers the client. llama-server has no KV connector, so no KV cache
-moves: the decode worker computes the prompt again. What this pins (docs/fleets-routers.md):
+moves: the decode worker computes the prompt again. What this pins (docs/fleets.md, "Routers"):
 
 - the router's ``GET /workers`` says each worker's role (``worker_type`` ``prefill`` /
   ``decode``), so ``discover=`` finds a prefill page and a decode page;
