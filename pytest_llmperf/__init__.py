@@ -39,7 +39,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from pytest_llmperf.session_tokenizer import TokenizerFallbackWarning
     from pytest_llmperf.sim.process import SimProcess, start_sim_process
     from pytest_llmperf.sim.virtual import VirtualResult, run_virtual
-    from pytest_llmperf.slo.verdicts import SloVerdict, evaluate_runs
+    from pytest_llmperf.slo.verdict_record import SloVerdict
+    from pytest_llmperf.slo.verdicts import evaluate_runs
     from pytest_llmperf.specs.load import LoadSpec
     from pytest_llmperf.specs.perf import PerfSpec
     from pytest_llmperf.specs.rulesets import Ruleset, load_ruleset
@@ -88,7 +89,7 @@ _EXPORTS: dict[str, str] = {
     "LatencyHistogram": "pytest_llmperf.metrics.histogram",
     "analyse_event_log": "pytest_llmperf.results.event_log",
     # verdicts
-    "SloVerdict": "pytest_llmperf.slo.verdicts",
+    "SloVerdict": "pytest_llmperf.slo.verdict_record",
     "evaluate_runs": "pytest_llmperf.slo.verdicts",
     # the embedded simulator
     "SimProcess": "pytest_llmperf.sim.process",

@@ -28,7 +28,7 @@ nor a fleet of its own).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from pytest_llmperf.client.affinity import DEFAULT_REPLICA_HEADERS
@@ -40,8 +40,7 @@ from pytest_llmperf.results.fleet_figures import (
 )
 from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.server_metrics.fleet import FleetMetrics
-from pytest_llmperf.slo import verdicts
-from pytest_llmperf.slo.verdicts import SloVerdict, Verdict
+from pytest_llmperf.slo.verdict_record import SloVerdict, Verdict
 from pytest_llmperf.specs.rulesets import ruleset_bar
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, Slo
 
@@ -57,6 +56,10 @@ NOT_ATTRIBUTED = (
     "--llm-replica-header, default " + ", ".join(DEFAULT_REPLICA_HEADERS) + "): set "
     "--llm-replica-header to the header your router or replicas send (docs/fleets.md)"
 )
+# the judges of a whole run (slo/verdicts.py's evaluate and evaluate_server), handed in by
+# their module, which calls this one: ``judge(slo, result, *, min_count, min_duration_s,
+# confidence)``, ``judge_server(slo, result, *, min_count, confidence)``
+Judge = Callable[..., SloVerdict]
 _ORDER = {Verdict.FAIL: 0, Verdict.INCONCLUSIVE: 1, Verdict.PASS: 2}
 
 
@@ -64,12 +67,14 @@ def evaluate_replicas(
     slos: Sequence[Slo],
     result: RunResult,
     *,
+    judge: Judge,
     bars: Mapping[Slo, tuple[int, float]] | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> list[SloVerdict]:
     """The ``replica.*`` ones of ``slos`` judged on each replica's requests of ``result``,
     SLO by SLO, replica by replica (sorted by name): the verdicts name the run and the
-    replica. A run with no attributed request has one inconclusive verdict per SLO."""
+    replica (``judge``: :func:`~.verdicts.evaluate`). A run with no attributed request has
+    one inconclusive verdict per SLO."""
     out: list[SloVerdict] = []
     names = result.replicas
     for slo in (s for s in slos if s.is_replica):
@@ -80,7 +85,7 @@ def evaluate_replicas(
         plain = replace(slo, metric=slo.plain_metric)
         for name in names:
             part = result.replica_result(name)
-            verdict = verdicts.evaluate(
+            verdict = judge(
                 plain, part, min_count=count, min_duration_s=duration, confidence=confidence
             )
             out.append(
@@ -107,6 +112,8 @@ def evaluate_fleet_scope(
     slo: Slo,
     result: RunResult,
     *,
+    judge: Judge,
+    judge_server: Judge,
     min_count: int = 0,
     min_duration_s: float = 0.0,
     confidence: float = DEFAULT_CONFIDENCE,
@@ -116,15 +123,23 @@ def evaluate_fleet_scope(
     wants one verdict per SLO (a session's ruleset, a search's probe) needs."""
     if slo.is_replica:
         bars = {slo: (min_count, min_duration_s)} if min_count or min_duration_s else None
-        found = evaluate_replicas([slo], result, bars=bars, confidence=confidence)
+        found = evaluate_replicas([slo], result, judge=judge, bars=bars, confidence=confidence)
         return min(found, key=lambda v: _ORDER[v.verdict])
     if slo.pool is not None:
-        return _evaluate_pool(slo, slo.pool, result, min_count=min_count, confidence=confidence)
+        return _evaluate_pool(
+            slo, slo.pool, result, judge_server, min_count=min_count, confidence=confidence
+        )
     return _evaluate_fleet(slo, result)
 
 
 def _evaluate_pool(
-    slo: Slo, pool: str, result: RunResult, *, min_count: int, confidence: float
+    slo: Slo,
+    pool: str,
+    result: RunResult,
+    judge_server: Judge,
+    *,
+    min_count: int,
+    confidence: float,
 ) -> SloVerdict:
     """``<pool>.<name>`` judged as ``server.<name>`` on the pool's pages together."""
     fleet = result.fleet
@@ -132,7 +147,7 @@ def _evaluate_pool(
     if metrics is None:
         return _judged(slo, result, Verdict.INCONCLUSIVE, None, 0, _no_pool(pool, fleet))
     shadow = replace(result, server_metrics=metrics)
-    verdict = verdicts.evaluate_server(
+    verdict = judge_server(
         replace(slo, metric=slo.plain_metric), shadow, min_count=min_count, confidence=confidence
     )
     if verdict.reason and verdict.verdict is not Verdict.PASS:

@@ -62,14 +62,14 @@ import bisect
 import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
-from enum import StrEnum
+from dataclasses import replace
 from typing import Any
 
 from pytest_llmperf.metrics.sample_size import min_samples
 from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.results.steady import STEADY_RATE_METRICS
 from pytest_llmperf.server_metrics.summary import ServerMetrics
+from pytest_llmperf.slo.fleet_verdicts import evaluate_fleet_scope, evaluate_replicas
 from pytest_llmperf.slo.output_match import NO_OTHER_SIDE, mismatch_text
 from pytest_llmperf.slo.quantile_bounds import (
     RankBounds,
@@ -78,6 +78,7 @@ from pytest_llmperf.slo.quantile_bounds import (
     samples_to_decide,
 )
 from pytest_llmperf.slo.sequential import sequential_rank_bounds
+from pytest_llmperf.slo.verdict_record import SloVerdict, Verdict
 from pytest_llmperf.specs.conversation_names import CONVERSATION_RATE_METRICS
 from pytest_llmperf.specs.load import UNTIL_DECIDED
 from pytest_llmperf.specs.process_names import process_value
@@ -122,67 +123,6 @@ def _windowed(slo: Slo, result: RunResult) -> bool:
     if window is None:
         return False
     return slo.metric in STEADY_RATE_METRICS or (slo.is_latency and window.latency)
-
-
-class Verdict(StrEnum):
-    """What an SLO says of a run (a ``StrEnum``: equal to, and written as, ``"pass"`` etc.)."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    INCONCLUSIVE = "inconclusive"  # never a pass
-
-
-@dataclass(frozen=True)
-class SloVerdict:
-    """One SLO judged on one run (``verdict`` may be given as a plain name).
-
-    A verdict on one stage of a staged run names the run in ``run``, the
-    stage's index in ``stage`` (None for a whole run) and its planned load
-    in ``stage_load`` (``"40 req/s"``, ``"10→20 req/s"``, ``"concurrency 4"``).
-    """
-
-    expr: str
-    observed: float | None
-    target: float
-    unit: str
-    verdict: Verdict
-    run: str = ""
-    samples: int = 0
-    reason: str = ""
-    stage: int | None = None
-    stage_load: str = ""
-    # a percentile verdict's confidence interval [lower, upper] of the percentile (upper
-    # None: unbounded) at ``confidence``; None for the statistics judged as observed
-    interval: tuple[float, float | None] | None = None
-    confidence: float | None = None
-    # llm_slo(..., per_model=True): the served model whose requests this verdict judged
-    model: str | None = None
-    # replica.<metric>: the replica whose requests this verdict judged (its name, as its
-    # response header and its /metrics page name it); in the JSON only where set
-    replica: str | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "verdict", Verdict(self.verdict))
-
-    @property
-    def where(self) -> str:
-        """``stage 1: 40 req/s`` for a stage's verdict, ``model sim-lora-1`` for a served
-        model's, ``replica 2`` for a replica's, ``""`` for a whole run's."""
-        if self.replica is not None:
-            return f"replica {self.replica}"
-        if self.model is not None:
-            return f"model {self.model}"
-        if self.stage is None:
-            return ""
-        return f"stage {self.stage}" + (f": {self.stage_load}" if self.stage_load else "")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON (the verdict as a plain string: reports cross xdist's wire);
-        ``replica`` only on a replica's verdict."""
-        out = {**asdict(self), "verdict": self.verdict.value}
-        if self.replica is None:
-            del out["replica"]
-        return out
 
 
 def _bounded(slo: Slo) -> bool:
@@ -255,11 +195,11 @@ def evaluate(
     """
     confidence = slo.confidence or confidence
     if slo.in_fleet_scope:  # replica.*, fleet.*, <pool>.*
-        from pytest_llmperf.slo.fleet_verdicts import evaluate_fleet_scope
-
         return evaluate_fleet_scope(
             slo,
             result,
+            judge=evaluate,
+            judge_server=evaluate_server,
             min_count=min_count,
             min_duration_s=min_duration_s,
             confidence=confidence,
@@ -639,8 +579,6 @@ def evaluate_runs(
     A ``replica.*`` SLO has one verdict per replica that served requests
     (:func:`~.fleet_verdicts.evaluate_replicas`).
     """
-    from pytest_llmperf.slo.fleet_verdicts import evaluate_replicas
-
     bars = ruleset_bars(rulesets)
     out: list[SloVerdict] = []
     for r in results:
@@ -655,7 +593,9 @@ def evaluate_runs(
             out.extend(evaluate_stages(staged, r, bars=bars, confidence=confidence))
         for slo in whole:
             if slo.is_replica:
-                out.extend(evaluate_replicas([slo], r, bars=bars, confidence=confidence))
+                out.extend(
+                    evaluate_replicas([slo], r, judge=evaluate, bars=bars, confidence=confidence)
+                )
                 continue
             count, duration = ruleset_bar(bars, slo)
             out.append(
