@@ -21,7 +21,13 @@ Each page was summarised on its own, under the one-process rule
   pages are sampled on one clock, each at the same interval), summed or averaged by
   the same rule.
 
-An unknown family's own metrics (``raw``) are not merged (their kinds are unknown).
+The whole is every replica, prefill and decode page (a router's counters would count
+each request a second time). A disaggregated fleet (prefill and decode pages) takes each
+name from the pages where its phase runs (:data:`PREFILL_SIDE`: queue, prefill, prompt
+tokens and prefix-cache hits from the prefill pages; requests, TTFT, ITL, e2e, decode,
+KV transfer and generated tokens from the decode pages; replica pages on both sides),
+so that a request served by both pools counts once; gauges and preemptions over every
+page. An unknown family's own metrics (``raw``) are not merged (their kinds are unknown).
 """
 
 from __future__ import annotations
@@ -40,9 +46,14 @@ from pytest_llmperf.server_metrics.summary import (
 )
 from pytest_llmperf.specs.fleet_names import PageRole
 
-__all__ = ["PREFIX_HIT_RATE", "fleet_metrics", "merge_pages"]
+__all__ = ["PREFILL_SIDE", "PREFIX_HIT_RATE", "fleet_metrics", "merge_pages"]
 
 PREFIX_HIT_RATE = "server.prefix_cache_hit_rate"
+# a disaggregated fleet's names that the prefill side says (the rest: the decode side)
+PREFILL_SIDE = frozenset(
+    {"server.queue_time", "server.prefill_time", "server.prompt_tokens", PREFIX_HIT_RATE}
+)
+_PREEMPTIONS = "server.preemptions"
 _REQUESTS = "server.requests"
 _WHOLE_ROLES = (PageRole.REPLICA, PageRole.PREFILL, PageRole.DECODE)  # a router's: not added
 
@@ -60,22 +71,48 @@ def fleet_metrics(
             out.roles[role.value] = merge_pages(members, f"{role.value} pool")
     counted = [p for p in pages if p.role in _WHOLE_ROLES]
     out.whole = merge_pages(counted, "fleet")
+    roles = {p.role for p in counted}
+    if PageRole.PREFILL in roles and PageRole.DECODE in roles:
+        _by_phase(out.whole, counted)
+        out.notes.append(
+            "disaggregated: the whole takes each name from the pages where its phase runs "
+            "(queue, prefill, prompt tokens, prefix-cache hits: prefill and replica pages; "
+            "requests, TTFT, ITL, e2e, decode, KV transfer, generated tokens: decode and "
+            "replica pages), so a request served by both pools counts once; gauges and "
+            "preemptions: every page"
+        )
     rate = out.whole.stat(PREFIX_HIT_RATE, None)
     out.prefix_hit_rate = rate
     for page in pages:
         value = page.metrics.stat(_REQUESTS, None)
         if value is not None:
             out.requests[page.name] = value
-    roles = {p.role for p in counted}
-    if PageRole.PREFILL in roles and PageRole.DECODE in roles:
-        out.notes.append(
-            "the whole adds the prefill and the decode pages: a request served by both counts "
-            "on each (server.requests, tokens); the pools (roles) count it once each"
-        )
     missing = [p for p in pages if p.metrics.missing is not None]
     for page in missing:
         out.notes.append(f"{page.role.value} {page.name}: no numbers ({page.metrics.missing})")
     return out
+
+
+def _by_phase(whole: ServerMetrics, pages: Sequence[PageMetrics]) -> None:
+    """A disaggregated fleet's whole: each phase's names from the pages that run it
+    (:data:`PREFILL_SIDE`; every other counter and histogram: the decode side)."""
+    sides = {
+        True: [p for p in pages if p.role in (PageRole.PREFILL, PageRole.REPLICA)],
+        False: [p for p in pages if p.role in (PageRole.DECODE, PageRole.REPLICA)],
+    }
+    merged = {k: merge_pages(v, "fleet") for k, v in sides.items()}
+    for name, (kind, _) in COMMON_METRICS.items():
+        if kind is MetricKind.GAUGE or name == _PREEMPTIONS:
+            continue
+        side = merged[name in PREFILL_SIDE]
+        for table in (whole.metrics, whole.buckets, whole.parts):
+            table.pop(name, None)
+        if name in side.metrics:
+            whole.metrics[name] = side.metrics[name]
+        if name in side.buckets:
+            whole.buckets[name] = side.buckets[name]
+        if name in side.parts:
+            whole.parts[name] = side.parts[name]
 
 
 def merge_pages(pages: Sequence[PageMetrics], what: str) -> ServerMetrics:

@@ -23,6 +23,7 @@ from pytest_llmperf.server_metrics.discovery import discover_pages
 from pytest_llmperf.server_metrics.exposition import ScrapeFailure
 from pytest_llmperf.server_metrics.families import family_of
 from pytest_llmperf.server_metrics.fleet import PageSpec
+from pytest_llmperf.server_metrics.page_list import ENDPOINT
 from pytest_llmperf.server_metrics.source import (
     DEFAULT_INTERVAL_S,
     PROBE_LIMIT_S,
@@ -117,7 +118,9 @@ def resolve_fleet(
     discovered = None
     notes: list[str] = []
     if parsed.pages.discover is not None:
-        found = discover_pages(endpoint, parsed.pages.discover, limit_s=limit_s)
+        where = parsed.pages.discover
+        router = endpoint.base_url if where == ENDPOINT else where
+        found = discover_pages(endpoint, router, limit_s=limit_s)
         discovered = found.said
         notes.extend(found.notes)
         names = {s.name for s in specs}

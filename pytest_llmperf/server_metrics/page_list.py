@@ -10,7 +10,9 @@ URL, asked for its workers at preflight: :mod:`.discovery`)::
 
 ``NAME`` defaults to the URL's ``host:port``: a replica page's name should be what the
 replica's response header says (``x-replica-id``), so the client's per-replica view and
-the page's server view join by name. ``@PATH`` reads the items from a file, one a line
+the page's server view join by name. ``discover`` alone (or ``discover=endpoint``) asks the
+endpoint's own base URL (a ``sim:`` endpoint's URL is known only once it has started).
+``@PATH`` reads the items from a file, one a line
 (``#`` comments and blank lines skipped). Everything here is checked at configure time:
 a bad item is a :class:`~pytest_llmperf.errors.LlmPerfUsageError` naming the option (and
 the file and line) and the item.
@@ -26,9 +28,10 @@ from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.server_metrics.fleet import PageSpec
 from pytest_llmperf.specs.fleet_names import PAGE_ROLES, PageRole
 
-__all__ = ["DISCOVER", "PageList", "is_page_list", "page_name", "parse_page_list"]
+__all__ = ["DISCOVER", "ENDPOINT", "PageList", "is_page_list", "page_name", "parse_page_list"]
 
 DISCOVER = "discover"  # discover=URL: a router's base URL, asked for its workers
+ENDPOINT = "endpoint"  # discover (alone) or discover=endpoint: the endpoint's own base URL
 _OPTION = "--llm-server-metrics"
 _DEFAULT_INTERVAL_S = 1.0
 _MAX_INTERVAL_S = 3600.0
@@ -37,8 +40,9 @@ _NAME_FORBIDDEN = frozenset(",=# \t")
 
 @dataclass(frozen=True, slots=True)
 class PageList:
-    """The option's list: ``pages`` as given, ``discover`` (a router's base URL, None: none
-    to ask), ``interval_s`` between samples, ``origin``: the file read (None: inline)."""
+    """The option's list: ``pages`` as given, ``discover`` (a router's base URL,
+    ``"endpoint"``: the endpoint's own, None: none to ask), ``interval_s`` between
+    samples, ``origin``: the file read (None: inline)."""
 
     pages: tuple[PageSpec, ...] = ()
     discover: str | None = None
@@ -52,7 +56,8 @@ def is_page_list(text: str) -> bool:
     text = text.strip()
     if text.lower().startswith(("http://", "https://")):
         return False
-    return text.startswith("@") or "=" in text
+    items = [i.strip().lower() for i in text.split(",")]
+    return text.startswith("@") or "=" in text or DISCOVER in items
 
 
 def page_name(url: str) -> str:
@@ -83,6 +88,8 @@ def parse_page_list(value: str, *, where: str = _OPTION) -> PageList:
     discover: str | None = None
     interval: float | None = None
     for place, item in items:
+        if item.lower() == DISCOVER:  # the endpoint's own base URL: a sim: URL is known late
+            item = f"{DISCOVER}={ENDPOINT}"
         if "=" not in item:
             seconds = _seconds(item)
             if seconds is None:
@@ -99,7 +106,7 @@ def parse_page_list(value: str, *, where: str = _OPTION) -> PageList:
         if key.lower() == DISCOVER:
             if discover is not None:
                 raise LlmPerfUsageError(f"discover= is given twice ({item!r})", where=place)
-            discover = _url(url, item, place)
+            discover = url if url.lower() == ENDPOINT else _url(url, item, place)
             continue
         role_text, _, name = (s.strip() for s in key.partition(":"))
         try:

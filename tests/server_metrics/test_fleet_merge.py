@@ -159,8 +159,16 @@ def test_kv_transfer_merges_over_the_decode_pool_and_a_missing_page_still_counts
     assert fleet.whole is not None
     assert fleet.whole.metrics["server.kv_transfer"] == decode  # only decode pages have it
     assert fleet.roles["prefill"].metrics["server.requests"] == {"value": 1.0}  # p0 alone
-    assert fleet.whole.metrics["server.requests"] == {"value": 3.0}  # counted on both sides
-    assert any("counts on each" in n for n in fleet.notes)
+    # disaggregated: each name from the pages where its phase runs, a request counted once
+    assert fleet.whole.metrics["server.requests"] == {"value": 2.0}  # the decode pages'
+    assert fleet.whole.metrics["server.prompt_tokens"] == {"value": 100.0}  # the prefill's
+    assert (
+        fleet.whole.metrics["server.prefill_time"]
+        == fleet.roles["prefill"].metrics["server.prefill_time"]
+    )
+    assert fleet.whole.metrics["server.e2e"] == fleet.roles["decode"].metrics["server.e2e"]
+    assert fleet.whole.metrics["server.preemptions"] == {"value": 0.0}  # every page
+    assert any(n.startswith("disaggregated: the whole takes each name") for n in fleet.notes)
     assert any(
         n.startswith("prefill p1: no numbers (GET http://p1/metrics: 404)") for n in fleet.notes
     )
