@@ -270,11 +270,21 @@ def run_virtual(
     prof = profile if isinstance(profile, Profile) else load_profile(profile, **overrides)
     if isinstance(profile, Profile) and overrides:
         prof = prof.replace(**overrides)
-    if prof.replicas > 1:
+    if prof.engines > 1:
+        fleet = (
+            f"prefill_replicas={prof.prefill_replicas}, decode_replicas={prof.decode_replicas}"
+            if prof.disaggregated
+            else f"replicas={prof.replicas}"
+        )
         raise ValueError(
-            f"profile {prof.name!r}: replicas={prof.replicas}: a virtual-time run drives one "
-            "engine (its requests carry no conversation to route); replicas are served by "
-            "the real-time simulator"
+            f"profile {prof.name!r}: {fleet}: a virtual-time run drives one engine; a fleet "
+            "(replicas behind the router, disaggregated pools) is served by the real-time "
+            "simulator (SimServer, python -m pytest_llmperf.sim)"
+        )
+    if prof.slow_replica >= 0 and prof.slow_factor != 1.0:
+        raise ValueError(
+            f"profile {prof.name!r}: slow_replica={prof.slow_replica}: the slow-replica fault "
+            "is served by the real-time simulator only"
         )
     inp, out = token_span(input_tokens), token_span(output_tokens)
     mix = adapter_mix(prof, adapters)
