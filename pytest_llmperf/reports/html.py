@@ -25,6 +25,7 @@ from pytest_llmperf.reports.conversation_view import (
     conversation_figures,
     has_conversations,
 )
+from pytest_llmperf.reports.html_fleet import fleet_html
 from pytest_llmperf.reports.html_outputs import is_path_key, outputs_view, path_config_rows
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.server_process import exit_message, exit_tail, log_uri, process_rows
@@ -282,6 +283,7 @@ def _run_view(
         "stage_rows": stage_rows,
         "turn_rows": list(run.get("turns") or []),
         "conversation_view": _conversation_view(run),
+        "fleet_view": fleet_html(run, slos, stages),
         "latency_rows": latency_rows,
         "stats": _stat_columns(metrics.get(name) for name in latency_rows),
         "cancelled": (run.get("counts") or {}).get("cancelled", 0),

@@ -30,6 +30,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from pytest_llmperf.reports.conversation_view import conversation_properties
+from pytest_llmperf.reports.fleet_words import fleet_properties
 from pytest_llmperf.reports.model_view import model_entries
 from pytest_llmperf.reports.output_words import (
     compared_outputs,
@@ -111,15 +112,19 @@ def junit_properties(
 
     A verdict on one stage of a staged run is named ``llm_slo[<expr>][<run>][stage <k>]``
     and adds ``.stage_load`` (``40 req/s``); one on a served model's requests
-    (``per_model=True``), ``llm_slo[<expr>][<run>][model <name>]``.
+    (``per_model=True``), ``llm_slo[<expr>][<run>][model <name>]``; one on a replica's
+    requests (``replica.ttft.p99 < 500ms``), ``llm_slo[<expr>][<run>][replica <name>]``.
     """
     props: list[tuple[str, str]] = []
     for v in verdicts:
         name = f"{prefix}[{v.expr}]" + (f"[{v.run}]" if v.run else "")
         if v.stage is not None:
             name += f"[stage {v.stage}]"
-        if model := verdict_model(v.to_dict()):
+        said = v.to_dict()
+        if model := verdict_model(said):
             name += f"[model {model}]"
+        if replica := said.get("replica"):  # replica.ttft.p99: judged on each replica alone
+            name += f"[replica {replica}]"
         props.append((f"{name}.verdict", v.verdict.value))
         if v.stage_load:
             props.append((f"{name}.stage_load", v.stage_load))
@@ -197,7 +202,9 @@ def run_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     ``.against``, ``.compared_with``, ``.parted`` = ``#3 at token 12, #17 at token 0``
     (``llm_output_consistency`` alike), or ``.not_measured`` and why. A run with
     conversations adds their figures (``llm_conversations[makespan.p90][run0]``, ...:
-    :func:`~pytest_llmperf.reports.conversation_view.conversation_properties`)."""
+    :func:`~pytest_llmperf.reports.conversation_view.conversation_properties`); a fleet's
+    run, per replica and pool (``llm_run[ttft.p99][run0][replica 0]``,
+    ``llm_fleet[run0].imbalance``: :func:`~pytest_llmperf.reports.fleet_words.fleet_properties`)."""
     props: list[tuple[str, str]] = []
     for run in runs:
         label = str(run.get("label") or "")
@@ -205,6 +212,7 @@ def run_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
         for model, entry in model_entries(run):
             props += _figures("llm_run", f"[{label}][model {model}]", entry)
         props += conversation_properties(run)
+        props += fleet_properties(run)
         lines = invalid_sample_lines(run.get("invalid_samples") or ())
         props += [(f"llm_invalid[{label}][{i}]", line) for i, line in enumerate(lines)]
         for metric, match in compared_outputs(run):

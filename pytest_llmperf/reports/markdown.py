@@ -15,7 +15,8 @@ comment step. In order:
 3. the session-wide targets (``--llm-ruleset``);
 4. a compact table of every gated run (TTFT, TPOT, ITL p50/p99, throughput, errors,
    goodput), a line per run of the server's own view, and of what its workload asked
-   beyond plain text (structured output, tools, adapters, greedy);
+   beyond plain text (structured output, tools, adapters, greedy); a fleet's runs, per
+   replica and per pool (collapsed for a passing test);
 5. with ``--llm-history``: per run each statistic's last values as a sparkline and the
    change point the history finds;
 6. the endpoint and server identity, the load generator's self-check;
@@ -42,6 +43,7 @@ from pytest_llmperf.gate_states import did_not_run_line
 from pytest_llmperf.gfm import CHAR_LIMIT, Block, Document, Section, code, details, table, text
 from pytest_llmperf.history.markdown import TREND_HEADER, trend_rows
 from pytest_llmperf.reports.conversation_view import conversation_markdown
+from pytest_llmperf.reports.fleet_words import fleet_markdown
 from pytest_llmperf.reports.markdown_outputs import paths_line
 from pytest_llmperf.reports.markdown_runs import (
     identity_lines,
@@ -79,6 +81,7 @@ _LEFT_OUT = {
     "stages": "per-stage/per-turn tables",
     "models": "per-model tables",
     "conversations": "per-conversation tables",
+    "fleet": "per-replica tables",
     "trend": "trend tables",
     "run": "rows of the gated-runs table",
     "server": "server lines",
@@ -271,6 +274,24 @@ def _runs_sections(views: Sequence[TestView]) -> list[Section]:
     return out
 
 
+def _fleet_sections(views: Sequence[TestView]) -> list[Section]:
+    """A fleet's runs (``runs[].by_replica``, ``runs[].fleet``): per run its figures, the
+    per-replica and per-pool tables (:func:`~.fleet_words.fleet_markdown`), open for a
+    failing test; none without a fleet."""
+    blocks = []
+    for view in views:
+        important = view.kind in ("fail", "inconclusive")
+        slos = list(view.test.get("slos") or [])
+        for run in _gated(view.test):
+            if body := fleet_markdown(view.nodeid, run, slos):
+                rank = _FAILING_RUNS if important else _STAGES
+                blocks.append(Block(body + "\n", rank=rank, what="fleet"))
+    if not blocks:
+        return []
+    head = "### Fleet: per replica and per pool\n\n"
+    return [Section(head, blocks)]
+
+
 def _trends_sections(report: Mapping[str, Any], views: Sequence[TestView]) -> list[Section]:
     """``--llm-history``: the trend table of each run, a failing or inconclusive test's
     open, the passing tests' collapsed; or the history's note or error."""
@@ -390,6 +411,7 @@ def build_markdown(report: Mapping[str, Any], *, limit: int = CHAR_LIMIT) -> str
     if session_slos:
         doc.sections.append(session_slos)
     doc.sections += _runs_sections(views)
+    doc.sections += _fleet_sections(views)
     doc.sections += _trends_sections(report, views)
     identity = "".join(f"- {line}\n" for line in identity_lines(report))
     doc.sections.append(Section(f"### Endpoint and server\n\n{identity}\n"))

@@ -169,10 +169,15 @@ def verdict_model(v: Mapping[str, Any]) -> str:
 
 def verdict_where(v: Mapping[str, Any]) -> str:
     """Where in its run a verdict dict was judged: ``stage 1: 40 req/s``, ``model
-    sim-lora-1`` (both, comma-separated, for one model within one stage); ``""`` for a
-    whole run's."""
+    sim-lora-1`` (both, comma-separated, for one model within one stage), ``replica 0``
+    (a ``replica.*`` SLO judged on one replica's requests); ``""`` for a whole run's."""
     model = verdict_model(v)
-    parts = [stage_where(v), f"model {model}" if model else ""]
+    replica = str(v.get("replica") or "")  # replica.<metric>: judged on each replica alone
+    parts = [
+        stage_where(v),
+        f"model {model}" if model else "",
+        f"replica {replica}" if replica else "",
+    ]
     return ", ".join(p for p in parts if p)
 
 

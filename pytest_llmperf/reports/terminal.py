@@ -23,10 +23,11 @@ a ``✗`` line with the exit and the log's path where the server died (under
 (``--llm-server-metrics``), each run gets a ``server [run0]:`` line (family, source,
 server TTFT p50/p99, queue p99, KV-cache max, preemptions, prefix-cache hit rate, the
 cache reset; or why
-they are missing), and a failing latency SLO (ttft, ttfo, e2e, ``server.*``)
-says where its run's time went: the client's TTFT p50 and p99 against the
-server's queue and prefill, and the client/network remainder
-(:mod:`.time_split`), once per run or stage. With the request paths of
+they are missing); a fleet's run (``runs[].by_replica``, ``runs[].fleet``) a ``fleet
+[run0]:`` block, a line per replica and per pool (:mod:`.fleet_words`); and a
+failing latency SLO (ttft, ttfo, e2e, ``server.*``) says where its run's time went:
+the client's TTFT p50 and p99 against the server's queue and prefill, and the
+client/network remainder (:mod:`.time_split`), once per run or stage. With the request paths of
 ``llm_workload(structured=, tools=, adapters=, greedy=)`` a run also says what it
 asked for, a line per served model (its verdict too, like a stage's), its output
 comparisons with where mismatching samples part, and its invalid outputs in the
@@ -47,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_llmperf.reports.conversation_view import conversation_parts
+from pytest_llmperf.reports.fleet_words import fleet_lines
 from pytest_llmperf.reports.line_breaks import fit, prose, wrap_parts
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.server_process import exit_message, process_parts
@@ -178,6 +180,7 @@ def summary_lines(
                 lines.append(f"    ! {run['label']}: {blank}")
             if run.get("server_metrics") is not None or reset_said(run.get("cache_reset")):
                 lines.extend(wrap_parts(_server_parts(run), width))
+            lines.extend(fleet_lines(run, test.slos, width))  # per replica and pool
             if parts := process_parts(run.get("server_process"), str(run.get("label") or "")):
                 lines.extend(wrap_parts(parts, width))
             lines.extend(_exit_lines(run, width))
