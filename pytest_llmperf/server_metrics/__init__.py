@@ -19,6 +19,12 @@ Modules, in the order data flows through them (each has one job):
 - the same names from each response's own server timings (vLLM's per-request
   ``metrics``, llama.cpp's ``timings``) and the client's TTFT split are read off a run's
   accumulator: :mod:`pytest_llmperf.results.server_per_request`, a floor above;
+- a fleet (``--llm-server-metrics=ROLE=URL,...``, ``@FILE``, ``discover=URL``; docs/fleets.md):
+  :mod:`.page_list` (the option's list of pages), :mod:`.discovery` (a router asked for its
+  workers), :mod:`.fleet_source` (every page probed at preflight; :func:`resolve_metrics`
+  for every form of the option), :mod:`.fleet_sampler` (one sampler per page),
+  :mod:`.fleet_merge` (the pages' summaries as each role's pool and the whole) and
+  :mod:`.fleet` (what a run keeps: ``runs[].fleet``);
 - :mod:`.cache_reset`: ``--llm-reset-cache``, the server's prefix cache emptied before a
   gated run where it offers that;
 - :mod:`.fingerprint`: which server, configured how, measured from where (baselines and
@@ -36,6 +42,14 @@ from pytest_llmperf.server_metrics.fingerprint import (
     comparability,
     fingerprint_diff,
     session_fingerprint,
+)
+from pytest_llmperf.server_metrics.fleet import FleetMetrics, PageMetrics, PageSpec
+from pytest_llmperf.server_metrics.fleet_sampler import FleetRecording, FleetSampler
+from pytest_llmperf.server_metrics.fleet_source import (
+    FleetSource,
+    MetricsSource,
+    resolve_fleet,
+    resolve_metrics,
 )
 from pytest_llmperf.server_metrics.sampler import ServerMetricsRecording, ServerMetricsSampler
 from pytest_llmperf.server_metrics.source import (
@@ -60,8 +74,15 @@ __all__ = [
     "LATENCY_STATS",
     "MAPPINGS",
     "CacheReset",
+    "FleetMetrics",
+    "FleetRecording",
+    "FleetSampler",
+    "FleetSource",
     "MetricKind",
     "MetricsOption",
+    "MetricsSource",
+    "PageMetrics",
+    "PageSpec",
     "Scrape",
     "ScrapeFailure",
     "ServerFamily",
@@ -77,6 +98,8 @@ __all__ = [
     "parse_option",
     "parse_scrape",
     "reset_prefix_cache",
+    "resolve_fleet",
+    "resolve_metrics",
     "resolve_source",
     "session_fingerprint",
     "summarise_window",
