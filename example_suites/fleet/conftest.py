@@ -9,9 +9,12 @@ Against a real fleet, point the session at the router and name each replica's pa
 (docs/fleets.md; its section "Routers" says what each router exposes)::
 
     pytest example_suites/fleet --llm-endpoint=http://router:8000 \\
-      --llm-server-metrics=discover=http://router:8000,router=http://router:29000/metrics
+      --llm-server-metrics=discover,router=http://router:29000/metrics
 
-and, where the router names no replica in its responses (vLLM's router, llm-d), the
+(``discover``: ask the endpoint for its workers; vLLM's router and SGLang's gateway list
+them, and serve their own page on a second port, given here as ``router=``);
+
+where the router names no replica in its responses (vLLM's router, llm-d), the
 ``replica.*`` SLOs are inconclusive and say so: the fleet is judged as one.
 """
 

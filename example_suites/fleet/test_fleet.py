@@ -5,6 +5,12 @@ of the requests slowly moves the fleet's p90 little. ``replica.<metric>.<stat>``
 each replica on the requests it served (attributed from the response header that
 names it, ``--llm-replica-header``), one verdict per replica, each naming it;
 ``fleet.imbalance`` is the busiest replica's requests over the mean (1.0: even).
+With ``--llm-server-metrics=discover`` each replica's own ``/metrics`` page is read too
+(the simulator lists them), and the report adds a per-replica table of the client's and
+the server's figures side by side (docs/fleets.md)::
+
+    pytest example_suites/fleet --llm-server-metrics=discover --llm-summary=full
+
 What a failure looks like: ``test_one_replica_misses_its_target`` (``xfail``; see it
 with ``pytest example_suites/fleet --runxfail``), which prints each replica's verdict::
 
@@ -36,6 +42,8 @@ async def test_every_replica_meets_the_slo(llm_loadgen):
     served = {name: r["counts"]["completed"] for name, r in result.by_replica.items()}
     assert sorted(served) == ["0", "1"]  # both replicas served, named by x-replica-id
     assert sum(served.values()) == 100
+    if result.fleet is not None:  # --llm-server-metrics=discover: each replica's own page
+        assert sorted(page.name for page in result.fleet.pages) == ["0", "1"]
 
 
 @pytest.mark.xfail(strict=True, reason="demonstrates a replica that misses its target")
