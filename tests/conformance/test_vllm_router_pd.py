@@ -33,7 +33,7 @@ OUTPUT_TOKENS = 16
 def pd_run(vllm_router_pd_fleet: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     fleet = vllm_router_pd_fleet
     workdir = tmp_path_factory.mktemp("vllm-router-pd")
-    option = f"discover={fleet.url},router={fleet.metrics_url},0.2"
+    option = f"discover,router={fleet.metrics_url},0.2"  # discover: the endpoint's own list
     s = run_session(
         workdir,
         fleet.url,
