@@ -197,6 +197,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "vllm-agentic": ("vLLM venv",),
     "transformers-blank": ("transformers venv", "blank model"),
     "vllm-router-fleet": ("llama-server binary", "model as GGUF", "vllm-router venv"),
+    "vllm-router-vllm-fleet": ("vLLM venv", "vllm-router venv"),
 }
 
 
@@ -847,15 +848,16 @@ def start_vllm_router_fleet(
     policy: str = VLLM_ROUTER_POLICY,
     *,
     prefill: int = 0,
+    replica: str = "llama-server",
 ) -> Fleet:
-    """``replicas`` llama-servers (:func:`start_llama_server`, one at a time) and vLLM's
-    router in front of them (:func:`vllm_router_launch`; ``prefill``: its prefill/decode
-    mode), each started and warmed up; what started is stopped again when a later one
-    fails (:class:`ServerError`)."""
+    """``replicas`` servers of kind ``replica`` (``llama-server`` or ``vllm``: one of
+    :data:`STARTERS`, started one at a time) and vLLM's router in front of them
+    (:func:`vllm_router_launch`; ``prefill``: its prefill/decode mode), each started and
+    warmed up; what started is stopped again when a later one fails (:class:`ServerError`)."""
     started: list[Server] = []
     try:
         for _ in range(replicas):
-            started.append(start_llama_server(install))
+            started.append(STARTERS[replica](install))
         metrics_port = free_port(HOST)
         launch = vllm_router_launch(
             install,

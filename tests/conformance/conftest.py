@@ -170,10 +170,18 @@ def vllm_router_pd_fleet(install: Any) -> Iterator[Any]:
     yield from _fleet(install, prefill=1)
 
 
-def _fleet(install: Any, prefill: int) -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def vllm_router_vllm_fleet(install: Any) -> Iterator[Any]:
+    """vLLM's router in front of two vLLM servers (CPU, the tiny model): about 2 GB and
+    45 s to start each, one after the other."""
+    yield from _fleet(install, prefill=0, replica="vllm")
+
+
+def _fleet(install: Any, prefill: int, replica: str = "llama-server") -> Iterator[Any]:
+    needs = "vllm-router-fleet" if replica == "llama-server" else "vllm-router-vllm-fleet"
     try:
         fleet = servers.start_vllm_router_fleet(
-            _checked(install, "vllm-router-fleet"), prefill=prefill
+            _checked(install, needs), prefill=prefill, replica=replica
         )
     except servers.ServerError as exc:
         pytest.fail(str(exc), pytrace=False)
