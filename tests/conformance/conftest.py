@@ -13,7 +13,9 @@ fixture checks its own pieces, so a module runs on an install that lacks
 another server (``pytest tests/conformance/test_vllm.py`` without llama-server).
 
 Servers are module-scoped and each module uses one, so at most one server
-runs at a time (two cores: they would slow each other and the measurements).
+runs at a time (two cores: they would slow each other and the measurements);
+a fleet module's one is a fleet: vLLM's router and its two replicas
+(:func:`vllm_router_fleet` and its kin), judged on counts, not on timings.
 The one exception to a start per module: ``test_vllm.py`` and
 ``test_vllm_apis.py`` (adjacent) use the same vLLM, started once (about 40 s
 saved) and stopped after the last module that uses it (:func:`vllm`). Every
