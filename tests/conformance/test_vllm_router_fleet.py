@@ -56,6 +56,9 @@ SCRAPE_EVERY_S = 0.2
 ROUTED = "vllm_router_processed_requests_total"  # the router's requests per worker
 ROUTE_REQUESTS = "vllm_router_requests_total"  # ... and per route
 CHAT_ROUTE = "/v1/chat/completions"
+# a per-replica SLO and the same on the fleet as one: the first is inconclusive (no
+# response names its replica), the second judged on every request
+SLOS = ("replica.ttft.max < 60s", "ttft.max < 60s")
 
 
 @dataclass
@@ -98,7 +101,8 @@ def fleet_run(vllm_router_fleet: Any, tmp_path_factory: pytest.TempPathFactory) 
         fleet.url,
         f"--llm-server-metrics={fleet.page_list(SCRAPE_EVERY_S)}",
         f"--llm-events={workdir / 'events.jsonl'}",
-        test_source=load_test(REQUESTS, CONCURRENCY, INPUT_TOKENS, OUTPUT_TOKENS),
+        "--llm-inconclusive=warn",  # the replica SLO cannot be judged here: it says why
+        test_source=load_test(REQUESTS, CONCURRENCY, INPUT_TOKENS, OUTPUT_TOKENS, slos=SLOS),
     )
     after = router_page(fleet.metrics_url)
     run = check_completed(s, REQUESTS, one_read_replies_ok=True)
@@ -192,6 +196,19 @@ def test_no_request_is_attributed_to_a_replica(fleet_run: FleetRun) -> None:
     replicas = {r.replica for r in records}
     assert replicas == {""}, replicas
     assert "by_replica" not in fleet_run.run, fleet_run.run["by_replica"]
+
+
+def test_a_replica_slo_says_it_cannot_judge_and_the_fleet_is_judged(fleet_run: FleetRun) -> None:
+    """Nothing attributed: ``replica.ttft.max`` is inconclusive and says how to name the
+    replicas (``--llm-replica-header``), never judged on a guess; the same target on the
+    fleet as one is judged on all 24 requests."""
+    report = fleet_run.session.report
+    assert report is not None
+    verdicts = {v["expr"]: v for v in report["tests"][0]["slos"]}
+    replica, fleet = (verdicts[e] for e in SLOS)
+    assert replica["verdict"] == "inconclusive" and "replica" not in replica, replica
+    assert "--llm-replica-header" in replica["reason"], replica
+    assert fleet["verdict"] == "pass", fleet
 
 
 @pytest.fixture(scope="module")
