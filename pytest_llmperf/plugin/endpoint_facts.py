@@ -22,7 +22,8 @@ from pytest_llmperf.options import LlmPerfOptions
 from pytest_llmperf.reports.server_identity import server_identity
 from pytest_llmperf.server_metrics.cache_reset import reset_prefix_cache
 from pytest_llmperf.server_metrics.fingerprint import prefix_caching, session_fingerprint
-from pytest_llmperf.server_metrics.fleet_source import MetricsSource, resolve_metrics
+from pytest_llmperf.server_metrics.fleet_reset import reset_fleet
+from pytest_llmperf.server_metrics.fleet_source import FleetSource, MetricsSource, resolve_metrics
 from pytest_llmperf.server_metrics.source import parse_option
 from pytest_llmperf.session_tokenizer import session_tokenizer
 from pytest_llmperf.workloads.tokenizer import Tokenizer, bind_api
@@ -95,13 +96,22 @@ class ServerFacts:
         a server without a reset is asked once (cache_reset.py remembers per server). Its
         record says whether the user set the option (``asked``) and what the server's
         fingerprint tells of its prefix cache (``prefix_cache``), which decide whether a
-        reset not done is said or only recorded (``cache_reset.reset_said``)."""
+        reset not done is said or only recorded (``cache_reset.reset_said``). Where the
+        session reads a fleet of pages, each engine's server is reset instead of the
+        endpoint (server_metrics/fleet_reset.py)."""
         if not self.options.reset_cache:
             return None
         asked = self.options.reset_cache_given
 
+        def one(server: Endpoint) -> dict[str, Any]:
+            return reset_prefix_cache(server).to_dict()
+
         def reset(target: Endpoint) -> dict[str, Any]:
-            record = reset_prefix_cache(target).to_dict()
+            source = self._metrics.get(target.base_url)
+            if isinstance(source, FleetSource):  # each engine's server, not the router
+                record = reset_fleet(target, source, one)
+            else:
+                record = one(target)
             if record["prefix_cache"] is None:
                 fingerprint = self._identity.get(target.base_url, {}).get("fingerprint")
                 record["prefix_cache"] = prefix_caching(fingerprint)

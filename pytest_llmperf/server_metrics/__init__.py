@@ -23,7 +23,8 @@ Modules, in the order data flows through them (each has one job):
   :mod:`.page_list` (the option's list of pages), :mod:`.discovery` (a router asked for its
   workers), :mod:`.fleet_source` (every page probed at preflight; :func:`resolve_metrics`
   for every form of the option), :mod:`.fleet_sampler` (one sampler per page),
-  :mod:`.fleet_merge` (the pages' summaries as each role's pool and the whole) and
+  :mod:`.fleet_merge` (the pages' summaries as each role's pool and the whole),
+  :mod:`.fleet_reset` (``--llm-reset-cache``: each engine's server, not the router) and
   :mod:`.fleet` (what a run keeps: ``runs[].fleet``);
 - :mod:`.cache_reset`: ``--llm-reset-cache``, the server's prefix cache emptied before a
   gated run where it offers that;

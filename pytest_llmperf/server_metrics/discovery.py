@@ -16,8 +16,9 @@ Asked once, at preflight, in this order (the first that answers a list wins):
 
 Neither router serves its own Prometheus page on its API port (both export on a
 separate ``--prometheus-port``), so a router found by ``/workers`` adds no router page:
-the notes say how to add it (``router=http://host:PORT/metrics``). A router that lists
-nothing gets a note saying so and its own ``/metrics`` as the one page (role router).
+the notes say how to add it (``router=http://host:PORT/metrics``). A server that lists
+nothing gets a note saying so and its own ``/metrics`` as the one page (role router; for
+``discover`` alone, which asks the endpoint itself, role replica: a single server).
 Never raises: what went wrong is a note.
 """
 
@@ -55,9 +56,17 @@ class Discovery:
     notes: list[str] = field(default_factory=list)
 
 
-def discover_pages(endpoint: Endpoint, url: str, *, limit_s: float = PROBE_LIMIT_S) -> Discovery:
+def discover_pages(
+    endpoint: Endpoint,
+    url: str,
+    *,
+    limit_s: float = PROBE_LIMIT_S,
+    unlisted: PageRole = PageRole.ROUTER,
+) -> Discovery:
     """The pages of the router at ``url`` (its base URL; a trailing ``/v1`` is dropped), each
-    listing asked within ``limit_s`` (module docstring)."""
+    listing asked within ``limit_s`` (module docstring). ``unlisted``: the role of its own
+    page when it lists nothing (``discover`` alone asks the endpoint, most often one server:
+    then a replica)."""
     root = server_root(url).rstrip("/")
     shown = redact_url(root)
     tried: list[str] = []
@@ -73,11 +82,11 @@ def discover_pages(endpoint: Endpoint, url: str, *, limit_s: float = PROBE_LIMIT
             workers = [{"url": u} for u in answer["urls"]]
             return _workers(root, workers, shown, "GET /list_workers")
     return Discovery(
-        [PageSpec(PageRole.ROUTER, page_name(root), root + "/metrics")],
-        f"router at {shown} (no worker list)",
+        [PageSpec(unlisted, page_name(root), root + "/metrics")],
+        f"{shown} (no worker list)",
         [
-            f"the router at {shown} lists no workers ({'; '.join(tried)}): its own /metrics "
-            "only; name the workers' pages (replica=http://w1:8001/metrics,...)"
+            f"{shown} lists no workers ({'; '.join(tried)}): its own /metrics only, as a "
+            f"{unlisted.value} page; name the workers' pages (replica=http://w1:8001/metrics,...)"
         ],
     )
 

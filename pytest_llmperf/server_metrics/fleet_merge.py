@@ -101,10 +101,16 @@ def _by_phase(whole: ServerMetrics, pages: Sequence[PageMetrics]) -> None:
         False: [p for p in pages if p.role in (PageRole.DECODE, PageRole.REPLICA)],
     }
     merged = {k: merge_pages(v, "fleet") for k, v in sides.items()}
-    for name, (kind, _) in COMMON_METRICS.items():
-        if kind is MetricKind.GAUGE or name == _PREEMPTIONS:
-            continue
+    taken = [
+        name
+        for name, (kind, _) in COMMON_METRICS.items()
+        if kind is not MetricKind.GAUGE and name != _PREEMPTIONS
+    ]
+    # a name's notes are its side's (bounds that differ across pools need not differ in one)
+    whole.notes[:] = [n for n in whole.notes if not n.startswith(tuple(f"{t}:" for t in taken))]
+    for name in taken:
         side = merged[name in PREFILL_SIDE]
+        whole.notes.extend(n for n in side.notes if n.startswith(f"{name}:"))
         for table in (whole.metrics, whole.buckets, whole.parts):
             table.pop(name, None)
         if name in side.metrics:
@@ -124,6 +130,9 @@ def merge_pages(pages: Sequence[PageMetrics], what: str) -> ServerMetrics:
     family = families.pop() if len(families) == 1 else ServerFamily.UNKNOWN
     out = ServerMetrics(source=f"{what}: {', '.join(names)}" if names else what, family=family)
     out.scrapes = sum(p.metrics.scrapes for p in pages)
+    for page, name in zip(pages, names, strict=True):
+        if page.metrics.missing is not None and live:
+            out.notes.append(f"{name}: {page.metrics.missing}")
     if not live:
         why = "; ".join(f"{n}: {p.metrics.missing}" for n, p in zip(names, pages, strict=True))
         out.missing = f"no page of the {what} had numbers" + (f" ({why})" if why else "")

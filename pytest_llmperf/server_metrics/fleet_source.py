@@ -35,6 +35,7 @@ from pytest_llmperf.server_metrics.source import (
     scrape_once,
     scraped,
 )
+from pytest_llmperf.specs.fleet_names import PageRole
 
 __all__ = ["FleetPage", "FleetSource", "MetricsSource", "resolve_fleet", "resolve_metrics"]
 
@@ -120,7 +121,8 @@ def resolve_fleet(
     if parsed.pages.discover is not None:
         where = parsed.pages.discover
         router = endpoint.base_url if where == ENDPOINT else where
-        found = discover_pages(endpoint, router, limit_s=limit_s)
+        alone = PageRole.REPLICA if where == ENDPOINT else PageRole.ROUTER
+        found = discover_pages(endpoint, router, limit_s=limit_s, unlisted=alone)
         discovered = found.said
         notes.extend(found.notes)
         names = {s.name for s in specs}

@@ -134,5 +134,8 @@ def test_the_older_list_workers_and_a_router_that_lists_nothing(start: ServeApp)
     assert own.spec == PageSpec(PageRole.ROUTER, bare.removeprefix("http://"), f"{bare}/metrics")
     assert own.source is None and own.failure is not None and "404" in own.failure
     (note,) = fleet.notes
-    assert f"the router at {bare} lists no workers" in note
+    assert f"{bare} lists no workers" in note and "as a router page" in note
     assert "GET /llmperf/fleet: 404" in note and "GET /list_workers: 404" in note
+    # discover alone asks the endpoint itself: a server that lists nothing is one replica
+    (own,) = resolve_fleet(endpoint(bare), "discover").pages
+    assert own.spec == PageSpec(PageRole.REPLICA, bare.removeprefix("http://"), f"{bare}/metrics")

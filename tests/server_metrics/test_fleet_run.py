@@ -71,6 +71,7 @@ async def test_two_pages_and_a_404_give_each_page_the_pools_and_the_whole(gone: 
     whole = result.server_metrics
     assert whole is not None and fleet.whole is not None
     assert whole.metrics["server.requests"] == {"value": 12.0}  # the others still count
+    assert any(n.startswith("replica gone: GET ") and "404" in n for n in whole.notes)
     assert whole.metrics["server.ttft"]["count"] == 12
     assert whole.source is not None and whole.source.startswith("fleet: replica 0, replica 1")
     assert whole.family.value == "sim"  # the pages that had numbers say whose names they are
@@ -127,3 +128,15 @@ def test_the_plugin_reads_a_list_from_its_ini_and_reports_the_fleet(
     assert [p["name"] for p in run["fleet"]["pages"]] == ["0", "gone"]
     assert run["fleet"]["requests"] == {"0": 6.0}
     assert run["server_metrics"]["metrics"]["server.requests"] == {"value": 6.0}
+
+
+def test_a_bad_item_is_a_usage_error_at_configure_time(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x():\n    pass\n")
+    (pytester.path / "pages.txt").write_text(
+        "replica:0=http://w0:1/metrics\nreplica:0=http://w1:1/m\n"
+    )
+    result = pytester.runpytest("--llm-server-metrics=@pages.txt")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    said = result.stderr.str() + result.stdout.str()
+    assert "--llm-server-metrics (pages.txt, line 2)" in said
+    assert "two pages named '0'" in said
