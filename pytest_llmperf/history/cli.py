@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from pytest_llmperf.history.errors import HistoryError
 from pytest_llmperf.history.export import export_csv, export_json, export_markdown
 from pytest_llmperf.history.records import SessionInfo, StoredRun
 from pytest_llmperf.history.store import HistoryStore
+from pytest_llmperf.specs.fleet_names import FLEET_METRICS, POOL_SCOPES
 from pytest_llmperf.specs.process_names import PROCESS_METRICS
 
 __all__ = ["main", "main_entry"]
@@ -118,15 +120,24 @@ def _run(store: HistoryStore, args: argparse.Namespace) -> str:
     )
 
 
+# the prefixes a kept metric's name may carry before its own name (history/records.py)
+_SCOPE = re.compile(
+    r"^(?:server|conversation|" + "|".join(POOL_SCOPES) + r")\.|^replica\[[^\]]*\]\."
+)
+
+
 def metric_and_stat(metric: str, stat: str | None) -> tuple[str, str]:
     """``ttft.p99`` as an SLO spells it, or ``ttft`` with ``--stat p99`` (default ``p50``):
     ``(metric, stat)``. A server or conversation metric keeps its prefix
-    (``server.queue_time.p99``, ``conversation.makespan_excl_tools.p90``). Two
+    (``server.queue_time.p99``, ``conversation.makespan_excl_tools.p90``), and so do a
+    fleet's (``decode.kv_cache_usage.max``, ``replica[0].ttft.p99``). Two
     different statistics, one in each place, are an error naming both. A process metric
-    (``startup.ready_s``, ``server.rss_max_mb``) is one value per run: ``(name, "value")``."""
-    if metric in PROCESS_METRICS:
+    (``startup.ready_s``, ``server.rss_max_mb``) or a fleet's figure (``fleet.imbalance``)
+    is one value per run: ``(name, "value")``."""
+    if metric in PROCESS_METRICS or metric in FLEET_METRICS:
         return metric, "value"
-    prefix = next((p for p in ("server.", "conversation.") if metric.startswith(p)), "")
+    scoped = _SCOPE.match(metric)
+    prefix = scoped[0] if scoped else ""
     base, _, named = metric[len(prefix) :].partition(".")
     if named and stat is not None and named != stat:
         raise CommandError(

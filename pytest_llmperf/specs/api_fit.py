@@ -71,7 +71,7 @@ def check_api_fit(spec: PerfSpec, api: Api, *, where: str) -> None:
     none, embeddings inputs on an API that is not embeddings."""
     if api not in TOKEN_STREAM_APIS:
         for slo in spec.slos:
-            if slo.metric in TOKEN_STREAM_METRICS:
+            if slo.plain_metric in TOKEN_STREAM_METRICS:  # replica.ttft too
                 raise LlmPerfUsageError(
                     f"SLO {slo.expr!r}: {slo.metric} is a token-stream metric and "
                     f"--llm-api={api.value} streams no tokens; judge e2e, "

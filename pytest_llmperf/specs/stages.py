@@ -110,9 +110,15 @@ def _slos(where: str, value: Any) -> tuple[Slo, ...]:
     out: list[Slo] = []
     for text in texts:
         try:
-            out.append(parse_slo(text))
+            slo = parse_slo(text)
         except LlmPerfUsageError as exc:
             raise LlmPerfUsageError(f"{where}: {exc.message}") from None
+        if slo.in_fleet_scope:  # a stage keeps no replica breakdown nor pages of its own
+            raise LlmPerfUsageError(
+                f"{where}: slo {text!r} is judged on whole runs (replica.*, fleet.*, "
+                "<pool>.*), not on one stage: give it to llm_slo(...)"
+            )
+        out.append(slo)
     return tuple(out)
 
 

@@ -7,8 +7,12 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.specs.api_fit import check_api_fit
+from pytest_llmperf.specs.perf import PerfSpec
 from pytest_llmperf.specs.rulesets import ruleset_from_mapping
 from pytest_llmperf.specs.slo import parse_slo
+from pytest_llmperf.specs.stages import parse_stages
+from pytest_llmperf.workloads.apis import Api
 
 
 @pytest.mark.parametrize(
@@ -120,3 +124,21 @@ def test_a_bad_fleet_target_names_the_file_and_key() -> None:
     said = r"fleet.yaml: targets.decode.queue.p99: .*'queue' for pool"
     with pytest.raises(LlmPerfUsageError, match=said):
         ruleset_from_mapping({"targets": {"decode.queue": {"p99": "1s"}}}, source="fleet.yaml")
+
+
+def test_a_stage_cannot_own_a_fleet_slo() -> None:
+    stages = [{"rate": 5, "duration": 1, "slo": "replica.ttft.p99 < 1s"}]
+    with pytest.raises(LlmPerfUsageError, match=r"stages\[0\].*judged on whole runs"):
+        parse_stages("poisson", stages, open_loop=True)
+
+
+def test_a_replicas_token_stream_slo_on_embeddings_is_refused() -> None:
+    marked = PerfSpec.from_markers(
+        (("synthetic",), {"requests": 10}), None, [(("replica.ttft.p99 < 500ms",), {})]
+    )
+    with pytest.raises(LlmPerfUsageError, match=r"'replica.ttft.p99 < 500ms'.*streams no tokens"):
+        check_api_fit(marked, Api.EMBEDDINGS, where="t.py::test_embed")
+    fits = PerfSpec.from_markers(
+        (("synthetic",), {"requests": 10}), None, [(("replica.e2e.p99 < 1s",), {})]
+    )
+    check_api_fit(fits, Api.EMBEDDINGS, where="t.py::test_embed")

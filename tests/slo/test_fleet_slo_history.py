@@ -1,19 +1,26 @@
 """A fleet run's figures in what a history keeps (``fleet.*``, ``<pool>.*``,
 ``replica[NAME].*``), and each replica against the baseline's same replica where
-``--llm-baseline-threshold`` names a ``replica.*`` statistic."""
+``--llm-baseline-threshold`` names a ``replica.*`` statistic (a file's or a history's
+reference alike: both hand the shared loop an accumulator whose state keeps each
+replica's requests)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.errors import LlmPerfUsageError
+from pytest_llmperf.history.cli import metric_and_stat
 from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.results.fleet_figures import fleet_figures, run_metrics_with_fleet
 from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.server_metrics.fleet import FleetMetrics, PageMetrics
 from pytest_llmperf.server_metrics.summary import ServerMetrics, run_metrics_with_server
+from pytest_llmperf.slo.comparison import BaselineSource, Reference
 from pytest_llmperf.slo.regression import RegressionVerdict, Thresholds
 from pytest_llmperf.slo.replica_regression import compare_replicas
 from pytest_llmperf.specs.fleet_names import PageRole
@@ -102,3 +109,58 @@ def test_a_replica_on_one_side_only_is_a_note() -> None:
     assert note.note_only and note.verdict is RegressionVerdict.INCONCLUSIVE
     assert note.reason.startswith("replicas differ: the baseline's a, this run's a, c")
     assert compared.run == "run0 replica a" and not compared.note_only
+
+
+class OneReference(BaselineSource):
+    """A baseline of one stored run (what a file or a history hands the shared loop)."""
+
+    path = "b.json"
+
+    def __init__(self, stored: MetricsAccumulator) -> None:
+        self.stored = stored
+
+    @property
+    def created_at(self) -> str:
+        return ""
+
+    @property
+    def endpoint(self) -> dict[str, Any]:
+        return {}
+
+    def describe(self, nodeid: str) -> str:
+        return self.path
+
+    def references(
+        self, nodeid: str, results: Sequence[RunResult], endpoint: Mapping[str, Any]
+    ) -> Iterator[Reference]:
+        yield Reference(self.path, MetricsAccumulator.from_state(self.stored.to_state()))
+
+
+def test_a_baseline_compares_the_named_replica_statistics_beside_the_fleets() -> None:
+    stored = accumulate({"a": draw(20, 400, 11), "b": draw(20, 400, 12)})
+    now = accumulate({"a": draw(20, 400, 13), "b": draw(40, 400, 14)})
+    result = RunResult(workload={}, load={}, endpoint={}, accumulator=now, label="run0")
+    checks = OneReference(stored).compare(
+        "t::x", [result], endpoint={}, thresholds=Thresholds.parse("replica.ttft.p50=20%")
+    )
+    replicas = [(c.run, c.verdict) for c in checks if c.metric == "replica.ttft"]
+    assert replicas == [
+        ("run0 replica a", RegressionVerdict.UNCHANGED),
+        ("run0 replica b", RegressionVerdict.REGRESSED),
+    ]
+    assert any(c.metric == "ttft" and c.run == "run0" for c in checks)  # the fleet's, as ever
+
+
+@pytest.mark.parametrize(
+    ("asked", "kept"),
+    [
+        ("fleet.imbalance", ("fleet.imbalance", "value")),
+        ("decode.kv_cache_usage.max", ("decode.kv_cache_usage", "max")),
+        ("prefill.queue_time.p99", ("prefill.queue_time", "p99")),
+        ("replica[0].ttft.p99", ("replica[0].ttft", "p99")),
+        ("replica[w1:8001].e2e", ("replica[w1:8001].e2e", "p50")),
+        ("server.queue_time.p99", ("server.queue_time", "p99")),  # as before
+    ],
+)
+def test_the_history_commands_read_the_fleets_names(asked: str, kept: tuple[str, str]) -> None:
+    assert metric_and_stat(asked, None) == kept
