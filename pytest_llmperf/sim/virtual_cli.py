@@ -74,6 +74,12 @@ def format_result(d: dict[str, Any]) -> str:
         )
     if "lora_loads" in e:
         lines.append(f"adapter loads {e['lora_loads']}")
+    for r in d.get("replicas", ()):  # only with several replicas (virtual_fleet.py)
+        lines.append(
+            f"replica {r['name']} ({d['router']}): {r['requests']} requests, {r['steps']} steps, "
+            f"{r['preemptions']} preemptions, max running {r['max_running']}, "
+            f"prefix cache hit rate {r['prefix_cache_hit_rate']:.3f}"
+        )
     return "\n".join(lines)
 
 

@@ -58,6 +58,10 @@ def test_each_profile_serves_a_model_named_for_what_it_is() -> None:
     assert models["tiny"] == "sim-tiny"
     assert models["strict-reasoning"] == "sim-reasoning"
     assert models["replicas-2-session"] == models["replicas-2-round-robin"] == "sim-llama-3.1-8b-x2"
+    assert {models[f"replicas-4-{k}"] for k in ("least-loaded", "prefix-aware", "slow-one")} == {
+        "sim-llama-3.1-8b-x4"
+    }
+    assert models["disaggregated-1p1d"] == models["disaggregated-2p2d"] == "sim-llama-3.1-8b-pd"
     assert [name for name, model in models.items() if model == "sim-llama-3.1-8b"] == [
         "llama-3.1-8b-h100"
     ]

@@ -105,9 +105,11 @@ def test_router_profile_keys_are_checked(overrides: dict[str, str], words: list[
         assert word in str(info.value)
 
 
-def test_a_virtual_run_refuses_replicas() -> None:
-    with pytest.raises(ValueError, match="replicas=2"):
-        run_virtual("tiny", rate=1, duration=1, replicas=2)
+def test_a_virtual_run_refuses_disaggregated_pools_and_fixed_replicas() -> None:
+    with pytest.raises(ValueError, match="prefill_replicas=1, decode_replicas=1"):
+        run_virtual("tiny", rate=1, duration=1, prefill_replicas=1, decode_replicas=1)
+    with pytest.raises(ValueError, match="kind=fixed with replicas=2"):
+        run_virtual("fixed", rate=1, duration=1, replicas=2)
 
 
 # -- served ----------------------------------------------------------------------------------
