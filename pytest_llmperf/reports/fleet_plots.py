@@ -149,7 +149,14 @@ def fleet_plots(
     rows = [r for r in view.rows if r.requests() is not None or r.client is not None]
     charts = []
     if rows:
-        whose = "client" if view.attributed else "server.requests"
+        clients = sum(r.client is not None for r in rows)
+        whose = (
+            "client"
+            if clients == len(rows)
+            else "server.requests"
+            if not clients
+            else ("client, else the page's count")
+        )
         charts.append(
             replica_bars(
                 [(r.name, r.requests()) for r in rows],

@@ -11,9 +11,10 @@ attribution, or a header that names replicas otherwise) keeps its server columns
 a replica the client saw without a page keeps its client columns only. Nothing is
 guessed: a column the run does not have is ``-``.
 
-The terminal, Markdown, HTML and JUnit reports (:mod:`.fleet_words`, :mod:`.fleet_plots`)
-all read :func:`fleet_view`, so they agree. A run with neither ``by_replica`` nor
-``fleet`` has no view (None), and every report prints what it printed before fleets.
+The terminal, Markdown, HTML and JUnit reports (:mod:`.fleet_words`, :mod:`.fleet_plots`,
+:mod:`.fleet_junit`) all read :func:`fleet_view`, so they agree. A run with neither
+``by_replica`` nor ``fleet`` has no view (None), and every report prints what it printed
+before fleets.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_llmperf.results.fleet_figures import CLIENT_SOURCE, PAGES_SOURCE, fleet_figures
-from pytest_llmperf.specs.fleet_names import KV_TRANSFER, PageRole
+from pytest_llmperf.specs.fleet_names import KV_TRANSFER, POOL_SCOPES, PageRole
 
 __all__ = [
     "FleetView",
@@ -32,10 +33,12 @@ __all__ = [
     "ReplicaRow",
     "fleet_view",
     "has_fleet",
+    "pool_verdicts",
     "replica_mark",
     "replica_verdicts",
     "server_stat",
     "verdict_replica",
+    "worst_mark",
 ]
 
 
@@ -204,8 +207,27 @@ def replica_verdicts(
     return [v for v in slos if str(v.get("run") or "") == label and verdict_replica(v) == name]
 
 
+def pool_verdicts(
+    slos: Sequence[Mapping[str, Any]], label: str, role: str
+) -> list[Mapping[str, Any]]:
+    """The verdict dicts of run ``label`` on pool ``role`` (``prefill.queue_time.p99 <
+    50ms``: a router, prefill or decode pool's pages together)."""
+    if role not in POOL_SCOPES:
+        return []
+    return [
+        v
+        for v in slos
+        if str(v.get("run") or "") == label and str(v.get("expr") or "").startswith(f"{role}.")
+    ]
+
+
+def worst_mark(verdicts: Sequence[Mapping[str, Any]]) -> str:
+    """The worst of ``verdicts`` (``fail``, ``inconclusive``, ``pass``); ``""`` for none."""
+    said = {str(v.get("verdict")) for v in verdicts}
+    return next((w for w in ("fail", "inconclusive", "pass") if w in said), "")
+
+
 def replica_mark(slos: Sequence[Mapping[str, Any]], label: str, name: str) -> str:
     """The worst of a replica's verdicts (``fail``, ``inconclusive``, ``pass``); ``""``
     when none judged it alone."""
-    said = {str(v.get("verdict")) for v in replica_verdicts(slos, label, name)}
-    return next((w for w in ("fail", "inconclusive", "pass") if w in said), "")
+    return worst_mark(replica_verdicts(slos, label, name))

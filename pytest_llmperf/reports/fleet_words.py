@@ -1,5 +1,6 @@
-"""A fleet run in words and cells: the terminal's block, the Markdown tables, JUnit
-properties and the HTML report's rows, all from :func:`~.fleet_view.fleet_view`.
+"""A fleet run in words and cells: the terminal's block, the Markdown tables and the HTML
+report's rows (JUnit's properties: :mod:`.fleet_junit`), all from
+:func:`~.fleet_view.fleet_view`.
 
 Each figure is formatted once here (client latencies with
 :func:`~pytest_llmperf.reports.table.format_value`, the server's with its unit, a
@@ -19,8 +20,10 @@ from pytest_llmperf.reports.fleet_view import (
     PoolRow,
     ReplicaRow,
     fleet_view,
+    pool_verdicts,
     replica_mark,
     server_stat,
+    worst_mark,
 )
 from pytest_llmperf.reports.line_breaks import fit, wrap_parts
 from pytest_llmperf.reports.table import MARKS, format_value
@@ -29,12 +32,14 @@ from pytest_llmperf.reports.time_split import format_server_value
 __all__ = [
     "POOL_HEADER",
     "REPLICA_HEADER",
+    "bound_cell",
     "fleet_figures",
     "fleet_lines",
     "fleet_markdown",
-    "fleet_properties",
     "pool_cells",
+    "ratio_cell",
     "replica_cells",
+    "server_cell",
 ]
 
 # client columns, then the page's (server) columns
@@ -65,7 +70,7 @@ POOL_HEADER = (
 )
 
 
-def _bound(server: Mapping[str, Any] | None, name: str, stat: str) -> str:
+def bound_cell(server: Mapping[str, Any] | None, name: str, stat: str) -> str:
     """A server latency statistic: ``≤ 50.0 ms`` where it is a bucket's upper bound
     (``{stat}_lo`` beside it), ``21.5 ms`` where exact, ``-`` when absent."""
     entry = ((server or {}).get("metrics") or {}).get(name)
@@ -75,7 +80,7 @@ def _bound(server: Mapping[str, Any] | None, name: str, stat: str) -> str:
     return f"≤ {figure}" if entry.get(f"{stat}_lo") is not None else figure
 
 
-def _server_value(server: Mapping[str, Any] | None, name: str, stat: str = "value") -> str:
+def server_cell(server: Mapping[str, Any] | None, name: str, stat: str = "value") -> str:
     return format_server_value(name, server_stat(server, name, stat))
 
 
@@ -104,11 +109,11 @@ def replica_cells(row: ReplicaRow) -> list[str]:
         row.name,
         row.role or "(no page)",
         *client,
-        _server_value(server, "server.requests"),
-        _bound(server, "server.queue_time", "p99"),
-        _server_value(server, "server.kv_cache_usage", "max"),
-        _server_value(server, "server.prefix_cache_hit_rate"),
-        _server_value(server, "server.preemptions"),
+        server_cell(server, "server.requests"),
+        bound_cell(server, "server.queue_time", "p99"),
+        server_cell(server, "server.kv_cache_usage", "max"),
+        server_cell(server, "server.prefix_cache_hit_rate"),
+        server_cell(server, "server.preemptions"),
     ]
 
 
@@ -118,17 +123,17 @@ def pool_cells(pool: PoolRow) -> list[str]:
     return [
         pool.role,
         str(pool.pages),
-        _server_value(s, "server.requests"),
-        _bound(s, "server.queue_time", "p99"),
-        _bound(s, "server.ttft", "p99"),
-        _server_value(s, "server.kv_cache_usage", "max"),
-        _server_value(s, "server.prefix_cache_hit_rate"),
-        _server_value(s, "server.preemptions"),
-        _bound(s, "server.kv_transfer", "p99"),
+        server_cell(s, "server.requests"),
+        bound_cell(s, "server.queue_time", "p99"),
+        bound_cell(s, "server.ttft", "p99"),
+        server_cell(s, "server.kv_cache_usage", "max"),
+        server_cell(s, "server.prefix_cache_hit_rate"),
+        server_cell(s, "server.preemptions"),
+        bound_cell(s, "server.kv_transfer", "p99"),
     ]
 
 
-def _ratio(value: float | None) -> str:
+def ratio_cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
@@ -136,8 +141,8 @@ def _kv_words(view: FleetView) -> str:
     kv = {"metrics": {"server.kv_transfer": view.kv_transfer}}
     n = int((view.kv_transfer or {}).get("count") or 0)
     return (
-        f"KV transfer p50 {_bound(kv, 'server.kv_transfer', 'p50')}, "
-        f"p99 {_bound(kv, 'server.kv_transfer', 'p99')} (n={n})"
+        f"KV transfer p50 {bound_cell(kv, 'server.kv_transfer', 'p50')}, "
+        f"p99 {bound_cell(kv, 'server.kv_transfer', 'p99')} (n={n})"
     )
 
 
@@ -167,12 +172,12 @@ def fleet_figures(run: Mapping[str, Any]) -> list[str]:
     out = [said + (f" (discovered: {view.discovered})" if view.discovered else "")]
     if view.imbalance is not None:
         out.append(
-            f"fleet.imbalance {_ratio(view.imbalance)}: completed requests per replica, "
+            f"fleet.imbalance {ratio_cell(view.imbalance)}: completed requests per replica, "
             f"max over mean ({view.imbalance_source})"
         )
     if view.busy_imbalance is not None:
         out.append(
-            f"fleet.busy_imbalance {_ratio(view.busy_imbalance)}: each serving page's mean "
+            f"fleet.busy_imbalance {ratio_cell(view.busy_imbalance)}: each serving page's mean "
             "running requests, max over mean"
         )
     if view.prefix_hit_rate is not None:
@@ -224,10 +229,10 @@ def _replica_parts(row: ReplicaRow, mark: str) -> list[str]:
             ("server.preemptions", "value", "preemptions"),
         ):
             if name == "server.queue_time":
-                if (cell := _bound(server, name, stat)) != "-":
+                if (cell := bound_cell(server, name, stat)) != "-":
                     parts.append(f"{word} {cell}")
             elif server_stat(server, name, stat) is not None:
-                parts.append(f"{word} {_server_value(server, name, stat)}")
+                parts.append(f"{word} {server_cell(server, name, stat)}")
     return parts
 
 
@@ -250,9 +255,9 @@ def fleet_lines(
     if view.pages:
         head.append(f"{view.pages} page(s)")
     if view.imbalance is not None:
-        head.append(f"imbalance {_ratio(view.imbalance)}")
+        head.append(f"imbalance {ratio_cell(view.imbalance)}")
     if view.busy_imbalance is not None:
-        head.append(f"busy imbalance {_ratio(view.busy_imbalance)}")
+        head.append(f"busy imbalance {ratio_cell(view.busy_imbalance)}")
     if view.prefix_hit_rate is not None:
         hits = format_server_value("server.prefix_cache_hit_rate", view.prefix_hit_rate)
         head.append(f"prefix hits {hits}")
@@ -267,7 +272,9 @@ def fleet_lines(
     if len(view.pools) > 1:  # a router, or prefill and decode pools: each pool in a line
         for pool in view.pools:
             cells = dict(zip(POOL_HEADER, pool_cells(pool), strict=True))
-            parts = [f"pool {pool.role} ({pool.pages} page(s)): requests {cells['requests']}"]
+            mark = worst_mark(pool_verdicts(slos, label, pool.role))
+            lead = f"{MARKS.get(mark, '')} " if mark else ""
+            parts = [f"{lead}pool {pool.role} ({pool.pages} page(s)): requests {cells['requests']}"]
             parts += [f"{k} {v}" for k, v in cells.items() if k not in _POOL_SAID and v != "-"]
             lines += wrap_parts(parts, width, indent="      ")
     for note in view.notes:  # a sentence: wrapped at its spaces
@@ -295,93 +302,19 @@ def fleet_markdown(nodeid: str, run: Mapping[str, Any], slos: Sequence[Mapping[s
     if rows:
         out += ["", table((*REPLICA_HEADER, "verdict"), rows, right=range(2, 12)).rstrip()]
     if view.pools:
-        pools = [[text(c) for c in pool_cells(p)] for p in view.pools]
-        out += ["", table(POOL_HEADER, pools, right=range(1, 9)).rstrip()]
+        pools = [
+            [text(c) for c in pool_cells(p)]
+            + [_md_mark(worst_mark(pool_verdicts(slos, label, p.role)))]
+            for p in view.pools
+        ]
+        out += ["", table((*POOL_HEADER, "verdict"), pools, right=range(1, 9)).rstrip()]
     out += [f"\n> {text(note)}" for note in view.notes]
     failed = any(str(v.get("verdict")) == "fail" for v in slos if v.get("run") == label)
     summary = f"Fleet: {nodeid} [{label}]: {_members(view)}"
     if view.imbalance is not None:
-        summary += f", imbalance {_ratio(view.imbalance)}"
+        summary += f", imbalance {ratio_cell(view.imbalance)}"
     return details(summary, "\n".join(out), open_=failed)
 
 
 def _md_mark(mark: str) -> str:
     return {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "⚠️ inconclusive"}.get(mark, "-")
-
-
-def fleet_properties(run: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """JUnit ``(name, value)`` pairs of a run's fleet, named as a served model's are:
-    ``llm_run[run0][replica 0].issued`` (``.completed``, ``.failed``),
-    ``llm_run[ttft.p99][run0][replica 0]`` = ``45.0 ms`` (ttft p50/p99, e2e p99,
-    ``error_rate``); the page's ``llm_server[server.queue_time.p99][run0][replica 0]`` =
-    ``≤ 50.0 ms`` (``server.requests``, ``server.kv_cache_usage.max``,
-    ``server.prefix_cache_hit_rate``, ``server.preemptions``); a pool's
-    ``llm_server[...][run0][pool prefill]``; and ``llm_fleet[run0].imbalance`` =
-    ``1.10``, ``.busy_imbalance``, ``.prefix_hit_rate``, ``.not_attributed``, ``.pages``,
-    ``.replicas``, ``llm_fleet[kv_transfer.p99][run0]``."""
-    view = fleet_view(run)
-    if view is None:
-        return []
-    label = view.label
-    props: list[tuple[str, str]] = []
-    for row in view.rows:
-        where = f"[{label}][{row.role or 'replica'} {row.name}]"
-        cells = dict(zip(REPLICA_HEADER, replica_cells(row), strict=True))
-        if row.client is not None:
-            counts = row.client.get("counts") or {}
-            for key in ("issued", "completed", "failed"):
-                props.append((f"llm_run{where}.{key}", str(int(counts.get(key) or 0))))
-            for name, column in (
-                ("ttft.p50", "TTFT p50"),
-                ("ttft.p99", "TTFT p99"),
-                ("e2e.p99", "E2E p99"),
-                ("error_rate", "errors"),
-            ):
-                props.append((f"llm_run[{name}]{where}", cells[column]))
-        if row.server is not None:
-            props += _server_props(row.server, where)
-    for pool in view.pools:
-        props += _server_props(pool.server, f"[{label}][pool {pool.role}]")
-    name = f"llm_fleet[{label}]"
-    props += [(f"{name}.replicas", str(len(view.replicas))), (f"{name}.pages", str(view.pages))]
-    if view.imbalance is not None:
-        props.append((f"{name}.imbalance", _ratio(view.imbalance)))
-    if view.busy_imbalance is not None:
-        props.append((f"{name}.busy_imbalance", _ratio(view.busy_imbalance)))
-    if view.prefix_hit_rate is not None:
-        rate = format_server_value("server.prefix_cache_hit_rate", view.prefix_hit_rate)
-        props.append((f"{name}.prefix_hit_rate", rate))
-    props.append((f"{name}.not_attributed", str(view.unattributed if view.attributed else "all")))
-    if view.kv_transfer is not None:
-        kv = {"metrics": {"server.kv_transfer": view.kv_transfer}}
-        for stat in ("p50", "p99"):
-            props.append(
-                (f"llm_fleet[kv_transfer.{stat}][{label}]", _bound(kv, "server.kv_transfer", stat))
-            )
-    return props
-
-
-_SERVER_PROPS = (
-    ("server.requests", "value"),
-    ("server.queue_time", "p99"),
-    ("server.kv_cache_usage", "max"),
-    ("server.prefix_cache_hit_rate", "value"),
-    ("server.preemptions", "value"),
-)
-
-
-def _server_props(server: Mapping[str, Any], where: str) -> list[tuple[str, str]]:
-    props = []
-    for metric, stat in _SERVER_PROPS:
-        named = metric if stat == "value" else f"{metric}.{stat}"
-        if metric == "server.queue_time":
-            value = _bound(server, metric, stat)
-        elif server_stat(server, metric, stat) is None:
-            continue
-        else:
-            value = _server_value(server, metric, stat)
-        if value != "-":
-            props.append((f"llm_server[{named}]{where}", value))
-    if server.get("missing") and not server.get("metrics"):
-        props.append((f"llm_server{where}.missing", str(server["missing"])))
-    return props

@@ -13,7 +13,12 @@ from typing import Any
 from markupsafe import Markup
 
 from pytest_llmperf.reports.fleet_plots import fleet_plots
-from pytest_llmperf.reports.fleet_view import fleet_view, replica_mark, replica_verdicts
+from pytest_llmperf.reports.fleet_view import (
+    fleet_view,
+    pool_verdicts,
+    replica_mark,
+    replica_verdicts,
+)
 from pytest_llmperf.reports.fleet_words import (
     POOL_HEADER,
     REPLICA_HEADER,
@@ -49,7 +54,10 @@ def fleet_html(
         "header": REPLICA_HEADER,
         "rows": rows,
         "pool_header": POOL_HEADER,
-        "pool_rows": [pool_cells(p) for p in view.pools],
+        "pool_rows": [
+            {"cells": pool_cells(p), "verdicts": pool_verdicts(slos, view.label, p.role)}
+            for p in view.pools
+        ],
         "notes": list(view.notes),
         "charts": [Markup(svg) for svg in fleet_plots(view, stages=stages, failed=failed)],
     }

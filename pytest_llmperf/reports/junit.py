@@ -30,7 +30,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from pytest_llmperf.reports.conversation_view import conversation_properties
-from pytest_llmperf.reports.fleet_words import fleet_properties
+from pytest_llmperf.reports.fleet_junit import fleet_properties
 from pytest_llmperf.reports.model_view import model_entries
 from pytest_llmperf.reports.output_words import (
     compared_outputs,
@@ -204,7 +204,7 @@ def run_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     conversations adds their figures (``llm_conversations[makespan.p90][run0]``, ...:
     :func:`~pytest_llmperf.reports.conversation_view.conversation_properties`); a fleet's
     run, per replica and pool (``llm_run[ttft.p99][run0][replica 0]``,
-    ``llm_fleet[run0].imbalance``: :func:`~pytest_llmperf.reports.fleet_words.fleet_properties`)."""
+    ``llm_fleet[run0].imbalance``: :func:`~pytest_llmperf.reports.fleet_junit.fleet_properties`)."""
     props: list[tuple[str, str]] = []
     for run in runs:
         label = str(run.get("label") or "")

@@ -217,10 +217,18 @@ def test_disaggregated_pools_and_kv_transfer() -> None:
     assert "pool prefill (1 page(s)): requests 12, queue p99 ≤ 40.0 ms" in text
     assert "pool decode (1 page(s)): requests 12" in text and "KV transfer p99 ≤ 16.0 ms" in text
     assert "! fleet [run0]: page d0: buckets differ" in text
-    markdown = build_markdown(report_of(session(run)))
+    prefill = {**replica_verdict("fail", ""), "expr": "prefill.queue_time.p99 < 20ms"}
+    del prefill["replica"]  # a pool's verdict: the whole run's, its expression names the pool
+    data = session(run, [prefill])
+    markdown = build_markdown(report_of(data))
     assert "discovered: vllm-router at http://127.0.0.1:9000" in markdown
-    pool = next(x for x in markdown.splitlines() if x.startswith("| decode "))
-    assert pool.endswith("| ≤ 16.0 ms |")
+    pools = {x.split(" | ")[0][2:]: x for x in markdown.splitlines() if x.startswith("| ")}
+    assert pools["decode"].endswith("| ≤ 16.0 ms | - |")
+    assert pools["prefill"].endswith("| - | ❌ fail |")
+    assert "      ✗ pool prefill (1 page(s)): requests 12" in terminal(run, [prefill])
+    html = build_html_report(report_of(data))
+    part = html[html.index('<table class="fleet-pools">') :]
+    assert re.search(r"<th>prefill</th>.*✗ prefill\.queue_time\.p99 &lt; 20ms", part)
     props = dict(run_properties([run]))
     assert props["llm_fleet[kv_transfer.p99][run0]"] == "≤ 16.0 ms"
     assert props["llm_server[server.queue_time.p99][run0][pool prefill]"] == "≤ 40.0 ms"
@@ -319,3 +327,6 @@ def test_disaggregated_attribution_names_the_decode_engines() -> None:
         "    ! fleet [run0]: the whole adds the prefill and the decode pages: a request"
     )
     assert lines[at + 1].startswith("        served by both counts on each (server.requests,")
+    html = build_html_report(report_of(session(run)))
+    assert "requests per replica (client, else the page" in html  # p0 from its page
+    assert re.findall(r'data-replica="(\w+)"', html)[:4] == ["p0", "d0", "d1", "d0"]
