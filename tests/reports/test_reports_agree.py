@@ -629,7 +629,7 @@ def test_the_session_line_names_the_profile_and_its_model_alike(
             await llm_loadgen.run()
         """
     )
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-p", "no:cacheprovider", "--llm-endpoint=sim", "--llm-json=r.json"
     )
     result.assert_outcomes(passed=1)
