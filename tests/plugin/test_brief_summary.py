@@ -58,9 +58,7 @@ def section(result: pytest.RunResult) -> list[str]:
 
 def run(pytester: pytest.Pytester, server: SimProcess, *args: str) -> list[str]:
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest(
-        "-p", "no:cacheprovider", f"--llm-endpoint={server.url}", *args
-    )
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--llm-endpoint={server.url}", *args)
     result.assert_outcomes(passed=2, failed=1)
     return section(result)
 

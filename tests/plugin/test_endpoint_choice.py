@@ -68,9 +68,7 @@ def test_directories_and_tests_measure_their_own_profile_in_one_session(
     pytester: pytest.Pytester,
 ) -> None:
     two_directories(pytester)
-    result = pytester.runpytest(
-        "-p", "no:cacheprovider", "--llm-json=r.json", "--llm-html=r.html"
-    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--llm-json=r.json", "--llm-html=r.html")
     result.assert_outcomes(passed=3)
     report = json.loads(Path(pytester.path, "r.json").read_text())
     endpoints = by_test(report)
