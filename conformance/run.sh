@@ -58,7 +58,7 @@ cleanup() {
     found=1
   done
   if [ "$made_here" = 1 ] && [ -z "${LLMPERF_CONFORMANCE_KEEP:-}" ]; then
-    rm -rf "$dir/vllm" "$dir/transformers" "$dir/llama-server" "$dir/.installed"
+    rm -rf "$dir/vllm" "$dir/transformers" "$dir/llama-server" "$dir/vllm-router" "$dir/.installed"
   fi
   if [ "$found" = 1 ] && [ "$status" = 0 ]; then exit 1; fi
 }
@@ -72,6 +72,10 @@ else
   # an install from before llama-server joined the tier: add it (cached build: seconds)
   if [ ! -x "$dir/llama-server/llama-server" ] || [ ! -x "$dir/llama-server/venv/bin/python" ]; then
     timeout --kill-after=30 1800 bash conformance/install_llama_server.sh "$dir"
+  fi
+  # ... or before vLLM's router joined it (a wheel: seconds)
+  if [ ! -x "$dir/vllm-router/bin/vllm-router" ]; then
+    timeout --kill-after=30 600 bash conformance/install_vllm_router.sh "$dir"
   fi
 fi
 echo "conformance: install step took $(( $(date +%s) - t0 )) s"

@@ -42,8 +42,10 @@ from pathlib import Path
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.managed_server import ManagedServer, ServerCommand
+from pytest_llmperf.managed_server.command import free_port
 
 __all__ = [
+    "Fleet",
     "Install",
     "Launch",
     "Server",
@@ -59,9 +61,11 @@ __all__ = [
     "start_vllm_blank",
     "start_vllm_embeddings",
     "start_vllm_paths",
+    "start_vllm_router_fleet",
     "transformers_launch",
     "vllm_embeddings_launch",
     "vllm_launch",
+    "vllm_router_launch",
     "warm_up",
 ]
 
@@ -106,6 +110,11 @@ class Install:
     @property
     def llama_server_bin(self) -> Path:
         return self.root / "llama-server" / "llama-server"
+
+    @property
+    def vllm_router_bin(self) -> Path:
+        """vLLM's router, its console script in its own venv (``install_vllm_router.sh``)."""
+        return self.root / "vllm-router" / "bin" / "vllm-router"
 
     @property
     def model(self) -> Path:
@@ -155,6 +164,7 @@ class Install:
             "model as GGUF": self.gguf,
             "LoRA adapters": self.lora / LORA_ADAPTERS[-1] / "adapter_model.safetensors",
             "blank model": self.model_blank / "model.safetensors",
+            "vllm-router venv": self.vllm_router_bin,
         }
 
     def problems(self, *servers: str) -> list[str]:
@@ -186,6 +196,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "vllm-blank": ("vLLM venv", "blank model"),
     "vllm-agentic": ("vLLM venv",),
     "transformers-blank": ("transformers venv", "blank model"),
+    "vllm-router-fleet": ("llama-server binary", "model as GGUF", "vllm-router venv"),
+    "vllm-router-vllm-fleet": ("vLLM venv", "vllm-router venv"),
 }
 
 
@@ -726,6 +738,143 @@ def start_llama_server_embeddings(install: Install, port: int | None = None) -> 
     return start_llama_server(install, port, embeddings=True)
 
 
+VLLM_ROUTER_START_LIMIT_S = 60.0  # ready in under a second once its workers answer /health
+VLLM_ROUTER_POLICY = "round_robin"  # both replicas get requests, whatever the prompts
+FLEET_REPLICAS = 2
+
+
+def vllm_router_launch(
+    install: Install,
+    workers: list[str],
+    metrics_port: int,
+    port: int | None = None,
+    policy: str = VLLM_ROUTER_POLICY,
+    model: str = "",
+    *,
+    prefill: int = 0,
+) -> Launch:
+    """vLLM's router (``vllm-router``) in front of ``workers`` (base URLs), on 127.0.0.1.
+
+    ``--worker-urls`` takes the URLs after one flag. Its own Prometheus page is served on
+    a second port, ``--prometheus-port`` (``metrics_port``: its default 29000 would clash
+    between runs); the serving port's ``/metrics`` is NOT it: an unknown path is proxied
+    to one worker picked by the policy (docs/fleets.md, "Routers"). Its retries stay on (its
+    default): llama-server closes a connection after each streamed reply although it
+    says keep-alive, and the router's pooled client then and again sends the next request
+    on that closed connection ("error sending request"); retried, it reaches a worker
+    once. Without retries about one streamed request in twelve failed with a 500 (seen on
+    2 cores). The health checker's interval is long: its ``/health`` probes are no
+    requests, but the tier keeps the logs quiet. Ready once ``GET /readiness`` answers 200
+    (it waits for every worker's ``/health`` first).
+
+    ``prefill``: that many of ``workers`` (the first) are a prefill pool and the rest a
+    decode pool (``--vllm-pd-disaggregation``, one ``--prefill``/``--decode`` per worker):
+    the router sends each request to a prefill worker, then to a decode worker. Behind
+    llama-servers no KV cache moves (they have no KV connector): the decode worker
+    computes the prompt again, so both pools count its tokens.
+    """
+    argv = [
+        str(install.vllm_router_bin),
+        "--host",
+        "{host}",
+        "--port",
+        "{port}",
+        *_worker_args(workers, prefill),
+        "--policy",
+        policy,
+        "--prometheus-host",
+        HOST,
+        "--prometheus-port",
+        str(metrics_port),
+        "--health-check-interval-secs",
+        "300",
+        "--log-level",
+        "warning",
+    ]
+    command = _command(
+        "vllm-router",
+        argv,
+        offline_env(install),
+        VLLM_ROUTER_START_LIMIT_S,
+        ready_url="http://{host}:{port}/readiness",
+        port=port,
+    )
+    return Launch("vllm-router", model, command, warm=("chat",))
+
+
+def _worker_args(workers: list[str], prefill: int) -> list[str]:
+    """``--worker-urls W...``, or with ``prefill`` > 0 the prefill/decode form."""
+    if not prefill:
+        return ["--worker-urls", *workers]
+    args = ["--vllm-pd-disaggregation"]
+    for i, url in enumerate(workers):
+        args += ["--prefill" if i < prefill else "--decode", url]
+    return args
+
+
+@dataclass
+class Fleet:
+    """vLLM's router in front of replicas: where to reach each, and how to stop them all."""
+
+    router: Server
+    metrics_url: str  # the router's own Prometheus page (its second port)
+    replicas: list[Server]
+    prefill: int = 0  # the first replicas that are a prefill pool (0: none, all replicas)
+
+    @property
+    def url(self) -> str:
+        return self.router.url
+
+    def page_list(self, interval_s: float | None = None) -> str:
+        """``--llm-server-metrics``'s list of pages for this fleet: the router's own page and
+        each replica's, a replica named by its URL's ``host:port`` (the default name)."""
+        items = [f"router={self.metrics_url}"]
+        for i, server in enumerate(self.replicas):
+            role = "replica" if not self.prefill else "prefill" if i < self.prefill else "decode"
+            items.append(f"{role}={server.url}/metrics")
+        if interval_s is not None:
+            items.append(f"{interval_s:g}")
+        return ",".join(items)
+
+    def stop(self) -> None:
+        """The router first (no request finds a replica gone), then the replicas."""
+        for server in (self.router, *self.replicas):
+            server.stop()
+
+
+def start_vllm_router_fleet(
+    install: Install,
+    replicas: int = FLEET_REPLICAS,
+    policy: str = VLLM_ROUTER_POLICY,
+    *,
+    prefill: int = 0,
+    replica: str = "llama-server",
+) -> Fleet:
+    """``replicas`` servers of kind ``replica`` (``llama-server`` or ``vllm``: one of
+    :data:`STARTERS`, started one at a time) and vLLM's router in front of them
+    (:func:`vllm_router_launch`; ``prefill``: its prefill/decode mode), each started and
+    warmed up; what started is stopped again when a later one fails (:class:`ServerError`)."""
+    started: list[Server] = []
+    try:
+        for _ in range(replicas):
+            started.append(STARTERS[replica](install))
+        metrics_port = free_port(HOST)
+        launch = vllm_router_launch(
+            install,
+            [r.url for r in started],
+            metrics_port,
+            policy=policy,
+            model=started[0].model,
+            prefill=prefill,
+        )
+        router = start(launch, install)
+    except BaseException:
+        for server in started:
+            server.stop()
+        raise
+    return Fleet(router, f"http://{HOST}:{metrics_port}/metrics", started, prefill)
+
+
 STARTERS: dict[str, Callable[..., Server]] = {
     "vllm": start_vllm,
     "transformers": start_transformers,
@@ -746,8 +895,9 @@ def main() -> None:
     (a pooling vLLM), ``vllm-paths`` (LoRA adapters and tool calls),
     ``llama-server-embeddings`` (with ``--embeddings``), ``vllm-agentic`` (cached
     tokens in each usage), ``vllm-blank`` or
-    ``transformers-blank`` (the blank model). For looking at a
-    server by hand (curl, the plugin) with the tier's exact settings. Run it with
+    ``transformers-blank`` (the blank model), ``vllm-router-fleet`` (vLLM's router in
+    front of two llama-servers; it prints the ``--llm-server-metrics`` list of pages).
+    For looking at a server by hand (curl, the plugin) with the tier's exact settings. Run it with
     the Python that has pytest-llmperf installed (the servers' own venvs lack it):
     the server is started by the plugin's ``ManagedServer``, its log in ``DIR/logs``.
     """
@@ -755,9 +905,20 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("install", type=Path)
-    parser.add_argument("server", choices=sorted(STARTERS))
+    parser.add_argument("server", choices=sorted([*STARTERS, "vllm-router-fleet"]))
     parser.add_argument("--port", type=int, default=None)
     args = parser.parse_args()
+    if args.server == "vllm-router-fleet":
+        fleet = start_vllm_router_fleet(Install(args.install.resolve()))
+        print(f"vllm-router at {fleet.url}, its page {fleet.metrics_url}")
+        print(f"--llm-server-metrics={fleet.page_list()}", flush=True)
+        try:
+            input()
+        except (KeyboardInterrupt, EOFError):
+            pass
+        finally:
+            fleet.stop()
+        return
     server = STARTERS[args.server](Install(args.install.resolve()), args.port)
     print(f"{server.name} ready at {server.url} in {server.ready_s:.1f} s (model {server.model})")
     print(f"log: {server.log_path}; press Enter or Ctrl-C to stop", flush=True)

@@ -181,7 +181,9 @@ async def _sim_ttft_p50(ttft_ms: float, seed: int, requests: int = 16) -> float:
             "synthetic",
             {"input_tokens": 8, "output_tokens": 4},
             0,
-            LoadSpec.parse("concurrency", {"concurrency": 8, "seed": seed}),
+            # all 16 in flight: one round of the fixed profile's TTFT per run, not two (its
+            # latencies do not depend on the load)
+            LoadSpec.parse("concurrency", {"concurrency": requests, "seed": seed}),
             requests=requests,
         )
         result = await LoadRun(endpoint, spec).execute()

@@ -78,9 +78,7 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     overrides = {"replicas": 2, "router": "session"}
     sim = start_sim_process("llama-3.1-8b-h100", overrides=overrides, speedup=20)
     try:
-        return pytester.runpytest_subprocess(
-            f"--llm-endpoint={sim.url}", "-p", "no:cacheprovider", *args
-        )
+        return pytester.runpytest(f"--llm-endpoint={sim.url}", "-p", "no:cacheprovider", *args)
     finally:
         sim.stop()
 
@@ -115,9 +113,7 @@ def test_without_the_option_only_the_marked_test_is_pinned(
 
 
 def test_a_bad_option_value_stops_the_session(pytester: pytest.Pytester, suite: Path) -> None:
-    result = pytester.runpytest_subprocess(
-        "--llm-affinity=dynamo,stickiness", "-p", "no:cacheprovider"
-    )
+    result = pytester.runpytest("--llm-affinity=dynamo,stickiness", "-p", "no:cacheprovider")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--llm-affinity*unknown affinity mode 'stickiness'*"])
 
@@ -133,7 +129,7 @@ async def test_bad(llm_loadgen):
     await llm_loadgen.run()
 """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider")
     assert result.ret == 4
     result.stderr.fnmatch_lines(
         ["*test_bad.py::test_bad llm_endpoint marker affinity=*'header' needs a header name*"]

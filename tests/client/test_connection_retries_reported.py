@@ -34,7 +34,7 @@ def test_the_reports_carry_the_count(pytester: pytest.Pytester, after: After) ->
     column, and a terminal line when there were any; the requests all completed."""
     pytester.makepyfile(test_suite=SUITE)
     with serving(ClosingServer(after, PROMISE)) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             f"--llm-endpoint={server.url}",
             "--llm-json=report.json",
             "--llm-html=report.html",

@@ -416,7 +416,7 @@ def _session(
     server = ScriptedServer(_stream(events))
     pytester.makepyfile(test_suite=SUITE.format(slo=slo))
     with running_in_thread(lambda: server, "scripted server"):
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             f"--llm-endpoint={server.url}",
             "--llm-json=report.json",
             "--llm-markdown=summary.md",

@@ -20,7 +20,7 @@ async def test_strict(llm_loadgen):
 
 def _session(pytester: pytest.Pytester, server: StrictServer, *args: str, extra: str = ""):
     pytester.makepyfile(test_suite=SUITE.format(extra=extra))
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         f"--llm-endpoint={server.url}", "--llm-json=report.json", "-p", "no:cacheprovider", *args
     )
 

@@ -1,6 +1,7 @@
 """The conformance tier: pytest-llmperf against real servers.
 
-vLLM's CPU build, ``transformers serve`` and llama.cpp's ``llama-server``.
+vLLM's CPU build, ``transformers serve`` and llama.cpp's ``llama-server``; vLLM's
+router (``vllm-router``) in front of two llama-servers for a fleet.
 It needs an install folder made by ``conformance/install.sh`` (two server
 venvs, the llama-server binary and the tiny model, about 5 GB and two
 minutes when the binary is cached), so it runs only when
@@ -12,7 +13,9 @@ fixture checks its own pieces, so a module runs on an install that lacks
 another server (``pytest tests/conformance/test_vllm.py`` without llama-server).
 
 Servers are module-scoped and each module uses one, so at most one server
-runs at a time (two cores: they would slow each other and the measurements).
+runs at a time (two cores: they would slow each other and the measurements);
+a fleet module's one is a fleet: vLLM's router and its two replicas
+(:func:`vllm_router_fleet` and its kin), judged on counts, not on timings.
 The one exception to a start per module: ``test_vllm.py`` and
 ``test_vllm_apis.py`` (adjacent) use the same vLLM, started once (about 40 s
 saved) and stopped after the last module that uses it (:func:`vllm`). Every
@@ -153,6 +156,43 @@ def transformers_serve(install: Any) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def llama_server(install: Any) -> Iterator[Any]:
     yield from _serve("llama-server", install)
+
+
+@pytest.fixture(scope="module")
+def vllm_router_fleet(install: Any) -> Iterator[Any]:
+    """vLLM's router in front of two llama-servers (``servers.start_vllm_router_fleet``):
+    three processes, started one after the other and stopped together."""
+    yield from _fleet(install, prefill=0)
+
+
+@pytest.fixture(scope="module")
+def vllm_router_pd_fleet(install: Any) -> Iterator[Any]:
+    """The same three processes, the router in its prefill/decode mode: the first
+    llama-server the prefill pool, the second the decode pool."""
+    yield from _fleet(install, prefill=1)
+
+
+@pytest.fixture(scope="module")
+def vllm_router_vllm_fleet(install: Any) -> Iterator[Any]:
+    """vLLM's router in front of two vLLM servers (CPU, the tiny model): about 2 GB and
+    45 s to start each, one after the other."""
+    yield from _fleet(install, prefill=0, replica="vllm")
+
+
+def _fleet(install: Any, prefill: int, replica: str = "llama-server") -> Iterator[Any]:
+    needs = "vllm-router-fleet" if replica == "llama-server" else "vllm-router-vllm-fleet"
+    try:
+        fleet = servers.start_vllm_router_fleet(
+            _checked(install, needs), prefill=prefill, replica=replica
+        )
+    except servers.ServerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    replicas = ", ".join(r.url for r in fleet.replicas)
+    print(f"\nvllm-router ready on {fleet.url} (page {fleet.metrics_url}) over {replicas}")
+    try:
+        yield fleet
+    finally:
+        fleet.stop()
 
 
 @pytest.fixture(scope="module")

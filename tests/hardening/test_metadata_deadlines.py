@@ -52,31 +52,38 @@ from pytest_llmperf.session_tokenizer import choose_tokenizer
 LIMIT_S = 2.0
 TIMEOUTS = Timeouts.from_seconds(LIMIT_S)  # every call: 2 s in all, retries included
 BOUND_S = LIMIT_S + 10  # ends within --llm-timeout + 10 s: generous for a busy 2-core machine
+# A call against a server that never finishes lasts its whole limit: 1 s there, not 2 (the
+# head comes at once, so it is 5 times the worst stall of a busy machine, ~180 ms, and still
+# under the 1.5 s of silence after which a late server "sent nothing"); the retries' tests
+# keep 2 s, room for three attempts and their backoff
+HANG_TIMEOUTS = Timeouts.from_seconds(1.0)
 KEY = "sk-metadata-secret-Zq81"
 
 
-def _endpoint(url: str, *, model: str | None = "odd-model") -> Endpoint:
-    return Endpoint(url + "/v1", model=model, timeouts=TIMEOUTS, api_key=KEY)
+def _endpoint(
+    url: str, *, model: str | None = "odd-model", timeouts: Timeouts = TIMEOUTS
+) -> Endpoint:
+    return Endpoint(url + "/v1", model=model, timeouts=timeouts, api_key=KEY)
 
 
-def _models(url: str) -> Any:
-    return asyncio.run(resolve_model(_endpoint(url, model=None)))
+def _models(url: str, timeouts: Timeouts = TIMEOUTS) -> Any:
+    return asyncio.run(resolve_model(_endpoint(url, model=None, timeouts=timeouts)))
 
 
-def _probe(url: str) -> Any:
-    return asyncio.run(preflight(_endpoint(url)))
+def _probe(url: str, timeouts: Timeouts = TIMEOUTS) -> Any:
+    return asyncio.run(preflight(_endpoint(url, timeouts=timeouts)))
 
 
-def _tokenizer(url: str) -> Any:
-    return choose_tokenizer("server", _endpoint(url)).tokenizer
+def _tokenizer(url: str, timeouts: Timeouts = TIMEOUTS) -> Any:
+    return choose_tokenizer("server", _endpoint(url, timeouts=timeouts)).tokenizer
 
 
-def _metrics(url: str) -> Any:
-    return asyncio.run(scrape_metrics(_endpoint(url)))
+def _metrics(url: str, timeouts: Timeouts = TIMEOUTS) -> Any:
+    return asyncio.run(scrape_metrics(_endpoint(url, timeouts=timeouts)))
 
 
 # the call, its name in messages, the route it misbehaves on, what that route answers when OK
-CALLS: dict[str, tuple[Callable[[str], Any], str, str, Behaviour]] = {
+CALLS: dict[str, tuple[Callable[..., Any], str, str, Behaviour]] = {
     "models": (_models, "GET /v1/models", "/v1/models", models_ok),
     "field_probe": (_probe, "field probe POST /v1/chat/completions", "/completions", sse_ok),
     "tokenize": (_tokenizer, "POST /tokenize", "/tokenize", word_tokenize),
@@ -124,7 +131,7 @@ def test_a_server_that_never_finishes_ends_the_call_in_time(call_id: str, fault_
     fault, said = HANGS[fault_id]
     with serve_in_thread(_server(route, fault)) as server:
         url = server.url
-        result, error, elapsed = _timed(call, url)
+        result, error, elapsed = _timed(lambda u: call(u, HANG_TIMEOUTS), url)
     assert elapsed < BOUND_S, f"{elapsed:.1f} s"
     if call_id == "field_probe" and fault_id == "streams_forever":
         # a probe needs the head and the first event: it reads one, closes, and is done

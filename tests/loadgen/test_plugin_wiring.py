@@ -23,7 +23,7 @@ async def test_run(llm_loadgen):
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_events_dir_and_workers_options(pytester: pytest.Pytester, workers: str) -> None:
     pytester.makepyfile(test_wired=TEST_FILE)
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "--llm-events=events", "--llm-json=out.json", f"--llm-workers={workers}", "-q"
     )
     result.assert_outcomes(passed=1)

@@ -218,20 +218,23 @@ async def test_both_sides_run_with_the_session_workers_event_logs_and_fields(
             events_dir=tmp_path,
             events_name="ab",
             scale=0.5,
+            # 2 blocks a side (the default 4 is checked above, in a session): each block is
+            # a run with 2 worker processes of its own, so 4 runs, not 8
+            ab_blocks=2,
         )
         result = await gen.run()
         reference_url = b.url
     (ab,) = gen.comparisons
     assert [r.label for r in gen.results] == ["run0"]  # only the candidate's merged run
     assert result.counts["completed"] == 4 == ab.reference.counts["completed"]  # --llm-scale
-    assert ab.blocks == 4
+    assert ab.blocks == 2 and ab.order == ["A1", "B1", "B2", "A2"]
     assert result.self_check["workers"] == 2 and ab.reference.self_check["workers"] == 2
-    assert len(ab.events["candidate"]) == len(ab.events["reference"]) == 4
+    assert len(ab.events["candidate"]) == len(ab.events["reference"]) == 2
     meta = read_meta(ab.events["reference"][0])
     assert meta["label"] == "run0-reference-block1"
     assert all("reference" in Path(p).name for p in ab.events["reference"])
     assert all("reference" not in Path(p).name for p in ab.events["candidate"])
-    assert len(list(tmp_path.glob("*.sqlite"))) == 8
+    assert len(list(tmp_path.glob("*.sqlite"))) == 4
     assert ab.reference_endpoint["url"] == reference_url + "/v1"
 
 

@@ -35,6 +35,13 @@ async def test_ungated(llm_loadgen):
 """
 
 
+@pytest.fixture(autouse=True)
+def eighty_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sessions run in this process: their terminal is 80 columns wide whatever this
+    process's own is (a session's output in a log, as a process of its own would see)."""
+    monkeypatch.setenv("COLUMNS", "80")
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[SimProcess]:
     process = start_sim_process("fixed", overrides={"ttft_ms": 2, "itl_ms": 1, "error_rate": 0.2})
@@ -51,9 +58,7 @@ def section(result: pytest.RunResult) -> list[str]:
 
 def run(pytester: pytest.Pytester, server: SimProcess, *args: str) -> list[str]:
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--llm-endpoint={server.url}", *args
-    )
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--llm-endpoint={server.url}", *args)
     result.assert_outcomes(passed=2, failed=1)
     return section(result)
 
@@ -132,7 +137,7 @@ def test_brief_keeps_the_blank_replies_on_the_line_and_an_all_blank_run(
                 await llm_loadgen.run()
             """
         )
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             "-p", "no:cacheprovider", f"--llm-endpoint={blank.url}", "--llm-summary=brief"
         )
     finally:

@@ -111,7 +111,7 @@ def test_an_unknown_profile_is_one_error_line(
     if ini:
         pytester.makeini(f"[pytest]\n{ini}\n")
     pytester.makepyfile(TEMPLATE.format(markers=marker))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     said = [line for line in result.stderr.lines if line.strip()]
     expected = f"ERROR: pytest-llmperf: {where}: unknown simulator profile 'nosuch'"

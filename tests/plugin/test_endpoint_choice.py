@@ -68,9 +68,7 @@ def test_directories_and_tests_measure_their_own_profile_in_one_session(
     pytester: pytest.Pytester,
 ) -> None:
     two_directories(pytester)
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--llm-json=r.json", "--llm-html=r.html"
-    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--llm-json=r.json", "--llm-html=r.html")
     result.assert_outcomes(passed=3)
     report = json.loads(Path(pytester.path, "r.json").read_text())
     endpoints = by_test(report)
@@ -102,7 +100,7 @@ def test_the_command_line_endpoint_is_measured_everywhere(
     pytester: pytest.Pytester, server: SimProcess
 ) -> None:
     two_directories(pytester)
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-p", "no:cacheprovider", f"--llm-endpoint={server.url}", "--llm-json=r.json"
     )
     result.assert_outcomes(passed=3)
@@ -120,7 +118,7 @@ def test_a_marked_module_and_a_single_directory_run(pytester: pytest.Pytester) -
         test_mod='import pytest\npytestmark = pytest.mark.llm_endpoint("sim:tiny")\n'
         + TEST.format(name="mod", marker="")
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-json=r.json")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--llm-json=r.json")
     result.assert_outcomes(passed=1)
     report = json.loads(Path(pytester.path, "r.json").read_text())
     assert report["endpoint"]["simulator"] == "tiny"  # one endpoint measured: that one
@@ -140,7 +138,7 @@ def test_a_bad_marker_is_a_usage_error_naming_the_test(
     pytester: pytest.Pytester, marker: str, words: list[str]
 ) -> None:
     pytester.makepyfile(TEST.format(name="bad", marker=marker))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(words)
 
@@ -179,7 +177,7 @@ def inconclusive_suite(pytester: pytest.Pytester) -> None:
 
 def test_the_inconclusive_policy_per_directory_and_per_test(pytester: pytest.Pytester) -> None:
     inconclusive_suite(pytester)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rA")
     # top level: the default (fail); relaxed/: warn from its conftest, skip from the marker
     result.assert_outcomes(failed=1, passed=1, skipped=1, warnings=1)
     result.stdout.fnmatch_lines(["FAILED test_strict.py::test_strict*"])
@@ -188,7 +186,7 @@ def test_the_inconclusive_policy_per_directory_and_per_test(pytester: pytest.Pyt
 
 def test_the_command_line_inconclusive_policy_wins(pytester: pytest.Pytester) -> None:
     inconclusive_suite(pytester)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--llm-inconclusive=fail")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--llm-inconclusive=fail")
     result.assert_outcomes(failed=3)
 
 
@@ -252,7 +250,7 @@ def test_a_marked_endpoint_that_does_not_answer_fails_its_tests_only(
         + TEST.format(name="dead_2", marker=dead)
         + TEST.format(name="alive", marker="")
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, errors=2)
     result.stdout.fnmatch_lines(["*test_dead_1 llm_endpoint marker:*127.0.0.1:9*"])
 
@@ -263,6 +261,6 @@ def test_a_bad_inconclusive_fixture_names_the_test(pytester: pytest.Pytester) ->
         "    return 'maybe'\n"
     )
     pytester.makepyfile(TEST.format(name="x", marker=""))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*test_x: the llm_inconclusive fixture must return*'maybe'*"])

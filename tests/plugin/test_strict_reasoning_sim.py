@@ -26,7 +26,7 @@ async def test_reasoning(llm_loadgen):
 
 def test_strict_reasoning_simulator_session(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_reasoning=SUITE)
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "--llm-endpoint=sim:strict-reasoning", "--llm-json=report.json", "-p", "no:cacheprovider"
     )
     assert result.ret == 0, result.stdout.str()

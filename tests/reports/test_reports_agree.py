@@ -629,9 +629,7 @@ def test_the_session_line_names_the_profile_and_its_model_alike(
             await llm_loadgen.run()
         """
     )
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--llm-endpoint=sim", "--llm-json=r.json"
-    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--llm-endpoint=sim", "--llm-json=r.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*embedded simulator, profile fixed*", "  sim:fixed sim-fixed: *"])
     report = json.loads((pytester.path / "r.json").read_text())

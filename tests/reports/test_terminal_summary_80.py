@@ -20,9 +20,14 @@ async def test_ab(llm_loadgen):
 """
 
 
-def test_a_passing_ab_comparison_prints_one_line(pytester: pytest.Pytester) -> None:
+def test_a_passing_ab_comparison_prints_one_line(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the session runs in this process: 80 columns whatever this process's own terminal
+    # is (as a session of its own writing to a log gets)
+    monkeypatch.setenv("COLUMNS", "80")
     pytester.makepyfile(test_ab=AB_TEST)
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-p", "no:cacheprovider", "--llm-reference-endpoint=sim:fixed", "--llm-endpoint=sim:fixed"
     )
     result.assert_outcomes(passed=1)

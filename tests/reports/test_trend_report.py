@@ -194,7 +194,7 @@ def test_sessions_with_history_and_html_show_the_trend(pytester: pytest.Pytester
     pytester.makepyfile(test_trend=PLUGIN_TEST)
     args = ["--llm-endpoint=sim:fixed", "--llm-history=h.sqlite", "--llm-html=r.html", "-q"]
     for session in range(3):
-        result = pytester.runpytest_subprocess(*args)
+        result = pytester.runpytest(*args)
         result.assert_outcomes(passed=1)
         html = (pytester.path / "r.html").read_text("utf-8")
         if session == 0:

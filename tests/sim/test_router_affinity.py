@@ -122,7 +122,7 @@ def test_the_report_shows_the_hit_rate_of_each_router(
         sim = start_sim_process("llama-3.1-8b-h100", overrides=overrides, speedup=20)
         report = tmp_path / f"{router}.json"
         try:
-            outcome = pytester.runpytest_subprocess(
+            outcome = pytester.runpytest(
                 f"--llm-endpoint={sim.url}", f"--llm-json={report}", "-p", "no:cacheprovider"
             )
         finally:

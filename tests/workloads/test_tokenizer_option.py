@@ -73,7 +73,7 @@ def test_the_session_tokenizer_sizes_every_run(
 ) -> None:
     """Against the simulator, with worker processes too (the tokenizer is pickled to them)."""
     pytester.makepyfile(test_sized=SIZED_TEST)
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         f"--llm-tokenizer={llama_dir}", f"--llm-workers={workers}", "-p", "no:cacheprovider"
     )
     result.assert_outcomes(passed=2)
