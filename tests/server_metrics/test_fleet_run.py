@@ -117,11 +117,17 @@ def test_the_plugin_reads_a_list_from_its_ini_and_reports_the_fleet(
         pages = f"replica:0={sim.url}/metrics,replica:gone={gone}/metrics,0.2"
         pytester.makeini(f"[pytest]\nllm_server_metrics = {pages}\n")
         pytester.makepyfile(INNER)
-        result = pytester.runpytest(f"--llm-endpoint={sim.url}/v1", "--llm-json=out.json")
+        # the simulator shares the client's process here: on a busy machine the generator
+        # may be CPU-bound, which makes the verdict inconclusive, not wrong (observed below)
+        result = pytester.runpytest(
+            f"--llm-endpoint={sim.url}/v1", "--llm-json=out.json", "--llm-inconclusive=warn"
+        )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["llmperf: server metrics: a fleet of pages (replica:0=*"])
     report = json.loads((Path(pytester.path) / "out.json").read_text())
     test = report["tests"][0]
+    (verdict,) = test["slos"]
+    assert verdict["observed"] == 6 and verdict["verdict"] in ("pass", "inconclusive"), verdict
     said = test["endpoint"]["server_metrics"]
     assert said.startswith("fleet of 2 pages: replica 0 (sim), replica gone (none: GET ")
     (run,) = test["runs"]
