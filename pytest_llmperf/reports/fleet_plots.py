@@ -15,7 +15,7 @@ from html import escape
 from typing import Any
 
 from pytest_llmperf.reports.fleet_view import FleetView, ReplicaRow
-from pytest_llmperf.reports.plots import stage_bands
+from pytest_llmperf.reports.plots import series_points, stage_bands
 from pytest_llmperf.svg import PALETTE, Series, line_chart, nice_ticks, tick_labels
 
 __all__ = ["fleet_plots", "page_series_plots", "replica_bars"]
@@ -98,18 +98,6 @@ def _ttft_p99(row: ReplicaRow) -> float | None:
     return None if value is None else float(value)
 
 
-def _points(server: Mapping[str, Any] | None, name: str, scale: float) -> list[tuple[float, float]]:
-    out = []
-    for pair in ((server or {}).get("series") or {}).get(name) or ():
-        try:
-            t, v = float(pair[0]), float(pair[1])
-        except (TypeError, ValueError, IndexError):
-            continue
-        if math.isfinite(t) and math.isfinite(v):
-            out.append((t, v * scale))
-    return out
-
-
 def page_series_plots(view: FleetView, *, stages: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """Each page's ``server.running`` and ``server.kv_cache_usage`` samples on the run's
     time axis (seconds since the run started), a line per page; none without series."""
@@ -122,7 +110,7 @@ def page_series_plots(view: FleetView, *, stages: Sequence[Mapping[str, Any]] = 
         series = [
             Series(f"{row.role} {row.name}", pts)
             for row in view.rows
-            if (pts := _points(row.server, metric, scale))
+            if (pts := series_points(row.server, metric, scale))
         ]
         if series:
             charts.append(

@@ -114,6 +114,22 @@ def histogram_plot(hist: LatencyHistogram, metric: str) -> str:
     return bar_chart(bins, title=title, x_label="ms", y_label="samples")
 
 
+def series_points(
+    server: Mapping[str, Any] | None, name: str, scale: float = 1.0
+) -> list[tuple[float, float]]:
+    """A server metrics view's gauge ``series[name]`` as plot points (``value × scale``),
+    the malformed or non-finite samples of a report read back from JSON left out."""
+    out = []
+    for pair in ((server or {}).get("series") or {}).get(name) or ():
+        try:
+            t, v = float(pair[0]), float(pair[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if math.isfinite(t) and math.isfinite(v):
+            out.append((t, v * scale))
+    return out
+
+
 def stage_bands(stages: Sequence[Mapping[str, Any]]) -> list[Band]:
     """A staged run's ``run["stages"]`` as bands on a time axis.
 
@@ -313,18 +329,9 @@ def server_series_plots(
     since the run started): KV-cache usage (%), and requests running and waiting; none
     when the server gave no series. ``stages`` are drawn as bands, as on the run's
     throughput and latency plots."""
-    series = (server or {}).get("series") or {}
 
     def points(name: str, scale: float = 1.0) -> list[tuple[float, float]]:
-        out = []
-        for pair in series.get(name) or ():
-            try:
-                t, v = float(pair[0]), float(pair[1])
-            except (TypeError, ValueError, IndexError):
-                continue
-            if math.isfinite(t) and math.isfinite(v):
-                out.append((t, v * scale))
-        return out
+        return series_points(server, name, scale)
 
     bands = stage_bands(stages)
     charts = []

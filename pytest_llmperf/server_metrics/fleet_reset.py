@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from pytest_llmperf.client.endpoint import Endpoint, redact_url
 from pytest_llmperf.client.metadata import server_root
 from pytest_llmperf.server_metrics.fleet_source import FleetSource
+from pytest_llmperf.server_metrics.source import origin
 from pytest_llmperf.specs.fleet_names import PageRole
 
 __all__ = ["fleet_servers", "reset_fleet"]
@@ -29,13 +29,13 @@ Reset = Callable[[Endpoint], dict[str, Any]]
 
 def fleet_servers(target: Endpoint, source: FleetSource) -> list[Endpoint]:
     """The servers behind ``source``'s engine pages, each once, in the pages' order."""
-    own = _origin(target.base_url)
+    own = origin(target.base_url)
     out: dict[str, Endpoint] = {}
     for page in source.pages:
         if page.spec.role is PageRole.ROUTER:
             continue
         url = page.spec.url
-        if _origin(url) == own:
+        if origin(url) == own:
             out.setdefault(server_root(target.base_url), target)
             continue
         root = url.rstrip("/").removesuffix("/metrics")
@@ -63,12 +63,3 @@ def reset_fleet(target: Endpoint, source: FleetSource, reset_one: Reset) -> dict
         "prefix_cache": True if True in caches else (None if None in caches else False),
         "servers": [{"server": name, **r} for name, r in shown],
     }
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return parts.scheme, (parts.hostname or "").lower(), port

@@ -46,6 +46,7 @@ __all__ = [
     "ServerMetricsSource",
     "metrics_client",
     "metrics_url",
+    "origin",
     "parse_option",
     "resolve_source",
     "scrape_once",
@@ -174,7 +175,7 @@ def metrics_client(endpoint: Endpoint, url: str, limit_s: float) -> BlockingMeta
     another host or port (a worker, TGI's Prometheus port) is asked without them.
     """
     target = endpoint
-    if _origin(url) != _origin(endpoint.base_url):
+    if origin(url) != origin(endpoint.base_url):
         target = Endpoint(base_url=f"{server_root(url)}/v1", timeouts=endpoint.timeouts)
     return BlockingMetadataClient(target, limits=CallLimits.of(target.timeouts).within(limit_s))
 
@@ -192,7 +193,8 @@ def _plain(url: str) -> str:
     return urlunsplit(parts._replace(netloc=host))
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
+def origin(url: str) -> tuple[str, str, int | None]:
+    """``url``'s scheme, host (lower case) and port: where credentials may go."""
     parts = urlsplit(url)
     try:
         port = parts.port

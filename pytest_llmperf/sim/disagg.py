@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 from .clock import sleep_until
 from .prometheus import KV_TRANSFER_BUCKETS, Histogram, ServerCounters
-from .replicas import ReplicaSet
+from .replicas import ReplicaSet, summed_stats
 from .streams import Backend, BackendStats, ServedTimes, Submission, TokenStream
 
 __all__ = ["DecodeView", "DisaggBackend", "DisaggStream"]
@@ -113,15 +113,7 @@ class DisaggBackend:
         return self.prefill.replica_stats() + self.decode.replica_stats()
 
     def stats(self) -> BackendStats:
-        each = self.replica_stats()
-        return BackendStats(
-            running=sum(s.running for s in each),
-            waiting=sum(s.waiting for s in each),
-            kv_usage=sum(s.kv_usage for s in each) / len(each),
-            preemptions=sum(s.preemptions for s in each),
-            prefix_hit_tokens=sum(s.prefix_hit_tokens for s in each),
-            prefix_query_tokens=sum(s.prefix_query_tokens for s in each),
-        )
+        return summed_stats(self.replica_stats())
 
     def reset_prefix_cache(self) -> bool:
         done = [self.prefill.reset_prefix_cache(), self.decode.reset_prefix_cache()]

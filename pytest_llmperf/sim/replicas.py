@@ -26,7 +26,7 @@ from typing import Any
 from .kv_cache import KVCache
 from .streams import Backend, BackendStats, Submission, TokenStream
 
-__all__ = ["ReplicaSet", "prefix_cache_of"]
+__all__ = ["ReplicaSet", "prefix_cache_of", "summed_stats"]
 
 
 def prefix_cache_of(backend: Backend | Any) -> KVCache | None:
@@ -34,6 +34,19 @@ def prefix_cache_of(backend: Backend | Any) -> KVCache | None:
     engine = getattr(backend, "engine", None)
     kv = getattr(engine, "kv", None)
     return kv if isinstance(kv, KVCache) else None
+
+
+def summed_stats(each: Sequence[BackendStats]) -> BackendStats:
+    """Several engines' stats as one page says them: counters and counts summed, KV-cache
+    usage as the share of all their blocks in use (equal caches: the mean of theirs)."""
+    return BackendStats(
+        running=sum(s.running for s in each),
+        waiting=sum(s.waiting for s in each),
+        kv_usage=sum(s.kv_usage for s in each) / len(each),
+        preemptions=sum(s.preemptions for s in each),
+        prefix_hit_tokens=sum(s.prefix_hit_tokens for s in each),
+        prefix_query_tokens=sum(s.prefix_query_tokens for s in each),
+    )
 
 
 class ReplicaSet:
@@ -90,17 +103,8 @@ class ReplicaSet:
         return [r.stats() for r in self.replicas]
 
     def stats(self) -> BackendStats:
-        """The sum over the replicas; KV-cache usage as the share of all their blocks in
-        use (the replicas have equal caches, so it is the mean of theirs)."""
-        each = self.replica_stats()
-        return BackendStats(
-            running=sum(s.running for s in each),
-            waiting=sum(s.waiting for s in each),
-            kv_usage=sum(s.kv_usage for s in each) / len(each),
-            preemptions=sum(s.preemptions for s in each),
-            prefix_hit_tokens=sum(s.prefix_hit_tokens for s in each),
-            prefix_query_tokens=sum(s.prefix_query_tokens for s in each),
-        )
+        """The sum over the replicas (:func:`summed_stats`)."""
+        return summed_stats(self.replica_stats())
 
     def reset_prefix_cache(self) -> bool:
         """vLLM's reset on every replica that has no block in use; True only if all did
