@@ -114,7 +114,7 @@ def test_the_report_shows_the_hit_rate_of_each_router(
     rate twice, from the client's usage and from the server's ``/metrics``."""
     path = conversations_file(tmp_path / "c.jsonl")
     pytester.makepyfile(
-        test_affinity=SUITE.format(path=path, header=HEADER, requests=CONVERSATIONS * TURNS)
+        test_affinity_suite=SUITE.format(path=path, header=HEADER, requests=CONVERSATIONS * TURNS)
     )
     shown: dict[str, tuple[float, float]] = {}
     for router in ("round_robin", "session"):
