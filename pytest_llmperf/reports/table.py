@@ -45,8 +45,9 @@ MARKS: dict[str, str] = {  # by verdict, SLO or baseline (the two share "inconcl
 
 
 def format_value(value: float | None, unit: str) -> str:
-    """``12.3 ms``, ``0.50%``, ``41.2 req/s``, ``3`` (a count: ``server.preemptions``; a
-    gauge's mean keeps two decimals); ``-`` when nothing was measured."""
+    """``12.3 ms``, ``0.50%``, ``41.2 req/s``, ``1.50x`` (a ratio), ``3`` (a count:
+    ``server.preemptions``; a gauge's mean keeps two decimals); ``-`` when nothing was
+    measured."""
     if value is None:
         return "-"
     if unit == "fraction":
@@ -55,6 +56,8 @@ def format_value(value: float | None, unit: str) -> str:
         return f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
     if unit == "ms":
         return f"{value:.1f} ms" if value >= 10 else f"{value:.3f} ms"
+    if unit == "ratio":  # fleet.imbalance: max over mean, said as the grammar takes it
+        return f"{value:.2f}x"
     return f"{value:.2f} {unit}"
 
 

@@ -64,6 +64,8 @@ async def test_two_replicas_in_every_report() -> None:
     for name in ("0", "1"):  # every replica failed the impossible e2e target
         assert re.search(rf"✗ replica {name}: 4 req, 0 failed, ttft p99 \S+ ms", text)
         assert f"✗ replica.e2e.max < 0.001ms [run0] [replica {name}]" in text
+    # a ratio is said as the grammar writes it (fleet.imbalance < 1.5x), not "1.00 ratio"
+    assert "observed 1.00x, target 1.50x" in text, text
 
     # the client's 4 requests beside the page's own count of them
     markdown = build_markdown(report)
