@@ -341,7 +341,15 @@ def check_timing_order(m: dict[str, Any], one_read_replies_ok: bool = False) -> 
             stacklevel=2,
         )
         return
-    assert ttft["p50"] < e2e["p50"], f"ttft {ttft}, e2e {e2e}"
+    if one_read_replies_ok:
+        # each request's ttft <= its e2e, so the order statistics can only tie: they do
+        # where the median request was one of the replies read in one piece (seen in CI:
+        # 8 requests through vLLM's router to llama-server, p50s 7.79 ms both, means 6.87
+        # and 9.38 ms); the means above stay strict, a plugin stamping every token at the
+        # last read fails them
+        assert ttft["p50"] <= e2e["p50"], f"ttft {ttft}, e2e {e2e}"
+    else:
+        assert ttft["p50"] < e2e["p50"], f"ttft {ttft}, e2e {e2e}"
     assert tpot["p50"] > 0, f"tpot {tpot}"
 
 
