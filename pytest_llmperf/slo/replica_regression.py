@@ -20,9 +20,9 @@ from pytest_llmperf.slo.quantile_bounds import DEFAULT_CONFIDENCE
 from pytest_llmperf.slo.regression import (
     DEFAULT_ALPHA,
     RegressionCheck,
-    RegressionVerdict,
     Thresholds,
     compare_accumulators,
+    inconclusive_check,
 )
 from pytest_llmperf.specs.fleet_names import REPLICA_SCOPE
 
@@ -85,20 +85,9 @@ def _note(
     def names(acc: MetricsAccumulator) -> str:
         return ", ".join(sorted(acc.replicas)) or "none attributed"
 
-    return RegressionCheck(
-        metric=f"{REPLICA_SCOPE}.{metric}",
-        stat=stat,
-        baseline=None,
-        current=None,
-        change=None,
-        threshold=0.0,
-        p_value=None,
-        verdict=RegressionVerdict.INCONCLUSIVE,
-        run=run,
-        reason=(
-            f"replicas differ: the baseline's {names(baseline)}, this run's {names(current)}; "
-            "only those on both sides are compared"
-        ),
-        compared_with=compared_with,
-        note_only=True,
+    reason = (
+        f"replicas differ: the baseline's {names(baseline)}, this run's {names(current)}; "
+        "only those on both sides are compared"
     )
+    check = inconclusive_check(run, reason, compared_with=compared_with)
+    return replace(check, metric=f"{REPLICA_SCOPE}.{metric}", stat=stat, note_only=True)
