@@ -272,6 +272,31 @@ OPTIONS: tuple[OptionDef, ...] = (
         "{port}, {host}, the --llm-server-* options); not with --llm-reference-endpoint",
     ),
     OptionDef(
+        "--llm-gpu",
+        "sample this machine's NVIDIA GPUs through NVML during every run (10 Hz): auto "
+        "(default: every visible GPU, where NVML answers; else one note), off, or GPU "
+        "indexes (0,1); power, energy, memory, utilisation (docs/gpu.md)",
+        "auto",
+    ),
+    OptionDef(
+        "--llm-otel",
+        "export every run's GenAI client metrics over OTLP/HTTP to this endpoint (e.g. "
+        "http://localhost:4318; the OTEL_EXPORTER_OTLP_* variables are honoured); needs "
+        "pytest-llmperf[otel] (docs/export.md)",
+    ),
+    OptionDef(
+        "--llm-otel-spans",
+        "with --llm-otel: also one span per request, for this share of requests (a ratio "
+        "0..1, default 0: none)",
+        "0",
+    ),
+    OptionDef(
+        "--llm-mlflow",
+        "log one MLflow run per test run (parameters, metrics, verdicts as tags, reports "
+        "as artefacts), nested under one run per session, to this tracking URI; needs "
+        "pytest-llmperf[mlflow] (docs/export.md)",
+    ),
+    OptionDef(
         "--llm-inconclusive",
         "what an inconclusive SLO or baseline comparison does to its test: fail "
         "(default), warn (pass with a warning) or skip",
@@ -331,6 +356,10 @@ class LlmPerfOptions:
     reference_server: ServerCommand | None = None  # --llm-reference-cmd
     server_log_dir: str | None = None  # --llm-server-log-dir (None: under pytest's basetemp)
     affinity: Affinity = NO_AFFINITY  # --llm-affinity and --llm-replica-header
+    gpu: str = "auto"  # --llm-gpu: auto, off or comma-separated GPU indexes (checked)
+    otel: str | None = None  # --llm-otel: an OTLP/HTTP endpoint
+    otel_spans: float = 0.0  # --llm-otel-spans: the share of requests exported as spans
+    mlflow: str | None = None  # --llm-mlflow: a tracking URI
 
     @classmethod
     def resolve(
@@ -433,6 +462,10 @@ class LlmPerfOptions:
                 raw["llm_affinity"] or None,
                 replica_headers=parse_replica_headers(raw["llm_replica_header"] or None),
             ),
+            gpu=_gpu(raw["llm_gpu"]),
+            otel=(raw["llm_otel"] or "").strip() or None,
+            otel_spans=_ratio("--llm-otel-spans", raw["llm_otel_spans"]),
+            mlflow=(raw["llm_mlflow"] or "").strip() or None,
         )
 
 
@@ -576,6 +609,33 @@ def _server_metrics(value: Any) -> str:
     text = str(value or "auto").strip()
     parse_option(text)
     return text.lower() if text.lower() in ("auto", "off") else text
+
+
+def _gpu(value: Any) -> str:
+    """``--llm-gpu``: ``auto``, ``off`` or GPU indexes (``0,1``), kept as written."""
+    text = str(value or "auto").strip().lower()
+    if text in ("auto", "off"):
+        return text
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise LlmPerfUsageError(
+            f"expected auto, off or GPU indexes such as 0,1, got {value!r}", where="--llm-gpu"
+        )
+    return ",".join(parts)
+
+
+def _ratio(option: str, value: Any) -> float:
+    """A share between 0 and 1 (``0.1``, or ``10%``)."""
+    text = str(value if value is not None else "0").strip()
+    try:
+        ratio = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise LlmPerfUsageError(
+            f"expected a ratio between 0 and 1, got {value!r}", where=option
+        ) from None
+    if not 0.0 <= ratio <= 1.0:
+        raise LlmPerfUsageError(f"must be between 0 and 1, got {value!r}", where=option)
+    return ratio
 
 
 def _markdown(value: Any) -> str | None:

@@ -16,6 +16,7 @@ import pytest
 from pytest_llmperf.gate_states import JUNIT_CLASSNAME, junit_case
 from pytest_llmperf.hook_calls import call_session_finished, call_update_json
 from pytest_llmperf.options import InconclusivePolicy
+from pytest_llmperf.plugin.export import export_session
 from pytest_llmperf.plugin.history import append_history, html_trends, report_trends, trend_digest
 from pytest_llmperf.plugin.junit_xml import junit_xml
 from pytest_llmperf.plugin.servers import servers_at_end
@@ -127,6 +128,7 @@ def finish_session(state: SessionState, session: pytest.Session) -> None:
         state.written.append(str(html))
     if opts.markdown or step_summary:
         _write_markdown(state, report, step_summary)
+    export_session(state, report)
     failures = [failure, call_session_finished(session, report)]
     state.hook_failures = [f for f in failures if f is not None]
     if (state.hook_failures or state.markdown_error) and session.exitstatus == pytest.ExitCode.OK:

@@ -88,6 +88,9 @@ class SessionState:
     written: list[str] = field(default_factory=list)
     hook_failures: list[HookFailure] = field(default_factory=list)  # hooks that raised
     markdown_error: str = ""  # the Markdown summary was not written (a red line)
+    # --llm-otel, --llm-mlflow (plugin/export.py): where each export went, or why it did
+    # not (a line each in the terminal summary; an export never changes the exit status)
+    export_lines: list[str] = field(default_factory=list)
     history: Any = None  # --llm-history's HistoryOutcome, at session end
 
 

@@ -41,6 +41,8 @@ class SummaryHooks:
         )
         if state.history and state.history.note:
             terminalreporter.write_line(state.history.note)
+        for line in state.export_lines:
+            terminalreporter.write_line(line)
         if state.multiple_comparisons:
             terminalreporter.write_line(multiple_comparisons_line(state.multiple_comparisons))
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from pytest_llmperf.gpu.figures import GpuFigures
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 from pytest_llmperf.results import server_per_request as per_request
 from pytest_llmperf.results.accumulator import LATENCY_METRICS, RATE_METRICS, MetricsAccumulator
@@ -142,6 +143,9 @@ class RunResult:
     # several /metrics pages (a fleet: router, replicas, prefill/decode pools): each page and
     # each role's pool; ``server_metrics`` is then the fleet as one (server_metrics/fleet.py)
     fleet: FleetMetrics | None = None
+    # the GPUs' power, energy, memory over the run (--llm-gpu, a DCGM page): docs/gpu.md;
+    # None: no GPU was read (no block in the JSON)
+    gpu: GpuFigures | None = None
     # what --llm-reset-cache did before the run: {"done": bool, "how": str, "why": str}
     cache_reset: dict[str, Any] | None = None
     # until="decided": when and why the run stopped ("every SLO decided after 212 samples")
@@ -437,6 +441,7 @@ class RunResult:
             "gated": self.gated,
             "server_metrics": self.server_metrics.to_dict() if self.server_metrics else None,
             **({"fleet": self.fleet.to_dict()} if self.fleet is not None else {}),
+            **({"gpu": self.gpu.to_dict()} if self.gpu is not None else {}),
             **({"by_replica": self.by_replica} if self.accumulator.replicas else {}),
             **({"cache_reset": self.cache_reset} if self.cache_reset is not None else {}),
             **({"server_process": self.server_process} if self.server_process is not None else {}),

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+import json
+import urllib.request
+
+from tests.export.mlflow_server import MlflowServer
+
+
+def test_the_tracking_server_answers_its_rest_api(mlflow_server: MlflowServer) -> None:
+    request = urllib.request.Request(
+        f"{mlflow_server.url}/api/2.0/mlflow/experiments/search",
+        data=json.dumps({"max_results": 10}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        body = json.load(answer)
+    assert [e["name"] for e in body["experiments"]] == ["Default"]
