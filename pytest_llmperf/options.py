@@ -273,9 +273,11 @@ OPTIONS: tuple[OptionDef, ...] = (
     ),
     OptionDef(
         "--llm-gpu",
-        "sample this machine's NVIDIA GPUs through NVML during every run (10 Hz): auto "
-        "(default: every visible GPU, where NVML answers; else one note), off, or GPU "
-        "indexes (0,1); power, energy, memory, utilisation (docs/gpu.md)",
+        "read this machine's GPUs during every run (NVML at 10 Hz, off the event loop; "
+        "AMD through amdsmi where installed): auto (default: every visible GPU; none: one "
+        "line in the header, nothing fails), off, or GPU indexes (0,1: a missing one is a "
+        "usage error); power, energy, memory, utilisation, energy per output token "
+        "(docs/gpu.md)",
         "auto",
     ),
     OptionDef(

@@ -52,8 +52,14 @@ class FleetPage:
     failure: str | None = None
 
     def describe(self) -> str:
-        """``replica 0 (sim)``; ``replica w2 (none: GET http://w2:8001/metrics: 404)``."""
-        what = self.source.family.value if self.source else f"none: {self.failure}"
+        """``replica 0 (sim)``; ``gpu node-a (dcgm)``; ``replica w2 (none: GET
+        http://w2:8001/metrics: 404)``."""
+        if self.source is None:
+            what = f"none: {self.failure}"
+        elif self.spec.role is PageRole.GPU:  # a GPU exporter's page: no server family
+            what = "dcgm"
+        else:
+            what = self.source.family.value
         return f"{self.spec.role.value} {self.spec.name} ({what})"
 
 

@@ -134,7 +134,7 @@ async def test_a_run_with_a_dcgm_page_gives_each_gpus_figures_and_energy_per_tok
         option = f"gpu:node-a={gpu_url},gpu:gone={gone},0.2"
         source, note = await asyncio.to_thread(resolve_metrics, endpoint, option)
         assert isinstance(source, FleetSource)
-        assert "gpu node-a (unknown)" in note and "replica " in note  # the endpoint's page
+        assert "gpu node-a (dcgm)" in note and "replica " in note  # the endpoint's page
         before = exporter.scrapes  # the probe's
         result = await LoadRun(endpoint, spec(12), server_metrics=source).execute()
     scrapes = exporter.scrapes - before
