@@ -2,18 +2,19 @@
 has (``nvmlInit``, ``nvmlDeviceGetPowerUsage``, ...), in its units (mW, mJ, bytes, %).
 
 The real library cannot run where these tests run: there is no GPU and no driver. Each
-GPU's power is set by the test; its energy counter rises with the monotonic clock at
-that power (as the GPU's own counter does), or raises NVML's "not supported" error (a
-GPU before Volta). The calls are counted, and the threads that made them kept.
+GPU's power is set by the test; its energy counter rises by that power times ``step_s``
+at every read (a virtual clock: the energy between the first and the last read is known
+exactly from the count of reads, whatever the machine's scheduling), or raises NVML's
+"not supported" error (a GPU before Volta). The calls are counted, and the threads that
+made them kept.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 import types
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class NVMLError(Exception):
@@ -34,7 +35,8 @@ class DoubleGpu:
     name: str = "NVIDIA H100 80GB HBM3"
     uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
     start_mj: float = 5e9
-    since: float = field(default_factory=time.monotonic)
+    step_s: float = 0.1
+    reads: int = 0
 
 
 def nvml_double(gpus: list[DoubleGpu], *, fail_init: str | None = None) -> types.ModuleType:
@@ -95,7 +97,8 @@ def nvml_double(gpus: list[DoubleGpu], *, fail_init: str | None = None) -> types
     def _energy(g: DoubleGpu) -> int:
         if not g.energy:
             raise NVMLError_NotSupported("Not Supported")
-        return int(g.start_mj + g.power_w * (time.monotonic() - g.since) * 1000)
+        g.reads += 1
+        return int(g.start_mj + g.power_w * g.step_s * (g.reads - 1) * 1000)
 
     @counted("nvmlDeviceGetTemperature")
     def _temp(g: DoubleGpu, sensor: int) -> int:
