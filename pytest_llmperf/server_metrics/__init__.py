@@ -24,8 +24,10 @@ Modules, in the order data flows through them (each has one job):
   workers), :mod:`.fleet_source` (every page probed at preflight; :func:`resolve_metrics`
   for every form of the option), :mod:`.fleet_sampler` (one sampler per page),
   :mod:`.fleet_merge` (the pages' summaries as each role's pool and the whole),
-  :mod:`.fleet_reset` (``--llm-reset-cache``: each engine's server, not the router) and
-  :mod:`.fleet` (what a run keeps: ``runs[].fleet``);
+  :mod:`.fleet_reset` (``--llm-reset-cache``: each engine's server, not the router),
+  :mod:`.gpu_pages` (the ``gpu`` pages, NVIDIA DCGM exporters: never engine pages, their
+  GPUs the run's ``runs[].gpu``; docs/gpu.md) and :mod:`.fleet` (what a run keeps:
+  ``runs[].fleet``);
 - :mod:`.cache_reset`: ``--llm-reset-cache``, the server's prefix cache emptied before a
   gated run where it offers that;
 - :mod:`.fingerprint`: which server, configured how, measured from where (baselines and
