@@ -35,6 +35,12 @@ def device_points(device: Mapping[str, Any], key: str) -> list[tuple[float, floa
     return out
 
 
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
 def _name(device: Mapping[str, Any]) -> str:
     host = f" on {device['host']}" if device.get("host") else ""
     return f"GPU {device.get('id', '?')}{host}"
@@ -43,16 +49,20 @@ def _name(device: Mapping[str, Any]) -> str:
 def gpu_plots(
     block: Mapping[str, Any] | None, *, stages: Sequence[Mapping[str, Any]] = ()
 ) -> list[str]:
-    """Power (W) and memory used (MB) per GPU over the run; none without a block or
-    without series (a producer that kept none)."""
+    """Power (W) and memory used (MB) per GPU over the run (memory from 0 to the GPUs'
+    capacity where each said it); none without a block or without series (a producer
+    that kept none)."""
     if not isinstance(block, Mapping):
         return []
     devices = [d for d in block.get("devices") or () if isinstance(d, Mapping)]
     bands = stage_bands(stages)
+    totals = [_number(d.get("memory_total_mb")) for d in devices]
+    # memory against the largest GPU's capacity, where every GPU said its own: how full
+    memory_range = (0.0, max(t for t in totals if t)) if totals and all(totals) else None
     charts = []
-    for key, title, y_label in (
-        ("power_w", "GPU power, per GPU", "W"),
-        ("memory_used_mb", "GPU memory used, per GPU", "MB"),
+    for key, title, y_label, y_range in (
+        ("power_w", "GPU power, per GPU", "W", None),
+        ("memory_used_mb", "GPU memory used, per GPU", "MB", memory_range),
     ):
         series = [Series(_name(d), pts) for d in devices if (pts := device_points(d, key))]
         if series:
@@ -63,6 +73,7 @@ def gpu_plots(
                     x_label="s since the run started",
                     y_label=y_label,
                     kind=f"gpu-{key.replace('_', '-')}",
+                    y_range=y_range,
                     markers=max(len(s.points) for s in series) < 30,
                     bands=bands,
                 )

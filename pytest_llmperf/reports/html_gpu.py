@@ -30,7 +30,11 @@ def gpu_html(
         "rows": gpu_rows(block),
         "sources": [str(s) for s in block.get("sources") or ()],
         "interval_s": block.get("interval_s"),
-        "tokens": f"{float(tokens):.0f} ({whose})" if tokens is not None and whose else "",
+        "tokens": (
+            f"{float(tokens):.0f} output tokens (the {whose}'s count)"
+            if tokens is not None and whose
+            else ""
+        ),
         "notes": [str(n) for n in block.get("notes") or ()],
         "charts": [Markup(svg) for svg in gpu_plots(block, stages=stages)],
     }
