@@ -47,6 +47,10 @@ inconclusive cases are notes (``note_only``), never a verdict: a statistic
 neither side measured, and one that is 0 ms in the baseline and above 0 now (a
 change relative to 0 is undefined; TPOT and ITL are 0 when a server sends each
 reply in one read). Both 0 is no change.
+
+The GPUs' figures (``--llm-baseline-threshold=energy_per_output_token_j=10%,
+gpu.power_w.mean=5%``) are one value per side, compared only where named, higher worse:
+:mod:`.gpu_regression`.
 """
 
 from __future__ import annotations
@@ -240,7 +244,8 @@ class Thresholds:
                     f"unknown statistic {key!r} in {part.strip()!r}; metrics: "
                     f"{', '.join(known)}{' (after replica.)' if replica else ''}; "
                     f"statistics: {', '.join(STATS[:-1])} "
-                    "or any pN.M (0 < N < 100)",
+                    "or any pN.M (0 < N < 100); or a GPU figure, compared where named: "
+                    f"{', '.join(GPU_METRICS)}",
                     where=where,
                 )
             overrides[key] = value
