@@ -15,9 +15,10 @@ from pytest_llmperf.history import HistoryStore
 from pytest_llmperf.history.cli import metric_and_stat
 from pytest_llmperf.history.export import export_csv
 from pytest_llmperf.history.gate import HistoryGate
+from pytest_llmperf.history.markdown import format_trend_value, trend_digest, trend_rows
 from pytest_llmperf.history.records import RunRecord, gpu_block_values, run_metrics_with_gpu
 from pytest_llmperf.history.session import build_session_record
-from pytest_llmperf.history.trends import trend_sections, trend_series, unit_of
+from pytest_llmperf.history.trends import TrendReport, trend_sections, trend_series, unit_of
 from pytest_llmperf.reports.session_data import TestEntry
 from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.regression import RegressionVerdict, Thresholds
@@ -107,3 +108,22 @@ def test_the_history_gate_compares_a_named_figure_with_the_stored_median(target:
     assert same["gpu.power_w.mean"].verdict is RegressionVerdict.UNCHANGED
     assert hotter["gpu.power_w.mean"].verdict is RegressionVerdict.REGRESSED
     assert "energy_per_output_token_j" not in hotter  # not named: not compared
+
+
+def test_the_markdown_trend_table_says_the_figures_in_their_units(target: str) -> None:
+    with HistoryStore.open(target) as store:
+        for power in (300.0, 302.0, 298.0):
+            store.append_session(session_record("main", [with_gpu(power)]))
+        report: dict[str, Any] = {
+            "nodeid": TEST,
+            "runs": [{"label": "run0", "load": LOAD, "workload": WORKLOAD, "metrics": {},
+                      "gpu": figures(power=301.0).to_dict()}],
+        }  # fmt: skip
+        sections = trend_sections(store, [report], {"model": "sim-model", "api": "chat"})
+    digest = trend_digest(TrendReport("store", sections))
+    series = digest["tests"][TEST][0]["series"]
+    rows = {s["metric"]: row for s, row in zip(series, trend_rows(series), strict=True)}
+    assert rows["energy_per_output_token_j"][1] == "0.251 J (this run)"  # 1004 J / 4000
+    assert rows["gpu.power_w.mean"][1] == "502 W (this run)"
+    assert rows["gpu.power_w.mean"][3] == "496 W – 504 W"
+    assert format_trend_value(65.0, "gpu.temperature_c.max") == "65 °C"
