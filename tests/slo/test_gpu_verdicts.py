@@ -6,6 +6,8 @@ generator-bound run)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from gpu_figures_sample import figures
 
@@ -14,9 +16,10 @@ from pytest_llmperf.gpu.figures import GpuDevice, GpuFigures
 from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.slo.gpu_verdicts import NO_GPU
+from pytest_llmperf.slo.session import evaluate_session, group_runs
 from pytest_llmperf.slo.verdicts import Verdict, evaluate, evaluate_runs
 from pytest_llmperf.specs.gpu_names import GPU_METRICS
-from pytest_llmperf.specs.rulesets import ruleset_from_mapping
+from pytest_llmperf.specs.rulesets import Ruleset, ruleset_from_mapping
 from pytest_llmperf.specs.slo import parse_slo
 from pytest_llmperf.specs.stages import Stage
 
@@ -156,3 +159,38 @@ def test_a_staged_run_judges_the_gpus_once_on_the_whole_run() -> None:
     slos = [parse_slo("gpu.power_w.mean < 600W")]
     verdicts = evaluate_runs(slos, [staged])
     assert [(v.verdict, v.stage, v.observed) for v in verdicts] == [("pass", None, 500.0)]
+
+
+def test_a_session_ruleset_judges_the_runs_gpu_blocks_merged(
+    make_acc: Callable[..., MetricsAccumulator],
+) -> None:
+    acc = make_acc([10.0] * 20)
+    endpoint = {"url": "http://a:8000/v1", "model": "m", "simulator": None}
+    cool, hot = figures(power=300.0), figures(power=400.0, output_tokens=6000.0)
+    runs = [
+        {"label": "run0", "gpu": cool.to_dict()},
+        {"label": "run1", "gpu": hot.to_dict()},
+        {"label": "run2"},  # read no GPU: adds neither energy nor tokens
+    ]
+    groups = group_runs([("t.py::a", endpoint, runs, [acc.to_state()] * 3)])
+    ruleset = Ruleset(
+        "team",
+        [
+            parse_slo("energy_per_output_token_j < 0.3J"),
+            parse_slo("gpu.energy_j < 2.5kJ"),
+            parse_slo("gpu.memory_used_mb.max < 40000"),
+        ],
+    )
+    per_token, energy, memory = evaluate_session(groups, ruleset)
+    # 1000 J + 1400 J over 4000 + 6000 tokens
+    assert (per_token.verdict, per_token.observed) == (Verdict.PASS, 0.24)
+    assert (energy.verdict, energy.observed) == (Verdict.PASS, 2400.0)
+    assert (memory.verdict, memory.observed) == (Verdict.FAIL, 41000.0)
+    merged = groups["http://a:8000/v1 m"].as_result().gpu
+    assert merged is not None and merged.power_w_mean == 600.0  # 500 W and 700 W, 21 samples each
+    assert merged.notes == [
+        "1 of 3 merged runs read no GPU: their energy and tokens are not in these figures"
+    ]
+    alone = group_runs([("t.py::b", endpoint, [{"label": "run0"}], [acc.to_state()])])
+    (nothing,) = evaluate_session(alone, Ruleset("team", [parse_slo("gpu.util > 5%")]))
+    assert nothing.verdict is Verdict.INCONCLUSIVE and nothing.reason == NO_GPU
