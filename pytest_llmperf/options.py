@@ -118,7 +118,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef(
         "--llm-baseline-threshold",
         "slowdown allowed against the baseline before a significant change fails: "
-        "'10%' (default) or per metric/statistic, e.g. 'ttft.p99=20%,tpot=15%,10%'",
+        "'10%' (default) or per metric/statistic, e.g. 'ttft.p99=20%,tpot=15%,10%'; "
+        "the GPUs' figures only where named, e.g. 'energy_per_output_token_j=10%'",
         "10%",
     ),
     OptionDef("--llm-scale", "multiply every request count and duration (e.g. 0.1)", "1.0"),

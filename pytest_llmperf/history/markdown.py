@@ -91,8 +91,10 @@ def format_trend_value(value: float | None, metric: str) -> str:
         return f"{value * 100:.2f}%"
     if unit == "/s":
         return f"{value:.2f} {_PER_SECOND.get(metric, 'tok/s')}"
-    if unit in ("s", "MB"):  # the server process's startup and memory
+    if unit in ("s", "MB"):  # the server process's startup and memory, a GPU's memory
         return f"{value:.1f} {unit}"
+    if unit in ("W", "J", "C"):  # the GPUs' power, energy (per token), temperature
+        return f"{value:.4g} {'°C' if unit == 'C' else unit}"
     return f"{value:.4g}"
 
 

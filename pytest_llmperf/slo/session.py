@@ -9,7 +9,9 @@ The merge is exact (HDR histograms add bucket by bucket; counts add). The
 group's *window* is the sum of its runs' windows, not first-start to
 last-end: the gaps between tests are not measured time, and rates
 (``request_throughput`` …) computed over them would be wrong. So a group's
-throughput is its runs' total work over their total measured time.
+throughput is its runs' total work over their total measured time. Its GPU figures are
+its runs' blocks merged (:mod:`.gpu_session`: energy and tokens added, so
+``energy_per_output_token_j`` is the session's energy over the same runs' tokens).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.results.run_result import RunResult
+from pytest_llmperf.slo.gpu_session import merge_gpu_blocks
 from pytest_llmperf.slo.verdicts import SloVerdict, Verdict, evaluate
 from pytest_llmperf.specs.rulesets import Ruleset
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE
@@ -52,6 +55,8 @@ class SessionGroup:
     runs: int = 0
     tests: list[str] = field(default_factory=list)
     generator_bound: list[str] = field(default_factory=list)
+    # each merged run's gpu block (JSON; None: it read no GPU), merged in as_result
+    gpu_blocks: list[Mapping[str, Any] | None] = field(default_factory=list)
 
     def add(self, nodeid: str, run: Mapping[str, Any], state: Mapping[str, Any]) -> None:
         acc = MetricsAccumulator.from_state(state)
@@ -64,6 +69,7 @@ class SessionGroup:
         self.accumulator.window_start_ns = 0
         self.accumulator.window_end_ns = round(self.measured_s * 1e9)
         self.runs += 1
+        self.gpu_blocks.append(run.get("gpu"))
         if nodeid not in self.tests:
             self.tests.append(nodeid)
         if (run.get("self_check") or {}).get("generator_bound"):
@@ -87,6 +93,7 @@ class SessionGroup:
             self_check=check,
             duration_s=self.measured_s,
             label=f"session {self.key}",
+            gpu=merge_gpu_blocks(self.gpu_blocks),
         )
 
     def describe(self) -> dict[str, Any]:
