@@ -40,7 +40,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .profiles import Profile
 from .streams import BackendStats
@@ -132,21 +132,20 @@ def _gpus(profile: Profile, engines: int, seed: int) -> list[SimGpu]:
     return out
 
 
-@dataclass
 class _EngineLoad:
-    """One engine's busy ticks over the utilisation window."""
+    """One engine's busy ticks over the utilisation window (idle before the simulator
+    started, as a GPU at rest was)."""
 
-    window: int
-    ticks: deque[bool] = field(default_factory=deque)
-    busy: int = 0
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.ticks: deque[bool] = deque([False] * window, maxlen=window)
+        self.busy = 0
 
     def add(self, busy: bool) -> float:
         """Count this tick; the busy share of the window (0..1)."""
+        self.busy += busy - self.ticks[0]
         self.ticks.append(busy)
-        self.busy += busy
-        if len(self.ticks) > self.window:
-            self.busy -= self.ticks.popleft()
-        return self.busy / len(self.ticks)
+        return self.busy / self.window
 
 
 class GpuMeter:
