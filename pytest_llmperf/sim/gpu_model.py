@@ -239,8 +239,9 @@ def refuse_in_virtual_time(profile: Profile) -> None:
     """A virtual-time run serves no pages, so it has nowhere to show GPUs: a profile with
     ``gpus`` is refused there (ValueError naming the keys) rather than silently unmetered."""
     if profile.gpus:
+        keys = ", ".join(GPU_PROFILE_KEYS)
         raise ValueError(
-            f"profile {profile.name!r}: gpus={profile.gpus}: the simulated GPUs ({', '.join(GPU_PROFILE_KEYS)}) "
+            f"profile {profile.name!r}: gpus={profile.gpus}: the simulated GPUs ({keys}) "
             "are read from the real-time simulator's DCGM page (SimServer, python -m "
             "pytest_llmperf.sim); a virtual-time run has no pages: set gpus=0"
         )

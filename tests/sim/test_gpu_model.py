@@ -71,7 +71,7 @@ def test_utilisation_memory_clock_and_temperature_follow_the_load() -> None:
     load.stats[0] = BackendStats(running=8, kv_usage=0.5)
     ticks = round(UTIL_WINDOW_S / 0.01)
     t = 100.0
-    for k in range(ticks // 2):
+    for _ in range(ticks // 2):
         t += 0.01
         m.tick(t)
     assert all(40 <= g.util_pct <= 60 for g in m.gpus)  # busy half of the window so far
