@@ -51,6 +51,12 @@ for these rules; the verdicts name the model (``model``, ``where`` =
 ``model sim-lora-1``). ``output_match``/``output_consistency`` are compared per
 sample over the whole run and are not split by model.
 
+An SLO on the GPUs' figures (``gpu.power_w.mean < 300W``,
+``energy_per_output_token_j < 0.5J``: :mod:`pytest_llmperf.specs.gpu_names`) is judged
+on the run's ``gpu`` block like a process SLO: one value as observed, whole runs only,
+not made inconclusive by a generator-bound run; no block or no value: inconclusive with
+why (:mod:`.gpu_verdicts`).
+
 A fleet's SLOs (``replica.*`` on each replica's requests, ``fleet.*``, ``<pool>.*``):
 :mod:`.fleet_verdicts`, on whole runs only. ``kv_transfer.<stat>`` is
 ``server.kv_transfer``'s, judged as any ``server.*``.
@@ -70,6 +76,7 @@ from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.results.steady import STEADY_RATE_METRICS
 from pytest_llmperf.server_metrics.summary import ServerMetrics
 from pytest_llmperf.slo.fleet_verdicts import evaluate_fleet_scope, evaluate_replicas
+from pytest_llmperf.slo.gpu_verdicts import evaluate_gpu
 from pytest_llmperf.slo.output_match import NO_OTHER_SIDE, mismatch_text
 from pytest_llmperf.slo.quantile_bounds import (
     RankBounds,
@@ -111,8 +118,10 @@ NOT_STARTED = "the gate did not start this server (--llm-server-cmd)"
 
 def _whole_run(slo: Slo) -> bool:
     """Is ``slo`` judged on a whole run only (outputs compared per sample; the process; a
-    fleet's parts and spread, which a stage does not keep)?"""
-    return slo.metric in _WHOLE_RUN_METRICS or slo.is_process or slo.in_fleet_scope
+    fleet's parts and spread, which a stage does not keep; the GPUs, sampled over the run)?"""
+    return (
+        slo.metric in _WHOLE_RUN_METRICS or slo.is_process or slo.is_gpu or slo.in_fleet_scope
+    )
 
 
 def _windowed(slo: Slo, result: RunResult) -> bool:
@@ -206,6 +215,8 @@ def evaluate(
         )
     if slo.is_process:
         return evaluate_process(slo, result)
+    if slo.is_gpu:
+        return evaluate_gpu(slo, result)
     if slo.is_server:
         return evaluate_server(slo, result, min_count=min_count, confidence=confidence)
     if slo.metric in OUTPUT_SLO_METRICS:
@@ -531,7 +542,7 @@ def evaluate_stages(
             count, duration = ruleset_bar(bars, slo)
             verdict = evaluate(
                 slo,
-                result if slo.is_process else part,
+                result if slo.is_process or slo.is_gpu else part,
                 min_count=count,
                 min_duration_s=duration,
                 confidence=confidence,

@@ -21,6 +21,8 @@ A YAML ruleset (loaded with ``yaml.safe_load``)::
       error_rate: 1%                       # "<" implied for error_rate,
       goodput: 95%                         # ">=" for goodput and throughputs
       output_throughput: 1000 tok/s
+      energy_per_output_token_j: 0.5J      # a GPU figure (docs/gpu.md): "<" implied,
+      gpu.util: "> 50%"                    # the other way written out
     slos:                      # free-form expressions, as in llm_slo(...)
       - "itl.p99 < 100ms"
 
@@ -48,6 +50,7 @@ from pytest_llmperf.specs.fleet_names import (
     REPLICA_SCOPE,
     SERVER_ALIASES,
 )
+from pytest_llmperf.specs.gpu_names import GPU_METRICS
 from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind
 from pytest_llmperf.specs.slo import (
     LATENCY_SLO_METRICS,
@@ -262,6 +265,12 @@ def _target_exprs(targets: Any, source: str) -> list[tuple[str, str]]:
         key = f"targets.{metric}"
         default_op = _default_op(str(metric))
         if default_op is not None:
+            if isinstance(spec, dict) and metric in GPU_METRICS:
+                raise LlmPerfUsageError(
+                    f"{metric} is one value per run of the GPUs: give one limit like '300W' "
+                    f"or '> 50%', got {spec!r} (GPU metrics: {', '.join(GPU_METRICS)})",
+                    where=f"{source}: {key}",
+                )
             if isinstance(spec, dict):
                 raise LlmPerfUsageError(
                     f"{metric} is a rate: give one value like '1%' or '> 10 req/s', got {spec!r}",
@@ -289,6 +298,7 @@ def _target_exprs(targets: Any, source: str) -> list[tuple[str, str]]:
                     *CONVERSATION_RATE_METRICS,
                     f"{REPLICA_SCOPE}.<metric>",
                     *FLEET_METRICS,
+                    *GPU_METRICS,
                     "kv_transfer",
                     *(f"{pool}.<server name>" for pool in POOL_SCOPES),
                 )
@@ -316,6 +326,8 @@ def _default_op(metric: str) -> str | None:
         return _RATE_DEFAULT_OP[metric]
     if metric in _FLEET_DEFAULT_OP:
         return _FLEET_DEFAULT_OP[metric]
+    if metric in GPU_METRICS:  # a limit (gpu.power_w.mean: 300W); '> 50%' says the other way
+        return "<"
     scope, _, rest = metric.partition(".")
     if scope == REPLICA_SCOPE and rest in RATE_SLO_METRICS and rest in REPLICA_SLO_METRICS:
         return _RATE_DEFAULT_OP[rest]

@@ -5,6 +5,10 @@ Grammar: ``<metric>.<stat> <op> <number>[unit]`` for latency metrics,
 for the server's own metrics (:mod:`.server_names`), and ``startup.<name>`` /
 ``server.<name>`` without a statistic for the server process the gate started
 (:mod:`.process_names`: ``startup.ready_s < 90s``, ``server.rss_growth_mb < 50``).
+The GPUs' figures over a run (:mod:`.gpu_names`, docs/gpu.md) are one value each, no
+statistic: ``gpu.power_w.mean < 300W``, ``gpu.power_w.max < 1.2kW``, ``gpu.energy_j < 5kJ``,
+``gpu.memory_used_mb.max < 70GB``, ``gpu.util > 50%``, ``gpu.temperature_c.max < 85C``,
+``energy_per_output_token_j < 0.5J`` (the units of each name's table entry).
 A run's conversations (:mod:`.conversation_names`) add ``conversation.makespan.<stat>``
 and ``conversation.makespan_excl_tools.<stat>`` (latencies of whole conversations),
 ``conversation.same_replica_rate`` and ``conversation.tree_same_replica_rate`` (shares),
@@ -53,6 +57,7 @@ from pytest_llmperf.specs.fleet_names import (
     REPLICA_SCOPE,
     SERVER_ALIASES,
 )
+from pytest_llmperf.specs.gpu_names import GPU_METRICS
 from pytest_llmperf.specs.process_names import PROCESS_METRICS
 from pytest_llmperf.specs.server_names import (
     COMMON_METRICS,
@@ -163,6 +168,12 @@ class Slo:
         return self.metric in PROCESS_METRICS
 
     @property
+    def is_gpu(self) -> bool:
+        """A figure of the GPUs over the run (``gpu.power_w.mean``,
+        ``energy_per_output_token_j``), judged on the run's ``gpu`` block."""
+        return self.metric in GPU_METRICS
+
+    @property
     def is_conversation(self) -> bool:
         """A metric of whole conversations (``conversation.makespan.p90``), judged on the
         run's per-conversation figures, not its requests."""
@@ -267,6 +278,8 @@ def parse_slo(expr: str) -> Slo:
         raise LlmPerfUsageError(f"SLO {expr!r}: operator {op!r} is not one of < <= > >= ==")
     if lhs.partition(".")[0] == "startup" or _process_name(lhs) in PROCESS_METRICS:
         return _process_slo(expr, lhs, op, value, unit)
+    if lhs.partition(".")[0] == "gpu" or _gpu_name(lhs) in GPU_METRICS:
+        return _gpu_slo(expr, lhs, op, value, unit)
     if lhs.startswith("server.") or lhs == "server":
         return _server_slo(expr, lhs, op, value, unit)
     if lhs.startswith("turns"):
@@ -310,6 +323,7 @@ def parse_slo(expr: str) -> Slo:
                 "turns[<band>].<metric>",
                 "server.<name>",
                 "startup.<name>",
+                *GPU_METRICS,
                 "replica.<metric>",
                 *FLEET_METRICS,
                 *(f"{pool}.<name>" for pool in POOL_SCOPES),
@@ -545,6 +559,41 @@ def _process_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
         raise LlmPerfUsageError(
             f"SLO {expr!r}: {metric!r} is one value per run of the server process and takes "
             f"no statistic (got {stat!r}); write e.g. '{metric} < {value:g}{unit}'"
+        )
+    if unit not in entry.units:
+        accepted = ", ".join(repr(u) for u in entry.units if u)
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: bad unit {unit!r} for {metric} (in {entry.unit}); use {accepted} "
+            "or no unit"
+        )
+    return Slo(expr, metric, None, op, value * entry.units[unit], entry.unit)
+
+
+def _gpu_name(lhs: str) -> str:
+    """The GPU figure ``lhs`` names, a statistic written after it left out
+    (``gpu.util.max`` -> ``gpu.util``, ``energy_per_output_token_j.mean`` -> the name):
+    the longest name of :data:`GPU_METRICS` that ``lhs`` starts with, else ``lhs``."""
+    for name in sorted(GPU_METRICS, key=len, reverse=True):
+        if lhs == name or lhs.startswith(name + "."):
+            return name
+    return lhs
+
+
+def _gpu_slo(expr: str, lhs: str, op: str, value: float, unit: str) -> Slo:
+    """``gpu.power_w.mean < 300W``, ``energy_per_output_token_j < 0.5J``: one value per run
+    of the GPUs (:mod:`.gpu_names`); no statistic; the units of the name's entry."""
+    metric = _gpu_name(lhs)
+    entry = GPU_METRICS.get(metric)
+    if entry is None:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: unknown GPU metric {lhs!r}; known: {', '.join(GPU_METRICS)}"
+        )
+    stat = lhs[len(metric) + 1 :]
+    if stat:
+        raise LlmPerfUsageError(
+            f"SLO {expr!r}: {metric!r} is one value per run of the GPUs and takes no "
+            f"statistic (got {stat!r}); write e.g. '{metric} {op} {value:g}{unit}' "
+            f"(GPU metrics: {', '.join(GPU_METRICS)})"
         )
     if unit not in entry.units:
         accepted = ", ".join(repr(u) for u in entry.units if u)
