@@ -35,6 +35,7 @@ from pytest_llmperf.history.export import export_csv, export_json, export_markdo
 from pytest_llmperf.history.records import SessionInfo, StoredRun
 from pytest_llmperf.history.store import HistoryStore
 from pytest_llmperf.specs.fleet_names import FLEET_METRICS, POOL_SCOPES
+from pytest_llmperf.specs.gpu_names import GPU_METRICS
 from pytest_llmperf.specs.process_names import PROCESS_METRICS
 
 __all__ = ["main", "main_entry"]
@@ -132,9 +133,10 @@ def metric_and_stat(metric: str, stat: str | None) -> tuple[str, str]:
     (``server.queue_time.p99``, ``conversation.makespan_excl_tools.p90``), and so do a
     fleet's (``decode.kv_cache_usage.max``, ``replica[0].ttft.p99``). Two
     different statistics, one in each place, are an error naming both. A process metric
-    (``startup.ready_s``, ``server.rss_max_mb``) or a fleet's figure (``fleet.imbalance``)
+    (``startup.ready_s``, ``server.rss_max_mb``), a fleet's figure (``fleet.imbalance``) or
+    a GPU figure (``energy_per_output_token_j``)
     is one value per run: ``(name, "value")``."""
-    if metric in PROCESS_METRICS or metric in FLEET_METRICS:
+    if metric in PROCESS_METRICS or metric in FLEET_METRICS or metric in GPU_METRICS:
         return metric, "value"
     scoped = _SCOPE.match(metric)
     prefix = scoped[0] if scoped else ""

@@ -38,7 +38,9 @@ passed and which kept outputs: the last good run.
 
 The server process's values (schema 5: ``startup.ready_s``, ``server.rss_max_mb``, …)
 of the same runs are compared as one value per side: each metric's median over the
-runs that stored it (:mod:`pytest_llmperf.slo.startup_regression`).
+runs that stored it (:mod:`pytest_llmperf.slo.startup_regression`); the GPUs' figures
+(kept in the runs' metrics by name) likewise, each its median over the runs that have it
+(:mod:`pytest_llmperf.slo.gpu_regression`, where ``--llm-baseline-threshold`` names them).
 """
 
 from __future__ import annotations
@@ -50,7 +52,12 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from pytest_llmperf.errors import LlmPerfUsageError
-from pytest_llmperf.history.records import StoredRun, comparison_key, process_block
+from pytest_llmperf.history.records import (
+    StoredRun,
+    comparison_key,
+    gpu_block_values,
+    process_block,
+)
 from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.results.run_result import RunResult
 from pytest_llmperf.server_metrics.fingerprint import (
@@ -283,7 +290,11 @@ class HistoryGate(BaselineSource):
                 if marks is not None and marks["comparable"] is False:
                     self._differs[nodeid] = comparability_text(marks)
                 yield Reference(
-                    what, merged, comparability=marks, server_process=_median_process(runs)
+                    what,
+                    merged,
+                    comparability=marks,
+                    server_process=_median_process(runs),
+                    gpu=_median_gpu(runs),
                 )
 
     def other_outputs(
@@ -369,3 +380,13 @@ def _median_process(runs: Sequence[StoredRun]) -> dict[str, Any] | None:
     if not values:
         return None
     return process_block({name: statistics.median(vs) for name, vs in values.items()})
+
+
+def _median_gpu(runs: Sequence[StoredRun]) -> dict[str, float] | None:
+    """The GPUs' figures of the stored ``runs``, each its median over the runs that kept
+    it (one value per run, as the server process's), None when none kept any."""
+    values: dict[str, list[float]] = {}
+    for run in runs:
+        for name, value in (gpu_block_values(run.metrics) or {}).items():
+            values.setdefault(name, []).append(value)
+    return {name: statistics.median(vs) for name, vs in values.items()} or None

@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.comparable_runs import SIZE_KEYS, comparable_workload
+from pytest_llmperf.specs.gpu_names import GPU_METRICS, gpu_values
 from pytest_llmperf.specs.process_names import PROCESS_METRICS, process_value
 
 __all__ = [
@@ -28,9 +29,11 @@ __all__ = [
     "SessionRecord",
     "StoredRun",
     "comparison_key",
+    "gpu_block_values",
     "metric_value",
     "process_block",
     "process_values",
+    "run_metrics_with_gpu",
 ]
 
 
@@ -94,6 +97,26 @@ def process_block(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
         if isinstance(value, int | float) and not isinstance(value, bool):
             out[metric.section][metric.key] = float(value)
     return out
+
+
+def gpu_block_values(metrics: Mapping[str, Any]) -> dict[str, float] | None:
+    """The GPU figures a stored run's ``metrics`` keep (``gpu.energy_j``,
+    ``energy_per_output_token_j``, ...: plain numbers beside the client's metrics, put there
+    from the run's ``gpu`` block by :func:`~pytest_llmperf.specs.gpu_names.gpu_values`), by
+    name; None when it kept none (no GPU read, or stored before GPU figures)."""
+    values = {
+        name: float(value)
+        for name in GPU_METRICS
+        if isinstance(value := metrics.get(name), int | float) and not isinstance(value, bool)
+    }
+    return values or None
+
+
+def run_metrics_with_gpu(metrics: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics`` (what the history keeps of a run) with the run's GPU figures by name
+    (plain numbers: ``"gpu.power_w.mean": 500.0``), so that they have trends, change points
+    and a history baseline like any metric; unchanged for a run that read no GPU."""
+    return {**dict(metrics), **(gpu_values(run.get("gpu")) or {})}
 
 
 @dataclass(frozen=True)

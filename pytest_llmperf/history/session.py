@@ -25,6 +25,7 @@ from pytest_llmperf.history.records import (
     SessionRecord,
     comparison_key,
     process_values,
+    run_metrics_with_gpu,
 )
 from pytest_llmperf.history.store import HistoryStore, describe_target
 from pytest_llmperf.redaction import scrub
@@ -102,7 +103,7 @@ def build_session_record(
                         test_endpoint.get("model"), test_endpoint.get("api"), load, workload
                     ),
                     counts=dict(run.get("counts") or {}),
-                    metrics=run_metrics_with_fleet(run),
+                    metrics=run_metrics_with_gpu(run_metrics_with_fleet(run), run),
                     state=dict(state),
                     load=load,
                     workload=workload,

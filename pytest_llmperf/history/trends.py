@@ -32,6 +32,7 @@ from pytest_llmperf.history.records import (
     comparison_key,
     metric_value,
     process_values,
+    run_metrics_with_gpu,
 )
 from pytest_llmperf.history.session import clean_endpoint
 from pytest_llmperf.history.store import HistoryStore, describe_target
@@ -42,6 +43,7 @@ from pytest_llmperf.specs.conversation_names import (
     CONVERSATION_LATENCY_METRICS,
     CONVERSATION_RATE_METRICS,
 )
+from pytest_llmperf.specs.gpu_names import GPU_METRICS
 from pytest_llmperf.specs.process_names import PROCESS_METRICS
 from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind, metric_kind
 from pytest_llmperf.svg import PALETTE, Band, Series, line_chart
@@ -68,6 +70,8 @@ REPORT_SERIES = (
     ("e2e", "p50"),
     ("startup.ready_s", "value"),
     ("server.rss_max_mb", "value"),
+    ("energy_per_output_token_j", "value"),  # the GPUs': drawn where stored (docs/gpu.md)
+    ("gpu.power_w.mean", "value"),
 )
 _LATENCIES = {*LATENCY_METRICS, *CONVERSATION_LATENCY_METRICS}
 _NAMES = {"ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E"}
@@ -135,6 +139,8 @@ def unit_of(metric: str) -> str:
         return "ms"
     if metric in PROCESS_METRICS:
         return PROCESS_METRICS[metric].unit
+    if metric in GPU_METRICS:
+        return GPU_METRICS[metric].unit
     if metric in COMMON_METRICS:  # the server's own: ms, fraction or a count
         unit = COMMON_METRICS[metric][1]
         return "" if unit == "count" else unit
@@ -390,7 +396,8 @@ def _current_runs(
             dict(run.get("load") or {}),
             dict(run.get("workload") or {}),
         )
-        metrics = run_metrics_with_fleet(run)  # and the server process's values, by name
+        # and the server process's values and the GPUs' figures, by name
+        metrics = run_metrics_with_gpu(run_metrics_with_fleet(run), run)
         metrics.update(process_values(run.get("server_process")) or {})
         out.append((str(run.get("label") or f"run{i}"), key, metrics))
     return out

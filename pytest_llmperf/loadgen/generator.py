@@ -49,6 +49,7 @@ from pytest_llmperf.specs.slo import request_limits
 from pytest_llmperf.workloads.tokenizer import Tokenizer
 
 if TYPE_CHECKING:  # passed through to the planner, never read here
+    from pytest_llmperf.gpu.local import LocalGpus
     from pytest_llmperf.loadgen.server_watch import WatchedServer
     from pytest_llmperf.specs.run import RunSpec
 
@@ -77,6 +78,7 @@ class LoadGenerator:
         decider: Decider | None = None,
         until_decided: bool = False,
         server: WatchedServer | None = None,
+        gpus: LocalGpus | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.spec = spec
@@ -90,6 +92,7 @@ class LoadGenerator:
         self.observers = list(observers)
         self.on_result = on_result
         self.server_metrics = server_metrics  # --llm-server-metrics: scraped around each run
+        self.gpus = gpus  # --llm-gpu: this machine's GPUs, read around each run
         self.reset_cache = reset_cache  # --llm-reset-cache=auto: before each gated run
         # until="decided": the look at a live run's SLOs (slo.sequential.decider)
         self.decider = decider
@@ -246,6 +249,7 @@ class LoadGenerator:
             workers=workers,
             ray=ray,
             server_metrics=self.server_metrics,
+            gpus=self.gpus,
             decide=decide,
             server=self.server,  # watched over the run: resources, and an exit stops it
         )

@@ -21,6 +21,10 @@ drained at the end).
 - the server's own metrics over the run (``server_metrics``: its ``/metrics``
   scraped at the start, every interval and at the end, in a thread of its own,
   off the request path): :mod:`~pytest_llmperf.server_metrics`;
+- the GPUs' power, energy, memory and utilisation over the run (``gpus``: this
+  machine's, ``--llm-gpu``, read at 10 Hz in a thread of their own; and the ``gpu``
+  pages of a fleet, DCGM exporters): :mod:`~pytest_llmperf.gpu`, ``result.gpu``. With
+  ``--llm-workers`` > 1 they are read here, in the parent, once;
 - the server process the gate started (``server``, a
   :class:`~pytest_llmperf.managed_server.ManagedServer`): its resources sampled and its
   exit watched over the run, :mod:`~pytest_llmperf.loadgen.server_watch`.
@@ -53,6 +57,9 @@ from typing import TYPE_CHECKING, Any
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.client.records import RequestRecord
+from pytest_llmperf.gpu.local import LocalGpus
+from pytest_llmperf.gpu.run_figures import SourceReads, local_reads, run_figures
+from pytest_llmperf.gpu.sampler import GpuRecording
 from pytest_llmperf.loadgen.event_files import events_file_for
 from pytest_llmperf.loadgen.issue.delivery import Delivery, RecordObserver
 from pytest_llmperf.loadgen.issue.local import ShareRun
@@ -122,6 +129,7 @@ class LoadRun:
         server_metrics: MetricsSource | None = None,
         decide: Decider | None = None,
         server: WatchedServer | None = None,
+        gpus: LocalGpus | None = None,
     ) -> None:
         self.spec = spec  # as given (callers read it); below here only the plan is used
         plan = RunPlan.of(spec, share)
@@ -146,6 +154,7 @@ class LoadRun:
         self.ray = ray  # --llm-workers=ray:N: the session's Ray cluster issues the run
         self.dispatcher = Dispatcher(self.share_run, workers, ray)
         self.server_metrics = server_metrics  # scraped around and during the run, off its path
+        self.gpus = gpus  # --llm-gpu: this machine's GPUs, read around and during the run
         self._sigints = 0
         # until="decided": looked at every DECIDE_EVERY_S; a decided run stops issuing, drains
         self.decide = decide
@@ -263,6 +272,10 @@ class LoadRun:
             sampler = ServerMetricsSampler(endpoint, self.server_metrics)
         if sampler is not None:
             await sampler.astart()  # the start scrape, bounded; then a thread of its own
+        gpu_sampler = self.gpus.sampler() if self.gpus is not None else None
+        if gpu_sampler is not None:
+            await gpu_sampler.astart()  # the first read; then 10 Hz in a thread of its own
+        gpu_recording: GpuRecording | None = None
         restore_sigint = self._install_sigint()
         wall0 = time.monotonic_ns()
         server = self.server_watch
@@ -282,6 +295,8 @@ class LoadRun:
             if watcher is not None:
                 watcher.cancel()
             restore_sigint()
+            if gpu_sampler is not None:  # the last read, after the last reply
+                gpu_recording = await asyncio.shield(gpu_sampler.astop())
             if sampler is not None:
                 # the end scrape in a thread: a run cancelled here still stops the sampler
                 recording = await asyncio.shield(sampler.astop())
@@ -312,6 +327,7 @@ class LoadRun:
         result.events_path = str(events_file) if events_file is not None else None
         result.server_process = server_process
         self._add_server_metrics(result, recording, wall0)
+        self._add_gpu(result, gpu_recording, recording, wall0)
         result.self_check = generator_self_check(
             self.accumulator,
             self.stats,
@@ -388,6 +404,38 @@ class LoadRun:
                 )
             )
             start = end
+
+    def _add_gpu(
+        self,
+        result: RunResult,
+        local: GpuRecording | None,
+        recording: ServerMetricsRecording | FleetRecording | None,
+        t0_ns: int,
+    ) -> None:
+        """The run's GPU figures (``result.gpu``): this machine's reads and the fleet's
+        ``gpu`` pages'; energy per token over the server's own generation-token count
+        where its metrics have it, else the client's usage totals. Whole-run figures
+        only: a stage's are not split out (said in the block's notes)."""
+        sources: list[SourceReads] = []
+        if local is not None and self.gpus is not None:
+            sources.append(local_reads(local, self.gpus.source))
+        if isinstance(recording, FleetRecording):
+            sources.extend(recording.gpu_reads())
+        if not sources:
+            return
+        metrics = result.server_metrics
+        server_tokens = (
+            metrics.stat("server.generation_tokens", None)
+            if metrics is not None and metrics.missing is None
+            else None
+        )
+        result.gpu = run_figures(
+            sources,
+            t0_ns,
+            server_tokens=server_tokens,
+            client_tokens=float(self.accumulator.output_tokens),
+            stages=len(result.stage_plan) > 1,
+        )
 
     def _install_sigint(self) -> Callable[[], None]:
         """First Ctrl-C: stop issuing and drain; second: stop draining."""

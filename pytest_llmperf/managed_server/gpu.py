@@ -1,62 +1,36 @@
 """GPU memory per process, through NVML where it is present.
 
 NVML (``pynvml``, the ``nvidia-ml-py`` package: ``pip install pytest-llmperf[gpu]``)
-is initialised once per process; when it cannot be (not installed, no driver, no
-GPU), :func:`gpu_note` says why and every reading is None.
+is the process's one NVML (:func:`pytest_llmperf.gpu.nvml.shared_nvml`, also what
+``--llm-gpu`` samples through), started once; when it cannot be (not installed, no
+driver, no GPU), :func:`gpu_note` says why and every reading is None.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import threading
 from collections.abc import Iterable
-from typing import Any
+
+from pytest_llmperf.gpu.nvml import shared_nvml
 
 __all__ = ["gpu_memory_mb", "gpu_note"]
-
-_lock = threading.Lock()
-_state: dict[str, Any] = {}  # "nvml": the module, or "note": why there is none
-
-
-def _nvml() -> Any:
-    with _lock:
-        if "nvml" in _state or "note" in _state:
-            return _state.get("nvml")
-        try:
-            nvml = importlib.import_module("pynvml")
-        except ImportError:
-            _state["note"] = "no NVML (pip install pytest-llmperf[gpu])"
-            return None
-        try:
-            nvml.nvmlInit()
-            count = nvml.nvmlDeviceGetCount()
-        except Exception as exc:
-            _state["note"] = f"NVML did not start: {exc}"
-            return None
-        if not count:
-            _state["note"] = "NVML sees no GPU"
-            return None
-        _state["nvml"] = nvml
-        return nvml
 
 
 def gpu_note() -> str | None:
     """Why GPU memory is not measured (None when it is)."""
-    _nvml()
-    note = _state.get("note")
-    return None if note is None else str(note)
+    return shared_nvml().note
 
 
 def gpu_memory_mb(pids: Iterable[int]) -> float | None:
     """GPU memory used by ``pids`` on every GPU, in MB (2**20 bytes); None without NVML."""
-    nvml = _nvml()
-    if nvml is None:
+    lib = shared_nvml().nvml
+    if lib is None:
         return None
+    nvml = lib.module
     wanted = set(pids)
     used = 0
     try:
-        for i in range(nvml.nvmlDeviceGetCount()):
+        for i in range(lib.count):
             handle = nvml.nvmlDeviceGetHandleByIndex(i)
             procs = list(nvml.nvmlDeviceGetComputeRunningProcesses(handle))
             with contextlib.suppress(Exception):

@@ -17,6 +17,7 @@ from pytest_llmperf.client.negotiation import UserFields
 from pytest_llmperf.errors import (
     LlmPerfUsageError,
 )
+from pytest_llmperf.gpu.local import local_gpus
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster, import_ray
 from pytest_llmperf.options import OPTIONS, LlmPerfOptions, WorkerBackend
 from pytest_llmperf.plugin.asyncio_scope import set_default_fixture_loop_scope
@@ -146,9 +147,13 @@ def pytest_configure(config: pytest.Config) -> None:
                 ],
                 [("--llm-events", options.events)],
             )
+        # --llm-gpu: NVML loaded once (a machine without a driver never imports pynvml);
+        # an index it lacks is a usage error now, no GPU at all one note (the header)
+        gpus = local_gpus(options.gpu)
     except LlmPerfUsageError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     state = _new_state(config, options, ruleset, baseline, thresholds, ab_thresholds)
+    state.gpus = gpus
     config.stash[STATE_KEY] = state
     for name, hooks in HOOKS.items():
         config.pluginmanager.register(hooks(state), name)

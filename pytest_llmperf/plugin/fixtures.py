@@ -97,6 +97,7 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
         ab_blocks=state.options.ab_blocks,
         progress=progress_sink(request.config, state.options, item.nodeid),  # --llm-progress
         server_metrics=state.endpoints.metrics_source(endpoint),  # --llm-server-metrics
+        gpus=state.gpus,  # --llm-gpu: this machine's GPUs, read around every run
         reset_cache=state.endpoints.cache_resetter(endpoint),  # --llm-reset-cache
         # until="decided": a stop also waits for the test's rulesets' minimums
         decider=decider(

@@ -60,6 +60,8 @@ def header_lines(state: SessionState) -> list[str]:
         f"llmperf: server metrics: {metrics}; prefix-cache reset before gated runs: "
         + ("auto" if opts.reset_cache else "off")
     )
+    if state.gpus is not None:  # --llm-gpu: said once, here (no GPU: one note, no failure)
+        lines.append(f"llmperf: GPUs: {state.gpus.note}")
     if state.ruleset:
         lines.append(f"llmperf: ruleset {state.ruleset.name} ({state.ruleset.source})")
     return lines

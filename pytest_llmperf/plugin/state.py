@@ -23,6 +23,7 @@ import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.client.negotiation import UserFields
+from pytest_llmperf.gpu.local import LocalGpus
 from pytest_llmperf.hook_calls import HookFailure
 from pytest_llmperf.loadgen.scale_out.ray_workers import RayCluster
 from pytest_llmperf.options import LlmPerfOptions
@@ -60,6 +61,7 @@ class SessionState:
     ab_thresholds: Thresholds = field(default_factory=_ab_default)  # --llm-ab-threshold
     ray: RayCluster | None = None  # --llm-workers=ray:N, connected at the first Ray run
     started_at: str = ""  # the session's start, for the history
+    gpus: LocalGpus | None = None  # --llm-gpu: this machine's GPUs, read in every run
 
     # -- the endpoints under test, started on first use (under_test.py) --------------
     endpoint: Endpoint | None = None  # the session's endpoint

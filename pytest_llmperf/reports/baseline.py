@@ -19,12 +19,17 @@ Format (JSON, ``baseline_version`` 1)::
 
     {"baseline_version": 1, "created_at": ISO-8601, "endpoint": {...},
      "options": {...}, "fingerprint": {...}, "tests": {nodeid: {"runs": {label:
-     {"load", "workload", "state", "server_metrics", "server_process"}}}}}
+     {"load", "workload", "state", "server_metrics", "server_process", "gpu"}}}}}
 
 ``server_process`` (the run's server process block: startup times and resources) is
 there only for a run whose server the gate started; its ``startup.*`` are compared by
 default, its resources where ``--llm-baseline-threshold`` names them
 (:mod:`~pytest_llmperf.slo.startup_regression`).
+
+``gpu`` (the run's GPU figures by name: ``{"gpu.power_w.mean": 500.0,
+"energy_per_output_token_j": 0.25, ...}``, not the whole ``runs[].gpu`` block with its
+series) is there only for a run that read its GPUs; compared where
+``--llm-baseline-threshold`` names them (:mod:`~pytest_llmperf.slo.gpu_regression`).
 
 ``fingerprint`` (:mod:`pytest_llmperf.server_metrics.fingerprint`: server family,
 version, model card, engine configuration, chat-template hash, client machine)
@@ -70,6 +75,7 @@ from pytest_llmperf.slo.comparison import (
 )
 from pytest_llmperf.slo.output_match import MatchedAgainst, OtherOutputs, outputs_of_state
 from pytest_llmperf.slo.regression import inconclusive_check
+from pytest_llmperf.specs.gpu_names import gpu_values
 
 __all__ = [
     "BASELINE_VERSION",
@@ -122,6 +128,7 @@ def build_baseline(
                     if run.get("server_process") is not None
                     else {}
                 ),
+                **({"gpu": gpu_values(run["gpu"])} if run.get("gpu") is not None else {}),
             }
             for i, (run, state) in enumerate(zip(entry.runs, entry.states, strict=False))
         }
@@ -220,6 +227,7 @@ class Baseline(BaselineSource):
                 comparability=noted,
                 server_metrics=stored.get("server_metrics"),
                 server_process=stored.get("server_process"),
+                gpu=stored.get("gpu"),
             )
 
     def other_outputs(

@@ -44,7 +44,7 @@ from pytest_llmperf.server_metrics.summary import (
     ServerFamily,
     ServerMetrics,
 )
-from pytest_llmperf.specs.fleet_names import PageRole
+from pytest_llmperf.specs.fleet_names import ENGINE_ROLES, PageRole
 
 __all__ = ["PREFILL_SIDE", "PREFIX_HIT_RATE", "fleet_metrics", "merge_pages"]
 
@@ -65,7 +65,7 @@ def fleet_metrics(
     replica, prefill and decode page: a router's counters would count each request a
     second time), the prefix-cache hit rate over the whole and each page's requests."""
     out = FleetMetrics(pages=list(pages), discovered=discovered, notes=list(notes))
-    for role in PageRole:
+    for role in ENGINE_ROLES:  # a gpu page is never an engine's (gpu_pages.py)
         members = [p for p in pages if p.role is role]
         if members:
             out.roles[role.value] = merge_pages(members, f"{role.value} pool")

@@ -32,7 +32,7 @@ def fleet_servers(target: Endpoint, source: FleetSource) -> list[Endpoint]:
     own = origin(target.base_url)
     out: dict[str, Endpoint] = {}
     for page in source.pages:
-        if page.spec.role is PageRole.ROUTER:
+        if page.spec.role in (PageRole.ROUTER, PageRole.GPU):  # no engine behind either
             continue
         url = page.spec.url
         if origin(url) == own:

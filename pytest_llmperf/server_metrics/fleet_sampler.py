@@ -19,9 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_llmperf.client.endpoint import Endpoint, redact_url
+from pytest_llmperf.gpu.run_figures import SourceReads
 from pytest_llmperf.server_metrics.fleet import FleetMetrics, PageMetrics
 from pytest_llmperf.server_metrics.fleet_merge import fleet_metrics
 from pytest_llmperf.server_metrics.fleet_source import FleetPage, FleetSource
+from pytest_llmperf.server_metrics.gpu_pages import gpu_page_reads, is_gpu_page
 from pytest_llmperf.server_metrics.sampler import ServerMetricsRecording, ServerMetricsSampler
 from pytest_llmperf.server_metrics.source import SCRAPE_LIMIT_S
 from pytest_llmperf.server_metrics.summary import ServerMetrics
@@ -31,7 +33,9 @@ __all__ = ["FleetRecording", "FleetSampler"]
 
 @dataclass
 class FleetRecording:
-    """Every page's recording of one run (None for a page whose probe failed)."""
+    """Every page's recording of one run (None for a page whose probe failed); the
+    engine pages make the fleet (:meth:`summary`), the ``gpu`` pages the GPU reads
+    (:meth:`gpu_reads`)."""
 
     source: FleetSource
     recordings: list[ServerMetricsRecording | None]
@@ -42,10 +46,15 @@ class FleetRecording:
         pages = [
             PageMetrics(page.spec.role, page.spec.name, _page(page, recording, t0_ns, window_ns))
             for page, recording in zip(self.source.pages, self.recordings, strict=True)
+            if not is_gpu_page(page)  # a GPU exporter's page is no engine's (gpu_pages.py)
         ]
         return fleet_metrics(
             pages, discovered=self.source.discovered, notes=list(self.source.notes)
         )
+
+    def gpu_reads(self) -> list[SourceReads]:
+        """The ``gpu`` pages' reads of the run (:mod:`.gpu_pages`; empty: none listed)."""
+        return gpu_page_reads(self.source.pages, self.recordings)
 
 
 def _page(

@@ -23,7 +23,7 @@ from pytest_llmperf.server_metrics.discovery import discover_pages
 from pytest_llmperf.server_metrics.exposition import ScrapeFailure
 from pytest_llmperf.server_metrics.families import family_of
 from pytest_llmperf.server_metrics.fleet import PageSpec
-from pytest_llmperf.server_metrics.page_list import ENDPOINT
+from pytest_llmperf.server_metrics.page_list import ENDPOINT, page_name
 from pytest_llmperf.server_metrics.source import (
     DEFAULT_INTERVAL_S,
     PROBE_LIMIT_S,
@@ -132,6 +132,12 @@ def resolve_fleet(
                 continue
             specs.append(spec)
     own = metrics_url(endpoint.base_url)
+    if specs and all(s.role is PageRole.GPU for s in specs):
+        # GPU exporters' pages alone: the endpoint's own /metrics stays the server's page
+        name = page_name(own)
+        name = "endpoint" if name in {s.name for s in specs} else name
+        specs.insert(0, PageSpec(PageRole.REPLICA, name, own))
+        notes.append("only gpu pages given: the endpoint's own /metrics is the server's page")
 
     def probe(spec: PageSpec) -> FleetPage:
         if answered is not None and spec.url == own:

@@ -13,8 +13,9 @@ threshold + significance rule
 (:func:`~pytest_llmperf.slo.regression.compare_accumulators`; each replica's where
 ``--llm-baseline-threshold`` names a ``replica.*``: :mod:`~pytest_llmperf.slo.replica_regression`),
 and the server process's
-startup and resources (:mod:`~pytest_llmperf.slo.startup_regression`) where the source
-kept them. An inconclusive
+startup and resources (:mod:`~pytest_llmperf.slo.startup_regression`) and the GPUs'
+figures named in ``--llm-baseline-threshold`` (:mod:`~pytest_llmperf.slo.gpu_regression`)
+where the source kept them. An inconclusive
 check is an inconclusive verdict of its test, which follows ``--llm-inconclusive``
 (it fails by default: a baseline that was not compared judged nothing).
 """
@@ -28,6 +29,7 @@ from typing import Any
 
 from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.results.run_result import RunResult
+from pytest_llmperf.slo.gpu_regression import compare_gpu
 from pytest_llmperf.slo.output_match import OtherOutputs
 from pytest_llmperf.slo.quantile_bounds import DEFAULT_CONFIDENCE
 from pytest_llmperf.slo.regression import (
@@ -40,6 +42,7 @@ from pytest_llmperf.slo.regression import (
 from pytest_llmperf.slo.replica_regression import compare_replicas
 from pytest_llmperf.slo.server_regression import compare_server_metrics
 from pytest_llmperf.slo.startup_regression import compare_process
+from pytest_llmperf.specs.gpu_names import gpu_values
 
 __all__ = ["BaselineSource", "Reference", "not_comparable", "with_differences"]
 
@@ -74,6 +77,9 @@ class Reference:
     # the reference run's server process block (``runs[].server_process``: startup and
     # resources), for startup.* (compared by default) and named server.rss_max_mb etc.
     server_process: Mapping[str, Any] | None = None
+    # the reference run's GPU figures by name (specs/gpu_names.gpu_values; None: no GPU
+    # read, or a source that kept none), for the gpu.* / energy_per_output_token_j thresholds
+    gpu: Mapping[str, float] | None = None
 
 
 class BaselineSource(ABC):
@@ -175,6 +181,13 @@ class BaselineSource(ABC):
                 found += compare_process(
                     ref.server_process,
                     result.server_process,
+                    thresholds,
+                    run=result.label,
+                    compared_with=ref.compared_with,
+                )
+                found += compare_gpu(
+                    ref.gpu,
+                    gpu_values(result.gpu.to_dict()) if result.gpu is not None else None,
                     thresholds,
                     run=result.label,
                     compared_with=ref.compared_with,

@@ -67,6 +67,7 @@ from pytest_llmperf.metrics.sample_size import nearest_rank
 from pytest_llmperf.results.accumulator import MetricsAccumulator
 from pytest_llmperf.slo.percentile_change import compare_percentile
 from pytest_llmperf.specs.conversation_names import CONVERSATION_LATENCY_METRICS
+from pytest_llmperf.specs.gpu_names import GPU_METRICS
 from pytest_llmperf.specs.process_names import PROCESS_METRICS, STARTUP_METRICS
 from pytest_llmperf.specs.server_names import COMMON_METRICS, MetricKind
 from pytest_llmperf.specs.slo import DEFAULT_CONFIDENCE, STATS, percentile_of, stat_problem
@@ -103,7 +104,8 @@ BY_REQUEST = ("itl",)  # resampled by request: their samples within one request 
 BURST_METRICS = ("tpot", "itl")  # 0 ms when a server sends a whole reply in one read
 _CHUNK = 250  # resamples per numpy batch: bounds memory at B × buckets
 _ITEM = re.compile(
-    r"^\s*(?:(?P<key>(?:server\.|startup\.|conversation\.|replica\.)?[a-z_][a-z0-9_]*"
+    r"^\s*(?:(?P<key>gpu\.[a-z0-9_.]*[a-z0-9_]|"
+    r"(?:server\.|startup\.|conversation\.|replica\.)?[a-z_][a-z0-9_]*"
     r"(?:\.p[\d.]+|\.mean)?)"
     r"\s*=\s*)?"
     r"(?P<value>[\d.]+)\s*(?P<pct>%?)\s*$"
@@ -128,6 +130,8 @@ class Thresholds:
         """Statistics compared: ``COMPARED_METRICS × COMPARED_STATS`` plus any named ones."""
         pairs = [(m, s) for m in COMPARED_METRICS for s in COMPARED_STATS]
         for key in self.overrides:
+            if key in GPU_METRICS:  # one value per run of the GPUs: gpu_metrics()
+                continue
             metric, stat = _metric_and_stat(key)
             own = metric.partition(".")[0] not in ("server", "startup", "replica")
             if own and stat and (metric, stat) not in pairs:
@@ -171,6 +175,12 @@ class Thresholds:
         named = [key for key in self.overrides if key in PROCESS_METRICS]
         return [*STARTUP_METRICS, *(k for k in named if k not in STARTUP_METRICS)]
 
+    def gpu_metrics(self) -> list[str]:
+        """The GPUs' figures compared (one value per side: ``gpu.power_w.mean=5%``,
+        ``energy_per_output_token_j=10%``): only those named
+        (:mod:`~pytest_llmperf.slo.gpu_regression`)."""
+        return [key for key in self.overrides if key in GPU_METRICS]
+
     @classmethod
     def parse(
         cls,
@@ -202,9 +212,15 @@ class Thresholds:
             if key is None:
                 default = value
                 continue
-            if key in PROCESS_METRICS:
+            if key in PROCESS_METRICS or key in GPU_METRICS:
                 overrides[key] = value
                 continue
+            if key.startswith("gpu."):
+                raise LlmPerfUsageError(
+                    f"unknown GPU metric {key!r} in {part.strip()!r}; known: "
+                    f"{', '.join(GPU_METRICS)}",
+                    where=where,
+                )
             if key.startswith("startup."):
                 raise LlmPerfUsageError(
                     f"unknown startup metric {key!r} in {part.strip()!r}; known: "

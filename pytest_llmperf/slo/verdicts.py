@@ -119,9 +119,7 @@ NOT_STARTED = "the gate did not start this server (--llm-server-cmd)"
 def _whole_run(slo: Slo) -> bool:
     """Is ``slo`` judged on a whole run only (outputs compared per sample; the process; a
     fleet's parts and spread, which a stage does not keep; the GPUs, sampled over the run)?"""
-    return (
-        slo.metric in _WHOLE_RUN_METRICS or slo.is_process or slo.is_gpu or slo.in_fleet_scope
-    )
+    return slo.metric in _WHOLE_RUN_METRICS or slo.is_process or slo.is_gpu or slo.in_fleet_scope
 
 
 def _windowed(slo: Slo, result: RunResult) -> bool:

@@ -21,6 +21,10 @@ docs/fleets.md). Its SLOs say which part of the fleet they judge:
 - ``kv_transfer.<stat>``: the fleet's ``server.kv_transfer`` histogram (the KV cache's
   move from prefill to decode).
 
+A page of role ``gpu`` (an NVIDIA DCGM exporter's, ``gpu=http://node:9400/metrics``)
+is read for the run's GPU figures (``runs[].gpu``, :mod:`pytest_llmperf.specs.gpu_names`),
+never as a server's page.
+
 Here, in the low package, because the SLO grammar parses them at collection.
 """
 
@@ -31,6 +35,7 @@ from enum import StrEnum
 from pytest_llmperf.specs.server_names import MetricKind
 
 __all__ = [
+    "ENGINE_ROLES",
     "FLEET_METRICS",
     "KV_TRANSFER",
     "PAGE_ROLES",
@@ -48,6 +53,12 @@ class PageRole(StrEnum):
     REPLICA = "replica"  # a whole engine (prefill and decode)
     PREFILL = "prefill"  # a disaggregated deployment's prefill engine
     DECODE = "decode"  # ... and its decode engine
+    # an NVIDIA DCGM exporter's page: it describes GPUs, not a server process (never an
+    # engine page: not in the fleet's whole, no pool, no one-process rule; docs/gpu.md)
+    GPU = "gpu"
+
+
+ENGINE_ROLES = (PageRole.ROUTER, PageRole.REPLICA, PageRole.PREFILL, PageRole.DECODE)
 
 
 PAGE_ROLES = tuple(r.value for r in PageRole)

@@ -32,6 +32,7 @@ __all__ = [
     "GPU_METRICS",
     "GpuMetric",
     "gpu_value",
+    "gpu_values",
 ]
 
 
@@ -102,3 +103,13 @@ def gpu_value(block: Mapping[str, Any] | None, name: str) -> float | None:
             return None
         value = value.get(key)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def gpu_values(block: Mapping[str, Any] | None) -> dict[str, float] | None:
+    """Each GPU figure ``block`` measured, by name (``{"gpu.energy_j": 1000.0, ...}``: what
+    a baseline file and the history keep of a run's ``gpu`` block); None without a block
+    (no GPU read for the run)."""
+    if not isinstance(block, Mapping):
+        return None
+    values = {name: gpu_value(block, name) for name in GPU_METRICS}
+    return {name: value for name, value in values.items() if value is not None}

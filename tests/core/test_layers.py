@@ -24,7 +24,8 @@ chain is measured: a worker's from its entry module down.
 The layers, low to high (each imports only layers before it): ``errors``,
 ``tokens``, ``tls``, ``redaction``, ``svg``, ``lazy_names`` | ``apis`` | ``workloads``,
 ``sim`` | ``specs``,
-``client`` | ``managed_server``, ``metrics``, ``server_metrics`` | ``results`` | ``loadgen``,
+``gpu`` (errors and specs only) | ``client`` | ``managed_server``, ``metrics``,
+``server_metrics`` | ``results`` | ``loadgen``,
 ``slo``, ``analysis`` |
 ``methodology`` | ``history`` | ``reports`` | ``plugin`` and the package's front door.
 """
@@ -240,7 +241,22 @@ def test_history_is_below_reports() -> None:
         assert "history" not in reachable(edges, lower), f"{lower} reaches history"
 
 
-MANAGED_SERVER_MAY_IMPORT = {"client", "errors", "lazy_names", "redaction", "workloads"}
+# "gpu": the process's one NVML loader (gpu/nvml.py), shared with --llm-gpu's sampler so
+# that NVML is started once per process whoever asks first
+MANAGED_SERVER_MAY_IMPORT = {"client", "errors", "gpu", "lazy_names", "redaction", "workloads"}
+GPU_MAY_IMPORT = {"errors", "specs"}
+
+
+def test_gpu_sits_on_errors_and_specs() -> None:
+    """``gpu/`` (NVML, DCGM pages, amdsmi, the energy arithmetic, ``runs[].gpu``) imports
+    only ``errors`` and ``specs`` (and third-party libraries): the server metrics read its
+    DCGM parser for a ``gpu`` page, the results hold its figures, the load generator runs
+    its sampler, the managed server shares its NVML loader; it reaches none of them."""
+    edges = layer_graph()
+    direct = edges.get("gpu", set())
+    assert direct <= GPU_MAY_IMPORT, f"gpu imports {sorted(direct - GPU_MAY_IMPORT)}"
+    above = reachable(edges, "gpu") - GPU_MAY_IMPORT - SPECS_REACH
+    assert not above, f"gpu reaches {sorted(above)} through its imports"
 
 
 def test_managed_server_sits_beside_server_metrics() -> None:
