@@ -108,7 +108,7 @@ async def test_at_rest_the_counter_rises_by_the_idle_power_times_the_time_betwee
 async def stream_tokens(
     client: httpx.AsyncClient, url: str, model: str, started: asyncio.Event, k: int
 ) -> None:
-    """One streamed request of 96 tokens; ``started`` once 8 of its chunks are read."""
+    """One streamed request of 96 tokens; ``started`` once 16 of its chunks are read."""
     body = {
         "model": model,
         "messages": [{"role": "user", "content": f"prompt {k} " * 50}],
@@ -121,7 +121,7 @@ async def stream_tokens(
         assert resp.status_code == 200
         async for line in resp.aiter_lines():
             chunks += line.startswith("data: {")
-            if chunks == 8:
+            if chunks == 16:
                 started.set()
 
 
