@@ -122,7 +122,7 @@ def _gpus(profile: Profile, engines: int, seed: int) -> list[SimGpu]:
                 index=i,
                 engine=i // per_engine,
                 uuid=uuid,
-                pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+                pci_bus_id=f"{i // 14:08X}:{0x18 + 0x10 * (i % 14):02X}:00.0",
                 power_scale=rng.uniform(0.98, 1.02),
                 memory_extra_mb=float(rng.randrange(0, 384)),
                 temp_offset_c=rng.uniform(-3.0, 3.0),
