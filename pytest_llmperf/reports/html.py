@@ -26,6 +26,7 @@ from pytest_llmperf.reports.conversation_view import (
     has_conversations,
 )
 from pytest_llmperf.reports.html_fleet import fleet_html
+from pytest_llmperf.reports.html_gpu import gpu_html
 from pytest_llmperf.reports.html_outputs import is_path_key, outputs_view, path_config_rows
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.server_process import exit_message, exit_tail, log_uri, process_rows
@@ -284,6 +285,7 @@ def _run_view(
         "turn_rows": list(run.get("turns") or []),
         "conversation_view": _conversation_view(run),
         "fleet_view": fleet_html(run, slos, stages),
+        "gpu_view": gpu_html(run, stages),
         "latency_rows": latency_rows,
         "stats": _stat_columns(metrics.get(name) for name in latency_rows),
         "cancelled": (run.get("counts") or {}).get("cancelled", 0),

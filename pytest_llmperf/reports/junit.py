@@ -31,6 +31,7 @@ from xml.etree import ElementTree
 
 from pytest_llmperf.reports.conversation_view import conversation_properties
 from pytest_llmperf.reports.fleet_junit import fleet_properties
+from pytest_llmperf.reports.gpu_words import gpu_properties
 from pytest_llmperf.reports.model_view import model_entries
 from pytest_llmperf.reports.output_words import (
     compared_outputs,
@@ -204,7 +205,9 @@ def run_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     conversations adds their figures (``llm_conversations[makespan.p90][run0]``, ...:
     :func:`~pytest_llmperf.reports.conversation_view.conversation_properties`); a fleet's
     run, per replica and pool (``llm_run[ttft.p99][run0][replica 0]``,
-    ``llm_fleet[run0].imbalance``: :func:`~pytest_llmperf.reports.fleet_junit.fleet_properties`)."""
+    ``llm_fleet[run0].imbalance``: :func:`~pytest_llmperf.reports.fleet_junit.fleet_properties`);
+    a run that read its GPUs, each GPU figure (``llm_gpu[energy_per_output_token_j][run0]`` =
+    ``0.25 J``: :func:`~pytest_llmperf.reports.gpu_words.gpu_properties`)."""
     props: list[tuple[str, str]] = []
     for run in runs:
         label = str(run.get("label") or "")
@@ -213,6 +216,7 @@ def run_properties(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
             props += _figures("llm_run", f"[{label}][model {model}]", entry)
         props += conversation_properties(run)
         props += fleet_properties(run)
+        props += gpu_properties([run])
         lines = invalid_sample_lines(run.get("invalid_samples") or ())
         props += [(f"llm_invalid[{label}][{i}]", line) for i, line in enumerate(lines)]
         for metric, match in compared_outputs(run):

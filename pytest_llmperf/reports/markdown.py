@@ -44,6 +44,7 @@ from pytest_llmperf.gfm import CHAR_LIMIT, Block, Document, Section, code, detai
 from pytest_llmperf.history.markdown import TREND_HEADER, trend_rows
 from pytest_llmperf.reports.conversation_view import conversation_markdown
 from pytest_llmperf.reports.fleet_words import fleet_markdown
+from pytest_llmperf.reports.gpu_words import gpu_markdown
 from pytest_llmperf.reports.markdown_outputs import paths_line
 from pytest_llmperf.reports.markdown_runs import (
     identity_lines,
@@ -82,6 +83,7 @@ _LEFT_OUT = {
     "models": "per-model tables",
     "conversations": "per-conversation tables",
     "fleet": "per-replica tables",
+    "gpu": "GPU tables",
     "trend": "trend tables",
     "run": "rows of the gated-runs table",
     "server": "server lines",
@@ -292,6 +294,22 @@ def _fleet_sections(views: Sequence[TestView]) -> list[Section]:
     return [Section(head, blocks)]
 
 
+def _gpu_sections(views: Sequence[TestView]) -> list[Section]:
+    """The GPUs of each gated run that read them (``runs[].gpu``): its table, the GPUs
+    together then each GPU (:func:`~.gpu_words.gpu_markdown`); none without a block."""
+    blocks = []
+    for view in views:
+        important = view.kind in ("fail", "inconclusive")
+        for run in _gated(view.test):
+            if body := gpu_markdown(view.nodeid, run):
+                rank = _FAILING_RUNS if important else _STAGES
+                blocks.append(Block(body + "\n", rank=rank, what="gpu"))
+    if not blocks:
+        return []
+    head = "### GPUs: power, energy and memory over each run\n\n"
+    return [Section(head, blocks)]
+
+
 def _trends_sections(report: Mapping[str, Any], views: Sequence[TestView]) -> list[Section]:
     """``--llm-history``: the trend table of each run, a failing or inconclusive test's
     open, the passing tests' collapsed; or the history's note or error."""
@@ -412,6 +430,7 @@ def build_markdown(report: Mapping[str, Any], *, limit: int = CHAR_LIMIT) -> str
         doc.sections.append(session_slos)
     doc.sections += _runs_sections(views)
     doc.sections += _fleet_sections(views)
+    doc.sections += _gpu_sections(views)
     doc.sections += _trends_sections(report, views)
     identity = "".join(f"- {line}\n" for line in identity_lines(report))
     doc.sections.append(Section(f"### Endpoint and server\n\n{identity}\n"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_llmperf.reports.gpu_words import format_gpu_value
 from pytest_llmperf.reports.time_split import (
     explains_time,
     metric_unit,
@@ -44,6 +45,9 @@ MARKS: dict[str, str] = {  # by verdict, SLO or baseline (the two share "inconcl
 }
 
 
+_GPU_UNITS = ("W", "J", "MB", "C")
+
+
 def format_value(value: float | None, unit: str) -> str:
     """``12.3 ms``, ``0.50%``, ``41.2 req/s``, ``1.50x`` (a ratio), ``3`` (a count:
     ``server.preemptions``; a gauge's mean keeps two decimals); ``-`` when nothing was
@@ -58,6 +62,8 @@ def format_value(value: float | None, unit: str) -> str:
         return f"{value:.1f} ms" if value >= 10 else f"{value:.3f} ms"
     if unit == "ratio":  # fleet.imbalance: max over mean, said as the grammar takes it
         return f"{value:.2f}x"
+    if unit in _GPU_UNITS:  # 500 W, 0.25 J, 41000 MB, 65 °C: as the GPU tables say them
+        return format_gpu_value(value, unit)
     return f"{value:.2f} {unit}"
 
 

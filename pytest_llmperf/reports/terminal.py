@@ -49,6 +49,7 @@ from typing import Any
 
 from pytest_llmperf.reports.conversation_view import conversation_parts
 from pytest_llmperf.reports.fleet_words import fleet_lines
+from pytest_llmperf.reports.gpu_words import gpu_parts
 from pytest_llmperf.reports.line_breaks import fit, prose, wrap_parts
 from pytest_llmperf.reports.outcome import NOTHING_MEASURED
 from pytest_llmperf.reports.server_process import exit_message, process_parts
@@ -183,6 +184,8 @@ def summary_lines(
             lines.extend(fleet_lines(run, test.slos, width))  # per replica and pool
             if parts := process_parts(run.get("server_process"), str(run.get("label") or "")):
                 lines.extend(wrap_parts(parts, width))
+            if parts := gpu_parts(run.get("gpu"), str(run.get("label") or "")):
+                lines.extend(wrap_parts(parts, width))  # the GPUs over the run: one line
             lines.extend(_exit_lines(run, width))
             if retried := (run.get("counts") or {}).get("connection_retries"):
                 lines.extend(_retries_lines(run["label"], retried, width))

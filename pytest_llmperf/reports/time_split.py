@@ -28,6 +28,7 @@ from typing import Any
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.server_metrics.cache_reset import reset_said
+from pytest_llmperf.specs.gpu_names import GPU_METRICS
 from pytest_llmperf.specs.process_names import PROCESS_METRICS
 from pytest_llmperf.specs.server_names import COMMON_METRICS
 from pytest_llmperf.specs.slo import parse_slo
@@ -230,9 +231,12 @@ def scope_of(run: Mapping[str, Any], stage: Any) -> Mapping[str, Any]:
 def metric_unit(metric: str) -> str:
     """The unit a metric's values are in: ``ms`` for latencies (a client's or the
     server's), ``fraction`` or ``count`` for the server's others, ``s``, ``MB`` or ``ms``
-    for the server process's (``startup.ready_s``, ``server.rss_max_mb``)."""
+    for the server process's (``startup.ready_s``, ``server.rss_max_mb``), ``W``, ``J``,
+    ``MB``, ``fraction`` or ``C`` for the GPUs' (``gpu.power_w.mean``)."""
     if metric in PROCESS_METRICS:
         return PROCESS_METRICS[metric].unit
+    if metric in GPU_METRICS:
+        return GPU_METRICS[metric].unit
     return COMMON_METRICS[metric][1] if metric in COMMON_METRICS else "ms"
 
 

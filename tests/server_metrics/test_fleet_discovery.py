@@ -46,7 +46,7 @@ def router_app(listing: str) -> web.Application:
                     {"role": "replica", "name": "0", "metrics": "/w/0/metrics"},
                     {"role": "replica", "name": "1", "metrics": "w/1/metrics"},
                     {"role": "replica", "name": "2", "metrics": "/w/gone/metrics"},
-                    {"role": "gpu", "name": "g", "metrics": "/g"},
+                    {"role": "tpu", "name": "g", "metrics": "/g"},
                 ],
             }
         )
@@ -100,7 +100,7 @@ def test_the_simulators_listing_gives_each_replica_its_page(start: ServeApp) -> 
     assert zero.source == ServerMetricsSource(f"{root}/w/0/metrics", 0.5, ServerFamily.VLLM)
     assert one.source is not None and one.source.url == f"{root}/w/1/metrics"
     assert two.source is None and two.failure is not None and "404" in two.failure
-    assert any("unknown role 'gpu'" in n for n in fleet.notes)
+    assert any("unknown role 'tpu'" in n for n in fleet.notes)
     said = fleet.describe()
     assert said.startswith(f"fleet of 3 pages (discovered: sim router (round_robin) at {root}): ")
     assert "replica 0 (vllm), replica 1 (vllm), replica 2 (none: GET " in said

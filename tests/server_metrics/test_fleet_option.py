@@ -62,7 +62,7 @@ def test_todays_forms_are_not_lists() -> None:
 @pytest.mark.parametrize(
     ("value", "says"),
     [
-        ("gpu=http://g:1/metrics", "unknown role 'gpu' in 'gpu=http://g:1/metrics'"),
+        ("tpu=http://g:1/metrics", "unknown role 'tpu' in 'tpu=http://g:1/metrics'"),
         ("replica=", "no URL in 'replica='"),
         ("replica=w1:8001/metrics", "expected an http(s):// URL with a host"),
         ("replica:=http://a:1/metrics", "an empty page name"),
