@@ -17,9 +17,12 @@ figures appear in the terminal, the Markdown, the HTML and the JUnit properties.
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
+
+from pytest_llmperf.reports.gpu_words import format_gpu_value
 
 SUITE = """
 import pytest
@@ -77,9 +80,14 @@ def test_a_dcgm_page_gives_every_report_its_gpus(pytester: pytest.Pytester) -> N
     assert any(
         s.startswith("dcgm ") and s.endswith("/llmperf/dcgm/metrics") for s in gpu["sources"]
     )
-    # the counter's energy against the sampled power over the run: the same story
-    window_s = gpu["energy_j"] / gpu["power_w"]["mean"]
-    assert 0.2 < window_s < 60
+    # each counter's energy against the power sampled over the same reads: the same story
+    for d in devices:
+        t, watts = d["series"]["t_s"], d["series"]["power_w"]
+        window = t[-1] - t[0]
+        assert IDLE_W * 0.98 * window <= d["energy_j"] <= MAX_W * 1.02 * window
+        steps = zip(t, t[1:], watts, watts[1:], strict=False)
+        trapezoids = sum((b - a) * (p + q) / 2 for a, b, p, q in steps)
+        assert 0.5 < d["energy_j"] / trapezoids < 2  # 0.2 s samples miss the load's edges
 
     # the SLO on energy per token, judged (and a target no GPU meets, failed)
     slos = {s["expr"]: s for s in tests["test_gpus_judged"]["slos"]}
@@ -90,14 +98,27 @@ def test_a_dcgm_page_gives_every_report_its_gpus(pytester: pytest.Pytester) -> N
     (missed,) = tests["test_energy_target_missed"]["slos"]
     assert missed["verdict"] == "fail"
 
-    # terminal, Markdown, HTML, JUnit: the run's GPU figures
+    # terminal, Markdown, HTML, JUnit: the run's GPU figures, the same numbers
+    per_token = format_gpu_value(gpu["energy_per_output_token_j"], "J")  # as reports write it
     text = result.stdout.str()
-    assert "gpu [" in text and "energy_per_output_token_j < 20J" in text
+    assert "gpu [run0]: 2 GPUs (NVIDIA H100 80GB HBM3, dcgm)" in text
+    assert re.search(r"\d\.\d+ J/token \(server's tokens\)", text), text
     markdown = (pytester.path / "out.md").read_text()
-    assert "NVIDIA H100 80GB HBM3" in markdown or "GPU" in markdown
+    assert "### GPUs: power, energy and memory over each run" in markdown
+    rows = [x for x in markdown.splitlines() if x.startswith("| GPU ") and " on " in x]
+    assert len(rows) == 4  # two GPUs in each of the two tests' runs
+    judged_part = markdown[markdown.index("`test_gpu_suite.py::test_gpus_judged` [run0] (dcgm") :]
+    everything = next(x for x in judged_part.splitlines() if x.startswith("| all |"))
+    assert f"| {per_token} |" in everything
     html = (pytester.path / "out.html").read_text()
-    assert devices[0]["uuid"] in html or "gpu" in html.lower()
+    part = html[html.index('<section class="gpu">') :]
+    assert re.search(r"<th>GPU 0 on [^<]+ \(NVIDIA H100 80GB HBM3\)</th>", part)
+    assert f'<td class="num">{per_token}</td>' in part
+    assert 'data-kind="gpu-power-w"' in part and 'data-kind="gpu-memory-used-mb"' in part
+    prefix = "test_gpu_suite.py::test_gpus_judged::"  # the suite's properties, per test
     props = {
-        p.get("name"): p.get("value") for p in ET.parse(pytester.path / "out.xml").iter("property")
+        p.get("name", "").removeprefix(prefix): p.get("value")
+        for p in ET.parse(pytester.path / "out.xml").iter("property")
     }
-    assert any(name.startswith("llm_gpu[") for name in props)
+    assert props["llm_gpu[energy_per_output_token_j][run0]"] == per_token
+    assert props["llm_slo[energy_per_output_token_j < 20J][run0].verdict"] == "pass"
