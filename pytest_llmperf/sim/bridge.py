@@ -12,7 +12,8 @@ chunks take (deltas.py), its per-request metrics, and the process-wide state
 several engines (the profile's ``replicas``, or its prefill and decode pools) the
 back end is a set of them (fleet.py builds it) and :meth:`EngineBridge.route` asks
 the embedded router (router.py) where a request is served; its counts go to the page
-of the engine that answers it (pages.py).
+of the engine that answers it (pages.py). A profile with GPUs has them metered from
+the engines' load (gpu_model.py) while the simulator serves.
 How each token is written at its planned instant is token_paths.py.
 """
 
@@ -32,6 +33,7 @@ from .deltas import plan_deltas
 from .faults import FaultPlan, plan_faults
 from .fleet import SimFleet, engine_fields, make_backend
 from .gc_control import GcControl
+from .gpu_model import GpuMeter
 from .kv_cache import KVCache, prompt_block_hashes
 from .outputs import PLAIN, changed_output, output_salt, plan_output, read_output_ask
 from .pages import Placement
@@ -96,13 +98,21 @@ class EngineBridge:
         self._lora_ids = {name: k + 1 for k, name in enumerate(profile.lora_adapters)}
         # the one engine's cache (None: no cache, or several engines)
         self.kv: KVCache | None = prefix_cache_of(self.backend)
+        # the profile's simulated GPUs (gpu_model.py; their page: dcgm_page.py), none: no cost
+        self.gpu: GpuMeter | None = (
+            GpuMeter(profile, fleet.engine_stats, len(fleet.pages), seed) if profile.gpus else None
+        )
 
     async def start(self) -> None:
         await self.backend.start()
         if self.gc is not None:
             self.gc.start()
+        if self.gpu is not None:
+            self.gpu.start()
 
     async def stop(self) -> None:
+        if self.gpu is not None:
+            self.gpu.stop()
         if self.gc is not None:
             self.gc.stop()
         await self.backend.stop()

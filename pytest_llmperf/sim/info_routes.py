@@ -4,7 +4,8 @@
 ``/health``, ``/version``, ``/metrics`` (vLLM's Prometheus names: prometheus.py; with
 several engines their sum, then the simulator's own per-replica series), each
 engine's own page ``/replicas/{name}/metrics`` and the listing of the pages,
-``/llmperf/fleet`` (pages.py) and,
+``/llmperf/fleet`` (pages.py), the simulated GPUs' DCGM exporter page
+``/llmperf/dcgm/metrics`` (dcgm_page.py) where the profile has GPUs, and,
 where the back end has a prefix cache, vLLM's development-mode
 ``POST /reset_prefix_cache``. Apart from the APIs' handlers (server.py), which
 they share nothing with but the bridge to the engine.
@@ -12,9 +13,13 @@ they share nothing with but the bridge to the engine.
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
 from aiohttp import web
 
 from .bridge import EngineBridge
+from .dcgm_page import DCGM_PATH, render_dcgm
 from .pages import FLEET_PATH, PAGE_PATH, fleet_listing
 from .prometheus import render_metrics, render_replicas
 from .wire import models_body
@@ -22,6 +27,7 @@ from .wire import models_body
 __all__ = ["SIM_VERSION", "InfoRoutes"]
 
 SIM_VERSION = "pytest-llmperf-sim 0.1"
+_HOSTNAME = socket.gethostname()  # the DCGM page's Hostname label, as the exporter's own
 
 
 class InfoRoutes:
@@ -32,8 +38,9 @@ class InfoRoutes:
         self.profile = sim.profile
 
     def routes(self) -> list[web.RouteDef]:
-        """``GET /v1/models``, ``/health``, ``/version``, ``/metrics``."""
-        return [
+        """``GET /v1/models``, ``/health``, ``/version``, ``/metrics``, the listing, the
+        engines' pages and, with GPUs, their DCGM page."""
+        routes = [
             web.get("/v1/models", self.models),
             web.get("/health", self.health),
             web.get("/version", self.version),
@@ -41,6 +48,9 @@ class InfoRoutes:
             web.get(FLEET_PATH, self.fleet),
             web.get(PAGE_PATH, self.page_metrics),
         ]
+        if self.sim.gpu is not None:
+            routes.append(web.get(DCGM_PATH, self.dcgm))
+        return routes
 
     def cache_routes(self) -> list[web.RouteDef]:
         """vLLM's (development mode) reset, where there is a cache to reset."""
@@ -80,7 +90,16 @@ class InfoRoutes:
 
     async def fleet(self, _request: web.Request) -> web.Response:
         """The listing of the engines' pages (pages.py)."""
-        return web.json_response(fleet_listing(self.profile.router, self.sim.pages))
+        gpu_page = DCGM_PATH if self.sim.gpu is not None else None
+        return web.json_response(fleet_listing(self.profile.router, self.sim.pages, gpu_page))
+
+    async def dcgm(self, _request: web.Request) -> web.Response:
+        """The simulated GPUs as NVIDIA's DCGM exporter writes them (dcgm_page.py)."""
+        meter = self.sim.gpu
+        assert meter is not None  # the route exists only with GPUs
+        p = self.profile
+        gpus = meter.read(asyncio.get_running_loop().time())
+        return _text(render_dcgm(gpus, p.gpu_name, p.gpu_memory_mb, _HOSTNAME))
 
     async def reset_prefix_cache(self, _request: web.Request) -> web.Response:
         """vLLM's ``POST /reset_prefix_cache``: ``{"success": bool}``, false while blocks

@@ -15,6 +15,8 @@ own ``/metrics`` (which stays the sum over them, as before):
   server's root. Names are what the answers' ``x-replica-id`` says (``"0"``, ``"1"``,
   …; disaggregated: ``"p0"``… for the prefill pool, ``"d0"``… for the decode pool). A
   one-engine simulator lists one page, role ``replica``, name ``"0"``, at ``/metrics``.
+  A profile with GPUs adds their DCGM exporter's page (dcgm_page.py), role ``gpu``, name
+  ``"dcgm"``: a gpu page is never an engine's.
 """
 
 from __future__ import annotations
@@ -26,10 +28,21 @@ from .prometheus import ServerCounters
 from .streams import Backend
 from .token_paths import TokenPaths
 
-__all__ = ["FLEET_PATH", "PAGE_PATH", "PAGE_START_STEP_S", "Placement", "SimPage", "fleet_listing"]
+__all__ = [
+    "FLEET_PATH",
+    "GPU_PAGE_NAME",
+    "GPU_ROLE",
+    "PAGE_PATH",
+    "PAGE_START_STEP_S",
+    "Placement",
+    "SimPage",
+    "fleet_listing",
+]
 
 FLEET_PATH = "/llmperf/fleet"
 PAGE_PATH = "/replicas/{name}/metrics"
+GPU_ROLE = "gpu"  # the role of the GPUs' page in the listing (the plugin's PageRole.GPU)
+GPU_PAGE_NAME = "dcgm"
 PAGE_START_STEP_S = 0.001  # each page's process_start_time_seconds: the simulator's + this × (i+1)
 
 
@@ -60,9 +73,9 @@ class SimPage:
     engine: str  # the ``engine`` label of its page
 
 
-def fleet_listing(router: str, pages: list[SimPage]) -> dict[str, Any]:
-    """The body of ``GET /llmperf/fleet``."""
-    return {
-        "router": router,
-        "pages": [{"role": p.role, "name": p.name, "metrics": p.path} for p in pages],
-    }
+def fleet_listing(router: str, pages: list[SimPage], gpu_page: str | None = None) -> dict[str, Any]:
+    """The body of ``GET /llmperf/fleet``; ``gpu_page``: the path of the GPUs' page, if any."""
+    listed = [{"role": p.role, "name": p.name, "metrics": p.path} for p in pages]
+    if gpu_page is not None:
+        listed.append({"role": GPU_ROLE, "name": GPU_PAGE_NAME, "metrics": gpu_page})
+    return {"router": router, "pages": listed}

@@ -108,6 +108,13 @@ class Profile:
     prefill_replicas: int
     decode_replicas: int
     kv_transfer_us_per_block: float
+    gpus: int
+    gpu_name: str
+    gpu_idle_w: float
+    gpu_max_w: float
+    gpu_memory_mb: float
+    gpu_weights_mb: float
+    gpu_kv_mb: float
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -276,6 +283,7 @@ def _validate(p: Profile) -> None:
     if p.reasoning_field not in REASONING_FIELDS:
         raise bad("reasoning_field", f"expected one of {REASONING_FIELDS}")
     _validate_fleet(p, bad)
+    _validate_gpus(p, bad)
     if p.router not in ROUTER_POLICIES:
         raise bad("router", f"expected one of {ROUTER_POLICIES}")
     if p.router_header and not is_header_name(p.router_header):
@@ -322,6 +330,25 @@ def _validate_fleet(p: Profile, bad: Callable[[str, str], ProfileError]) -> None
         raise bad("slow_factor", "must be at least 1 (1 = not slowed)")
     if not -1 <= p.slow_replica < p.engines:
         raise bad("slow_replica", f"expected -1 (none) or an engine index below {p.engines}")
+
+
+def _validate_gpus(p: Profile, bad: Callable[[str, str], ProfileError]) -> None:
+    """The simulated GPUs' keys (gpu_model.py): whole GPUs per engine, a sane range."""
+    if p.gpus < 0:
+        raise bad("gpus", "must not be negative (0 = no GPU page)")
+    if p.gpus % p.engines:
+        raise bad("gpus", f"expected a multiple of the profile's {p.engines} engines")
+    if p.gpu_max_w < p.gpu_idle_w:
+        raise bad("gpu_max_w", f"must be at least gpu_idle_w ({p.gpu_idle_w!r})")
+    if p.gpu_memory_mb <= 0:
+        raise bad("gpu_memory_mb", "must be positive (each GPU's memory, MiB)")
+    if p.gpu_weights_mb + p.gpu_kv_mb > p.gpu_memory_mb:
+        raise bad(
+            "gpu_kv_mb",
+            f"gpu_weights_mb + gpu_kv_mb must fit in gpu_memory_mb ({p.gpu_memory_mb!r})",
+        )
+    if p.gpus and (not p.gpu_name or any(c in p.gpu_name for c in '"\\\n')):
+        raise bad("gpu_name", "expected a GPU model's name, without quotes or backslashes")
 
 
 def load_profile(name: str = "fixed", **overrides: Any) -> Profile:

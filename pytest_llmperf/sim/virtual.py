@@ -21,6 +21,7 @@ import numpy as np
 
 from .engine import Engine, InvariantError
 from .gc_control import collections_paused
+from .gpu_model import refuse_in_virtual_time
 from .profiles import Profile, load_profile
 from .request import DROPPED, FINISHED, Request
 from .summary import summarize
@@ -122,6 +123,7 @@ def run_virtual(
     prof = profile if isinstance(profile, Profile) else load_profile(profile, **overrides)
     if isinstance(profile, Profile) and overrides:
         prof = prof.replace(**overrides)
+    refuse_in_virtual_time(prof)  # gpu_model.py: no page to serve the GPUs on
     fleet = prof.engines > 1 or (prof.slow_replica >= 0 and prof.slow_factor != 1.0)
     if fleet and (prof.disaggregated or prof.kind == "fixed"):
         what = (

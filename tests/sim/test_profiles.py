@@ -62,6 +62,7 @@ def test_each_profile_serves_a_model_named_for_what_it_is() -> None:
         "sim-llama-3.1-8b-x4"
     }
     assert models["disaggregated-1p1d"] == models["disaggregated-2p2d"] == "sim-llama-3.1-8b-pd"
+    assert models["gpu-2"] == "sim-llama-3.1-8b-tp2"
     assert [name for name, model in models.items() if model == "sim-llama-3.1-8b"] == [
         "llama-3.1-8b-h100"
     ]
