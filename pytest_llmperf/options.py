@@ -293,8 +293,14 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef(
         "--llm-mlflow",
         "log one MLflow run per test run (parameters, metrics, verdicts as tags, reports "
-        "as artefacts), nested under one run per session, to this tracking URI; needs "
-        "pytest-llmperf[mlflow] (docs/export.md)",
+        "as artefacts), nested under one run per session, to this tracking URI "
+        "(http://host:5000, sqlite:///mlflow.db), or 'env': $MLFLOW_TRACKING_URI where it "
+        "is set; needs pytest-llmperf[mlflow] (docs/export-mlflow.md)",
+    ),
+    OptionDef(
+        "--llm-mlflow-experiment",
+        "with --llm-mlflow: the MLflow experiment (created if missing; default "
+        "$MLFLOW_EXPERIMENT_NAME, else llmperf)",
     ),
     OptionDef(
         "--llm-inconclusive",
@@ -359,7 +365,8 @@ class LlmPerfOptions:
     gpu: str = "auto"  # --llm-gpu: auto, off or comma-separated GPU indexes (checked)
     otel: str | None = None  # --llm-otel: an OTLP/HTTP endpoint
     otel_spans: float = 0.0  # --llm-otel-spans: the share of requests exported as spans
-    mlflow: str | None = None  # --llm-mlflow: a tracking URI
+    mlflow: str | None = None  # --llm-mlflow: a tracking URI, or "env"
+    mlflow_experiment: str | None = None  # --llm-mlflow-experiment
 
     @classmethod
     def resolve(
@@ -466,6 +473,7 @@ class LlmPerfOptions:
             otel=(raw["llm_otel"] or "").strip() or None,
             otel_spans=_ratio("--llm-otel-spans", raw["llm_otel_spans"]),
             mlflow=(raw["llm_mlflow"] or "").strip() or None,
+            mlflow_experiment=(raw["llm_mlflow_experiment"] or "").strip() or None,
         )
 
 
