@@ -33,19 +33,19 @@ MAX_TAG_VALUE = 8000
 
 # the operators of the SLO grammar, longest first (``<=`` before ``<``)
 _OPERATORS = (("<=", " le "), (">=", " ge "), ("==", " eq "), ("<", " lt "), (">", " gt "))
-_NOT_ALLOWED = re.compile(r"[^\w.\- /]")  # colons left out too: Windows servers refuse them
+# slashes and colons left out too: MLflow's UI groups keys at a slash, as folders, and a
+# Windows server refuses colons
+_NOT_ALLOWED = re.compile(r"[^\w.\- ]")
 _SPACES = re.compile(r"\s+")
 _DOTS = re.compile(r"\.{2,}")
-_SLASHES = re.compile(r"/+")
 
 
 def mlflow_key(name: str) -> str:
-    """``name`` as a key MLflow accepts: characters it refuses become ``_``, ``%`` reads
-    ``pct``, and nothing reads as a path of another name."""
-    key = name.replace("%", "pct")
-    key = _NOT_ALLOWED.sub("_", key)
-    key = _SPACES.sub(" ", _DOTS.sub(".", _SLASHES.sub("/", key))).strip(" /")
-    return key[:MAX_KEY] or "_"
+    """``name`` as a key MLflow accepts: characters it refuses (and ``/``) become ``_``,
+    ``%`` reads ``pct``, and nothing reads as a path of another name."""
+    key = _NOT_ALLOWED.sub("_", name.replace("%", "pct"))
+    key = _SPACES.sub(" ", _DOTS.sub(".", key)).strip()[:MAX_KEY].strip()
+    return "_" if key in ("", ".") else key
 
 
 def slo_key(expr: str, *, stage: int | None = None, model: str | None = None) -> str:
