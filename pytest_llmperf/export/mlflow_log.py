@@ -30,17 +30,16 @@ from typing import Any
 
 from pytest_llmperf.export.mlflow_metrics import MetricPoint
 from pytest_llmperf.export.mlflow_records import RunRecord, session_record
+from pytest_llmperf.export.mlflow_target import DEFAULT_EXPERIMENT
 from pytest_llmperf.redaction import scrub
 
 __all__ = [
-    "DEFAULT_EXPERIMENT",
     "ExportStatus",
     "MlflowExport",
     "bounded_http",
     "export_report",
 ]
 
-DEFAULT_EXPERIMENT = "llmperf"
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own link of a nested run to its parent
 # MLflow's per-batch limits (mlflow/utils/validation.py)
 _MAX_METRICS, _MAX_PARAMS_TAGS, _MAX_ENTITIES = 1000, 100, 1000
@@ -74,6 +73,26 @@ class MlflowExport:
             return ""
         base = self.tracking_uri.rstrip("/")
         return f"{base}/#/experiments/{self.experiment_id}/runs/{self.parent_run_id}"
+
+    def lines(self) -> list[str]:
+        """What happened, in terminal lines (the plugin's summary, the command line's)."""
+        where = f"{self.tracking_uri} (experiment {self.experiment!r})"
+        if self.status is ExportStatus.NOT_INSTALLED:
+            return [
+                "llmperf MLflow: the export needs MLflow's client: "
+                "pip install pytest-llmperf[mlflow]; nothing exported"
+            ]
+        if self.status is ExportStatus.FAILED:
+            sent = f" ({self.child_runs} run(s) logged before it)" if self.child_runs else ""
+            return [f"llmperf MLflow: export to {where} failed{sent}: {self.error}"]
+        lines = [
+            f"llmperf MLflow: session run {self.parent_run_id} with {self.child_runs} test "
+            f"run(s) and {len(self.artefacts)} report(s) logged to {where}"
+        ]
+        if self.parent_url:
+            lines.append(f"  {self.parent_url}")
+        lines.extend(f"  not logged: {why}" for why in self.skipped)
+        return lines
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """``--llm-mlflow`` where nothing goes as planned, and without a server: a tracking URI
 that does not answer, ``env`` with no ``$MLFLOW_TRACKING_URI``, the extra not installed
 (each one terminal line, the exit status unchanged), and a SQLite store written directly
-(no server), through the plugin and through the library.
+(no server), through the plugin, the library and its command line.
 
 The inner sessions here measure nothing (a plain test): the export runs after every
 session, and what these tests check is its line and the exit status, not the runs.
@@ -9,6 +9,7 @@ session, and what these tests check is its line and the exit status, not the run
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from mlflow import MlflowClient
 
+from pytest_llmperf.export.mlflow_cli import main
 from pytest_llmperf.export.mlflow_log import ExportStatus, export_report
 from pytest_llmperf.specs.gpu_names import GPU_METRICS
 
@@ -74,7 +76,7 @@ def test_without_the_extra_one_line_names_it(
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
-            "llmperf MLflow: --llm-mlflow needs MLflow's client: "
+            "llmperf MLflow: the export needs MLflow's client: "
             "pip install pytest-llmperf[mlflow]; nothing exported"
         ]
     )
@@ -158,3 +160,33 @@ def test_the_library_logs_to_a_store_without_pytest_or_server(store: str, tmp_pa
 def test_a_uri_mlflow_cannot_use_is_a_failure_said_not_raised() -> None:
     done = export_report(gpu_report(), tracking_uri="nosuchscheme://x")
     assert done.status is ExportStatus.FAILED and done.error
+
+
+def test_the_command_line_logs_a_json_report(
+    store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "llmperf.json"
+    report.write_text(json.dumps(gpu_report()))
+    status = main([str(report), "--tracking-uri", store, "--experiment", "cli"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert f"with 1 test run(s) and 1 report(s) logged to {store} (experiment 'cli')" in out
+    client = MlflowClient(tracking_uri=store)
+    experiment = client.get_experiment_by_name("cli")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert [f.path for f in client.list_artifacts(parent.info.run_id)] == ["llmperf.json"]
+
+
+def test_the_command_line_without_a_uri_or_a_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    report = tmp_path / "llmperf.json"
+    report.write_text(json.dumps(gpu_report()))
+    assert main([str(report)]) == 0  # a fork's pull request: no secret, nothing to do
+    assert "$MLFLOW_TRACKING_URI is not set; nothing exported" in capsys.readouterr().out
+    assert main([str(tmp_path / "missing.json")]) == 2
+    assert main([str(report), "--tracking-uri", refused_url()]) == 1
+    assert "failed: " in capsys.readouterr().out
