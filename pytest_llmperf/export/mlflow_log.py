@@ -219,6 +219,9 @@ def export_report(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             logger = _Logger(mlflow, mlflow.entities, tracking_uri)
+    except ImportError as exc:  # mlflow-skinny has no SQL store: that is mlflow's own
+        outcome.error = f"{_error_text(exc, hidden)} (a database store needs: pip install mlflow)"
+        return outcome
     except Exception as exc:  # a URI MLflow cannot use (unknown scheme, bad store)
         outcome.error = _error_text(exc, hidden)
         return outcome
