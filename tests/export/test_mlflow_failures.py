@@ -23,6 +23,8 @@ from pytest_llmperf.export.mlflow_cli import main
 from pytest_llmperf.export.mlflow_log import ExportStatus, export_report
 from pytest_llmperf.specs.gpu_names import GPU_METRICS
 
+SECRET = "sk-failures-DO-NOT-LEAK-8080"
+
 PLAIN = """
 def test_plain():
     assert True
@@ -137,15 +139,20 @@ def gpu_report() -> dict[str, Any]:
 
 def test_the_library_logs_to_a_store_without_pytest_or_server(store: str, tmp_path: Path) -> None:
     (tmp_path / "r.json").write_text("{}")
+    (tmp_path / "leaky.md").write_text(f"key: {SECRET}")  # never so: the reports are redacted
     done = export_report(
         gpu_report(),
-        [tmp_path / "r.json", tmp_path / "missing.html"],
+        [tmp_path / "r.json", tmp_path / "missing.html", tmp_path / "leaky.md"],
         tracking_uri=store,
         experiment="library",
+        secrets=[SECRET, None],
     )
     assert done.status is ExportStatus.LOGGED, done.error
     assert done.child_runs == 1 and done.artefacts == [str(tmp_path / "r.json")]
-    assert done.skipped == [f"{tmp_path / 'missing.html'}: not a file"]
+    assert done.skipped == [
+        f"{tmp_path / 'missing.html'}: not a file",
+        f"{tmp_path / 'leaky.md'}: it holds the API key",
+    ]
     assert done.parent_url == ""  # a store, not a server: no page to link
     client = MlflowClient(tracking_uri=store)
     (child,) = client.search_runs(
