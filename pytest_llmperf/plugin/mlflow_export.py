@@ -31,6 +31,8 @@ def _artefacts(written: list[str]) -> list[str]:
 
 def export_to_mlflow(state: SessionState, report: dict[str, Any]) -> list[str]:
     """Log; the terminal lines that say where it went (or why not)."""
+    if state.config.option.collectonly:
+        return []  # nothing ran: no run to log
     uri = tracking_uri_of(state.options.mlflow or "", os.environ)
     if uri is None:
         return [f"llmperf MLflow: --llm-mlflow=env: ${URI_VARIABLE} is not set; nothing exported"]

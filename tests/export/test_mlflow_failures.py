@@ -197,3 +197,12 @@ def test_the_command_line_without_a_uri_or_a_report(
     assert main([str(tmp_path / "missing.json")]) == 2
     assert main([str(report), "--tracking-uri", refused_url()]) == 1
     assert "failed: " in capsys.readouterr().out
+
+
+def test_a_bare_path_is_a_usage_error_before_any_load(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain_path=PLAIN)
+    result = pytester.runpytest("--llm-mlflow=./mlruns")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # at configure: no test ran
+    result.stderr.fnmatch_lines(
+        ["ERROR: pytest-llmperf: --llm-mlflow: expected a tracking URI * got './mlruns'"]
+    )
