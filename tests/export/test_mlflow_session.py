@@ -138,6 +138,8 @@ def test_one_parent_run_per_session_and_one_child_per_test_run(session: Session)
     assert tags["mlflow.source.git.commit"] == "0123456789abcdef"
     assert tags["mlflow.source.git.branch"] == "feature/faster"
     assert tags["llmperf.ci.job_url"] == "https://github.com/acme/serving/actions/runs/42"
+    # one line and a link for the session, not MLflow's two per run (its own are off)
+    assert "View run" not in session.result.stdout.str()
     session.result.stdout.fnmatch_lines(
         [
             f"llmperf MLflow: session run {parent.info.run_id} with 2 test run(s) and 3 "
