@@ -8,7 +8,8 @@ What each run carries (docs/export-mlflow.md):
 - a child per ``tests[].runs[]``: workload, load, endpoint URL (no credentials, no query),
   model, API, server fingerprint, run label and nodeid as parameters; every reported
   figure as a metric (:mod:`.mlflow_metrics`); each SLO verdict of the run as a tag
-  ``slo.<expr>`` = ``pass``/``fail``/``inconclusive``, with ``slo.<expr>.observed``.
+  ``slo.<expr>`` = ``pass``/``fail``/``inconclusive``, with ``slo.<expr>.observed``; each
+  baseline comparison's as ``baseline.<metric>.<stat>``, with its ``.change``.
 
 Pure data built from the report's dict (no MLflow import). Every parameter and tag value
 goes through :func:`pytest_llmperf.redaction.scrub` with the secrets given, though the
@@ -139,6 +140,20 @@ def _slo_tags(verdicts: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return tags
 
 
+def _baseline_tags(checks: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """``--llm-baseline-compare`` (a file, the history, a reference): each statistic's
+    verdict as ``baseline.<metric>.<stat>``, its relative change beside it."""
+    tags: dict[str, str] = {}
+    for c in checks:
+        metric, stat = str(c.get("metric", "")), str(c.get("stat") or "")
+        key = mlflow_key(f"baseline.{metric}.{stat}" if stat else f"baseline.{metric}")
+        tags[key] = str(c.get("verdict", ""))
+        change = c.get("change")
+        if isinstance(change, (int, float)):
+            tags[f"{key}.change"] = f"{100 * change:+.1f}%"
+    return tags
+
+
 def _endpoint_entries(endpoint: Mapping[str, Any]) -> dict[str, Any]:
     fingerprint = endpoint.get("fingerprint") or {}
     return {
@@ -177,6 +192,7 @@ def _child(test: Mapping[str, Any], run: Mapping[str, Any], report: Mapping[str,
         "llmperf.stop_reason": run.get("stop_reason"),
         "llmperf.generator_bound": (run.get("self_check") or {}).get("generator_bound"),
         **_slo_tags(verdicts),
+        **_baseline_tags(c for c in test.get("baseline") or () if str(c.get("run") or "") == label),
     }
     return RunRecord(
         name=f"{nodeid.rsplit('::', 1)[-1]} {label}".strip(),

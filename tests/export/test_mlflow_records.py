@@ -181,6 +181,29 @@ def a_report() -> dict[str, Any]:
                 "outcome": "failed",
                 "endpoint": endpoint,
                 "runs": [a_run(), a_run(label="run1")],
+                "baseline": [
+                    {
+                        "metric": "ttft",
+                        "stat": "p99",
+                        "verdict": "fail",
+                        "change": 0.234,
+                        "run": "run0",
+                    },
+                    {
+                        "metric": "startup.ready_s",
+                        "stat": "",
+                        "verdict": "pass",
+                        "change": None,
+                        "run": "run0",
+                    },
+                    {
+                        "metric": "ttft",
+                        "stat": "p99",
+                        "verdict": "pass",
+                        "change": -0.01,
+                        "run": "run1",
+                    },
+                ],
                 "slos": [
                     {
                         "expr": "ttft.p50 < 1ms",
@@ -246,6 +269,11 @@ def test_the_session_record_parent_and_children() -> None:
     assert run0.tags["slo.ttft.p50 lt 1ms.observed"] == "21.5 ms"
     assert run0.tags["slo.error_rate lt 1pct.stage1"] == "inconclusive"
     assert run0.tags["slo.error_rate lt 1pct.stage1.observed"] == "5% (too few samples)"
+    assert run0.tags["baseline.ttft.p99"] == "fail"
+    assert run0.tags["baseline.ttft.p99.change"] == "+23.4%"
+    assert run0.tags["baseline.startup.ready_s"] == "pass"
+    assert "baseline.startup.ready_s.change" not in run0.tags
+    assert run1.tags["baseline.ttft.p99.change"] == "-1.0%"
     assert run1.tags["slo.ttft.p50 lt 1ms"] == "pass"  # each run its own verdicts
     assert "slo.error_rate lt 1pct.stage1" not in run1.tags
     assert run0.start_ms is not None and run0.end_ms == run0.start_ms + 2000
