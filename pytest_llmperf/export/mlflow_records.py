@@ -9,7 +9,8 @@ What each run carries (docs/export-mlflow.md):
   model, API, server fingerprint, run label and nodeid as parameters; every reported
   figure as a metric (:mod:`.mlflow_metrics`); each SLO verdict of the run as a tag
   ``slo.<expr>`` = ``pass``/``fail``/``inconclusive``, with ``slo.<expr>.observed``; each
-  baseline comparison's as ``baseline.<metric>.<stat>``, with its ``.change``.
+  baseline comparison's as ``baseline.<metric>.<stat>`` (an A/B's: ``ab.<metric>.<stat>``
+  and ``ab``), with its ``.change``.
 
 Pure data built from the report's dict (no MLflow import). Every parameter and tag value
 goes through :func:`pytest_llmperf.redaction.scrub` with the secrets given, though the
@@ -140,13 +141,14 @@ def _slo_tags(verdicts: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return tags
 
 
-def _baseline_tags(checks: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """``--llm-baseline-compare`` (a file, the history, a reference): each statistic's
-    verdict as ``baseline.<metric>.<stat>``, its relative change beside it."""
+def _comparison_tags(prefix: str, checks: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Comparisons with a baseline (``--llm-baseline-compare``: a file, the history) or a
+    reference endpoint (A/B): each statistic's verdict as ``<prefix>.<metric>.<stat>``,
+    its relative change beside it."""
     tags: dict[str, str] = {}
     for c in checks:
         metric, stat = str(c.get("metric", "")), str(c.get("stat") or "")
-        key = mlflow_key(f"baseline.{metric}.{stat}" if stat else f"baseline.{metric}")
+        key = mlflow_key(f"{prefix}.{metric}.{stat}" if stat else f"{prefix}.{metric}")
         tags[key] = str(c.get("verdict", ""))
         change = c.get("change")
         if isinstance(change, (int, float)):
@@ -184,6 +186,12 @@ def _child(test: Mapping[str, Any], run: Mapping[str, Any], report: Mapping[str,
     duration = run.get("duration_s")
     end = start + int(1000 * float(duration)) if start is not None and duration else start
     verdicts = [v for v in test.get("slos") or () if str(v.get("run") or "") == label]
+    reference = run.get("reference")
+    ab: Mapping[str, Any] = reference if isinstance(reference, Mapping) else {}
+    if ab:  # A/B: the reference endpoint it was judged against
+        params["reference_endpoint"] = clean_url(
+            str(ab.get("reference_endpoint", {}).get("url") or "")
+        )
     outcome = str(test.get("outcome", ""))
     tags = {
         "llmperf.nodeid": nodeid,
@@ -192,7 +200,11 @@ def _child(test: Mapping[str, Any], run: Mapping[str, Any], report: Mapping[str,
         "llmperf.stop_reason": run.get("stop_reason"),
         "llmperf.generator_bound": (run.get("self_check") or {}).get("generator_bound"),
         **_slo_tags(verdicts),
-        **_baseline_tags(c for c in test.get("baseline") or () if str(c.get("run") or "") == label),
+        **_comparison_tags(
+            "baseline", (c for c in test.get("baseline") or () if str(c.get("run") or "") == label)
+        ),
+        "ab": ab.get("verdict"),
+        **_comparison_tags("ab", ab.get("checks") or ()),
     }
     return RunRecord(
         name=f"{nodeid.rsplit('::', 1)[-1]} {label}".strip(),

@@ -180,7 +180,19 @@ def a_report() -> dict[str, Any]:
                 "nodeid": "t.py::test_a",
                 "outcome": "failed",
                 "endpoint": endpoint,
-                "runs": [a_run(), a_run(label="run1")],
+                "runs": [
+                    a_run(),
+                    a_run(
+                        label="run1",
+                        reference={
+                            "verdict": "fail",
+                            "reference_endpoint": {"url": "http://ref:8000/v1?k=1"},
+                            "checks": [
+                                {"metric": "ttft", "stat": "p50", "verdict": "fail", "change": 0.5}
+                            ],
+                        },
+                    ),
+                ],
                 "baseline": [
                     {
                         "metric": "ttft",
@@ -274,6 +286,9 @@ def test_the_session_record_parent_and_children() -> None:
     assert run0.tags["baseline.startup.ready_s"] == "pass"
     assert "baseline.startup.ready_s.change" not in run0.tags
     assert run1.tags["baseline.ttft.p99.change"] == "-1.0%"
+    assert run1.tags["ab"] == "fail" and run1.tags["ab.ttft.p50.change"] == "+50.0%"
+    assert run1.params["reference_endpoint"] == "http://ref:8000/v1"
+    assert "ab" not in run0.tags and "reference_endpoint" not in run0.params
     assert run1.tags["slo.ttft.p50 lt 1ms"] == "pass"  # each run its own verdicts
     assert "slo.error_rate lt 1pct.stage1" not in run1.tags
     assert run0.start_ms is not None and run0.end_ms == run0.start_ms + 2000
