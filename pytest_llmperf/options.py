@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -296,8 +297,14 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef(
         "--llm-mlflow",
         "log one MLflow run per test run (parameters, metrics, verdicts as tags, reports "
-        "as artefacts), nested under one run per session, to this tracking URI; needs "
-        "pytest-llmperf[mlflow] (docs/export.md)",
+        "as artefacts), nested under one run per session, to this tracking URI "
+        "(http://host:5000, sqlite:///mlflow.db), or 'env': $MLFLOW_TRACKING_URI where it "
+        "is set; needs pytest-llmperf[mlflow] (docs/export-mlflow.md)",
+    ),
+    OptionDef(
+        "--llm-mlflow-experiment",
+        "with --llm-mlflow: the MLflow experiment (created if missing; default "
+        "$MLFLOW_EXPERIMENT_NAME, else llmperf)",
     ),
     OptionDef(
         "--llm-inconclusive",
@@ -362,7 +369,8 @@ class LlmPerfOptions:
     gpu: str = "auto"  # --llm-gpu: auto, off or comma-separated GPU indexes (checked)
     otel: str | None = None  # --llm-otel: an OTLP/HTTP endpoint
     otel_spans: float = 0.0  # --llm-otel-spans: the share of requests exported as spans
-    mlflow: str | None = None  # --llm-mlflow: a tracking URI
+    mlflow: str | None = None  # --llm-mlflow: a tracking URI, or "env"
+    mlflow_experiment: str | None = None  # --llm-mlflow-experiment
 
     @classmethod
     def resolve(
@@ -468,7 +476,8 @@ class LlmPerfOptions:
             gpu=_gpu(raw["llm_gpu"]),
             otel=(raw["llm_otel"] or "").strip() or None,
             otel_spans=_ratio("--llm-otel-spans", raw["llm_otel_spans"]),
-            mlflow=(raw["llm_mlflow"] or "").strip() or None,
+            mlflow=_mlflow_uri(raw["llm_mlflow"]),
+            mlflow_experiment=(raw["llm_mlflow_experiment"] or "").strip() or None,
         )
 
 
@@ -639,6 +648,24 @@ def _ratio(option: str, value: Any) -> float:
     if not 0.0 <= ratio <= 1.0:
         raise LlmPerfUsageError(f"must be between 0 and 1, got {value!r}", where=option)
     return ratio
+
+
+_URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _mlflow_uri(value: Any) -> str | None:
+    """``--llm-mlflow``: a tracking URI with its scheme (``http://``, ``sqlite:///``,
+    ``databricks``), or ``env``. A bare path is refused here, before any load: MLflow
+    would read it as its file store, which MLflow 3 refuses, and the session would learn
+    it only at its end."""
+    text = str(value or "").strip()
+    if not text or text.lower() in ("env", "databricks") or _URI_SCHEME.match(text):
+        return text or None
+    raise LlmPerfUsageError(
+        "expected a tracking URI (http://host:5000, sqlite:///mlflow.db) or env "
+        f"($MLFLOW_TRACKING_URI), got {text!r}",
+        where="--llm-mlflow",
+    )
 
 
 def _markdown(value: Any) -> str | None:
