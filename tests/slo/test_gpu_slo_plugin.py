@@ -24,7 +24,7 @@ async def test_energy(llm_loadgen):
 def test_a_gpu_slo_without_a_gpu_read_is_inconclusive_saying_why(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makepyfile(test_energy=SUITE)
+    pytester.makepyfile(test_gpu_energy_gate=SUITE)
     result = pytester.runpytest("--llm-gpu=off", "--llm-json=out.json")
     result.assert_outcomes(failed=1)  # --llm-inconclusive=fail, the default
     report = json.loads((pytester.path / "out.json").read_text())
@@ -38,9 +38,12 @@ def test_a_gpu_slo_without_a_gpu_read_is_inconclusive_saying_why(
 
 
 def test_a_bad_gpu_slo_is_a_usage_error_naming_it(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_energy=SUITE.replace("< 0.5J", "< 0.5W"))
+    pytester.makepyfile(test_gpu_energy_gate=SUITE.replace("< 0.5J", "< 0.5W"))
     result = pytester.runpytest("--llm-gpu=off")
     assert result.ret != 0
     result.stderr.fnmatch_lines(
-        ["*test_energy.py::test_energy: SLO 'energy_per_output_token_j < 0.5W': bad unit 'W'*"]
+        [
+            "*test_gpu_energy_gate.py::test_energy: "
+            "SLO 'energy_per_output_token_j < 0.5W': bad unit 'W'*"
+        ]
     )
