@@ -96,6 +96,8 @@ _OPERATIONS = {
     "embeddings": "embeddings",
 }
 
+_PROVIDERS = {"messages": "anthropic"}  # the rest of the APIs speak OpenAI's
+
 
 def operation_name(api: str) -> str:
     """``gen_ai.operation.name`` for the API a run drove (``--llm-api``)."""
@@ -106,4 +108,4 @@ def provider_name(api: str) -> str:
     """``gen_ai.provider.name``: the telemetry flavour of the wire protocol the run spoke
     (Anthropic Messages: ``anthropic``; the OpenAI-compatible APIs: ``openai``), which is
     what the conventions ask for when a server speaks another provider's API."""
-    return "anthropic" if api == "messages" else "openai"
+    return _PROVIDERS.get(api, "openai")
