@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import trace
@@ -30,7 +30,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from pytest_llmperf.client.records import RequestRecord
 from pytest_llmperf.export.otel_names import Attr
-from pytest_llmperf.export.otel_values import RunView, request_values
+from pytest_llmperf.export.otel_values import RunView, first_planned_ns, request_values
 from pytest_llmperf.redaction import scrub
 
 __all__ = ["SpanCounts", "kept", "record_spans"]
@@ -52,11 +52,19 @@ class SpanCounts:
         self.without_log = 0
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _wall_ns(iso: str) -> int | None:
+    """An ISO instant in integer nanoseconds since the epoch (no float rounding)."""
     try:
-        return int(datetime.fromisoformat(iso).timestamp() * 1e9)
+        when = datetime.fromisoformat(iso)
     except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    delta = when - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
 
 
 def record_spans(
@@ -145,11 +153,12 @@ def _request_spans(
     """The run's sampled request spans; the wall time of the last byte seen."""
     assert run.events is not None
     context = trace.set_span_in_context(run_span)
-    offset: int | None = None
+    first = first_planned_ns(run.events)
+    if first is None:
+        return start_wall
+    offset = start_wall - first  # the run's first planned send is its started_at
     last = start_wall
     for i, (record, values) in enumerate(request_values(run.events)):
-        if offset is None:  # the run's first planned send is its started_at
-            offset = start_wall - record.t_sched
         end_mono = record.t_end or record.t_last or record.t_sched
         last = max(last, end_mono + offset)
         if not kept(i, ratio):

@@ -19,6 +19,7 @@ Two sources, the better first:
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from pytest_llmperf.results.event_log import read_records
 __all__ = [
     "RequestValues",
     "RunView",
+    "first_planned_ns",
     "hdr_values_s",
     "request_values",
     "run_views",
@@ -154,6 +156,18 @@ def request_values(path: Path) -> Iterator[tuple[RequestRecord, RequestValues]]:
     for record in read_records(path):
         if record.tracked and not record.cancelled:
             yield record, values_of(record)
+
+
+def first_planned_ns(path: Path) -> int | None:
+    """The run's first planned send (``time.monotonic_ns()``), warm-up included: where
+    its ``started_at`` is pinned on the monotonic clock (requests are logged in the order
+    they finished, not the order they were sent)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        (first,) = db.execute("SELECT MIN(ref_ns) FROM events WHERE kind = 'issued'").fetchone()
+    finally:
+        db.close()
+    return int(first) if first is not None else None
 
 
 def hdr_values_s(state: Mapping[str, Any]) -> list[tuple[float, int]]:
