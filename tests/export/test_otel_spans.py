@@ -7,6 +7,7 @@ a user would) and read back through MLflow's client. The simulator fails some re
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Iterator
@@ -154,5 +155,5 @@ def test_the_sampling_keeps_the_share_exactly_and_evenly(ratio: float) -> None:
     picks = [i for i in range(1000) if kept(i, ratio)]
     assert len(picks) == int(1000 * ratio)
     if len(picks) > 2:
-        gaps = {b - a for a, b in zip(picks, picks[1:], strict=False)}
+        gaps = {b - a for a, b in itertools.pairwise(picks)}
         assert max(gaps) - min(gaps) <= 1
