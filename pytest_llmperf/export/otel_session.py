@@ -10,6 +10,7 @@ without pytest, e.g. on a JSON report written earlier (whose event logs are stil
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -72,15 +73,21 @@ def export_report(
     data, recorded = otel_send.collect_metrics(views)
     sent = otel_send.send_metrics(data, target.metrics_url)
     spans_too = spans_ratio > 0
-    if not sent.ok and spans_too and _same_receiver(target.metrics_url, target.traces_url):
-        # the receiver is down or refuses: one line, one exporter timeout, not two
+    if (
+        not sent.ok
+        and spans_too
+        and not _answered(sent.said)
+        and _same_receiver(target.metrics_url, target.traces_url)
+    ):
+        # nothing answers there: one line, one exporter timeout, not two (a receiver that
+        # answered, e.g. 404 from one that takes traces only, is still sent the spans)
         what = f"metrics and spans not exported to {_origin(target.metrics_url)}"
-        return [f"{PREFIX} {what}: {_why(sent.said)}"]
+        return [f"{PREFIX} {what}: {_why(sent.said, target.metrics_url)}"]
     how = f"{recorded.exact} exact from event logs, {recorded.from_hdr} from HDR histograms"
     lines = [
         f"{PREFIX} metrics of {len(views)} run(s) ({how}) sent to {target.metrics_url}"
         if sent.ok
-        else f"{PREFIX} metrics not exported to {target.metrics_url}: {_why(sent.said)}"
+        else _not_exported("metrics", target.metrics_url, sent.said)
     ]
     if spans_too:
         slos = {str(t.get("nodeid", "")): t.get("slos") or [] for t in report.get("tests", [])}
@@ -91,9 +98,18 @@ def export_report(
             f"{PREFIX} {len(spans)} span(s) ({counts.requests} request(s) of {counts.runs} "
             f"run(s){note}) sent to {target.traces_url}"
             if sent_spans.ok
-            else f"{PREFIX} spans not exported to {target.traces_url}: {_why(sent_spans.said)}"
+            else _not_exported("spans", target.traces_url, sent_spans.said)
         )
     return lines
+
+
+def _not_exported(what: str, url: str, said: list[str]) -> str:
+    return f"{PREFIX} {what} not exported to {url}: {_why(said, url)}"
+
+
+def _answered(said: list[str]) -> bool:
+    """Whether the receiver answered the failed post with an HTTP status."""
+    return any(_REFUSED_BY_CODE.search(line) for line in said)
 
 
 def _origin(url: str) -> str:
@@ -106,13 +122,34 @@ def _same_receiver(a: str, b: str) -> bool:
 
 
 _REFUSED = re.compile(r"Failed to establish a new connection: ([^\"')]+)")
+_REFUSED_BY_CODE = re.compile(r"batch code: (\d+), reason: (.*)")
+_GAVE_UP = "due to timeout, max retries or shutdown"
 
 
-def _why(said: list[str]) -> str:
-    """The exporter's first word on the failure, shortened to its cause."""
-    if not said:
-        return "the receiver did not take them"
-    found = _REFUSED.search(said[0])
-    if found:
-        return found.group(1).strip()
+def _why(said: list[str], url: str) -> str:
+    """The exporter's words on the failure, shortened to its cause: a refused connection,
+    the receiver's status and reason; where the exporter gave up without saying why (its
+    deadline came before a retry), a one-second look at the receiver's port says it."""
+    for line in said:
+        found = _REFUSED.search(line)
+        if found:
+            return found.group(1).strip()
+        coded = _REFUSED_BY_CODE.search(line)
+        if coded:
+            return f"HTTP {coded.group(1)} {coded.group(2)}".strip()[:200]
+    if not said or any(_GAVE_UP in line for line in said):
+        return _look(url)
     return said[0][:200]
+
+
+def _look(url: str) -> str:
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=1.0):
+            pass
+    except ConnectionRefusedError:
+        return "connection refused"
+    except OSError as exc:
+        return f"cannot connect ({exc.strerror or type(exc).__name__})"
+    return "no answer within the exporter's timeout (OTEL_EXPORTER_OTLP_TIMEOUT)"
