@@ -80,7 +80,8 @@ def test_a_failing_test_keeps_its_exit_status_and_a_refused_export_says_why(
     pytester: pytest.Pytester, closed_port: int
 ) -> None:
     pytester.makepyfile(test_suite=SUITE + "    assert False, 'the test itself fails'\n")
-    result = pytester.runpytest(f"--llm-otel=http://127.0.0.1:{closed_port}")
+    pytester.makeini(f"[pytest]\nllm_otel = http://127.0.0.1:{closed_port}\n")  # the ini twin
+    result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     (line,) = _otel_lines(result)
     assert f"metrics not exported to http://127.0.0.1:{closed_port}/v1/metrics: " in line

@@ -19,7 +19,7 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.export.otel_names import DURATION, HISTOGRAMS, TOKEN_USAGE, TPOT, TTFT
-from pytest_llmperf.export.otel_send import collect_metrics
+from pytest_llmperf.export.otel_send import collect_metrics, resource
 from pytest_llmperf.export.otel_target import otlp_target
 from pytest_llmperf.export.otel_values import RunView, hdr_values_s, run_views
 from pytest_llmperf.metrics.histogram import LatencyHistogram
@@ -68,6 +68,8 @@ def session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Any:
         for name in ("ENDPOINT", "METRICS_ENDPOINT", "TRACES_ENDPOINT", "HEADERS", "TIMEOUT"):
             monkeypatch.delenv(f"OTEL_EXPORTER_OTLP_{name}", raising=False)
         monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=gate-ci")
+        monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci")
         pytester.makepyfile(test_suite=SUITE)
         with otlp_metrics_receiver() as receiver:
             result = pytester.runpytest(f"--llm-otel={receiver.url}", "--llm-json=report.json")
@@ -169,6 +171,19 @@ def test_a_staged_run_is_exported_per_stage(session: Any) -> None:
             points, staged["nodeid"], run["label"], **{"llmperf.stage": stage["index"]}
         )
         assert dp.count == stage["counts"]["completed"] > 0
+
+
+def test_the_variables_set_the_headers_and_the_resource(session: Any) -> None:
+    _, _, requests, raw = session
+    assert all(headers.get("x-tenant") == "gate-ci" for _, headers, _ in raw)
+    resource = _attrs(requests[0].resource_metrics[0].resource.attributes)
+    assert resource["deployment.environment"] == "ci"
+    assert resource["service.name"] == "pytest-llmperf"  # OTEL_SERVICE_NAME unset
+
+
+def test_otel_service_name_overrides_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "gate-nightly")
+    assert resource().attributes["service.name"] == "gate-nightly"
 
 
 def test_the_api_key_is_in_no_header_and_no_body(session: Any) -> None:
