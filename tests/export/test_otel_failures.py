@@ -24,7 +24,7 @@ import pytest
 async def test_one(llm_loadgen):
     await llm_loadgen.run()
 """
-TIMEOUT_S = 1
+TIMEOUT_S = 0.5
 
 
 @pytest.fixture
