@@ -284,14 +284,15 @@ OPTIONS: tuple[OptionDef, ...] = (
     ),
     OptionDef(
         "--llm-otel",
-        "export every run's GenAI client metrics over OTLP/HTTP to this endpoint (e.g. "
-        "http://localhost:4318; the OTEL_EXPORTER_OTLP_* variables are honoured); needs "
-        "pytest-llmperf[otel] (docs/export.md)",
+        "export every run's GenAI client metrics over OTLP/HTTP to this base URL (e.g. "
+        "http://localhost:4318), or 'env' to take it from OTEL_EXPORTER_OTLP_ENDPOINT; the "
+        "OTEL_EXPORTER_OTLP_* variables are honoured; needs pytest-llmperf[otel] "
+        "(docs/export-otel.md)",
     ),
     OptionDef(
         "--llm-otel-spans",
         "with --llm-otel: also one span per request, for this share of requests (a ratio "
-        "0..1, default 0: none)",
+        "0..1 or a percentage, default 0: none), under a span per run and one per session",
         "0",
     ),
     OptionDef(
@@ -474,7 +475,7 @@ class LlmPerfOptions:
                 replica_headers=parse_replica_headers(raw["llm_replica_header"] or None),
             ),
             gpu=_gpu(raw["llm_gpu"]),
-            otel=(raw["llm_otel"] or "").strip() or None,
+            otel=_otel(raw["llm_otel"]),
             otel_spans=_ratio("--llm-otel-spans", raw["llm_otel_spans"]),
             mlflow=_mlflow_uri(raw["llm_mlflow"]),
             mlflow_experiment=(raw["llm_mlflow_experiment"] or "").strip() or None,
@@ -634,6 +635,20 @@ def _gpu(value: Any) -> str:
             f"expected auto, off or GPU indexes such as 0,1, got {value!r}", where="--llm-gpu"
         )
     return ",".join(parts)
+
+
+def _otel(value: Any) -> str | None:
+    """``--llm-otel``: an OTLP/HTTP base URL, or ``env`` (the ``OTEL_EXPORTER_OTLP_*``
+    variables say where); unset or empty: no export."""
+    text = str(value or "").strip()
+    if not text:
+        return None
+    if text != "env" and not text.startswith(("http://", "https://")):
+        raise LlmPerfUsageError(
+            f"expected an OTLP/HTTP base URL (http://collector:4318) or env, got {value!r}",
+            where="--llm-otel",
+        )
+    return text
 
 
 def _ratio(option: str, value: Any) -> float:

@@ -16,6 +16,7 @@ from pytest_llmperf.plugin.endpoints import EndpointPool
 from pytest_llmperf.plugin.judging import rulesets_of
 from pytest_llmperf.plugin.live_progress import progress_sink
 from pytest_llmperf.plugin.markers import GEN_KEY, INCONCLUSIVE_KEY, SPEC_KEY, marked_affinity
+from pytest_llmperf.plugin.otel_export import events_dir as otel_events_dir
 from pytest_llmperf.plugin.servers import endpoint_for
 from pytest_llmperf.plugin.state import STATE_KEY
 from pytest_llmperf.plugin.under_test import check_comparability, reference_endpoint
@@ -84,7 +85,7 @@ def llm_loadgen(request: pytest.FixtureRequest) -> LlmLoadgen:
         endpoint,
         spec,
         scale=state.options.scale,
-        events_dir=state.options.events,
+        events_dir=otel_events_dir(request, state),  # --llm-events; kept for --llm-otel
         events_name=item.nodeid,
         workers=state.options.workers,
         ray=state.ray,  # --llm-workers=ray:N|ray:auto

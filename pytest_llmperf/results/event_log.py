@@ -95,6 +95,8 @@ def _finish(record: RequestRecord, kind: str, t_ns: int, info: Mapping[str, Any]
     if server:
         _server_timing(record, server)
     record.model = str(info.get("model", ""))
+    record.stage = int(info.get("stage", -1))
+    record.cancelled = bool(info.get("cancelled"))
     conv = info.get("conv")
     if conv:  # recorder.conversation_info
         record.conversation = int(conv.get("n", -1))

@@ -247,6 +247,10 @@ def event_rows(record: RequestRecord, position: int) -> list[tuple[Any, ...]]:
         info["server"] = server
     if record.model:  # llm_workload(adapters=): the served model it named
         info["model"] = record.model
+    if record.stage >= 0:  # planned in a load stage: its index (exports, replays)
+        info["stage"] = record.stage
+    if record.cancelled:  # abandoned on purpose (llm_load(cancel=)): neither ok nor failed
+        info["cancelled"] = 1
     if record.output_checked or record.output_digest:
         info.update(output_info(record))
     if record.conversation >= 0 or record.turn >= 0 or record.replica:

@@ -70,7 +70,15 @@ def start_mlflow_server(folder: Path) -> Iterator[MlflowServer]:
         "--workers",
         "1",
     ]
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
+    env = {
+        **os.environ,
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "DO_NOT_TRACK": "true",
+        # spans that name a GenAI provider (gen_ai.provider.name) make the server price
+        # their tokens from a model catalog it fetches over the network by default
+        # (seconds of retries here, and no network beyond loopback): the bundled one only
+        "MLFLOW_MODEL_CATALOG_URI": "",
+    }
     with log.open("wb") as out:
         proc = subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
