@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -72,7 +73,7 @@ class Request:
         arrival: float,
         prompt_len: int,
         max_tokens: int,
-        block_hashes: tuple[int, ...] = (),
+        block_hashes: Sequence[int] = (),
         priority: int = 0,
         owner: Any = None,
         lora: int = 0,
