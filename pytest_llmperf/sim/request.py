@@ -64,6 +64,7 @@ class Request:
         "slow",
         "state",
         "tok_from",
+        "tok_last",
         "token_times",
     )
 
@@ -95,6 +96,7 @@ class Request:
         self.run_seq = 0  # admission order into the running batch (scheduler.py)
         self.join = -1  # lockstep.py: the step it joined the lockstep decoders at, -1 = not
         self.tok_from = 0  # lockstep.py: the step of its first token not yet in token_times
+        self.tok_last = -1  # virtual_ledger.py: the step of its latest token, -1 = none yet
         self.num_computed = 0
         self.generated = 0
         self.blocks = 0
