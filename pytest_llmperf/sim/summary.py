@@ -126,7 +126,7 @@ def _exact_weighted_sum(values: np.ndarray, weights: np.ndarray) -> float:
     most 26 significant bits (Veltkamp), so a weight below 2**26 times either half is an
     exact float, and ``math.fsum`` adds the exact products without error."""
     if len(weights) and int(weights.max()) >= 1 << 26:
-        return float(sum(Fraction(float(v)) * int(c) for v, c in zip(values, weights)))
+        return float(sum(Fraction(float(v)) * int(c) for v, c in zip(values, weights, strict=True)))
     split = values * 134217729.0  # 2**27 + 1
     hi = split - (split - values)
     lo = values - hi

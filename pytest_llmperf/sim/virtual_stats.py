@@ -101,7 +101,7 @@ class StreamedRuns:
         itl = weighted_latency_stats(np.concatenate(values), np.concatenate(weights))
 
         def cat(name: str, dtype: type) -> np.ndarray:
-            parts = [np.frombuffer(getattr(m, name), dtype=dtype) for m in picked]
+            parts: list[np.ndarray] = [np.frombuffer(getattr(m, name), dtype=dtype) for m in picked]
             return np.concatenate(parts) if parts else np.array([], dtype=dtype)
 
         arrival = cat("arrival", np.float64)
