@@ -131,7 +131,13 @@ def _exact_weighted_sum(values: np.ndarray, weights: np.ndarray) -> float:
     hi = split - (split - values)
     lo = values - hi
     wf = weights.astype(np.float64)
-    return math.fsum(np.concatenate([hi * wf, lo * wf]).tolist())
+    step = 1 << 16  # as Python floats a slice at a time: a long run has 10**5+ distinct gaps
+    return math.fsum(
+        x
+        for part in (hi * wf, lo * wf)
+        for k in range(0, len(part), step)
+        for x in part[k : k + step].tolist()
+    )
 
 
 def run_summary(
