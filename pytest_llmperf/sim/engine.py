@@ -14,12 +14,16 @@ as stepping each (``lockstep=False``, which the tests compare it with).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .kv_cache import KVCache
 from .latency_model import LatencyModel
 from .profiles import Profile
 from .request import ABORTED, FINISHED, RUNNING, WAITING, Request
 from .scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from .virtual_ledger import TokenLedger
 
 __all__ = ["Engine", "InvariantError", "StepResult"]
 
@@ -57,10 +61,15 @@ class Engine:
         lockstep: bool = True,
         track_emitted: bool = True,
         slow_factor: float = 1.0,
+        ledger: TokenLedger | None = None,
     ) -> None:
         self.profile = profile
         self.kv = KVCache(profile.num_blocks, profile.block_size, profile.enable_prefix_caching)
         self.scheduler = Scheduler(profile, self.kv)
+        # virtual_ledger.py: token times counted per step instead of listed per request
+        # (a virtual run that keeps no requests); the lockstep decoders report there too
+        self.ledger = ledger
+        self.scheduler.lockstep.ledger = ledger
         self.latency = LatencyModel.from_profile(profile)
         self.debug = debug
         # lockstep=False steps every request one by one: the reference the lockstep
@@ -175,6 +184,7 @@ class Engine:
         emitted: list[Request] = []
         finished = res.finished
         kv = self.kv
+        ledger = self.ledger
         for r, n in zip(reqs, ns, strict=True):
             c = r.num_computed + n
             r.num_computed = c
@@ -183,7 +193,10 @@ class Engine:
             if c == r.prompt_len + r.generated:
                 g = r.generated + 1
                 r.generated = g
-                r.token_times.append(t_tok)
+                if ledger is None:
+                    r.token_times.append(t_tok)
+                else:
+                    ledger.one(r, tick)
                 emitted.append(r)
                 if g == 1:
                     r.first_token_time = t_tok

@@ -61,7 +61,7 @@ class KVHolder(Protocol):
 
     blocks: int  # blocks held: shared (hashed) + private
     held: list[int]  # hashes this request holds a reference on, a prefix of block_hashes
-    block_hashes: tuple[int, ...]  # chained hashes of the full blocks of prompt + output
+    block_hashes: Sequence[int]  # chained hashes of the full blocks of prompt + output
     pub_at: int  # computed tokens at which publishing the next block is possible
     own_from: int  # block_hashes[own_from:] are in no other holder's block_hashes
     preemptions: int  # times it lost its blocks and started over

@@ -20,8 +20,13 @@ request joins only if none of them is in the cache yet.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .kv_cache import NEVER, KVCache
 from .request import Request
+
+if TYPE_CHECKING:
+    from .virtual_ledger import TokenLedger
 
 __all__ = ["Lockstep"]
 
@@ -51,6 +56,9 @@ class Lockstep:
         self.log: list[float] = []  # token time of steps log_base, log_base + 1, ...
         self.log_base = 0
         self.joins = 0  # requests that joined, ever (tests: the fast path ran)
+        # virtual_ledger.py (set by the engine): steps' token times kept there, and a
+        # member's tokens reported there as a run of steps, not copied into token_times
+        self.ledger: TokenLedger | None = None
 
     def __len__(self) -> int:
         return len(self.members)
@@ -66,6 +74,9 @@ class Lockstep:
 
     def record(self, tick: int, t_tok: float) -> None:
         """The token time of step ``tick`` (called for every step, members or not)."""
+        if self.ledger is not None:
+            self.ledger.record(t_tok)
+            return
         if len(self.log) >= LOG_LIMIT:
             self._hand_out(tick)
         self.log.append(t_tok)
@@ -139,8 +150,11 @@ class Lockstep:
         r.num_computed = c
         r.generated += done
         r.blocks = -(-c // self.bs)
-        base = self.log_base
-        r.token_times.extend(self.log[r.tok_from - base : upto - base])
+        if self.ledger is None:
+            base = self.log_base
+            r.token_times.extend(self.log[r.tok_from - base : upto - base])
+        else:
+            self.ledger.span(r, r.tok_from, upto)
         if c >= r.pub_at:
             self.kv.publish(r, c)
 

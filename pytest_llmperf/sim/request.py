@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -63,6 +64,7 @@ class Request:
         "slow",
         "state",
         "tok_from",
+        "tok_last",
         "token_times",
     )
 
@@ -72,7 +74,7 @@ class Request:
         arrival: float,
         prompt_len: int,
         max_tokens: int,
-        block_hashes: tuple[int, ...] = (),
+        block_hashes: Sequence[int] = (),
         priority: int = 0,
         owner: Any = None,
         lora: int = 0,
@@ -94,6 +96,7 @@ class Request:
         self.run_seq = 0  # admission order into the running batch (scheduler.py)
         self.join = -1  # lockstep.py: the step it joined the lockstep decoders at, -1 = not
         self.tok_from = 0  # lockstep.py: the step of its first token not yet in token_times
+        self.tok_last = -1  # virtual_ledger.py: the step of its latest token, -1 = none yet
         self.num_computed = 0
         self.generated = 0
         self.blocks = 0

@@ -20,7 +20,14 @@ import numpy as np
 
 from .request import FINISHED, Request
 
-__all__ = ["PERCENTILES", "latency_stats", "nearest_rank", "summarize"]
+__all__ = [
+    "PERCENTILES",
+    "latency_stats",
+    "nearest_rank",
+    "run_summary",
+    "summarize",
+    "weighted_latency_stats",
+]
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 _ITL_SLICE = 4096  # requests per slice of _pooled_itl
@@ -82,28 +89,83 @@ def _pooled_itl(done: Sequence[Request], n_out: np.ndarray) -> np.ndarray:
     return out
 
 
-def summarize(requests: Sequence[Request], issued: int, failed: int) -> dict[str, Any]:
-    """Counts and metrics of the completed ``requests`` (all others failed or dropped)."""
-    done = [r for r in requests if r.state == FINISHED]
-    if done:
-        arrival = np.array([r.arrival for r in done])
-        first = np.array([r.first_token_time for r in done])
-        last = np.array([r.finish_time for r in done])
-        n_out = np.array([r.generated for r in done])
-        n_in = np.array([r.prompt_len for r in done])
+def weighted_latency_stats(
+    values_s: np.ndarray, weights: np.ndarray
+) -> dict[str, float | int | None]:
+    """:func:`latency_stats` of ``values_s`` each repeated ``weights`` times, without
+    the repetition (virtual_ledger.py: an hour's 46 million gaps are a few hundred
+    thousand distinct ones).
+
+    The percentiles and the maximum are the same values :func:`latency_stats` picks
+    (the same ``value * 1000.0`` per sample, the same nearest rank); the mean is the
+    exact weighted sum rounded once (:func:`_exact_weighted_sum`), where numpy's
+    pairwise sum of every sample is within a few units in the last place of it: the
+    same after rounding to 6 decimals unless the mean lies that close to a rounding
+    boundary."""
+    keys = [f"p{p:g}" for p in PERCENTILES]
+    n = int(weights.sum())
+    if n == 0:
+        return {**dict.fromkeys(keys), "mean": None, "max": None, "count": 0}
+    ms = np.asarray(values_s, dtype=np.float64) * 1000.0
+    order = np.argsort(ms, kind="stable")
+    ms = ms[order]
+    w = np.asarray(weights, dtype=np.int64)[order]
+    cum = np.cumsum(w)
+    out: dict[str, float | int | None] = {}
+    for k, p in zip(keys, PERCENTILES, strict=True):
+        rank = max(1, math.ceil(Fraction(repr(float(p))) * n / 100))
+        out[k] = round(float(ms[int(np.searchsorted(cum, rank))]), 6)
+    out["mean"] = round(_exact_weighted_sum(ms, w) / n, 6)
+    out["max"] = round(float(ms[-1]), 6)
+    out["count"] = n
+    return out
+
+
+def _exact_weighted_sum(values: np.ndarray, weights: np.ndarray) -> float:
+    """``sum(values * weights)`` correctly rounded: each value split in two halves of at
+    most 26 significant bits (Veltkamp), so a weight below 2**26 times either half is an
+    exact float, and ``math.fsum`` adds the exact products without error."""
+    if len(weights) and int(weights.max()) >= 1 << 26:
+        return float(sum(Fraction(float(v)) * int(c) for v, c in zip(values, weights, strict=True)))
+    split = values * 134217729.0  # 2**27 + 1
+    hi = split - (split - values)
+    lo = values - hi
+    wf = weights.astype(np.float64)
+    step = 1 << 16  # as Python floats a slice at a time: a long run has 10**5+ distinct gaps
+    return math.fsum(
+        x
+        for part in (hi * wf, lo * wf)
+        for k in range(0, len(part), step)
+        for x in part[k : k + step].tolist()
+    )
+
+
+def run_summary(
+    arrival: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+    n_out: np.ndarray,
+    n_in: np.ndarray,
+    itl: dict[str, float | int | None],
+    *,
+    issued: int,
+    failed: int,
+    first_arrival: float,
+) -> dict[str, Any]:
+    """Counts and metrics from the completed requests' arrays (in any order), their
+    pooled ITL's statistics and the earliest arrival of any request."""
+    completed = len(arrival)
+    if completed:
         multi = n_out > 1
         tpot = (last[multi] - first[multi]) / (n_out[multi] - 1)
-        itl = _pooled_itl(done, n_out)
-        window = float(last.max() - min(r.arrival for r in requests))
+        window = float(last.max() - first_arrival)
     else:
-        arrival = first = last = tpot = itl = np.array([])
-        n_out = n_in = np.array([], dtype=np.int64)
+        tpot = np.array([])
         window = 0.0
-    completed = len(done)
     metrics: dict[str, Any] = {
         "ttft": latency_stats(first - arrival),
         "tpot": latency_stats(tpot),
-        "itl": latency_stats(itl, reuse=True),
+        "itl": itl,
         "e2e": latency_stats(last - arrival),
         "schedule_lag": latency_stats(np.zeros(completed)),
         "request_throughput": round(completed / window, 6) if window > 0 else None,
@@ -117,3 +179,27 @@ def summarize(requests: Sequence[Request], issued: int, failed: int) -> dict[str
         "metrics": metrics,
         "window_s": round(window, 6),
     }
+
+
+def summarize(requests: Sequence[Request], issued: int, failed: int) -> dict[str, Any]:
+    """Counts and metrics of the completed ``requests`` (all others failed or dropped)."""
+    done = [r for r in requests if r.state == FINISHED]
+    if not done:
+        empty = np.array([])
+        none = np.array([], dtype=np.int64)
+        return run_summary(
+            empty, empty, empty, none, none, latency_stats(empty),
+            issued=issued, failed=failed, first_arrival=0.0,
+        )  # fmt: skip
+    n_out = np.array([r.generated for r in done])
+    return run_summary(
+        np.array([r.arrival for r in done]),
+        np.array([r.first_token_time for r in done]),
+        np.array([r.finish_time for r in done]),
+        n_out,
+        np.array([r.prompt_len for r in done]),
+        latency_stats(_pooled_itl(done, n_out), reuse=True),
+        issued=issued,
+        failed=failed,
+        first_arrival=min(r.arrival for r in requests),
+    )

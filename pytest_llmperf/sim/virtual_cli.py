@@ -104,6 +104,7 @@ def run_cli(args: argparse.Namespace, profile: Profile) -> int:
             shared_prefix=args.shared_prefix,
             seed=args.seed,
             adapters=args.adapters,
+            keep_requests=False,  # only the summary is printed: memory stays flat
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

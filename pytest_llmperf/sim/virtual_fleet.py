@@ -29,7 +29,9 @@ from .request import DROPPED, FINISHED, Request
 from .router import Router
 from .slow import SlowRequests
 from .virtual_inputs import VirtualWorkload
+from .virtual_ledger import TokenLedger
 from .virtual_loop import _Event, _EventLoop
+from .virtual_stats import StreamedRuns
 
 __all__ = [
     "FleetLoop",
@@ -40,8 +42,11 @@ __all__ = [
 ]
 
 
-def fleet_engines(prof: Profile, *, debug: bool, lockstep: bool) -> list[Engine]:
-    """The profile's replicas as engines (the slow one slowed)."""
+def fleet_engines(
+    prof: Profile, *, debug: bool, lockstep: bool, ledgers: Sequence[TokenLedger] = ()
+) -> list[Engine]:
+    """The profile's replicas as engines (the slow one slowed; each with its token ledger
+    from ``ledgers`` when the run streams its requests)."""
     return [
         Engine(
             prof,
@@ -49,6 +54,7 @@ def fleet_engines(prof: Profile, *, debug: bool, lockstep: bool) -> list[Engine]
             lockstep=lockstep,
             track_emitted=False,
             slow_factor=prof.slow_factor if i == prof.slow_replica else 1.0,
+            ledger=ledgers[i] if ledgers else None,
         )
         for i in range(prof.replicas)
     ]
@@ -65,8 +71,9 @@ class FleetLoop(_EventLoop):
         duration: float,
         *,
         closed: bool,
+        stream: StreamedRuns | None = None,
     ) -> None:
-        super().__init__(prof, engines[0], workload, duration, closed=closed)
+        super().__init__(prof, engines[0], workload, duration, closed=closed, stream=stream)
         n = len(engines)
         self.engines = list(engines)
         # (time, seq, event, request, engine): the engine an event is for (-1: none yet)
@@ -98,17 +105,19 @@ class FleetLoop(_EventLoop):
         self.seq += 1
 
     def run(self) -> None:
-        heap, pop, planned = self.events, heapq.heappop, self.planned
+        heap, pop, times = self.events, heapq.heappop, self.plan_times
         handlers: dict[_Event, Callable[[float, Request | None, int], None]] = {
             _Event.ARRIVAL: self.on_arrival_at,
             _Event.QUEUED: self.on_queued_at,
             _Event.STEP: self.on_step_at,
             _Event.FINISH: self.on_finish_at,
         }
-        while heap or planned:
-            if planned and (not heap or planned[0][:2] < heap[0][:2]):
-                t, _, event, req = planned.popleft()
-                engine = -1
+        i, n = 0, len(times)
+        while heap or i < n:
+            if i < n and (not heap or (times[i], self.plan_seq + i) < heap[0][:2]):
+                t, event, engine = times[i], _Event.ARRIVAL, -1
+                req: Request | None = self.make(t)
+                i += 1
             else:
                 t, _, event, req, engine = pop(heap)
             if t < self.clock:
@@ -124,6 +133,8 @@ class FleetLoop(_EventLoop):
         if self.engine.unservable(req.prompt_len, req.max_tokens):
             req.state = DROPPED
             self.dropped += 1
+            if self.stream is not None:
+                self.stream.drop(req)
             if self.closed and t < self.duration:
                 self.new_request(t)
             return
@@ -147,6 +158,8 @@ class FleetLoop(_EventLoop):
         res = engine.step(t)
         self.busy[i] = res.end
         for r in res.finished:
+            if self.stream is not None:
+                self.stream.finish(r)
             self.push_on(r.finish_time, _Event.FINISH, r, i)
         if engine.has_work:
             self.push_on(res.end, _Event.STEP, None, i)
@@ -193,12 +206,16 @@ def replica_rows(engines: Sequence[Engine], routed: Sequence[int]) -> list[dict[
 
 
 def check_fleet_conservation(loop: FleetLoop) -> None:
-    """Every request accounted for, each engine drained (virtual.py's checks, per engine)."""
+    """Every request accounted for, each engine drained (virtual.py's checks, per engine;
+    a streamed run's requests were checked as they ended, virtual_stats.py)."""
     requests = loop.requests
-    finished = sum(1 for r in requests if r.state == FINISHED)
-    if finished + loop.dropped != len(requests):
+    if loop.stream is not None:
+        finished = loop.stream.finished
+    else:
+        finished = sum(1 for r in requests if r.state == FINISHED)
+    if finished + loop.dropped != loop.made:
         raise InvariantError(
-            f"request conservation: {len(requests)} issued != {finished} finished + "
+            f"request conservation: {loop.made} issued != {finished} finished + "
             f"{loop.dropped} dropped"
         )
     for i, e in enumerate(loop.engines):

@@ -9,13 +9,22 @@ run is a pure function of its inputs. The run itself is virtual.py's.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import numpy as np
 
 from .profiles import Profile
 from .request import Request
 
-__all__ = ["VirtualWorkload", "adapter_mix", "arrival_times", "token_span"]
+__all__ = ["OWN_KEYS", "VirtualWorkload", "adapter_mix", "arrival_times", "token_span"]
+
+# A request's own blocks (past the shared prefix) are keyed ``OWN_KEYS + (rid << 32) + i``:
+# the cache only ever compares block keys for equality, and these are unique to their
+# request and block and, being >= 2**64, never equal to a ``hash()`` value (a shared
+# prefix's chained hashes), which is all a chained hash of them guaranteed. As a
+# ``range`` they cost no work per block and no memory per block while a request waits
+# (an overloaded hour queues a quarter of a million requests).
+OWN_KEYS = 1 << 64
 
 
 def arrival_times(load: str, rate: float, duration: float, seed: int) -> list[float]:
@@ -80,17 +89,14 @@ class VirtualWorkload:
         p = int(self.rng.integers(lo, hi + 1)) if hi > lo else lo
         lo, hi = self.out
         o = int(self.rng.integers(lo, hi + 1)) if hi > lo else lo
-        hashes: tuple[int, ...] = ()
+        hashes: Sequence[int] = ()
         shared: tuple[int, ...] = ()
         if self.hashing:
             n_blocks = (p + o) // self.bs  # prompt and output blocks are both cacheable
             shared = self.prefix[: p // self.bs]
-            h = shared[-1] if shared else 0
-            own = []
-            for i in range(len(shared), n_blocks):
-                h = hash((h, rid, i))
-                own.append(h)
-            hashes = shared + tuple(own)
+            base = OWN_KEYS + (rid << 32)
+            own = range(base + len(shared), base + n_blocks)
+            hashes = shared + tuple(own) if shared else own
         lora = 0
         if self.adapter_rng is not None:
             x = self.adapter_rng.random()

@@ -10,15 +10,18 @@ virtual_fleet.py extends it to several replicas behind the router.
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from array import array
 from collections.abc import Callable
 from enum import IntEnum
+from itertools import pairwise
 
 from .adapters import LoraSlots
 from .engine import Engine, InvariantError
 from .profiles import Profile
 from .request import DROPPED, FINISHED, Request
 from .virtual_inputs import VirtualWorkload
+from .virtual_ledger import TokenLedger
+from .virtual_stats import StreamedRuns
 
 __all__: list[str] = []  # the loop's names are private to the virtual-time modules
 
@@ -59,8 +62,15 @@ class _EventLoop:
     ``seq`` breaks ties in the order events were scheduled, so a run is a pure
     function of its inputs. A closed loop (``closed``) replaces each request that
     ends (or is dropped) before ``duration`` with a new one at that instant. An
-    open loop's arrivals, known in advance and already in order, wait in a queue of
-    their own (``planned``) beside the heap, which stays a few events deep.
+    open loop's arrivals, known in advance and already in order, wait as bare times
+    beside the heap (``plan_times``; arrival ``i`` has ``seq`` ``plan_seq + i``), which
+    stays a few events deep; each request is made when it arrives, in the same order
+    and with the same draws as if made in advance, so the requests yet to come cost
+    a float each.
+
+    ``stream``: requests are not kept (``requests`` stays empty): each is handed to
+    the stream when it ends, finished or dropped, and the engines count their token
+    times in ledgers (virtual_ledger.py; ``fixed_ledger`` for a fixed profile's gaps).
     """
 
     def __init__(
@@ -71,6 +81,7 @@ class _EventLoop:
         duration: float,
         *,
         closed: bool,
+        stream: StreamedRuns | None = None,
     ) -> None:
         self.prof = prof
         self.fixed = prof.kind == "fixed"
@@ -80,9 +91,14 @@ class _EventLoop:
         self.duration = duration
         self.closed = closed
         self.heap: list[tuple[float, int, _Event, Request | None]] = []
-        self.planned: deque[tuple[float, int, _Event, Request | None]] = deque()
+        self.plan_times = array("d")
+        self.plan_seq = 0
         self.seq = 0
-        self.requests: list[Request] = []
+        self.made = 0  # requests made so far (the next one's id)
+        self.stream = stream
+        self.requests: list[Request] = []  # every request made, unless streamed
+        models = 1 + len(workload.adapter_weights)
+        self.fixed_ledger = TokenLedger(models) if stream is not None and self.fixed else None
         self.active = 0  # fixed profile: requests in flight
         self.lora = LoraSlots(prof.max_loras, prof.lora_step_us, prof.lora_load_us)
         self.clock = 0.0
@@ -94,21 +110,32 @@ class _EventLoop:
         heapq.heappush(self.heap, (t, self.seq, event, req))
         self.seq += 1
 
+    def make(self, t: float) -> Request:
+        """The next request, sent at ``t`` (kept, or counted by the stream)."""
+        req = self.workload.make(self.made, t)
+        self.made += 1
+        if self.stream is None:
+            self.requests.append(req)
+        else:
+            self.stream.issue(req)
+        return req
+
     def new_request(self, t: float) -> None:
-        req = self.workload.make(len(self.requests), t)
-        self.requests.append(req)
-        self.push(t, _Event.ARRIVAL, req)
+        self.push(t, _Event.ARRIVAL, self.make(t))
 
     def plan_request(self, t: float) -> None:
-        """An open loop's next arrival (``t`` not before the previous one's)."""
-        req = self.workload.make(len(self.requests), t)
-        self.requests.append(req)
-        self.planned.append((t, self.seq, _Event.ARRIVAL, req))
+        """An open loop's next arrival (``t`` not before the previous one's), planned
+        before the run starts: its request is made when it arrives."""
+        if not self.plan_times:
+            self.plan_seq = self.seq
+        elif self.seq != self.plan_seq + len(self.plan_times):
+            raise InvariantError("arrivals are planned together, before any other event")
+        self.plan_times.append(t)
         self.seq += 1
 
     def run(self) -> None:
         """Handle events in time order until none is left (every request drained)."""
-        heap, pop, engine, planned = self.heap, heapq.heappop, self.engine, self.planned
+        heap, pop, engine, times = self.heap, heapq.heappop, self.engine, self.plan_times
         # local, not an attribute: bound methods held by the loop would make it a cycle,
         # and a finished run's requests would wait for a full collection to be freed
         handlers: dict[_Event, Callable[[float, Request | None], None]] = {
@@ -117,10 +144,13 @@ class _EventLoop:
             _Event.STEP: self.on_step,
             _Event.FINISH: self.on_finish,
         }
-        while heap or planned:
+        i, n = 0, len(times)
+        while heap or i < n:
             # (time, seq) order across both: seq is unique, the rest is never compared
-            if planned and (not heap or planned[0] < heap[0]):
-                t, _, event, req = planned.popleft()
+            if i < n and (not heap or (times[i], self.plan_seq + i) < heap[0][:2]):
+                t, event = times[i], _Event.ARRIVAL
+                req: Request | None = self.make(t)
+                i += 1
             else:
                 t, _, event, req = pop(heap)
             if t < self.clock:
@@ -142,11 +172,15 @@ class _EventLoop:
         ):
             req.state = DROPPED
             self.dropped += 1
+            if self.stream is not None:
+                self.stream.drop(req)
             if self.closed and t < self.duration:
                 self.new_request(t)
             return
         if self.fixed:
             _plan_fixed(prof, req, t, self.active, self.lora)
+            if self.fixed_ledger is not None:
+                self.fixed_ledger.odd[req.lora].extend(b - a for a, b in pairwise(req.token_times))
             self.active += 1
             self.engine.max_running = max(self.engine.max_running, self.active)
             self.push(req.finish_time, _Event.FINISH, req)
@@ -165,6 +199,9 @@ class _EventLoop:
         engine = self.engine
         res = engine.step(t)
         self.busy_until = res.end
+        if self.stream is not None:
+            for r in res.finished:
+                self.stream.finish(r)
         if self.closed:
             for r in res.finished:
                 if r.finish_time < self.duration:
@@ -178,5 +215,7 @@ class _EventLoop:
         assert req is not None
         self.active -= 1
         req.state = FINISHED
+        if self.stream is not None:
+            self.stream.finish(req)
         if self.closed and t < self.duration:
             self.new_request(t)
