@@ -7,7 +7,7 @@ GPUs) divided by the output tokens the server counted over it; ``gpu.memory_used
 the most memory any one GPU used; ``gpu.power_w.mean`` the GPUs' draw together
 (docs/gpu.md)::
 
-    pytest example_suites/gpu --llm-server-metrics=discover --llm-summary=full
+    pytest example_suites/gpu --llm-summary=full
 
 prints one ``gpu [run]:`` line per run (GPUs, power, energy, J/token, memory) and each
 SLO's verdict; the JSON report has every GPU's own figures under ``runs[].gpu``.

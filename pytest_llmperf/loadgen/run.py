@@ -468,7 +468,7 @@ def _whole(
     if isinstance(recording, ServerMetricsRecording):
         return recording.summary(t0_ns, window_ns)
     fleet = recording.summary(t0_ns, window_ns)
-    if result is not None:
+    if result is not None and not recording.source.engine_alone:  # one server, its GPUs
         result.fleet = fleet
     assert fleet.whole is not None
     return fleet.whole

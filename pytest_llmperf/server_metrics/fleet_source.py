@@ -13,6 +13,7 @@ error: server metrics explain a run, they never decide whether it can happen.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from pytest_llmperf.server_metrics.source import (
     scrape_once,
     scraped,
 )
+from pytest_llmperf.server_metrics.summary import ServerFamily
 from pytest_llmperf.specs.fleet_names import PageRole
 
 __all__ = ["FleetPage", "FleetSource", "MetricsSource", "resolve_fleet", "resolve_metrics"]
@@ -73,6 +75,9 @@ class FleetSource:
     interval_s: float = DEFAULT_INTERVAL_S
     discovered: str | None = None
     notes: tuple[str, ...] = ()
+    # one server page and the GPU pages its server lists (``auto`` on the simulator):
+    # reported as one page, no ``runs[].fleet`` (:func:`resolve_metrics`)
+    engine_alone: bool = False
 
     @property
     def live(self) -> list[FleetPage]:
@@ -81,7 +86,11 @@ class FleetSource:
 
     def describe(self) -> str:
         """What the session header says: ``fleet of 3 pages: router r:9000 (unknown),
-        replica 0 (sim), replica 1 (sim) every 1 s``."""
+        replica 0 (sim), replica 1 (sim) every 1 s``; one server page and its GPU pages:
+        ``sim at http://h:8000/metrics every 1 s, and its GPU page gpu dcgm (dcgm)``."""
+        if self.engine_alone and self.pages and self.pages[0].source is not None:
+            gpus = ", ".join(p.describe() for p in self.pages[1:])
+            return f"{self.pages[0].source.describe()}, and its GPU pages: {gpus}"
         found = f" (discovered: {self.discovered})" if self.discovered else ""
         pages = ", ".join(p.describe() for p in self.pages)
         n = len(self.pages)
@@ -104,9 +113,35 @@ def resolve_metrics(
     (:func:`~.source.resolve_source`, unchanged) or a fleet (:func:`resolve_fleet`)."""
     parsed = parse_option(option)
     if parsed.mode != "fleet":
-        return resolve_source(endpoint, option, limit_s=limit_s, answered=answered)
+        source, note = resolve_source(endpoint, option, limit_s=limit_s, answered=answered)
+        if parsed.mode == "auto" and source is not None and source.family is ServerFamily.SIM:
+            with_gpus = _with_listed_gpu_pages(endpoint, source, limit_s, answered)
+            if with_gpus is not None:
+                return with_gpus, with_gpus.describe()
+        return source, note
     fleet = resolve_fleet(endpoint, option, limit_s=limit_s, answered=answered)
     return fleet, fleet.describe()
+
+
+def _with_listed_gpu_pages(
+    endpoint: Endpoint,
+    source: ServerMetricsSource,
+    limit_s: float,
+    answered: Outcome | None,
+) -> FleetSource | None:
+    """``auto`` on the simulator: its own page and the GPU pages it lists (a profile with
+    ``gpus:`` serves a DCGM exporter's page, docs/simulator.md), read as one server with
+    its GPUs; None where it lists none. Only the simulator is asked (its family says so):
+    a real server is never sent a request it did not ask for."""
+    found = discover_pages(endpoint, endpoint.base_url, limit_s=limit_s)
+    gpus = [p for p in found.pages if p.role is PageRole.GPU]
+    if not gpus:
+        return None
+    items = [f"replica:{page_name(source.url)}={source.url}"]
+    items += [f"gpu:{p.name}={p.url}" for p in gpus]
+    option = ",".join([*items, f"{source.interval_s:g}"])
+    fleet = resolve_fleet(endpoint, option, limit_s=limit_s, answered=answered)
+    return dataclasses.replace(fleet, engine_alone=True)
 
 
 def resolve_fleet(
