@@ -287,7 +287,7 @@ OPTIONS: tuple[OptionDef, ...] = (
         "export every run's GenAI client metrics over OTLP/HTTP to this base URL (e.g. "
         "http://localhost:4318), or 'env' to take it from OTEL_EXPORTER_OTLP_ENDPOINT; the "
         "OTEL_EXPORTER_OTLP_* variables are honoured; needs pytest-llmperf[otel] "
-        "(docs/export-otel.md)",
+        "(docs/export.md)",
     ),
     OptionDef(
         "--llm-otel-spans",
@@ -300,7 +300,7 @@ OPTIONS: tuple[OptionDef, ...] = (
         "log one MLflow run per test run (parameters, metrics, verdicts as tags, reports "
         "as artefacts), nested under one run per session, to this tracking URI "
         "(http://host:5000, sqlite:///mlflow.db), or 'env': $MLFLOW_TRACKING_URI where it "
-        "is set; needs pytest-llmperf[mlflow] (docs/export-mlflow.md)",
+        "is set; needs pytest-llmperf[mlflow] (docs/export.md)",
     ),
     OptionDef(
         "--llm-mlflow-experiment",

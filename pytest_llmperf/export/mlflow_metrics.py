@@ -3,7 +3,7 @@
 Every number the report holds for the run becomes a metric named as the report and the
 SLO grammar name it (``ttft.p99``, ``request_throughput``, ``error_rate``,
 ``server.ttft.p50``, ``gpu.energy_j``), in the report's units: latencies in ms, throughputs
-per second, rates as fractions, durations in s (docs/export-mlflow.md lists them). A
+per second, rates as fractions, durations in s (docs/export.md lists them). A
 whole-run figure is logged at step 0; a stage's figures again under ``stage.<name>`` with
 the stage's index as the step, so MLflow draws each one across the stages.
 

@@ -1,6 +1,6 @@
 """The JSON report as MLflow runs: one parent per session, one child per test run.
 
-What each run carries (docs/export-mlflow.md):
+What each run carries (docs/export.md):
 
 - the parent: the session's endpoint, model, fingerprint digest, source (CI variables),
   exit status and outcome counts as tags; the session's options as parameters; the

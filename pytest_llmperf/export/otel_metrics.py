@@ -23,7 +23,7 @@ from pytest_llmperf.export.otel_values import RunView, hdr_values_s, request_val
 
 __all__ = ["RecordedRuns", "meter_provider", "record_runs"]
 
-SCOPE = "pytest_llmperf"
+SCOPE = "pytest-llmperf"  # the instrumentation scope: the distribution's name
 Attributes = dict[str, str | int]
 
 

@@ -35,7 +35,7 @@ from pytest_llmperf.redaction import scrub
 
 __all__ = ["SpanCounts", "kept", "record_spans"]
 
-SCOPE = "pytest_llmperf"
+SCOPE = "pytest-llmperf"  # the instrumentation scope: the distribution's name
 
 
 def kept(index: int, ratio: float) -> bool:

@@ -27,7 +27,8 @@ The layers, low to high (each imports only layers before it): ``errors``,
 ``gpu`` (errors and specs only) | ``client`` | ``managed_server``, ``metrics``,
 ``server_metrics`` | ``results`` | ``loadgen``,
 ``slo``, ``analysis`` |
-``methodology`` | ``history`` | ``reports`` | ``plugin`` and the package's front door.
+``methodology`` | ``history`` | ``reports``, ``export`` | ``plugin`` and the package's front
+door.
 """
 
 from __future__ import annotations
@@ -534,3 +535,23 @@ def test_the_pytest_side_is_small() -> None:
     }
     long = {name: n for name, n in lengths.items() if n > PYTEST_SIDE_MAX_LINES}
     assert not long, f"over {PYTEST_SIDE_MAX_LINES} lines: {long}"
+
+
+def test_exports_read_finished_results_only() -> None:
+    """``export/`` sends a finished session's report (and its runs' event logs) to
+    OpenTelemetry and MLflow: it reads results and never reaches what measures, judges or
+    reports (it runs after them), and only the plugin imports it."""
+    edges = layer_graph()
+    above = reachable(edges, "export") & {
+        "loadgen",
+        "slo",
+        "analysis",
+        "methodology",
+        "history",
+        "reports",
+        "plugin",
+        PACKAGE,
+    }
+    assert not above, f"export reaches {sorted(above)}"
+    importers = {node for node, targets in edges.items() if "export" in targets} - {"export"}
+    assert importers <= {"plugin"}, f"export is imported by {sorted(importers)}"

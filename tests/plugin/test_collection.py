@@ -82,7 +82,7 @@ def test_bad_options_are_usage_errors(pytester: pytest.Pytester, args, message) 
 
 
 PROFILES = (
-    "known: disaggregated-1p1d, disaggregated-2p2d, fixed, llama-3.1-8b-h100, "
+    "known: disaggregated-1p1d, disaggregated-2p2d, fixed, gpu-2, llama-3.1-8b-h100, "
     "replicas-2-round-robin, replicas-2-session, replicas-4-least-loaded, "
     "replicas-4-prefix-aware, replicas-4-round-robin, replicas-4-slow-one, strict-reasoning, tiny"
 )
