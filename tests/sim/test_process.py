@@ -86,7 +86,7 @@ def test_cli_unknown_profile_is_one_line_and_exit_2() -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
         "error: unknown simulator profile 'nosuch'; "
-        "known profiles: disaggregated-1p1d, disaggregated-2p2d, fixed, llama-3.1-8b-h100, "
+        "known profiles: disaggregated-1p1d, disaggregated-2p2d, fixed, gpu-2, llama-3.1-8b-h100, "
         "replicas-2-round-robin, replicas-2-session, replicas-4-least-loaded, "
         "replicas-4-prefix-aware, replicas-4-round-robin, replicas-4-slow-one, "
         "strict-reasoning, tiny"
