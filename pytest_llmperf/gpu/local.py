@@ -52,34 +52,29 @@ def local_gpus(option: str, *, nvml: NvmlLoad | None = None, amd: Any = None) ->
     wanted = None if text == "auto" else _indexes(text)
     load = nvml if nvml is not None else shared_nvml()
     if load.nvml is not None:
-        lib = load.nvml
-        chosen = list(range(lib.count)) if wanted is None else wanted
-        missing = [i for i in chosen if i >= lib.count]
-        if missing:
-            raise LlmPerfUsageError(
-                f"no GPU {', '.join(map(str, missing))} here: NVML sees {lib.count} "
-                f"(indexes 0..{lib.count - 1}), got {option!r}",
-                where=OPTION,
-            )
-        gpus = [lib.identify(i) for i in chosen]
-        return LocalGpus(gpus, lib.reader(chosen), _said("NVML", gpus), source="nvml")
+        return _chosen(load.nvml, wanted, option, "NVML", "nvml")
     amd_load = amd if amd is not None else shared_amdsmi()
     if amd_load.amd is not None:
-        found = amd_load.amd
-        chosen = list(range(found.count)) if wanted is None else wanted
-        missing = [i for i in chosen if i >= found.count]
-        if missing:
-            raise LlmPerfUsageError(
-                f"no GPU {', '.join(map(str, missing))} here: amdsmi sees {found.count}, "
-                f"got {option!r}",
-                where=OPTION,
-            )
-        gpus = [found.identify(i) for i in chosen]
-        return LocalGpus(gpus, found.reader(chosen), _said("amdsmi", gpus), source="amdsmi")
+        return _chosen(amd_load.amd, wanted, option, "amdsmi", "amdsmi")
     why = load.note or "no NVML"
     if amd_load.note and not amd_load.note.startswith("no amdsmi"):
         why += f"; {amd_load.note}"
     return LocalGpus(note=f"none on this machine ({why})")
+
+
+def _chosen(lib: Any, wanted: list[int] | None, option: str, how: str, source: str) -> LocalGpus:
+    """The GPUs ``wanted`` (None: every one) of a library that answered (NVML's or
+    amdsmi's: ``count``, ``identify(i)``, ``reader(indexes)``)."""
+    chosen = list(range(lib.count)) if wanted is None else wanted
+    missing = [i for i in chosen if i >= lib.count]
+    if missing:
+        raise LlmPerfUsageError(
+            f"no GPU {', '.join(map(str, missing))} here: {how} sees {lib.count} "
+            f"(indexes 0..{lib.count - 1}), got {option!r}",
+            where=OPTION,
+        )
+    gpus = [lib.identify(i) for i in chosen]
+    return LocalGpus(gpus, lib.reader(chosen), _said(how, gpus), source=source)
 
 
 def _said(how: str, gpus: list[GpuId]) -> str:

@@ -15,8 +15,8 @@ from html import escape
 from typing import Any
 
 from pytest_llmperf.reports.fleet_view import FleetView, ReplicaRow
-from pytest_llmperf.reports.plots import series_points, stage_bands
-from pytest_llmperf.svg import PALETTE, Series, line_chart, nice_ticks, tick_labels
+from pytest_llmperf.reports.plots import run_timeline, series_points, stage_bands
+from pytest_llmperf.svg import PALETTE, Series, nice_ticks, tick_labels
 
 __all__ = ["fleet_plots", "page_series_plots", "replica_bars"]
 
@@ -112,19 +112,16 @@ def page_series_plots(view: FleetView, *, stages: Sequence[Mapping[str, Any]] = 
             for row in view.rows
             if (pts := series_points(row.server, metric, scale))
         ]
-        if series:
-            charts.append(
-                line_chart(
-                    series,
-                    title=title,
-                    x_label="s since the run started",
-                    y_label=y_label,
-                    kind="fleet-timeline",
-                    y_range=y_range,
-                    markers=max(len(s.points) for s in series) < 30,
-                    bands=bands,
-                )
-            )
+        chart = run_timeline(
+            series,
+            title=title,
+            y_label=y_label,
+            kind="fleet-timeline",
+            y_range=y_range,
+            bands=bands,
+        )
+        if chart is not None:
+            charts.append(chart)
     return charts
 
 

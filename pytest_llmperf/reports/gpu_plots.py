@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_llmperf.reports.plots import stage_bands
-from pytest_llmperf.svg import Series, line_chart
+from pytest_llmperf.reports.plots import run_timeline, stage_bands
+from pytest_llmperf.svg import Series
 
 __all__ = ["device_points", "gpu_plots"]
 
@@ -65,17 +65,10 @@ def gpu_plots(
         ("memory_used_mb", "GPU memory used, per GPU", "MB", memory_range),
     ):
         series = [Series(_name(d), pts) for d in devices if (pts := device_points(d, key))]
-        if series:
-            charts.append(
-                line_chart(
-                    series,
-                    title=title,
-                    x_label="s since the run started",
-                    y_label=y_label,
-                    kind=f"gpu-{key.replace('_', '-')}",
-                    y_range=y_range,
-                    markers=max(len(s.points) for s in series) < 30,
-                    bands=bands,
-                )
-            )
+        kind = f"gpu-{key.replace('_', '-')}"
+        chart = run_timeline(
+            series, title=title, y_label=y_label, kind=kind, y_range=y_range, bands=bands
+        )
+        if chart is not None:
+            charts.append(chart)
     return charts

@@ -41,6 +41,7 @@ __all__ = [
     "latency_timeline",
     "latency_timeline_plots",
     "latency_vs_load_plot",
+    "run_timeline",
     "server_series_plots",
     "stage_bands",
     "throughput_plots",
@@ -128,6 +129,31 @@ def series_points(
         if math.isfinite(t) and math.isfinite(v):
             out.append((t, v * scale))
     return out
+
+
+def run_timeline(
+    series: Sequence[Series],
+    *,
+    title: str,
+    y_label: str,
+    kind: str,
+    y_range: tuple[float, float] | None = None,
+    bands: Sequence[Band] = (),
+) -> str | None:
+    """A gauge of each part of a deployment (a page, a GPU) over one run, on the run's time
+    axis (None: no series with points): markers where the points are few."""
+    if not series:
+        return None
+    return line_chart(
+        list(series),
+        title=title,
+        x_label="s since the run started",
+        y_label=y_label,
+        kind=kind,
+        y_range=y_range,
+        markers=max(len(s.points) for s in series) < 30,
+        bands=bands,
+    )
 
 
 def stage_bands(stages: Sequence[Mapping[str, Any]]) -> list[Band]:

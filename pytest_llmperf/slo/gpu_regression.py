@@ -22,8 +22,10 @@ relative to 0 is undefined.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from pytest_llmperf.slo.regression import RegressionCheck, RegressionVerdict, Thresholds
+from pytest_llmperf.slo.regression import RegressionCheck, Thresholds
+from pytest_llmperf.slo.value_regression import not_compared, value_check
 from pytest_llmperf.specs.gpu_names import GPU_METRICS
 
 __all__ = ["compare_gpu"]
@@ -47,7 +49,7 @@ def compare_gpu(
     for name in thresholds.gpu_metrics():
         limit = thresholds.overrides[name]
         b, c = (None if side is None else side.get(name) for side in (baseline, current))
-        common = {
+        common: dict[str, Any] = {
             "metric": name,
             "stat": "",
             "threshold": limit,
@@ -59,47 +61,7 @@ def compare_gpu(
         if b is None or c is None:
             side, values = ("the baseline", baseline) if b is None else ("this run", current)
             why = "no GPU read" if values is None else "not measured"
-            checks.append(_inconclusive(b, c, f"{side} has no {name} ({why})", common))
+            checks.append(not_compared(b, c, f"{side} has no {name} ({why})", **common))
             continue
-        if b <= 0 < c:
-            unit = GPU_METRICS[name].unit
-            reason = f"{name}: the baseline is {b:g} {unit}: a relative change is undefined"
-            checks.append(_inconclusive(b, c, reason, common, note_only=True))
-            continue
-        change = c / b - 1.0 if b > 0 else 0.0
-        verdict = RegressionVerdict.UNCHANGED
-        if change > limit:
-            verdict = RegressionVerdict.REGRESSED
-        elif change < -limit:
-            verdict = RegressionVerdict.IMPROVED
-        checks.append(
-            RegressionCheck(
-                baseline=round(b, 6),
-                current=round(c, 6),
-                change=round(change, 6),
-                p_value=None,
-                verdict=verdict,
-                **common,  # type: ignore[arg-type]
-            )
-        )
+        checks.append(value_check(b, c, limit=limit, unit=GPU_METRICS[name].unit, **common))
     return checks
-
-
-def _inconclusive(
-    b: float | None,
-    c: float | None,
-    reason: str,
-    common: Mapping[str, object],
-    *,
-    note_only: bool = False,
-) -> RegressionCheck:
-    return RegressionCheck(
-        baseline=b,
-        current=c,
-        change=None,
-        p_value=None,
-        verdict=RegressionVerdict.INCONCLUSIVE,
-        reason=reason,
-        note_only=note_only,
-        **common,  # type: ignore[arg-type]
-    )

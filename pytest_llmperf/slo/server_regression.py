@@ -28,6 +28,7 @@ from pytest_llmperf.slo.regression import (
     Thresholds,
     zero_baseline,
 )
+from pytest_llmperf.slo.value_regression import not_compared
 from pytest_llmperf.slo.verdicts import min_samples
 from pytest_llmperf.specs.slo import percentile_of
 
@@ -64,18 +65,8 @@ def compare_server_metrics(
         b, c = base.get(stat), cur.get(stat)
         reason = _why_not(name, stat, b, c, counts, baseline, current)
         if reason:
-            checks.append(
-                RegressionCheck(
-                    baseline=b,
-                    current=c,
-                    change=None,
-                    p_value=None,
-                    verdict=RegressionVerdict.INCONCLUSIVE,
-                    reason=reason,
-                    note_only=reason == zero_baseline(f"{name}.{stat}", "baseline"),
-                    **common,
-                )
-            )
+            note_only = reason == zero_baseline(f"{name}.{stat}", "baseline")
+            checks.append(not_compared(b, c, reason, note_only=note_only, **common))
             continue
         assert b is not None and c is not None
         change = c / b - 1.0 if b > 0 else 0.0  # both 0 (0 against more: _why_not)

@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_llmperf.slo.regression import RegressionCheck, RegressionVerdict, Thresholds
+from pytest_llmperf.slo.regression import RegressionCheck, Thresholds
+from pytest_llmperf.slo.value_regression import not_compared, value_check
 from pytest_llmperf.specs.process_names import PROCESS_METRICS, process_value
 
 __all__ = ["STARTUP_FLOOR_S", "STARTUP_THRESHOLD", "compare_process"]
@@ -67,47 +68,19 @@ def compare_process(
                 continue
             side, block = ("the baseline", baseline) if b is None else ("this run", current)
             why = "the gate did not start its server" if block is None else "not measured"
-            reason = f"{side} has no {name} ({why})"
-            checks.append(_inconclusive(b, c, reason, **common))
+            checks.append(not_compared(b, c, f"{side} has no {name} ({why})", **common))
             continue
-        if b <= 0 < c:
-            reason = f"{name}: the baseline is {b:g} {metric.unit}: a relative change is undefined"
-            checks.append(_inconclusive(b, c, reason, note_only=True, **common))
-            continue
-        change = c / b - 1.0 if b > 0 else 0.0
         floor = STARTUP_FLOOR_S if metric.is_startup else 0.0
-        verdict = RegressionVerdict.UNCHANGED
-        if change > limit and c - b > floor:
-            verdict = RegressionVerdict.REGRESSED
-        elif change < -limit and b - c > floor:
-            verdict = RegressionVerdict.IMPROVED
-        reason = ""
-        if verdict is RegressionVerdict.UNCHANGED and change > limit and floor:
-            reason = f"+{c - b:.2f} s is within the {floor:g} s a start may vary by"
         checks.append(
-            RegressionCheck(
-                baseline=round(b, 4),
-                current=round(c, 4),
-                change=round(change, 6),
-                p_value=None,
-                verdict=verdict,
-                reason=reason,
+            value_check(
+                b,
+                c,
+                limit=limit,
+                unit=metric.unit,
+                floor=floor,
+                floor_why="a start may vary by",
+                digits=4,
                 **common,
             )
         )
     return checks
-
-
-def _inconclusive(
-    b: float | None, c: float | None, reason: str, *, note_only: bool = False, **common: Any
-) -> RegressionCheck:
-    return RegressionCheck(
-        baseline=b,
-        current=c,
-        change=None,
-        p_value=None,
-        verdict=RegressionVerdict.INCONCLUSIVE,
-        reason=reason,
-        note_only=note_only,
-        **common,
-    )
