@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.export.mlflow_server import MlflowServer, start_mlflow_server
+sys.path.insert(0, str(Path(__file__).parent))  # mlflow_server, otlp_receiver
+
+from mlflow_server import MlflowServer, start_mlflow_server
 
 
 @pytest.fixture(scope="session")

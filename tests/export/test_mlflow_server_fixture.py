@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
-from tests.export.mlflow_server import MlflowServer
+from mlflow_server import MlflowServer
 
 
 def test_the_tracking_server_answers_its_rest_api(mlflow_server: MlflowServer) -> None:

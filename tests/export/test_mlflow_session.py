@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from mlflow import MlflowClient
 from mlflow.entities import Run
+from mlflow_server import MlflowServer
 
 from pytest_llmperf.export.mlflow_names import slo_key
-from tests.export.mlflow_server import MlflowServer
 
 SECRET = "sk-mlflow-DO-NOT-LEAK-7731"
 EXPERIMENT = "llmperf-session-test"

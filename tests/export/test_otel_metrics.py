@@ -16,6 +16,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from otlp_receiver import otlp_metrics_receiver
 
 from pytest_llmperf.errors import LlmPerfUsageError
 from pytest_llmperf.export.otel_names import DURATION, HISTOGRAMS, TOKEN_USAGE, TPOT, TTFT
@@ -24,7 +25,6 @@ from pytest_llmperf.export.otel_target import otlp_target
 from pytest_llmperf.export.otel_values import RunView, hdr_values_s, run_views
 from pytest_llmperf.metrics.histogram import LatencyHistogram
 from pytest_llmperf.results.event_log import analyse_event_log
-from tests.export.otlp_receiver import otlp_metrics_receiver
 
 SECRET = "sk-otel-test-secret-7731"
 

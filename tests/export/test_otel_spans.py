@@ -16,11 +16,11 @@ from typing import Any
 
 import mlflow
 import pytest
+from mlflow_server import MlflowServer
 
 from pytest_llmperf.export.otel_spans import kept
 from pytest_llmperf.export.otel_values import request_values
 from pytest_llmperf.sim.process import SimProcess, start_sim_process
-from tests.export.mlflow_server import MlflowServer
 
 RATIO = 0.5
 SUITE = """
