@@ -20,18 +20,26 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 from collections.abc import Callable, Coroutine
-from enum import Enum
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from pytest_llmperf.errors import LlmPerfUsageError
 
-__all__ = ["EventLoopChoice", "LoopFactory", "loop_factory", "parse_event_loop", "run_on"]
+__all__ = [
+    "EventLoopChoice",
+    "LoopFactory",
+    "loop_factory",
+    "parse_event_loop",
+    "run_on",
+    "running_loop_choice",
+    "uvloop_installed",
+]
 
 T = TypeVar("T")
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 
 
-class EventLoopChoice(str, Enum):
+class EventLoopChoice(StrEnum):
     """``--llm-event-loop``'s values."""
 
     AUTO = "auto"
@@ -83,3 +91,15 @@ def run_on(coro: Coroutine[Any, Any, T], choice: EventLoopChoice | str) -> T:
     """``asyncio.run(coro)`` on a fresh loop of the chosen kind."""
     with asyncio.Runner(loop_factory=loop_factory(choice)) as runner:
         return runner.run(coro)
+
+
+def running_loop_choice() -> EventLoopChoice:
+    """The kind of the running loop (asyncio's when none runs): what a worker process
+    started from it runs on, so ``--llm-workers=N`` measures on the loop the test chose."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return EventLoopChoice.ASYNCIO
+    if type(loop).__module__.split(".", 1)[0] == "uvloop":
+        return EventLoopChoice.UVLOOP
+    return EventLoopChoice.ASYNCIO

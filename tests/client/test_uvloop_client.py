@@ -98,3 +98,28 @@ def test_uvloop_missing_auto_falls_back_and_uvloop_is_a_usage_error(
     with pytest.raises(LlmPerfUsageError, match=r"pytest-llmperf\[uvloop\]") as caught:
         loop_factory("uvloop", where="llm_event_loop")
     assert "llm_event_loop" in str(caught.value)
+
+
+def test_a_worker_process_runs_on_the_kind_of_loop_its_parent_ran() -> None:
+    """``--llm-workers=N``: the payload names the parent's loop, the worker runs on it."""
+    import asyncio
+
+    from pytest_llmperf.loadgen.event_loops import running_loop_choice
+    from pytest_llmperf.loadgen.scale_out.worker_share import ShareRunner
+
+    async def choice() -> EventLoopChoice:
+        return running_loop_choice()
+
+    assert running_loop_choice() is EventLoopChoice.ASYNCIO  # no loop running
+    assert run_on(choice(), "uvloop") is EventLoopChoice.UVLOOP
+    assert asyncio.run(choice()) is EventLoopChoice.ASYNCIO
+
+    class Share(ShareRunner):
+        def __init__(self, loop: str) -> None:  # no plan: only the loop is under test
+            self.payload = {"event_loop": loop}
+
+        async def execute(self, t0_ns: int, shift_ns: int = 0) -> dict[str, str]:
+            return {"loop": running_loop_choice().value}
+
+    assert Share("uvloop").run(0) == {"loop": "uvloop"}
+    assert Share("asyncio").run(0) == {"loop": "asyncio"}
