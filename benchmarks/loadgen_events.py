@@ -85,7 +85,11 @@ streams: over five minutes a round of three clients).
 
 A client may be named with its event loop, ``CLIENT:uvloop`` (default
 ``asyncio``): ``--clients llmperf,llmperf:uvloop,aiohttp`` measures the project's
-client on both loops in the same rounds (issue 42, item 2). The script prints
+client on both loops in the same rounds (issue 42, item 2). ``CLIENT@MS``
+(``llmperf@2``, ``llmperf:uvloop@10``) makes that client's event loop sleep
+``MS`` at the end of every turn, so its connections are read less often and
+each read finds more (issue 42, item 1's experiment: system calls saved per
+event against the timestamps' error; the sleep is not CPU time). The script prints
 the machine's system-call cost first (``syscall_cost.py``).
 
 ``--per-stream`` is the requests per stream slot in a run (default 2: the
@@ -454,9 +458,37 @@ def _tally_summary(tally: Tally) -> dict[str, Any]:
 
 
 def split_client(name: str) -> tuple[str, str]:
-    """``httptools:uvloop`` -> (``httptools``, ``uvloop``); no loop named: asyncio's."""
-    client, _, loop = name.partition(":")
+    """``httptools:uvloop@2`` -> (``httptools``, ``uvloop``); no loop named: asyncio's."""
+    client, _, loop = name.partition("@")[0].partition(":")
     return client, loop or "asyncio"
+
+
+def hold_ms(name: str) -> float:
+    """``llmperf@2`` -> 2.0: the client's event loop holds 2 ms each turn (see :func:`_held`)."""
+    return float(name.partition("@")[2] or 0)
+
+
+async def _held(coro: Coroutine[Any, Any, Any], hold_s: float) -> Any:
+    """Run ``coro`` with the loop made to read less often: every turn of the loop ends in a
+    ``time.sleep(hold_s)`` (a callback that sleeps and schedules itself again), so each
+    connection's bytes accumulate for ``hold_s`` before its next read. The experiment of
+    issue 42 item 1: what reading less often saves in system calls per event, and what it
+    costs in timestamp truth (an event's time is the read that delivered it). The sleep is
+    not CPU time."""
+    loop = asyncio.get_running_loop()
+    sleep = time.sleep
+    on = True
+
+    def hold() -> None:
+        if on:
+            sleep(hold_s)
+            loop.call_soon(hold)
+
+    loop.call_soon(hold)
+    try:
+        return await coro
+    finally:
+        on = False
 
 
 def _client_call(
@@ -508,7 +540,10 @@ def child(
     c0, t0 = time.process_time(), time.perf_counter()
     if profiler is not None:
         profiler.enable()
-    got: Any = run_on(loop, _client_call(client, url, concurrency, requests, tokens))
+    call = _client_call(client, url, concurrency, requests, tokens)
+    if hold_ms(name):
+        call = _held(call, hold_ms(name) / 1000)
+    got: Any = run_on(loop, call)
     if profiler is not None:
         profiler.disable()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -889,8 +924,13 @@ def main() -> None:
     unknown = {c for c in clients if split_client(c)[0] not in CLIENTS + EXTRA_CLIENTS} | {
         c for c in clients if split_client(c)[1] not in LOOPS
     }
+    for c in clients:
+        try:
+            hold_ms(c)
+        except ValueError:
+            unknown.add(c)
     if unknown:
-        raise SystemExit(f"unknown clients: {sorted(unknown)} (CLIENT or CLIENT:LOOP)")
+        raise SystemExit(f"unknown clients: {sorted(unknown)} (CLIENT[:LOOP][@HOLD_MS])")
 
     from pytest_llmperf.client.fdlimits import ensure_descriptors
 
