@@ -62,9 +62,6 @@ class InconclusivePolicy(StrEnum):
 INCONCLUSIVE_POLICIES: tuple[InconclusivePolicy, ...] = tuple(InconclusivePolicy)
 
 
-EVENT_LOOPS = ("auto", "asyncio", "uvloop")  # --llm-event-loop (loadgen/event_loops.py)
-
-
 class SummaryDetail(StrEnum):
     """``--llm-summary``: how much the terminal's llmperf section says of each test."""
 
@@ -293,13 +290,6 @@ OPTIONS: tuple[OptionDef, ...] = (
         "(docs/export.md)",
     ),
     OptionDef(
-        "--llm-event-loop",
-        "the event loop of the async tests (through pytest-asyncio's loop factories) and of "
-        "the load generator's worker processes: asyncio (default), uvloop (the [uvloop] "
-        "extra), or auto (uvloop where it is installed)",
-        "asyncio",
-    ),
-    OptionDef(
         "--llm-otel-spans",
         "with --llm-otel: also one span per request, for this share of requests (a ratio "
         "0..1 or a percentage, default 0: none), under a span per run and one per session",
@@ -382,7 +372,6 @@ class LlmPerfOptions:
     otel_spans: float = 0.0  # --llm-otel-spans: the share of requests exported as spans
     mlflow: str | None = None  # --llm-mlflow: a tracking URI, or "env"
     mlflow_experiment: str | None = None  # --llm-mlflow-experiment
-    event_loop: str = "asyncio"  # --llm-event-loop: auto, asyncio or uvloop
 
     @classmethod
     def resolve(
@@ -490,9 +479,6 @@ class LlmPerfOptions:
             otel_spans=_ratio("--llm-otel-spans", raw["llm_otel_spans"]),
             mlflow=_mlflow_uri(raw["llm_mlflow"]),
             mlflow_experiment=(raw["llm_mlflow_experiment"] or "").strip() or None,
-            event_loop=_choice(
-                "--llm-event-loop", raw["llm_event_loop"] or "asyncio", EVENT_LOOPS
-            ),
         )
 
 

@@ -23,7 +23,6 @@ from pytest_llmperf.options import OPTIONS, LlmPerfOptions, WorkerBackend
 from pytest_llmperf.plugin.asyncio_scope import set_default_fixture_loop_scope
 from pytest_llmperf.plugin.collection import CollectionHooks
 from pytest_llmperf.plugin.endpoints import EndpointPool
-from pytest_llmperf.plugin.event_loop import register_event_loop
 from pytest_llmperf.plugin.header import HeaderHooks
 from pytest_llmperf.plugin.interrupts import InterruptHooks
 from pytest_llmperf.plugin.judging import JudgingHooks
@@ -151,7 +150,6 @@ def pytest_configure(config: pytest.Config) -> None:
         # --llm-gpu: NVML loaded once (a machine without a driver never imports pynvml);
         # an index it lacks is a usage error now, no GPU at all one note (the header)
         gpus = local_gpus(options.gpu)
-        register_event_loop(config, options.event_loop)  # --llm-event-loop
     except LlmPerfUsageError as exc:
         raise pytest.UsageError(f"pytest-llmperf: {exc}") from None
     state = _new_state(config, options, ruleset, baseline, thresholds, ab_thresholds)

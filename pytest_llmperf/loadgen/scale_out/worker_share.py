@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_llmperf.client.models import resolve_model
-from pytest_llmperf.loadgen.event_loops import EventLoopChoice, run_on
 from pytest_llmperf.loadgen.issue.local import ShareRun
 from pytest_llmperf.loadgen.plan.planner import RunPlan
 from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
@@ -70,8 +69,7 @@ class ShareRunner:
 
     def run(self, t0_ns: int, shift_ns: int = 0) -> dict[str, Any]:
         """Run this worker's share from ``t0_ns`` (this machine's monotonic clock)."""
-        loop = self.payload.get("event_loop", EventLoopChoice.ASYNCIO.value)
-        return run_on(self.execute(t0_ns, shift_ns), loop)
+        return asyncio.run(self.execute(t0_ns, shift_ns))
 
     async def execute(self, t0_ns: int, shift_ns: int = 0) -> dict[str, Any]:
         """:meth:`run` on the running event loop (a Ray actor's own)."""

@@ -38,7 +38,6 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_llmperf.loadgen.event_loops import running_loop_choice
 from pytest_llmperf.loadgen.issue.stats import IssueStats
 from pytest_llmperf.loadgen.scale_out.messages import WorkerMessage
 from pytest_llmperf.loadgen.self_check import WorkerReport
@@ -233,7 +232,6 @@ def payload_for(share: ShareRun, index: int, count: int, events_path: str | None
         "request_limits_ms": share.request_limits_ms,
         "label": share.label,
         "events_path": events_path,
-        "event_loop": running_loop_choice().value,  # the worker runs on the parent's kind
     }
 
 
