@@ -46,8 +46,14 @@ Per client and configuration:
   no truth of its own, so this script's server (``--serve``, the benchmark
   server with that path stamped) records arrival and the write's return; the
   true ITL there is 0 (all tokens in one write);
-- ``ev/read``: token events per read of the bare loops (a slower client reads
-  more events at a time, and so pays fewer reads per event);
+- ``ev/read``: token events per read (a slower client reads more events at a
+  time, and so pays fewer reads per event): with ``--syscalls``, per ``recvfrom``
+  or ``read`` system call of the measured run, counted by ``perf stat``
+  (``syscall_count.py``), for every client alike; without, the bare loops' own
+  count of reads and ``LoadRun``'s reads that delivered a token event (its token
+  events less its ITL gaps of 0);
+- with ``--syscalls``, system calls per token event, per round: reads, epoll
+  waits, writes, ``epoll_ctl`` and all (issue 42);
 - ``others``: CPU cores busy outside the client and the server during the run
   (``/proc/stat`` less the two), with the load average: the neighbours' share.
 
@@ -76,6 +82,15 @@ streams: over five minutes a round of three clients).
     python benchmarks/loadgen_events.py --profile /tmp/ev.prof --concurrency 512 \
         --itl 0 --per-stream 1
     python benchmarks/loadgen_events.py --micro              # per-event pieces, no socket
+
+A client may be named with its event loop, ``CLIENT:uvloop`` (default
+``asyncio``): ``--clients llmperf,llmperf:uvloop,aiohttp`` measures the project's
+client on both loops in the same rounds (issue 42, item 2). ``CLIENT@MS``
+(``llmperf@2``, ``llmperf:uvloop@10``) makes that client's event loop sleep
+``MS`` at the end of every turn, so its connections are read less often and
+each read finds more (issue 42, item 1's experiment: system calls saved per
+event against the timestamps' error; the sleep is not CPU time). The script prints
+the machine's system-call cost first (``syscall_cost.py``).
 
 ``--per-stream`` is the requests per stream slot in a run (default 2: the
 run holds ``concurrency x per-stream`` requests). ``--profile FILE`` runs
@@ -107,7 +122,10 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import syscall_count  # noqa: E402
+from loops import LOOPS, run_on  # noqa: E402
 from streaming_server import Connection, ServerProcess, StreamingServer  # noqa: E402
+from syscall_cost import line as syscall_cost_line  # noqa: E402
 
 MODEL = "bench-model"
 CLIENTS = ("llmperf", "aiohttp", "httptools")
@@ -408,7 +426,11 @@ async def llmperf(url: str, concurrency: int, requests: int, tokens: int) -> dic
     result = await run.execute()
     ttft, itl = result.metrics["ttft"], result.metrics["itl"]
     assert isinstance(ttft, LatencyHistogram) and isinstance(itl, LatencyHistogram)
+    # the gaps of 0 are the 2nd.. token events of one read: the rest came each in a read
+    # of its own (those reads, not the reads that held no token event: a lower bound)
+    zero_gaps, _ = itl.split_at_ms(0.001)
     return {
+        "event_reads": seen["events"] - zero_gaps,
         "events": seen["events"],
         "requests": result.counts["completed"] + result.counts.get("failed", 0),
         "errors": seen["errors"],
@@ -435,6 +457,40 @@ def _tally_summary(tally: Tally) -> dict[str, Any]:
     }
 
 
+def split_client(name: str) -> tuple[str, str]:
+    """``httptools:uvloop@2`` -> (``httptools``, ``uvloop``); no loop named: asyncio's."""
+    client, _, loop = name.partition("@")[0].partition(":")
+    return client, loop or "asyncio"
+
+
+def hold_ms(name: str) -> float:
+    """``llmperf@2`` -> 2.0: the client's event loop holds 2 ms each turn (see :func:`_held`)."""
+    return float(name.partition("@")[2] or 0)
+
+
+async def _held(coro: Coroutine[Any, Any, Any], hold_s: float) -> Any:
+    """Run ``coro`` with the loop made to read less often: every turn of the loop ends in a
+    ``time.sleep(hold_s)`` (a callback that sleeps and schedules itself again), so each
+    connection's bytes accumulate for ``hold_s`` before its next read. The experiment of
+    issue 42 item 1: what reading less often saves in system calls per event, and what it
+    costs in timestamp truth (an event's time is the read that delivered it). The sleep is
+    not CPU time."""
+    loop = asyncio.get_running_loop()
+    sleep = time.sleep
+    on = True
+
+    def hold() -> None:
+        if on:
+            sleep(hold_s)
+            loop.call_soon(hold)
+
+    loop.call_soon(hold)
+    try:
+        return await coro
+    finally:
+        on = False
+
+
 def _client_call(
     client: str, url: str, concurrency: int, requests: int, tokens: int
 ) -> Coroutine[Any, Any, Any]:
@@ -447,10 +503,22 @@ def _client_call(
 
 
 def child(
-    client: str, url: str, concurrency: int, requests: int, tokens: int, profile: str
+    name: str,
+    url: str,
+    concurrency: int,
+    requests: int,
+    tokens: int,
+    profile: str,
+    syscalls: bool = False,
 ) -> None:
-    """One client run in this (fresh) process; prints one JSON line."""
+    """One client run in this (fresh) process, on its event loop; prints one JSON line.
+
+    ``syscalls``: count the measured run's system calls with ``perf stat`` (started after
+    the warm-up, stopped after the run; ``syscall_count.py``).
+    """
     from pytest_llmperf.client.fdlimits import ensure_descriptors
+
+    client, loop = split_client(name)
 
     _big = bytes(4 << 20)  # see below
     ensure_descriptors(concurrency, what="benchmark streams")
@@ -461,7 +529,8 @@ def child(
     # run for a while has freed one; so has every client here, the same way, before it starts.
     del _big
     c, r, t = WARMUP
-    asyncio.run(_client_call(client, url, c, r, t))  # imports, first calls: not measured
+    run_on(loop, _client_call(client, url, c, r, t))  # imports, first calls: not measured
+    counting = syscall_count.start() if syscalls else None
     profiler = None
     if profile:
         import cProfile
@@ -471,11 +540,15 @@ def child(
     c0, t0 = time.process_time(), time.perf_counter()
     if profiler is not None:
         profiler.enable()
-    got: Any = asyncio.run(_client_call(client, url, concurrency, requests, tokens))
+    call = _client_call(client, url, concurrency, requests, tokens)
+    if hold_ms(name):
+        call = _held(call, hold_ms(name) / 1000)
+    got: Any = run_on(loop, call)
     if profiler is not None:
         profiler.disable()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    counts = counting.stop() if counting is not None else None
     if isinstance(got, Tally):  # the bare loops leave their connects out; LoadRun cannot
         wall -= got.setup_wall_s
         cpu -= got.setup_cpu_s
@@ -491,6 +564,7 @@ def child(
         sys_s=system * scale,
         nvcsw=ru1.ru_nvcsw - ru0.ru_nvcsw,
         nivcsw=ru1.ru_nivcsw - ru0.ru_nivcsw,
+        syscalls=counts,  # the bare loops' connects included (a few per connection)
     )
     print(json.dumps(out))
 
@@ -547,10 +621,11 @@ def run_round(
     requests: int,
     tokens: int,
     profile: str = "",
+    syscalls: bool = False,
 ) -> Round:
     server.reset()
     cmd = [sys.executable, os.path.abspath(__file__), "--child", client, server.url]
-    cmd += [str(concurrency), str(requests), str(tokens), profile]
+    cmd += [str(concurrency), str(requests), str(tokens), profile or "-", str(int(syscalls))]
     busy0, srv0, wall0 = _busy_ticks(), _proc_ticks(server.proc.pid), time.monotonic()
     kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
@@ -611,8 +686,8 @@ def report(concurrency: int, itl: float, tokens: int, by_client: dict[str, list[
         ev = max(1, int(best.out["events"]))
         usr, sys_ = best.out["user_s"] / ev * 1e6, best.out["sys_s"] / ev * 1e6
         share = statistics.median(r.out["cpu_s"] / r.out["wall_s"] for r in rounds)
-        reads = [r.out["events"] / r.out["reads"] for r in rounds if r.out.get("reads")]
-        per_read = f"{statistics.median(reads):7.1f}" if reads else "      -"  # LoadRun: -
+        reads = [r.out["events"] / n for r in rounds if (n := _reads(r.out))]
+        per_read = f"{statistics.median(reads):7.2f}" if reads else "      -"
         print(
             f"  {client:14s} {max(rates):9.0f} {statistics.median(rates):8.0f} | "
             f"{max(per_cpu):13.0f} {statistics.median(per_cpu):7.0f} | "
@@ -620,17 +695,44 @@ def report(concurrency: int, itl: float, tokens: int, by_client: dict[str, list[
             f"{share:9.2f} | {per_read} | {_fmt_err(rounds, 'ttft_ms')} | "
             f"{_fmt_err(rounds, 'itl_ms')}"
         )
-    if "aiohttp" in by_client:
-        base = by_client["aiohttp"]
+    for client, rounds in by_client.items():
+        counted = [r for r in rounds if r.out.get("syscalls")]
+        if counted:
+            print(f"  {client}: system calls per token event, per round: " + _per_event(counted))
+    base_name = next((c for c in by_client if split_client(c)[0] == "aiohttp"), "")
+    if base_name:
+        base = by_client[base_name]
         for client, rounds in by_client.items():
-            if client == "aiohttp":
+            if client == base_name:
                 continue
             ratios = sorted(b.cpu_us / r.cpu_us for r, b in zip(rounds, base, strict=True))
             print(
-                f"  {client} / aiohttp, events per CPU-second, per round: "
+                f"  {client} / {base_name}, events per CPU-second, per round: "
                 + " ".join(f"{x:.2f}" for x in ratios)
                 + f" (median {statistics.median(ratios):.2f})"
             )
+
+
+def _reads(out: dict[str, Any]) -> int:
+    """The run's reads: counted system calls where ``--syscalls`` counted them, else the
+    bare loops' own count, else ``LoadRun``'s reads that delivered a token event."""
+    counts = out.get("syscalls")
+    if counts:
+        return sum(counts.get(c, 0) for c in syscall_count.GROUPS["reads"])
+    return int(out.get("reads") or out.get("event_reads") or 0)
+
+
+def _per_event(rounds: list[Round]) -> str:
+    parts = []
+    for r in rounds:
+        counts, events = r.out["syscalls"], max(1, int(r.out["events"]))
+        groups = {
+            name: sum(counts.get(c, 0) for c in calls)
+            for name, calls in syscall_count.GROUPS.items()
+        }
+        body = " ".join(f"{name} {n / events:.3f}" for name, n in groups.items())
+        parts.append(f"[{body}, all {counts.get('total', 0) / events:.3f}]")
+    return " ".join(parts)
 
 
 def profile_run(
@@ -793,15 +895,23 @@ def main() -> None:
     ap.add_argument(
         "--micro", action="store_true", help="per-event costs of the client's pieces, no socket"
     )
+    ap.add_argument(
+        "--syscalls",
+        action="store_true",
+        help="count each measured run's system calls with perf stat (reads, epoll waits, "
+        "writes per token event; adds about 0.2-0.3 µs of sys time per system call)",
+    )
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
         asyncio.run(_serve(float(args.itl)))
         return
     if args.child:
-        client, url, conc, reqs, toks, prof = args.child
-        child(client, url, int(conc), int(reqs), int(toks), prof)
+        client, url, conc, reqs, toks, prof, calls = args.child
+        child(
+            client, url, int(conc), int(reqs), int(toks), "" if prof == "-" else prof, calls == "1"
+        )
         return
     if args.micro:
         micro(args.tokens, max(5, args.rounds * 5))
@@ -811,9 +921,16 @@ def main() -> None:
     levels = [int(x) for x in args.concurrency.split(",")]
     itls = [float(x) for x in args.itl.split(",")]
     clients = args.clients.split(",")
-    unknown = set(clients) - set(CLIENTS + EXTRA_CLIENTS)
+    unknown = {c for c in clients if split_client(c)[0] not in CLIENTS + EXTRA_CLIENTS} | {
+        c for c in clients if split_client(c)[1] not in LOOPS
+    }
+    for c in clients:
+        try:
+            hold_ms(c)
+        except ValueError:
+            unknown.add(c)
     if unknown:
-        raise SystemExit(f"unknown clients: {sorted(unknown)}")
+        raise SystemExit(f"unknown clients: {sorted(unknown)} (CLIENT[:LOOP][@HOLD_MS])")
 
     from pytest_llmperf.client.fdlimits import ensure_descriptors
 
@@ -823,6 +940,7 @@ def main() -> None:
         f"{platform.python_version()}; RLIMIT_NOFILE soft {soft} (each side needs one per "
         f"stream); load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
+    print(syscall_cost_line())
     if args.profile:
         requests = round(levels[0] * args.per_stream)
         profile_run(levels[0], itls[0], requests, args.tokens, args.profile, args.top)
@@ -837,7 +955,9 @@ def main() -> None:
                     order = clients[k % len(clients) :] + clients[: k % len(clients)]
                     for client in order:
                         by_client[client].append(
-                            run_round(server, client, conc, requests, args.tokens)
+                            run_round(
+                                server, client, conc, requests, args.tokens, "", args.syscalls
+                            )
                         )
                 report(conc, itl, args.tokens, by_client)
         finally:

@@ -13,6 +13,9 @@ its own process, cheaper per request than either client). Each client runs
 ``--rounds`` times, alternating, and the best round of each is compared.
 
     python benchmarks/loadgen_throughput.py [--requests 6000] [--rounds 3] [--workers 1]
+    python benchmarks/loadgen_throughput.py --uvloop   # LoadRun on uvloop too, each round
+
+It prints the machine's system-call cost first (``syscall_cost.py``, issue 42).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import aiohttp
+from loops import run_on
 from streaming_server import start_server
+from syscall_cost import line as syscall_cost_line
 
 from pytest_llmperf.client.endpoint import Endpoint
 from pytest_llmperf.loadgen import LoadRun
@@ -132,7 +137,11 @@ def main() -> None:
         help="bench: benchmarks/streaming_server.py (default); sim: the embedded simulator, "
         "fixed profile with zero TTFT and ITL",
     )
+    ap.add_argument(
+        "--uvloop", action="store_true", help="also run LoadRun on uvloop, each round (issue 42)"
+    )
     args = ap.parse_args()
+    cost = syscall_cost_line()
     global MODEL
     if args.server == "sim":
         from pytest_llmperf.sim import start_sim_process
@@ -146,6 +155,7 @@ def main() -> None:
         lines: list[float] = []
         via_httpx: list[float] = []
         mine: list[float] = []
+        on_uvloop: list[float] = []
         for _ in range(args.rounds):
             bare.append(asyncio.run(bare_aiohttp(server.url, args.requests)))
             lines.append(asyncio.run(bare_aiohttp(server.url, args.requests, by_lines=True)))
@@ -154,6 +164,8 @@ def main() -> None:
             )
             rate, check = asyncio.run(ours(server.url, args.requests, args.workers))
             mine.append(rate)
+            if args.uvloop:
+                on_uvloop.append(run_on("uvloop", ours(server.url, args.requests, args.workers))[0])
     finally:
         server.stop()
     best_bare, best_mine = max(bare), max(mine)
@@ -162,6 +174,7 @@ def main() -> None:
         f"{platform.python_version()}, load average: "
         + " ".join(f"{x:.2f}" for x in os.getloadavg())
     )
+    print(cost)
     print(
         f"max-throughput, {CONCURRENCY} concurrent {TOKENS}-token streams, "
         f"{args.requests} requests x {args.rounds} rounds, zero-delay "
@@ -185,6 +198,13 @@ def main() -> None:
         + " ".join(f"{r:.0f}" for r in mine)
         + f"  (workers={args.workers})"
     )
+    if on_uvloop:
+        print(
+            f"  LoadRun on uvloop:        best {max(on_uvloop):7.0f} req/s  rounds "
+            + " ".join(f"{r:.0f}" for r in on_uvloop)
+            + "; per round uvloop/asyncio "
+            + " ".join(f"{u / m:.2f}" for u, m in zip(on_uvloop, mine, strict=True))
+        )
     print(f"  ratio ours/bare: {best_mine / best_bare:.2f}  (target >= 0.90)")
     print(f"  ratio ours/bare-by-lines: {best_mine / max(lines):.2f}  (context)")
     per_round = sorted(m / b for m, b in zip(mine, bare, strict=True))
