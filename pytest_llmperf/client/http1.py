@@ -60,7 +60,6 @@ from typing import Protocol, cast
 from httptools import (
     HttpParserCallbackError,
     HttpParserError,
-    HttpParserUpgrade,
     HttpResponseParser,
 )
 

@@ -30,15 +30,7 @@ def _pure_forced() -> bool:
     return os.environ.get(PURE_PYTHON_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-if TYPE_CHECKING:
-    from pytest_llmperf.client._speedups_py import (
-        COMPILED,
-        MAX_HEAD_BYTES,
-        ConnectionReads,
-        SinkReads,
-        text_events,
-    )
-elif _pure_forced():
+if TYPE_CHECKING or _pure_forced():
     from pytest_llmperf.client._speedups_py import (
         COMPILED,
         MAX_HEAD_BYTES,
