@@ -296,3 +296,10 @@ def test_pure_python_env_forces_the_fallback() -> None:
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
         )
         assert out.stdout.strip() == expected
+
+
+def test_the_session_header_says_which_path_reads(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    word = "reads=compiled" if speedups.speedups_in_use() else "reads=python"
+    result.stdout.fnmatch_lines([f"llmperf: api=* {word}"])
