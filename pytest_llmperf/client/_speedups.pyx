@@ -156,7 +156,7 @@ cdef class SinkReads:
     cdef public object record
     # the learned framing of _whole_reads (its event_framing), once it has one
     cdef bytes _head, _tail, _end
-    cdef object _info
+    cdef bint _output, _answer  # what its events mean (the reader's text_info)
 
     def on_body(self, data, now_ns):
         if self.done.done():
@@ -167,15 +167,17 @@ cdef class SinkReads:
         if reader is not None and self._parser.idle:
             if self._end is not None and type(data) is bytes:
                 count = _sse_run(<bytes>data, self._head, self._tail, self._end)
-                info = self._info
+                if count:
+                    _events(self.record, count, now_ns, self._output, self._answer)
+                    return
             else:
                 count = reader.sse_run(data)
-                info = reader.text_info if count else None
-                if count and self._end is None:
-                    self._learned(reader, info)
-            if count:
-                text_events(self.record, count, now_ns, info)
-                return
+                if count:
+                    info = reader.text_info
+                    if self._end is None:
+                        self._learned(reader, info)
+                    text_events(self.record, count, now_ns, info)
+                    return
         self._on_body(data, now_ns)
 
     cdef _learned(self, reader, info):
@@ -183,14 +185,18 @@ cdef class SinkReads:
         framing = reader.event_framing
         if framing is not None:
             self._head, self._tail, self._end = framing
-            self._info = info
+            self._output, self._answer = bool(info.output), bool(info.answer)
 
     def _on_body(self, data, now_ns):
         raise NotImplementedError
 
 
-cpdef text_events(record, Py_ssize_t count, now, info):
+def text_events(record, Py_ssize_t count, now, info):
     """``count`` token events of one read, each meaning ``info``: as in ``_speedups_py``."""
+    _events(record, count, now, bool(info.output), bool(info.answer))
+
+
+cdef inline _events(record, Py_ssize_t count, now, bint output, bint answer):
     if record.t_first:
         record.gaps_ns.append(now - record.t_last)
     else:
@@ -199,7 +205,7 @@ cpdef text_events(record, Py_ssize_t count, now, info):
         record.gaps_ns.extend(repeat(0, count - 1))
     record.t_last = now
     record.token_events += count
-    if info.output:
+    if output:
         record.has_output = True
-    if info.answer and not record.t_out:
+    if answer and not record.t_out:
         record.t_out = now
