@@ -244,6 +244,7 @@ def test_the_compiled_count_is_the_readers_on_odd_reads() -> None:
     from pytest_llmperf.apis.chunk_shapes import ChunkReader
 
     reader = ChunkReader()
+    assert reader.event_framing is None  # nothing learned: the client asks the reader
     for token in ("a", "b"):
         reader(_chat(token)[6:-2].decode())
     assert reader.event_framing is not None
