@@ -5,8 +5,8 @@ an install where it cannot be built gets the pure-Python twin, ``_speedups_py``)
 It is chosen here, once, at import: the compiled one when it imports, unless
 ``LLMPERF_PURE_PYTHON=1`` is set (the tests run both). The two give the same
 records on the same bytes; the compiled one takes less CPU per read
-(benchmarks/compiled.md). :func:`speedups_in_use` says which one this process runs,
-and the session header prints it.
+(benchmarks/README.md, "Issue 42, item 3"). :func:`speedups_in_use` says which one this
+process runs, and the session header prints it.
 """
 
 from __future__ import annotations
