@@ -24,6 +24,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from itertools import accumulate
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -282,7 +283,7 @@ def test_the_choice_is_visible_and_follows_the_environment() -> None:
 
 
 @needs_compiled
-def test_pure_python_env_forces_the_fallback() -> None:
+def test_pure_python_env_forces_the_fallback(tmp_path: Path) -> None:
     code = (
         "from pytest_llmperf.client.speedups import speedups_in_use;"
         "from pytest_llmperf.client.http1 import Http1Connection as C;"
@@ -293,8 +294,13 @@ def test_pure_python_env_forces_the_fallback() -> None:
         ("", "True pytest_llmperf.client._speedups"),
     ):
         env = {**os.environ, speedups.PURE_PYTHON_ENV: value}
-        out = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        out = subprocess.run(  # not in the checkout: ``-c`` puts the cwd on sys.path
+            [sys.executable, "-c", code],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         assert out.stdout.strip() == expected
 
