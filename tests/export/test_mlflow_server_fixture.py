@@ -14,4 +14,5 @@ def test_the_tracking_server_answers_its_rest_api(mlflow_server: MlflowServer) -
     )
     with urllib.request.urlopen(request, timeout=10) as answer:
         body = json.load(answer)
-    assert [e["name"] for e in body["experiments"]] == ["Default"]
+    # shared by the process's tests: others may have made experiments of their own
+    assert "Default" in [e["name"] for e in body["experiments"]]
