@@ -87,14 +87,6 @@ class ChunkReader(RunReader):
         """What :meth:`plain_run`'s chunks mean (a text token), once a shape is learned."""
         return self._text if self._head else None
 
-    @property
-    def event_framing(self) -> tuple[bytes, bytes, bytes] | None:
-        """What :meth:`sse_run` compares a read with, once a shape is learned (it never
-        changes after): the compiled client runs the same check on these bytes."""
-        if not self._event_head:
-            return None
-        return self._event_head, self._event_tail, self._event_end
-
     def plain_run(self, payloads: list[str], start: int) -> int:
         """How many of ``payloads`` from ``start`` on are the learned shape with a non-empty
         text: each means :attr:`text_info` exactly (what ``self(data)`` would return), so

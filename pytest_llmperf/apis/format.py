@@ -86,14 +86,6 @@ class RunReader(ABC):
     def sse_run(self, read: bytes) -> int:
         """How many common events a read holds if it is nothing but them, else 0."""
 
-    @property
-    def event_framing(self) -> tuple[bytes, bytes, bytes] | None:
-        """The learned event's bytes as :meth:`sse_run` frames it, for a compiled twin of
-        it: ``data: `` + the chunk's bytes before its text, those after it, and those
-        with the blank line that ends the event; None until learned (and for a reader
-        whose :meth:`sse_run` takes other reads: the client asks it then)."""
-        return None
-
 
 def _no_headers(api_key: str | None) -> dict[str, str]:
     return {}

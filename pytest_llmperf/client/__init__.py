@@ -11,7 +11,6 @@ from pytest_llmperf.client.models import resolve_model
 from pytest_llmperf.client.preflight import preflight, preflight_sync
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.request import send_request
-from pytest_llmperf.client.speedups import speedups_in_use
 from pytest_llmperf.client.stream_client import StreamClient, TransportFailure
 
 __all__ = [
@@ -31,5 +30,4 @@ __all__ = [
     "redact_url",
     "resolve_model",
     "send_request",
-    "speedups_in_use",
 ]

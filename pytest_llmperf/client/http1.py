@@ -60,12 +60,12 @@ from typing import Protocol, cast
 from httptools import (
     HttpParserCallbackError,
     HttpParserError,
+    HttpParserUpgrade,
     HttpResponseParser,
 )
 
 from pytest_llmperf.client.keepalive import KEEPALIVE_S, idle_limit, parse_keep_alive
 from pytest_llmperf.client.records import ErrorKind
-from pytest_llmperf.client.speedups import MAX_HEAD_BYTES, ConnectionReads
 
 __all__ = [
     "MAX_HEAD_BYTES",
@@ -76,6 +76,7 @@ __all__ = [
     "request_prefix",
 ]
 
+MAX_HEAD_BYTES = 64 * 1024  # a head, or framing bytes without body data between; more is not sane
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 9110 token (header name, method)
 
@@ -164,12 +165,8 @@ class _Unsolicited(Exception):
     """Raised inside the parser: a response began that no request asked for."""
 
 
-class Http1Connection(ConnectionReads, asyncio.BufferedProtocol):
+class Http1Connection(asyncio.BufferedProtocol):
     """A keep-alive connection that reads one response at a time into a sink.
-
-    Its reads (``get_buffer`` / ``buffer_updated``) are :class:`~pytest_llmperf.client.
-    speedups.ConnectionReads`'s, compiled where the extension is built; what they leave
-    to it, the rare cases, is here.
 
     ``reusable`` is true once a response has been read completely on a
     connection both sides keep open; the pool only reuses such connections.
@@ -255,6 +252,38 @@ class Http1Connection(ConnectionReads, asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             self._fd = sock.fileno()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """One read (``nbytes`` in the shared buffer): timestamped here, framed by llhttp,
+        its body handed to the sink, before the buffer is read into again."""
+        now = time.monotonic_ns()
+        data = self._buffer[:nbytes]
+        sink = self._sink
+        if sink is None or self._parser is None:
+            self._unasked(data)
+            return
+        self._now = now
+        try:
+            self._parser.feed_data(data)
+        except HttpParserError as exc:
+            self._parse_failed(exc, data)
+            return
+        except HttpParserUpgrade:
+            self._fail(ErrorKind.PROTOCOL, "the server switched protocols (HTTP 101)", now)
+            return
+        pieces = self._pieces
+        if pieces:  # a response that ended in this read has had its body already
+            body = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            pieces.clear()
+            self._unframed = 0
+            sink.on_body(body, now)
+        elif self._sink is not None:
+            self._unframed += len(data)
+            if self._unframed > MAX_HEAD_BYTES:
+                self._too_long(now)
 
     def eof_received(self) -> bool:
         return False  # close the transport; connection_lost reports the end
@@ -405,9 +434,6 @@ class Http1Connection(ConnectionReads, asyncio.BufferedProtocol):
         else:
             detail = f"not an HTTP response: {bytes(data[:60]).decode('latin-1')!r} ({reason})"
         self._fail(ErrorKind.PROTOCOL, detail, self._now)
-
-    def _upgraded(self, now: int) -> None:
-        self._fail(ErrorKind.PROTOCOL, "the server switched protocols (HTTP 101)", now)
 
     def _too_long(self, now: int) -> None:
         if self._in_head:

@@ -44,6 +44,7 @@ import json
 import time
 from collections.abc import Callable, Coroutine
 from enum import Enum
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from pytest_llmperf.apis.events import ChunkInfo, error_message
@@ -57,7 +58,6 @@ from pytest_llmperf.client.output_check import settle_output
 from pytest_llmperf.client.outputs import CollectedOutput
 from pytest_llmperf.client.records import ErrorKind, RequestRecord
 from pytest_llmperf.client.server_timing import apply_server_timing
-from pytest_llmperf.client.speedups import SinkReads, text_events
 from pytest_llmperf.client.sse import SSEParser
 from pytest_llmperf.client.stream_client import StreamClient, TransportFailure
 from pytest_llmperf.redaction import scrub
@@ -289,7 +289,7 @@ async def _settled(record: RequestRecord) -> RequestRecord:
     return record
 
 
-class _Reading(SinkReads):
+class _Reading:
     """The response sink of one request (see :class:`~pytest_llmperf.client.http1.ResponseSink`).
 
     Runs inside the connection's ``buffer_updated``: it must not raise (a
@@ -325,14 +325,19 @@ class _Reading(SinkReads):
         "_mode",
         "_output",
         "_parse",
+        "_parser",
         "_per_event",
         "_reader",
         "_start_ns",
         "_timeouts",
         "_timer",
+        "_whole_reads",
         "affinity",
         "check_answer",
+        "done",
         "format",
+        "last_read_ns",
+        "record",
         "resend_on",
     )
 
@@ -452,17 +457,21 @@ class _Reading(SinkReads):
         self.affinity.capture(headers, self.record)
         if status >= 300:  # redirects are not followed: a wrong URL
             self._mode, self._headers = _ERROR, headers
-            self._whole_reads = None
         elif not self.format.streams_tokens or headers.get("content-type", "").startswith(
             "application/json"
         ):
             self._mode = _WHOLE
-            self._whole_reads = None
 
-    def _on_body(self, data: bytes, now_ns: int) -> None:
-        """A read that is not a run of the common chunk (:meth:`SinkReads.on_body` has
-        taken those, and checked :attr:`done` and set :attr:`last_read_ns` for all)."""
+    def on_body(self, data: bytes, now_ns: int) -> None:
+        if self.done.done():
+            return
+        self.last_read_ns = now_ns
         if self._mode == _STREAM:
+            reader = self._whole_reads
+            if reader is not None and self._parser.idle and (count := reader.sse_run(data)):
+                # the read is nothing but text tokens of the stream's common chunk
+                _text_events(self.record, count, now_ns, reader.text_info)  # type: ignore[arg-type]
+                return
             try:
                 if self._per_event:
                     self._events_watched(self._parser.feed(data), now_ns)
@@ -551,7 +560,7 @@ class _Reading(SinkReads):
                 if run:
                     info = reader.text_info
                     assert info is not None
-                    text_events(record, run, now, info)
+                    _text_events(record, run, now, info)
                     start += run
                     if start == count:
                         return
@@ -663,6 +672,23 @@ def _on_event(
     if info.finish_reason:
         record.finish_reason = info.finish_reason
     return info
+
+
+def _text_events(record: RequestRecord, count: int, now: int, info: ChunkInfo) -> None:
+    """``count`` token events of one read, each meaning ``info`` (a plain text token): what
+    :func:`_on_event` does for each of them, done once (the gaps within a read are 0)."""
+    if record.t_first:
+        record.gaps_ns.append(now - record.t_last)
+    else:
+        record.t_first = now
+    if count > 1:
+        record.gaps_ns.extend(repeat(0, count - 1))
+    record.t_last = now
+    record.token_events += count
+    if info.output:
+        record.has_output = True
+    if info.answer and not record.t_out:
+        record.t_out = now
 
 
 def _token_event(record: RequestRecord, now: int) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from pytest_llmperf.client.endpoint import Endpoint
-from pytest_llmperf.client.speedups import speedups_in_use
 from pytest_llmperf.options import LlmPerfOptions, WorkerBackend
 from pytest_llmperf.plugin.state import SessionState
 from pytest_llmperf.server_metrics.page_list import is_page_list
@@ -47,10 +46,7 @@ def header_lines(state: SessionState) -> list[str]:
         lines.append(f"llmperf: A/B reference endpoint: {ref}")
     lines.append(
         f"llmperf: api={opts.api} model={opts.model or 'auto (GET /v1/models)'} "
-        f"timeout={opts.timeouts.total:g}s scale={opts.scale:g}"
-        + _workers_word(opts)
-        # the client's per-read path: compiled, or its pure-Python twin (LLMPERF_PURE_PYTHON=1)
-        + (" reads=compiled" if speedups_in_use() else " reads=python")
+        f"timeout={opts.timeouts.total:g}s scale={opts.scale:g}" + _workers_word(opts)
     )
     metrics = {
         "auto": "auto (the endpoint's /metrics where it answers, every 1 s)",
