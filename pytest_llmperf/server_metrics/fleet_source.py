@@ -13,7 +13,6 @@ error: server metrics explain a run, they never decide whether it can happen.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -137,11 +136,9 @@ def _with_listed_gpu_pages(
     gpus = [p for p in found.pages if p.role is PageRole.GPU]
     if not gpus:
         return None
-    items = [f"replica:{page_name(source.url)}={source.url}"]
-    items += [f"gpu:{p.name}={p.url}" for p in gpus]
-    option = ",".join([*items, f"{source.interval_s:g}"])
-    fleet = resolve_fleet(endpoint, option, limit_s=limit_s, answered=answered)
-    return dataclasses.replace(fleet, engine_alone=True)
+    specs = [PageSpec(PageRole.REPLICA, page_name(source.url), source.url), *gpus]
+    pages = _probed(endpoint, specs, source.interval_s, limit_s, answered)
+    return FleetSource(pages, source.interval_s, engine_alone=True)
 
 
 def resolve_fleet(
@@ -180,6 +177,23 @@ def resolve_fleet(
         specs.insert(0, PageSpec(PageRole.REPLICA, name, own))
         notes.append("only gpu pages given: the endpoint's own /metrics is the server's page")
 
+    if not specs:
+        notes.append("no page to read: the fleet has no numbers")
+    pages = _probed(endpoint, specs, parsed.interval_s, limit_s, answered)
+    return FleetSource(pages, parsed.interval_s, discovered, tuple(notes))
+
+
+def _probed(
+    endpoint: Endpoint,
+    specs: list[PageSpec],
+    interval_s: float,
+    limit_s: float,
+    answered: Outcome | None,
+) -> tuple[FleetPage, ...]:
+    """Each page probed once, at once, within ``limit_s``; the endpoint's own ``/metrics``
+    taken from ``answered`` (the preflight's read) where it is one of them."""
+    own = metrics_url(endpoint.base_url)
+
     def probe(spec: PageSpec) -> FleetPage:
         if answered is not None and spec.url == own:
             got = scraped(spec.url, answered, time.monotonic_ns())
@@ -188,12 +202,9 @@ def resolve_fleet(
                 got = scrape_once(client, spec.url, retry=True)
         if isinstance(got, ScrapeFailure):
             return FleetPage(spec, failure=got.reason)
-        return FleetPage(spec, ServerMetricsSource(spec.url, parsed.interval_s, family_of(got)))
+        return FleetPage(spec, ServerMetricsSource(spec.url, interval_s, family_of(got)))
 
-    if specs:
-        with ThreadPoolExecutor(min(_PROBE_THREADS, len(specs)), "llmperf-fleet-probe") as pool:
-            pages = tuple(pool.map(probe, specs))
-    else:
-        pages = ()
-        notes.append("no page to read: the fleet has no numbers")
-    return FleetSource(pages, parsed.interval_s, discovered, tuple(notes))
+    if not specs:
+        return ()
+    with ThreadPoolExecutor(min(_PROBE_THREADS, len(specs)), "llmperf-fleet-probe") as pool:
+        return tuple(pool.map(probe, specs))
